@@ -1,0 +1,82 @@
+"""Content-addressed artifact store. A blob lives at <dir>/<sha256 hex>/<safe name>;
+the name a client sends is reduced to a safe base name and never used as a path
+(the CVE-2020-17518 pattern cannot write outside the store). Peers that lack a blob
+fetch it from a peer that has it, over REST, and check its hash."""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from typing import Optional
+
+import aiohttp
+
+SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
+ALLOWED_SUFFIXES = (".py", ".zip", ".egg")
+
+
+class BlobError(ValueError):
+    pass
+
+
+def safe_name(filename: str) -> str:
+    """The base name of `filename`, restricted to safe characters; checks the suffix."""
+    base = os.path.basename(filename.replace("\\", "/")).strip()
+    base = SAFE_NAME.sub("_", base).lstrip(".")
+    if not base or not base.endswith(ALLOWED_SUFFIXES):
+        raise BlobError(f"artifact file name {filename!r} must end in .py, .zip or .egg")
+    return base[:128]
+
+
+class BlobStore:
+    def __init__(self, directory: str) -> None:
+        self.dir = directory
+        os.makedirs(directory, exist_ok=True)
+
+    def _folder(self, digest: str) -> str:
+        if not re.fullmatch(r"[0-9a-f]{64}", digest):
+            raise BlobError(f"bad artifact digest {digest!r}")
+        return os.path.join(self.dir, digest)
+
+    def put(self, filename: str, data: bytes) -> tuple[str, str]:
+        """Store bytes; return (artifact id 'sha256:<hex>', stored name)."""
+        name = safe_name(filename)
+        digest = hashlib.sha256(data).hexdigest()
+        folder = self._folder(digest)
+        os.makedirs(folder, exist_ok=True)
+        target = os.path.join(folder, name)
+        if not os.path.exists(target):
+            fd, tmp = tempfile.mkstemp(dir=folder)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, target)
+        return f"sha256:{digest}", name
+
+    def local_path(self, artifact_id: str, name: str) -> Optional[str]:
+        digest = artifact_id.split(":", 1)[-1]
+        path = os.path.join(self._folder(digest), safe_name(name))
+        return path if os.path.exists(path) else None
+
+    async def fetch(self, artifact_id: str, name: str, urls: list[str]) -> str:
+        """Get a blob from the first peer that serves it; verify its hash."""
+        digest = artifact_id.split(":", 1)[-1]
+        errors = []
+        timeout = aiohttp.ClientTimeout(total=60)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            for url in urls:
+                try:
+                    async with session.get(f"{url}/artifacts/{artifact_id}/content") as resp:
+                        if resp.status != 200:
+                            errors.append(f"{url}: HTTP {resp.status}")
+                            continue
+                        data = await resp.read()
+                except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                    errors.append(f"{url}: {exc}")
+                    continue
+                if hashlib.sha256(data).hexdigest() != digest:
+                    errors.append(f"{url}: content does not match {artifact_id}")
+                    continue
+                self.put(name, data)
+                return self.local_path(artifact_id, name)
+        raise LookupError(f"artifact {artifact_id} could not be fetched: {'; '.join(errors) or 'no peer has it'}")

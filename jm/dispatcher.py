@@ -1,0 +1,82 @@
+"""Dispatcher: reconciles the replicated assignment table with this peer's JobMasters.
+
+Jobs assigned here (at their current epoch) get a JobMaster; JobMasters whose job is
+no longer assigned here at that epoch (moved, fenced) are stopped; CANCELLING jobs
+have their JobMaster cancel.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from raft import state as S
+from jm.jobmaster import JobEnv, JobMaster
+
+log = logging.getLogger("jm.dispatcher")
+
+
+class Dispatcher:
+    def __init__(self, raft, env: JobEnv) -> None:
+        self.raft = raft
+        self.env = env
+        self.node = env.node
+        self.masters: dict[str, JobMaster] = {}
+        self._done: set[tuple[str, int]] = set()  # (job, epoch) whose JobMaster ended
+        self._wake = raft.subscribe()
+        self._task = None
+        self.fenced = False  # set by the lease watchdog: run nothing while fenced
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop())
+
+    async def _loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self.reconcile()
+            except Exception:
+                log.exception("reconcile failed")
+
+    def _mine(self) -> dict[str, tuple[int, bool, dict]]:
+        with self.raft.read() as st:
+            out = {}
+            for job_id in st.jobs_of(self.node):
+                job = st.jobs[job_id]
+                if job.status not in S.TERMINAL:
+                    out[job_id] = (job.epoch, job.cancel_requested, job.spec)
+            return out
+
+    async def reconcile(self) -> None:
+        mine = {} if self.fenced else self._mine()
+        for job_id, jm in list(self.masters.items()):
+            want = mine.get(job_id)
+            if want is None or want[0] != jm.epoch:
+                log.info("job %s epoch %d is no longer assigned here; stopping it",
+                         job_id, jm.epoch)
+                del self.masters[job_id]
+                await jm.stop()
+            elif jm.task is not None and jm.task.done():
+                del self.masters[job_id]
+                self._done.add((job_id, jm.epoch))
+            elif want[1]:
+                jm.cancel()
+        self._done = {k for k in self._done if k[0] in mine and mine[k[0]][0] == k[1]}
+        for job_id, (epoch, cancel, spec) in mine.items():
+            if job_id in self.masters or (job_id, epoch) in self._done:
+                continue
+            jm = JobMaster(self.env, job_id, epoch, spec)
+            if cancel:
+                jm.cancel()
+            self.masters[job_id] = jm
+            task = jm.start()
+            task.add_done_callback(lambda _t: self._wake.set())
+
+    async def stop_all(self) -> None:
+        masters, self.masters = list(self.masters.values()), {}
+        await asyncio.gather(*(jm.stop() for jm in masters), return_exceptions=True)
+
+    async def close(self) -> None:
+        if self._task:
+            self._task.cancel()
+        await self.stop_all()

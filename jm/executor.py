@@ -1,0 +1,145 @@
+"""Peer side of job execution: drives the warm zygote and tracks job processes."""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import signal
+import struct
+import sys
+from dataclasses import dataclass, field
+from typing import Optional
+
+from jm.zygote import Exited, Ready, Spawn, Spawned, pack, set_pdeathsig, unpack
+
+log = logging.getLogger("jm.executor")
+
+
+@dataclass
+class JobProcess:
+    key: str
+    pid: int
+    exited: asyncio.Future = field(repr=False)  # -> (code, signal); code -1/-sig on signal
+
+
+class ExecutorLost(Exception):
+    pass
+
+
+class Executor:
+    """Starts job processes by asking the zygote to fork; restarts a dead zygote."""
+
+    def __init__(self, log_dir: str) -> None:
+        self.log_dir = log_dir
+        self.proc: Optional[asyncio.subprocess.Process] = None
+        self._spawns: dict[str, asyncio.Future] = {}
+        self._procs: dict[str, JobProcess] = {}
+        self._ready: Optional[asyncio.Future] = None
+        self._reader: Optional[asyncio.Task] = None
+        self._closing = False
+        self._lock = asyncio.Lock()
+        self._ids = itertools.count()
+        self.zygote_pid: Optional[int] = None
+
+    async def start(self) -> None:
+        os.makedirs(self.log_dir, exist_ok=True)
+        stderr = open(os.path.join(self.log_dir, "zygote.log"), "ab")
+        loop = asyncio.get_running_loop()
+        self._ready = loop.create_future()
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "jm.zygote",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
+            preexec_fn=set_pdeathsig, limit=2 ** 20)
+        stderr.close()
+        self._reader = asyncio.create_task(self._read_loop(self.proc))
+        await asyncio.wait_for(asyncio.shield(self._ready), 120)
+
+    async def _read_loop(self, proc: asyncio.subprocess.Process) -> None:
+        try:
+            while True:
+                head = await proc.stdout.readexactly(4)
+                (n,) = struct.unpack(">I", head)
+                msg = unpack(await proc.stdout.readexactly(n))
+                if isinstance(msg, Ready):
+                    self.zygote_pid = msg.pid
+                    if self._ready and not self._ready.done():
+                        self._ready.set_result(True)
+                elif isinstance(msg, Spawned):
+                    fut = self._spawns.pop(msg.key, None)
+                    if fut and not fut.done():
+                        fut.set_result(msg.pid)
+                elif isinstance(msg, Exited):
+                    jp = self._procs.pop(msg.key, None)
+                    if jp and not jp.exited.done():
+                        jp.exited.set_result((msg.code, msg.signal))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            await self._zygote_gone()
+
+    async def _zygote_gone(self) -> None:
+        err = ExecutorLost("the job executor (zygote) exited; its job processes died with it")
+        for fut in self._spawns.values():
+            if not fut.done():
+                fut.set_exception(err)
+        for jp in self._procs.values():
+            if not jp.exited.done():
+                jp.exited.set_result((-int(signal.SIGKILL), int(signal.SIGKILL)))
+        self._spawns.clear()
+        self._procs.clear()
+        if self._ready and not self._ready.done():
+            self._ready.set_exception(err)
+        if not self._closing:
+            log.error("zygote exited (code %s); starting a new one",
+                      self.proc.returncode if self.proc else None)
+            try:
+                await self.proc.wait()
+                await self.start()
+            except Exception:
+                log.exception("could not restart the zygote")
+
+    async def spawn(self, params: dict) -> JobProcess:
+        if self.proc is None or self.proc.returncode is not None:
+            raise ExecutorLost("the job executor is not running")
+        key = f"{params['job_id']}/{params['attempt']}/{next(self._ids)}"
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        jp = JobProcess(key, 0, loop.create_future())
+        self._spawns[key] = fut
+        self._procs[key] = jp
+        self.proc.stdin.write(pack(Spawn(key, params)))
+        try:
+            await self.proc.stdin.drain()
+        except ConnectionError as exc:
+            raise ExecutorLost(str(exc))
+        jp.pid = await fut
+        return jp
+
+    @staticmethod
+    def kill(jp: JobProcess, sig: int = signal.SIGKILL) -> None:
+        for fn in (os.killpg, os.kill):
+            try:
+                fn(jp.pid, sig)
+                return
+            except ProcessLookupError:
+                continue
+            except PermissionError:
+                return
+
+    async def close(self) -> None:
+        self._closing = True
+        for jp in list(self._procs.values()):
+            self.kill(jp)
+        if self.proc and self.proc.returncode is None:
+            try:
+                self.proc.stdin.close()
+            except Exception:
+                pass
+            try:
+                await asyncio.wait_for(self.proc.wait(), 5)
+            except asyncio.TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+        if self._reader:
+            self._reader.cancel()

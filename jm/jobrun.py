@@ -1,0 +1,172 @@
+"""What runs inside a job process: the JobContext and the call of the user's code.
+
+This module runs in a process forked from the warm zygote. It imports pyspark only
+when the job touches `ctx.spark` (or is a SQL job), never before the fork.
+"""
+from __future__ import annotations
+
+import datetime
+import decimal
+import importlib
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from typing import Any, Optional
+
+
+class JobContext:
+    """Handed to `main(ctx)`; see DESIGN.md's job model."""
+
+    def __init__(self, params: dict) -> None:
+        self.args: dict = params.get("args") or {}
+        self.job_id: str = params["job_id"]
+        self.attempt: int = params["attempt"]
+        self.node: str = params["node"]
+        self.checkpoint_dir: str = params["checkpoint_dir"]
+        self.restore_path: Optional[str] = params.get("restore_path")
+        self.stop_requested = threading.Event()
+        self._spark_remote: Optional[str] = params.get("spark_remote")
+        self._spark_ready_file: Optional[str] = params.get("spark_ready_file")
+        self._spark_wait: float = float(params.get("spark_wait", 180.0))
+        self._spark = None
+
+    @property
+    def spark(self):
+        """A Spark Connect SparkSession, created on first use."""
+        if self._spark is None:
+            if not self._spark_remote:
+                raise RuntimeError("no Spark is configured for this peer "
+                                   "(spark.connect.embedded is false and spark.remote is unset)")
+            self._wait_for_spark()
+            from pyspark.sql import SparkSession
+            self._spark = SparkSession.builder.remote(self._spark_remote).getOrCreate()
+        return self._spark
+
+    def _wait_for_spark(self) -> None:
+        deadline = time.monotonic() + self._spark_wait
+        while True:
+            if self._spark_ready_file is None or os.path.exists(self._spark_ready_file):
+                if _port_open(self._spark_remote):
+                    return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Spark Connect at {self._spark_remote} was not ready "
+                                   f"within {self._spark_wait:g} s")
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        if self._spark is not None:
+            try:
+                self._spark.stop()
+            except Exception:
+                pass
+
+
+def _port_open(remote: str) -> bool:
+    hostport = remote.split("://", 1)[-1].split("/", 1)[0].split(";", 1)[0]
+    host, _, port = hostport.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port or 15002)), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def jsonable(value: Any) -> Any:
+    """Turn Spark row values into JSON-able values."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else str(value)
+    if isinstance(value, (datetime.date, datetime.datetime, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        if hasattr(value, "asDict"):
+            return {k: jsonable(v) for k, v in value.asDict().items()}
+        return [jsonable(v) for v in value]
+    return str(value)
+
+
+def run_sql(ctx: JobContext, sql: str, max_rows: int) -> dict:
+    df = ctx.spark.sql(sql)
+    rows = df.limit(max_rows + 1).collect() if max_rows > 0 else []
+    return {"columns": list(df.columns),
+            "rows": [[jsonable(v) for v in row] for row in rows[:max_rows]],
+            "truncated": len(rows) > max_rows}
+
+
+def _write_json(path: str, obj: Any) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f)
+    os.replace(tmp, path)
+
+
+def _load_entry(entry: str, pyfiles: list[str]):
+    for p in reversed(pyfiles):
+        path = os.path.dirname(p) if p.endswith(".py") else p.rstrip("/") or p
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    module_name, func_name = entry.split(":", 1)
+    module = importlib.import_module(module_name)
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        raise AttributeError(f"{module_name} has no callable {func_name!r}")
+    return func
+
+
+def run_job(params: dict) -> int:
+    """Run one attempt; write result.json or error.json; return the exit code."""
+    ctx = JobContext(params)
+    signal.signal(signal.SIGTERM, lambda *_: ctx.stop_requested.set())
+    result_path, error_path = params["result_path"], params["error_path"]
+    print(f"[jm] job {ctx.job_id} attempt {ctx.attempt} on {ctx.node} pid {os.getpid()}",
+          flush=True)
+    try:
+        os.makedirs(ctx.checkpoint_dir, exist_ok=True)
+        if params.get("sql"):
+            value = run_sql(ctx, params["sql"], int(params.get("max_result_rows", 1000)))
+        else:
+            func = _load_entry(params["entry"], params.get("pyfiles") or [])
+            value = func(ctx)
+        try:
+            text = json.dumps(value)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"the job's return value is not JSON-serialisable: {exc}")
+        limit = int(params.get("max_result_size", 256 * 1024))
+        if len(text) > limit:
+            raise ValueError(f"the job's result is {len(text)} bytes, more than "
+                             f"jobmanager.result.max-size ({limit} bytes)")
+        _write_json(result_path, {"result": value})
+        return 0
+    except SystemExit as exc:
+        code = exc.code
+        if code in (None, 0):
+            _write_json(result_path, {"result": None})
+            return 0
+        _write_json(error_path, {"exception": f"SystemExit: {code}",
+                                 "traceback": traceback.format_exc()})
+        return 1
+    except BaseException as exc:
+        tb = traceback.format_exc()
+        print(tb, file=sys.stderr, flush=True)
+        _write_json(error_path, {"exception": f"{type(exc).__name__}: {exc}"[:2000],
+                                 "traceback": tb[-16000:]})
+        return 1
+    finally:
+        ctx.close()
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:
+            pass

@@ -1,0 +1,340 @@
+"""One JobManager peer: wires Raft, REST, Dispatcher, ResourceManager, executor and
+Spark together, starts them in order and stops them in reverse order.
+
+Run as `python -m jm.peer --conf-dir conf [--peer host:rest:raft] [-D key=value ...]`.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import time
+from typing import Any, Optional
+
+from aiohttp import web
+
+from jm import views
+from jm.blobs import BlobError, BlobStore
+from jm.config import Config, ConfigError, PeerAddress, load_config, parse_overrides, parse_peer, read_masters
+from jm.dispatcher import Dispatcher
+from jm.executor import Executor
+from jm.jobmaster import JobEnv, StatusReporter
+from jm.resourcemanager import ResourceManager
+from jm.spec import validate_spec
+from jm.sparkserver import SparkConnectServer, free_port
+from raft.commands import AddArtifact, CancelJob, Heartbeat, RegisterPeer, SubmitJob
+from raft.node import RaftHost, RaftSettings, RaftUnavailable
+from rest.app import ApiError, make_app
+
+log = logging.getLogger("jm.peer")
+
+
+def raft_settings(conf: Config) -> RaftSettings:
+    return RaftSettings(
+        min_timeout=conf["raft.min-timeout"], max_timeout=conf["raft.max-timeout"],
+        append_entries_period=conf["raft.append-entries-period"],
+        leader_fallback_timeout=conf["raft.leader-fallback-timeout"],
+        connection_retry_time=conf["raft.connection-retry-time"],
+        use_batch=conf["raft.use-batch"], password=conf["raft.password"])
+
+
+class Peer:
+    """A JobManager peer; also the gateway the REST layer talks to."""
+
+    def __init__(self, conf: Config, me: PeerAddress, masters: list[PeerAddress]) -> None:
+        if me not in masters:
+            raise ConfigError(f"masters: this peer {me} is not listed in conf/masters")
+        self.conf = conf
+        self.me = me
+        self.node = me.node_id
+        self.masters = masters
+        self.data_dir = os.path.join(conf.path("jobmanager.data-dir"), self.node.replace(":", "_"))
+        self.log_dir = os.path.join(conf.path("env.log.dir"), self.node.replace(":", "_"))
+        self.blobs = BlobStore(os.path.join(self.data_dir, "blobs"))
+        self.raft: Optional[RaftHost] = None
+        self.runner: Optional[web.AppRunner] = None
+        self.executor = Executor(self.log_dir)
+        self.spark: Optional[SparkConnectServer] = None
+        self.reporter: Optional[StatusReporter] = None
+        self.dispatcher: Optional[Dispatcher] = None
+        self.rm: Optional[ResourceManager] = None
+        self.registered = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self.started_at = time.time()
+        self.last_heartbeat_ack = 0.0
+
+    # ---- lifecycle ----------------------------------------------------------------------
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        os.makedirs(self.data_dir, exist_ok=True)
+        os.makedirs(self.log_dir, exist_ok=True)
+        others = [m.raft_addr for m in self.masters if m != self.me]
+        self.raft = RaftHost(self.me.raft_addr, others, os.path.join(self.data_dir, "raft"),
+                             raft_settings(self.conf), loop,
+                             {m.raft_addr: m.node_id for m in self.masters})
+        self.raft.start_watch()
+        app = make_app(self, self.conf["rest.max-body-size"])
+        self.runner = web.AppRunner(app, access_log=None)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, self.conf["rest.bind-address"], self.me.rest_port,
+                           reuse_address=True)
+        await site.start()
+        await self.executor.start()
+        spark_ready_file = os.path.join(self.data_dir, "spark-ready")
+        if self.conf["spark.connect.embedded"] and not self.conf["spark.remote"]:
+            port = self.conf["spark.connect.port"] or free_port()
+            self.spark = SparkConnectServer(
+                port, self.conf["spark.master"], self.log_dir, spark_ready_file,
+                self.conf["spark.driver.memory"], self.conf.spark_conf,
+                self.conf["spark.log.level"], self.conf["spark.connect.startup-timeout"],
+                self._spark_warmup)
+            self.spark.start()
+        self.reporter = StatusReporter(self.raft, self.conf["rest.write-timeout"])
+        self.reporter.start()
+        env = JobEnv(self.node, self.conf, self.executor, self.reporter, self.resolve_pyfiles,
+                     self.spark_remote, spark_ready_file if self.spark else None,
+                     self.log_dir, self.data_dir, time.time)
+        self.dispatcher = Dispatcher(self.raft, env)
+        self.rm = ResourceManager(self.raft, self.conf["heartbeat.timeout"],
+                                  self.conf["rest.write-timeout"])
+        self._tasks.append(asyncio.create_task(self._heartbeats()))
+        self.dispatcher.start()
+        self.rm.start()
+        log.info("peer %s up: REST %s, Raft %s, pid %d", self.node, self.me.rest_url,
+                 self.me.raft_addr, os.getpid())
+
+    async def _register(self) -> None:
+        cmd = RegisterPeer(self.node, self.me.host, self.me.rest_port, self.me.raft_port,
+                           os.getpid(), self.conf["jobmanager.slots"], time.time())
+        res = await self.raft.submit(cmd, self.conf["rest.write-timeout"])
+        if res.ok:
+            self.registered.set()
+
+    async def _heartbeats(self) -> None:
+        """Register, then renew the lease every heartbeat.interval. (Re-register if this
+        peer was declared dead: it comes back empty.)"""
+        interval = self.conf["heartbeat.interval"]
+        while True:
+            sent = time.time()
+            try:
+                if not self.registered.is_set():
+                    await self._register()
+                else:
+                    res = await self.raft.submit(Heartbeat(self.node, sent), max(interval * 2, 1))
+                    if res.ok:
+                        self.last_heartbeat_ack = sent
+                    elif res.code in ("stale", "not-found"):
+                        log.warning("this peer was declared dead; registering again")
+                        self.registered.clear()
+                        await self.dispatcher.stop_all()
+                        continue
+            except RaftUnavailable as exc:
+                log.debug("heartbeat not committed: %s", exc)
+            except Exception:
+                log.exception("heartbeat failed")
+            await asyncio.sleep(max(0.0, interval - (time.time() - sent)))
+
+    async def _spark_warmup(self, server: SparkConnectServer) -> None:
+        params = {"job_id": "_warmup", "attempt": server.generation, "node": self.node,
+                  "sql": "SELECT 1 AS warmup", "args": {}, "pyfiles": [],
+                  "log_path": os.path.join(self.log_dir, "spark-warmup.log"),
+                  "result_path": os.path.join(self.data_dir, "warmup-result.json"),
+                  "error_path": os.path.join(self.data_dir, "warmup-error.json"),
+                  "checkpoint_dir": os.path.join(self.data_dir, "warmup"),
+                  "spark_remote": server.url, "spark_ready_file": None,
+                  "spark_wait": self.conf["spark.connect.startup-timeout"],
+                  "max_result_rows": 1, "max_result_size": 1024}
+        jp = await self.executor.spawn(params)
+        await asyncio.wait_for(jp.exited, self.conf["spark.connect.startup-timeout"])
+
+    async def stop(self) -> None:
+        log.info("peer %s stopping", self.node)
+        for t in self._tasks:
+            t.cancel()
+        if self.rm:
+            await self.rm.close()
+        if self.dispatcher:
+            await self.dispatcher.close()
+        if self.reporter:
+            await self.reporter.close()
+        await self.executor.close()
+        if self.spark:
+            await self.spark.close()
+        if self.runner:
+            await self.runner.cleanup()
+        if self.raft:
+            await asyncio.get_running_loop().run_in_executor(None, self.raft.destroy)
+        log.info("peer %s stopped", self.node)
+
+    # ---- job environment --------------------------------------------------------------
+    def spark_remote(self) -> Optional[str]:
+        if self.conf["spark.remote"]:
+            return self.conf["spark.remote"]
+        return self.spark.url if self.spark else None
+
+    async def resolve_pyfiles(self, pyfiles: list[str]) -> list[str]:
+        out = []
+        for p in pyfiles:
+            if not p.startswith("artifact:"):
+                if not os.path.exists(p):
+                    raise LookupError(f"pyfile {p} does not exist on peer {self.node}")
+                out.append(p)
+                continue
+            art_id = p[len("artifact:"):]
+            with self.raft.read() as st:
+                art = st.artifacts.get(art_id)
+                if art is None:
+                    raise LookupError(f"unknown artifact {art_id}")
+                name, holders = art.name, list(art.nodes)
+                urls = [f"http://{st.peers[n].host}:{st.peers[n].rest_port}" for n in holders
+                        if n in st.peers and n != self.node]
+            path = self.blobs.local_path(art_id, name)
+            if path is None:
+                path = await self.blobs.fetch(art_id, name, urls)
+            out.append(path)
+        return out
+
+    # ---- gateway for REST ---------------------------------------------------------------
+    def _max_slots(self) -> int:
+        with self.raft.read() as st:
+            return max([p.slots for p in st.peers.values()] + [self.conf["jobmanager.slots"]])
+
+    async def submit_job(self, spec: Any, request_id: str) -> dict:
+        spec = validate_spec(spec, self._max_slots())
+        for p in spec["pyfiles"]:
+            if p.startswith("artifact:"):
+                with self.raft.read() as st:
+                    if p[len("artifact:"):] not in st.artifacts:
+                        raise ApiError(400, f"pyfiles: unknown artifact {p}; upload it with "
+                                            "POST /artifacts first")
+        res = await self.raft.submit(SubmitJob(spec["jobid"], spec, time.time(), request_id),
+                                     self.conf["rest.write-timeout"])
+        if not res.ok:
+            raise ApiError(409 if res.code == "exists" else 400, res.error)
+        return {"jobid": res.value["jobid"]}
+
+    async def cancel_job(self, job_id: str) -> str:
+        res = await self.raft.submit(CancelJob(job_id, time.time()), self.conf["rest.write-timeout"])
+        if not res.ok:
+            raise ApiError({"not-found": 404, "conflict": 409}.get(res.code, 400), res.error)
+        return res.value
+
+    async def add_artifact(self, filename: str, data: bytes) -> dict:
+        try:
+            art_id, name = self.blobs.put(filename, data)
+        except BlobError as exc:
+            raise ApiError(400, str(exc))
+        res = await self.raft.submit(AddArtifact(art_id, name, len(data), self.node, time.time()),
+                                     self.conf["rest.write-timeout"])
+        if not res.ok:
+            raise ApiError(400, res.error)
+        return {"id": art_id, "name": name, "size": len(data), "pyfile": f"artifact:{art_id}"}
+
+    def artifact_file(self, artifact_id: str) -> Optional[str]:
+        with self.raft.read() as st:
+            art = st.artifacts.get(artifact_id)
+        if art is None:
+            return None
+        try:
+            return self.blobs.local_path(artifact_id, art.name)
+        except BlobError:
+            return None
+
+    def view(self, name: str, *args: Any) -> Any:
+        now = time.time()
+        leader = self.raft.leader()
+        with self.raft.read() as st:
+            if name == "overview":
+                return views.overview(st, leader)
+            if name == "nodes":
+                return views.nodes(st, leader)
+            if name == "jobs":
+                return views.jobs_list(st)
+            if name == "jobs-overview":
+                return views.jobs_overview(st, now)
+            if name == "artifacts":
+                return views.artifacts(st)
+            job = st.jobs.get(args[0]) if args else None
+            if job is None:
+                return None
+            if name == "job":
+                return views.job_detail(job, now)
+            if name == "exceptions":
+                return views.job_exceptions(job)
+            if name == "result":
+                return views.job_result(job)
+        raise KeyError(name)
+
+    def health(self) -> dict:
+        leader = self.raft.leader() if self.raft else None
+        return {"ok": leader is not None and self.registered.is_set(), "node": self.node,
+                "leader": leader, "registered": self.registered.is_set(),
+                "spark-ready": bool(self.spark and self.spark.ready.is_set()),
+                "spark-remote": self.spark_remote()}
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stdout)
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+async def _serve(peer: Peer) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await peer.start()
+        await stop.wait()
+    finally:
+        await peer.stop()
+
+
+def choose_self(masters: list[PeerAddress], wanted: Optional[str]) -> PeerAddress:
+    if wanted:
+        me = parse_peer(wanted, "--peer")
+        if me not in masters:
+            raise ConfigError(f"--peer {wanted}: not a line of conf/masters")
+        return me
+    for m in masters:
+        if m.host in ("127.0.0.1", "localhost"):
+            return m
+    return masters[0]
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="jobmanager", description="Run one JobManager peer.")
+    ap.add_argument("--conf-dir", default=os.environ.get("JM_CONF_DIR", "conf"))
+    ap.add_argument("--peer", help="host:rest-port:raft-port (a line of conf/masters)")
+    ap.add_argument("-D", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    args = ap.parse_args(argv)
+    try:
+        conf = load_config(args.conf_dir, parse_overrides(args.overrides),
+                           home=os.environ.get("JM_HOME"))
+        masters = read_masters(os.path.join(args.conf_dir, "masters"))
+        me = choose_self(masters, args.peer)
+        _setup_logging(conf["jobmanager.log.level"])
+        peer = Peer(conf, me, masters)
+    except ConfigError as exc:
+        print(f"jobmanager: configuration error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        import uvloop
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    except ImportError:
+        pass
+    try:
+        asyncio.run(_serve(peer))
+    except OSError as exc:
+        print(f"jobmanager: cannot start: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

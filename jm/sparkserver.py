@@ -1,0 +1,168 @@
+"""Supervision of the peer's own Spark Connect server (one JVM per peer).
+
+The server is started from pyspark's own distribution (SPARK_HOME = the pyspark
+package folder), bound to 127.0.0.1, with its output in the peer's log dir. When it
+is up, a warm-up query runs through a job process (the peer itself never opens a
+Spark channel), then the ready file is written; job processes wait for that file.
+If the JVM dies it is started again.
+"""
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import os
+import socket
+import time
+from typing import Callable, Optional
+
+from jm.zygote import set_pdeathsig
+
+log = logging.getLogger("jm.spark")
+
+
+def spark_home() -> str:
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("pyspark is not installed")
+    return list(spec.submodule_search_locations)[0]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+class SparkConnectServer:
+    def __init__(self, port: int, master: str, log_dir: str, ready_file: str,
+                 driver_memory: str, extra_conf: dict, log_level: str,
+                 startup_timeout: float, warmup: Callable) -> None:
+        self.port = port
+        self.master = master
+        self.log_dir = log_dir
+        self.ready_file = ready_file
+        self.driver_memory = driver_memory
+        self.extra_conf = extra_conf
+        self.log_level = log_level
+        self.startup_timeout = startup_timeout
+        self.warmup = warmup
+        self.proc: Optional[asyncio.subprocess.Process] = None
+        self.ready = asyncio.Event()
+        self.restarts = 0
+        self.generation = 0       # bumps on every (re)start: jobs of an old JVM are stale
+        self._task: Optional[asyncio.Task] = None
+        self._closing = False
+
+    @property
+    def url(self) -> str:
+        return f"sc://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._supervise())
+
+    def _command(self) -> list[str]:
+        home = spark_home()
+        cmd = [os.path.join(home, "bin", "spark-class"), "org.apache.spark.deploy.SparkSubmit",
+               "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+               "--master", self.master, "--driver-memory", self.driver_memory,
+               "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+               "--conf", f"spark.connect.grpc.binding.port={self.port}",
+               "--conf", "spark.ui.enabled=false",
+               "--conf", "spark.driver.host=127.0.0.1",
+               "--conf", "spark.driver.bindAddress=127.0.0.1"]
+        for k, v in self.extra_conf.items():
+            cmd += ["--conf", f"{k}={v}"]
+        cmd.append("spark-internal")
+        return cmd
+
+    def _env(self) -> dict:
+        env = dict(os.environ)
+        env["SPARK_HOME"] = spark_home()
+        env["SPARK_LOCAL_IP"] = "127.0.0.1"
+        env.setdefault("SPARK_LOG_DIR", self.log_dir)
+        conf_dir = os.path.join(self.log_dir, "spark-conf")
+        os.makedirs(conf_dir, exist_ok=True)
+        with open(os.path.join(conf_dir, "log4j2.properties"), "w") as f:
+            f.write(f"rootLogger.level = {self.log_level.lower()}\n"
+                    "rootLogger.appenderRef.stdout.ref = console\n"
+                    "appender.console.type = Console\nappender.console.name = console\n"
+                    "appender.console.target = SYSTEM_ERR\n"
+                    "appender.console.layout.type = PatternLayout\n"
+                    "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n\n"
+                    "logger.connect.name = org.apache.spark.sql.connect\n"
+                    "logger.connect.level = info\n")
+        env["SPARK_CONF_DIR"] = conf_dir
+        return env
+
+    async def _supervise(self) -> None:
+        while not self._closing:
+            self.ready.clear()
+            try:
+                os.unlink(self.ready_file)
+            except FileNotFoundError:
+                pass
+            self.generation += 1
+            os.makedirs(self.log_dir, exist_ok=True)
+            out = open(os.path.join(self.log_dir, "spark-connect.log"), "ab")
+            started = time.monotonic()
+            try:
+                self.proc = await asyncio.create_subprocess_exec(
+                    *self._command(), stdout=out, stderr=out, env=self._env(),
+                    preexec_fn=set_pdeathsig, start_new_session=False)
+            finally:
+                out.close()
+            log.info("Spark Connect server starting on port %d (pid %d, master %s)",
+                     self.port, self.proc.pid, self.master)
+            while self.proc.returncode is None and not port_open("127.0.0.1", self.port):
+                if time.monotonic() - started > self.startup_timeout:
+                    log.error("Spark Connect server not up within %.0f s; restarting",
+                              self.startup_timeout)
+                    self.proc.kill()
+                    break
+                try:
+                    await asyncio.wait_for(self.proc.wait(), 0.25)
+                except asyncio.TimeoutError:
+                    pass
+            if self.proc.returncode is None:
+                try:
+                    await self.warmup(self)
+                except Exception as exc:
+                    log.warning("Spark warm-up query failed: %s", exc)
+                if self.proc.returncode is None:
+                    with open(self.ready_file, "w") as f:
+                        f.write(self.url)
+                    self.ready.set()
+                    log.info("Spark Connect server ready at %s after %.1f s", self.url,
+                             time.monotonic() - started)
+            code = await self.proc.wait()
+            self.ready.clear()
+            if self._closing:
+                break
+            self.restarts += 1
+            log.error("Spark Connect server exited with code %s; restarting", code)
+            await asyncio.sleep(min(5.0, 0.5 * self.restarts))
+
+    async def close(self) -> None:
+        self._closing = True
+        if self.proc and self.proc.returncode is None:
+            self.proc.terminate()
+            try:
+                await asyncio.wait_for(self.proc.wait(), 10)
+            except asyncio.TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+        if self._task:
+            self._task.cancel()
+        try:
+            os.unlink(self.ready_file)
+        except FileNotFoundError:
+            pass

@@ -1,0 +1,105 @@
+"""Read models: pure functions from ClusterState to the REST API's JSON (kebab-case)."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from raft import state as S
+from raft.state import ClusterState, JobRecord
+
+
+def _ms(t: Optional[float]) -> int:
+    return -1 if t is None else int(t * 1000)
+
+
+def overview(st: ClusterState, leader: Optional[str]) -> dict:
+    alive = st.alive_peers()
+    counts = {"running": 0, "finished": 0, "failed": 0, "cancelled": 0, "created": 0}
+    for job in st.jobs.values():
+        if job.status == S.FINISHED:
+            counts["finished"] += 1
+        elif job.status == S.FAILED:
+            counts["failed"] += 1
+        elif job.status == S.CANCELED:
+            counts["cancelled"] += 1
+        elif job.status == S.CREATED and job.node is None:
+            counts["created"] += 1
+        else:
+            counts["running"] += 1
+    total = sum(p.slots for p in alive)
+    used = sum(st.slots_used(p.id) for p in alive)
+    return {"leader": leader, "peers": len(st.peers), "peers-alive": len(alive),
+            "slots-total": total, "slots-available": max(0, total - used),
+            "jobs-running": counts["running"], "jobs-waiting": counts["created"],
+            "jobs-finished": counts["finished"], "jobs-failed": counts["failed"],
+            "jobs-cancelled": counts["cancelled"]}
+
+
+def nodes(st: ClusterState, leader: Optional[str]) -> dict:
+    out = []
+    for p in st.peers.values():
+        out.append({"id": p.id, "host": p.host, "rest-port": p.rest_port,
+                    "raft-port": p.raft_port, "pid": p.pid, "leader": p.id == leader,
+                    "state": p.state, "slots": p.slots, "slots-used": st.slots_used(p.id),
+                    "jobs": st.jobs_of(p.id), "registered-at": _ms(p.registered_at),
+                    "declared-dead-at": _ms(p.declared_dead_at)})
+    return {"nodes": out}
+
+
+def jobs_list(st: ClusterState) -> dict:
+    return {"jobs": [{"id": j.id, "status": j.status} for j in st.jobs.values()]}
+
+
+def _duration(job: JobRecord, now: float) -> int:
+    end = job.end_time if job.end_time is not None else now
+    return int((end - job.submitted_at) * 1000)
+
+
+def job_row(job: JobRecord, now: float) -> dict:
+    return {"jid": job.id, "name": job.name, "state": job.status,
+            "node": job.node or job.last_node, "attempt": job.epoch, "restarts": job.restarts,
+            "start-time": _ms(job.submitted_at), "end-time": _ms(job.end_time),
+            "duration": _duration(job, now)}
+
+
+def jobs_overview(st: ClusterState, now: float) -> dict:
+    return {"jobs": [job_row(j, now) for j in st.jobs.values()]}
+
+
+def job_detail(job: JobRecord, now: float) -> dict:
+    out = job_row(job, now)
+    out.update({
+        "spec": job.spec,
+        "timestamps": {k: _ms(v) for k, v in job.timestamps.items()},
+        "attempts": [{"attempt": a.epoch, "node": a.node, "start-time": _ms(a.start),
+                      "end-time": _ms(a.end), "end-reason": a.reason} for a in job.attempts],
+        "cancel-requested": job.cancel_requested,
+        "failures": job.failure_count,
+        "result": job.result,
+    })
+    return out
+
+
+def job_exceptions(job: JobRecord) -> dict:
+    entries = [{"attempt": f.get("attempt"), "node": f.get("node"),
+                "timestamp": _ms(f.get("time")), "exception": f.get("exception"),
+                "stacktrace": f.get("traceback", ""), "final": bool(f.get("final")),
+                "reason": f.get("reason")} for f in reversed(job.failures)]
+    root = entries[0] if entries else None
+    return {"root-exception": root["exception"] if root else None,
+            "timestamp": root["timestamp"] if root else None,
+            "all-exceptions": entries, "truncated": job.failure_count > len(entries)}
+
+
+def job_result(job: JobRecord) -> dict[str, Any]:
+    status = "COMPLETED" if job.status in S.TERMINAL else "IN_PROGRESS"
+    out: dict[str, Any] = {"status": {"id": status}, "state": job.status}
+    if job.status == S.FINISHED:
+        out["result"] = job.result
+    elif job.status == S.FAILED and job.failures:
+        out["failure"] = job.failures[-1].get("exception")
+    return out
+
+
+def artifacts(st: ClusterState) -> dict:
+    return {"artifacts": [{"id": a.id, "name": a.name, "size": a.size, "nodes": list(a.nodes),
+                           "created": _ms(a.created)} for a in st.artifacts.values()]}

@@ -1,0 +1,212 @@
+"""The warm job-process parent ("zygote").
+
+Started once per peer with `python -m jm.zygote`. It imports the heavy modules a
+job needs (pyspark's Connect client, pandas, pyarrow) once, freezes the GC, and
+then forks one child per job attempt on request, so that a job starts in
+milliseconds. It never opens a Spark/gRPC channel itself (gRPC is not fork-safe).
+
+Protocol on stdin/stdout: 4-byte big-endian length + msgpack frames of the typed
+messages below. The zygote dies with its peer (PR_SET_PDEATHSIG, and EOF on
+stdin), and kills its job processes when it goes.
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import gc
+import os
+import selectors
+import signal
+import struct
+import sys
+from dataclasses import dataclass
+
+import msgpack
+
+
+@dataclass(frozen=True)
+class Spawn:
+    key: str
+    params: dict
+
+
+@dataclass(frozen=True)
+class Spawned:
+    key: str
+    pid: int
+
+
+@dataclass(frozen=True)
+class Exited:
+    key: str
+    pid: int
+    code: int      # exit code, or -signal number
+    signal: int
+
+
+@dataclass(frozen=True)
+class Ready:
+    pid: int
+
+
+MESSAGES = {cls.__name__: cls for cls in (Spawn, Spawned, Exited, Ready)}
+
+
+def pack(msg) -> bytes:
+    body = msgpack.packb([type(msg).__name__, dataclasses.asdict(msg)], use_bin_type=True)
+    return struct.pack(">I", len(body)) + body
+
+
+def unpack(body: bytes):
+    name, fields = msgpack.unpackb(body, raw=False)
+    return MESSAGES[name](**fields)
+
+
+def set_pdeathsig(sig: int = signal.SIGKILL) -> None:
+    """Ask Linux to send `sig` to this process when its parent dies."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _warm_imports() -> None:
+    for name in ("pyspark.sql.connect.session", "pyspark.sql.connect.functions",
+                 "pandas", "pyarrow", "json", "traceback", "jm.jobrun"):
+        try:
+            __import__(name)
+        except Exception as exc:  # a missing optional module must not stop the peer
+            print(f"[zygote] warm import of {name} failed: {exc}", file=sys.stderr, flush=True)
+
+
+def _child(params: dict, fds_to_close: list[int]) -> None:
+    """In the forked child: become the job process. Never returns."""
+    code = 1
+    try:
+        for fd in fds_to_close:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        os.setpgid(0, 0)
+        set_pdeathsig(signal.SIGKILL)
+        gc.unfreeze()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        os.makedirs(os.path.dirname(params["log_path"]), exist_ok=True)
+        logfd = os.open(params["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(logfd, 1)
+        os.dup2(logfd, 2)
+        os.close(logfd)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        if params.get("cwd"):
+            os.chdir(params["cwd"])
+        from jm.jobrun import run_job
+        code = run_job(params)
+    except BaseException:
+        import traceback
+        try:
+            traceback.print_exc()
+        except Exception:
+            pass
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def main() -> None:
+    set_pdeathsig(signal.SIGKILL)
+    if os.getppid() == 1:
+        sys.exit(0)
+    _warm_imports()
+    gc.collect()
+    gc.freeze()
+
+    stdin_fd, stdout_fd = sys.stdin.fileno(), sys.stdout.fileno()
+    os.set_blocking(stdin_fd, False)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.signal(signal.SIGTERM, lambda *_: None)  # the peer stops us by closing stdin
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    sel = selectors.DefaultSelector()
+    sel.register(stdin_fd, selectors.EVENT_READ, "in")
+    sel.register(wake_r, selectors.EVENT_READ, "sig")
+    children: dict[int, str] = {}
+    buf = b""
+
+    def send(msg) -> None:
+        data = pack(msg)
+        while data:
+            try:
+                n = os.write(stdout_fd, data)
+                data = data[n:]
+            except BlockingIOError:
+                selectors.DefaultSelector().select(0.01)
+
+    def reap() -> None:
+        while children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            key = children.pop(pid, None)
+            if key is None:
+                continue
+            if os.WIFSIGNALED(status):
+                sig = os.WTERMSIG(status)
+                send(Exited(key, pid, -sig, sig))
+            else:
+                send(Exited(key, pid, os.WEXITSTATUS(status), 0))
+
+    send(Ready(os.getpid()))
+    running = True
+    while running:
+        for skey, _ in sel.select(1.0):
+            if skey.data == "sig":
+                try:
+                    os.read(wake_r, 4096)
+                except BlockingIOError:
+                    pass
+                reap()
+                continue
+            try:
+                chunk = os.read(stdin_fd, 65536)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                running = False
+                break
+            buf += chunk
+            while len(buf) >= 4:
+                (n,) = struct.unpack(">I", buf[:4])
+                if len(buf) < 4 + n:
+                    break
+                msg, buf = unpack(buf[4:4 + n]), buf[4 + n:]
+                if isinstance(msg, Spawn):
+                    pid = os.fork()
+                    if pid == 0:
+                        _child(msg.params, [stdin_fd, stdout_fd, wake_r, wake_w])
+                    children[pid] = msg.key
+                    send(Spawned(msg.key, pid))
+        reap()
+    for pid in list(children):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+if __name__ == "__main__":
+    main()

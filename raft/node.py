@@ -1,0 +1,210 @@
+"""The pysyncobj node that hosts ClusterState, bridged into asyncio.
+
+pysyncobj runs its own tick thread; every callback arrives there. This module
+keeps the tick thread's work tiny (decode, apply, signal) and hands results to
+the asyncio loop with `call_soon_threadsafe`. Reads from asyncio code take the
+state lock, which apply holds while it mutates.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
+
+from raft.commands import decode, encode
+from raft.state import ClusterState, Result
+
+log = logging.getLogger("jm.raft")
+
+
+class RaftUnavailable(Exception):
+    """No leader, or the outcome of a write is unknown; the client may retry."""
+
+
+@dataclass
+class RaftSettings:
+    min_timeout: float = 0.4
+    max_timeout: float = 1.4
+    append_entries_period: float = 0.05
+    leader_fallback_timeout: float = 1.4
+    connection_retry_time: float = 0.5
+    connection_timeout: float = 3.5
+    auto_tick_period: float = 0.01
+    use_batch: bool = False
+    password: Optional[str] = None
+    log_compaction_min_entries: int = 20000
+    log_compaction_min_time: float = 600.0
+
+
+class _StateConsumer(SyncObjConsumer):
+    def __init__(self, on_applied: Callable[[Any, Result], None]) -> None:
+        # attributes set before SyncObjConsumer.__init__ are not part of snapshots
+        self.lock = threading.RLock()
+        self.on_applied = on_applied
+        super().__init__()
+        self.state = ClusterState()
+
+    @replicated
+    def apply(self, blob: bytes) -> Result:
+        try:
+            command = decode(blob)
+        except Exception as exc:
+            return Result.fail("invalid", f"undecodable command: {exc}")
+        with self.lock:
+            result = self.state.apply(command)
+        try:
+            self.on_applied(command, result)
+        except Exception:  # a notification problem must never stall the log
+            log.exception("on_applied failed")
+        return result
+
+    def _deserialize(self, data: dict) -> None:
+        with self.lock:
+            super()._deserialize(data)
+
+
+class RaftHost:
+    """One Raft member: replicated ClusterState plus an async write API."""
+
+    def __init__(self, self_addr: str, other_addrs: list[str], data_dir: str,
+                 settings: RaftSettings, loop: asyncio.AbstractEventLoop,
+                 addr_to_node: dict[str, str]) -> None:
+        self.loop = loop
+        self.self_addr = self_addr
+        self.addr_to_node = dict(addr_to_node)
+        self._subscribers: list[asyncio.Event] = []  # each set after any apply (coalesced)
+        self.apply_hooks: list[Callable[[Any, Result], None]] = []  # run on the tick thread
+        self.leader_listeners: list[Callable[[Optional[str]], None]] = []  # leader changes
+        self._notify_pending = False
+        self._notify_lock = threading.Lock()
+        self._last_leader: Optional[str] = None
+        self._watch_task: Optional[asyncio.Task] = None
+        os.makedirs(data_dir, exist_ok=True)
+        self.consumer = _StateConsumer(self._on_applied)
+        conf = SyncObjConf(
+            journalFile=os.path.join(data_dir, "raft.journal"),
+            fullDumpFile=os.path.join(data_dir, "raft.dump"),
+            appendEntriesUseBatch=settings.use_batch,
+            appendEntriesPeriod=settings.append_entries_period,
+            raftMinTimeout=settings.min_timeout,
+            raftMaxTimeout=settings.max_timeout,
+            leaderFallbackTimeout=settings.leader_fallback_timeout,
+            connectionRetryTime=settings.connection_retry_time,
+            connectionTimeout=settings.connection_timeout,
+            autoTickPeriod=settings.auto_tick_period,
+            password=settings.password,
+            logCompactionMinEntries=settings.log_compaction_min_entries,
+            logCompactionMinTime=settings.log_compaction_min_time,
+            commandsWaitLeader=False,
+            bindAddress=self_addr,
+        )
+        self.syncobj = SyncObj(self_addr, other_addrs, conf=conf, consumers=[self.consumer])
+
+    # ---- tick-thread side -------------------------------------------------------------
+    def _on_applied(self, command: Any, result: Result) -> None:
+        for hook in self.apply_hooks:
+            hook(command, result)
+        with self._notify_lock:
+            if self._notify_pending:
+                return
+            self._notify_pending = True
+        try:
+            self.loop.call_soon_threadsafe(self._notify)
+        except RuntimeError:  # loop closed during shutdown
+            pass
+
+    def _notify(self) -> None:
+        with self._notify_lock:
+            self._notify_pending = False
+        self._wake()
+
+    def _wake(self) -> None:
+        for ev in self._subscribers:
+            ev.set()
+
+    def subscribe(self) -> asyncio.Event:
+        """An event set whenever the state may have changed (or leadership moved)."""
+        ev = asyncio.Event()
+        self._subscribers.append(ev)
+        return ev
+
+    # ---- asyncio side -----------------------------------------------------------------
+    def start_watch(self) -> None:
+        self._watch_task = self.loop.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        """Turn leader changes (seen by polling pysyncobj) into events; also wake
+        state watchers now and then so that a snapshot load is never missed."""
+        last_applied = -1
+        while True:
+            leader = self.leader()
+            if leader != self._last_leader:
+                self._last_leader = leader
+                for listener in self.leader_listeners:
+                    listener(leader)
+                self._wake()
+            applied = self.consumer.state.applied
+            if applied != last_applied:
+                last_applied = applied
+                self._wake()
+            await asyncio.sleep(0.05)
+
+    def leader(self) -> Optional[str]:
+        """Node id of the current leader, or None."""
+        node = self.syncobj._getLeader()
+        if node is None:
+            return None
+        addr = getattr(node, "address", str(node))
+        return self.addr_to_node.get(addr, addr)
+
+    def is_leader(self) -> bool:
+        return self.syncobj._isLeader()
+
+    def term(self) -> int:
+        return self.syncobj._getTerm()
+
+    def ready(self) -> bool:
+        return self.syncobj.isReady()
+
+    @contextlib.contextmanager
+    def read(self):
+        """Hold the state lock while reading the replicated state."""
+        with self.consumer.lock:
+            yield self.consumer.state
+
+    async def submit(self, command: Any, timeout: float = 5.0) -> Result:
+        """Replicate a command; return its Result once applied on this peer."""
+        if self.syncobj._getLeader() is None:
+            raise RaftUnavailable("no Raft leader at the moment")
+        blob = encode(command)
+        fut = self.loop.create_future()
+
+        def done(result: Any, error: int) -> None:
+            self.loop.call_soon_threadsafe(_resolve, fut, result, error)
+
+        self.consumer.apply(blob, callback=done)
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            raise RaftUnavailable("the write was not committed in time; its outcome is unknown")
+
+    def destroy(self) -> None:
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+        self.syncobj.destroy_synchronous()
+
+
+def _resolve(fut: asyncio.Future, result: Any, error: int) -> None:
+    if fut.done():
+        return
+    if error == FAIL_REASON.SUCCESS:
+        fut.set_result(result)
+    else:
+        names = {getattr(FAIL_REASON, n): n for n in dir(FAIL_REASON) if n.isupper()}
+        fut.set_exception(RaftUnavailable(f"Raft write failed: {names.get(error, error)}"))

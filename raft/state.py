@@ -1,0 +1,315 @@
+"""The replicated cluster truth and the one pure function that changes it.
+
+`ClusterState.apply(command)` is deterministic: no I/O, no clock, no randomness.
+It never raises (a raising apply is a poison pill in pysyncobj); bad commands get
+an error `Result` instead. Every peer applies the same log and ends in the same state.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from raft import commands as c
+
+# Flink's job states
+CREATED = "CREATED"
+INITIALIZING = "INITIALIZING"
+RUNNING = "RUNNING"
+RESTARTING = "RESTARTING"
+CANCELLING = "CANCELLING"
+CANCELED = "CANCELED"
+FAILED = "FAILED"
+FINISHED = "FINISHED"
+
+TERMINAL = frozenset({CANCELED, FAILED, FINISHED})
+REPORTABLE = frozenset({INITIALIZING, RUNNING, RESTARTING, CANCELED, FAILED, FINISHED})
+
+ALIVE = "ALIVE"
+DEAD = "DEAD"
+
+MAX_FAILURES_KEPT = 20
+
+
+@dataclass
+class Result:
+    ok: bool
+    value: Any = None
+    error: Optional[str] = None
+    code: Optional[str] = None  # "exists", "not-found", "conflict", "stale", "invalid"
+
+    @staticmethod
+    def fail(code: str, error: str) -> "Result":
+        return Result(False, None, error, code)
+
+
+@dataclass
+class PeerRecord:
+    id: str
+    host: str
+    rest_port: int
+    raft_port: int
+    pid: int
+    slots: int
+    state: str = ALIVE
+    registered_at: float = 0.0
+    last_heartbeat: float = 0.0
+    declared_dead_at: Optional[float] = None
+
+
+@dataclass
+class AttemptRecord:
+    epoch: int
+    node: str
+    start: float
+    end: Optional[float] = None
+    reason: Optional[str] = None  # finished, failed, cancelled, peer-lost, moved
+
+
+@dataclass
+class JobRecord:
+    id: str
+    name: str
+    spec: dict
+    submitted_at: float
+    request_id: str = ""
+    status: str = CREATED
+    node: Optional[str] = None       # current owner (None while unassigned)
+    last_node: Optional[str] = None  # where it ran last, kept after it ends
+    epoch: int = 0
+    restarts: int = 0
+    timestamps: dict = field(default_factory=dict)  # status -> first time entered
+    end_time: Optional[float] = None
+    result: Any = None
+    failures: list = field(default_factory=list)
+    failure_count: int = 0
+    attempts: list = field(default_factory=list)
+    cancel_requested: bool = False
+
+    @property
+    def slots(self) -> int:
+        return int(self.spec.get("slots", 1) or 1)
+
+
+@dataclass
+class ArtifactRecord:
+    id: str
+    name: str
+    size: int
+    nodes: list
+    created: float
+
+
+class ClusterState:
+    """Peers, jobs, the assignment table (job -> node, epoch) and artifacts."""
+
+    def __init__(self) -> None:
+        self.peers: dict[str, PeerRecord] = {}
+        self.jobs: dict[str, JobRecord] = {}
+        self.artifacts: dict[str, ArtifactRecord] = {}
+        self.request_ids: dict[str, str] = {}
+        # assignment index: node -> {job_id: slots}; only jobs that hold a slot
+        self.assigned: dict[str, dict[str, int]] = {}
+        # jobs waiting for placement, in submission order
+        self.pending: dict[str, None] = {}
+        self.applied: int = 0
+
+    # ---- queries (pure, read-only) -------------------------------------------------
+    def slots_used(self, node: str) -> int:
+        return sum(self.assigned.get(node, {}).values())
+
+    def jobs_of(self, node: str) -> list[str]:
+        return list(self.assigned.get(node, {}))
+
+    def alive_peers(self) -> list[PeerRecord]:
+        return [p for p in self.peers.values() if p.state == ALIVE]
+
+    # ---- the one mutation entry point ------------------------------------------------
+    def apply(self, command: Any) -> Result:
+        try:
+            handler = _HANDLERS.get(type(command))
+            if handler is None:
+                return Result.fail("invalid", f"unknown command {type(command).__name__}")
+            result = handler(self, command)
+            self.applied += 1
+            return result
+        except Exception as exc:  # never a poison pill
+            return Result.fail("invalid", f"{type(exc).__name__}: {exc}")
+
+    # ---- helpers ---------------------------------------------------------------------
+    def _release(self, job: JobRecord) -> None:
+        if job.node is not None:
+            owned = self.assigned.get(job.node)
+            if owned is not None:
+                owned.pop(job.id, None)
+            job.last_node = job.node
+            job.node = None
+
+    def _end_attempt(self, job: JobRecord, time: float, reason: str) -> None:
+        if job.attempts and job.attempts[-1].end is None:
+            job.attempts[-1].end = time
+            job.attempts[-1].reason = reason
+
+    def _set_status(self, job: JobRecord, status: str, time: float) -> None:
+        job.status = status
+        job.timestamps[status] = time
+        if status in TERMINAL:
+            job.end_time = time
+            self.pending.pop(job.id, None)
+
+
+def _register_peer(state: ClusterState, cmd: c.RegisterPeer) -> Result:
+    peer = state.peers.get(cmd.node)
+    if peer is None:
+        peer = PeerRecord(cmd.node, cmd.host, cmd.rest_port, cmd.raft_port, cmd.pid,
+                          cmd.slots, ALIVE, cmd.time, cmd.time)
+        state.peers[cmd.node] = peer
+    else:
+        if peer.state == DEAD:
+            # comes back empty: its jobs were moved when it was declared dead
+            peer.declared_dead_at = None
+        peer.host, peer.rest_port, peer.raft_port = cmd.host, cmd.rest_port, cmd.raft_port
+        peer.pid, peer.slots, peer.state = cmd.pid, cmd.slots, ALIVE
+        peer.registered_at = peer.last_heartbeat = cmd.time
+    state.assigned.setdefault(cmd.node, {})
+    return Result(True, cmd.node)
+
+
+def _heartbeat(state: ClusterState, cmd: c.Heartbeat) -> Result:
+    peer = state.peers.get(cmd.node)
+    if peer is None:
+        return Result.fail("not-found", f"unknown peer {cmd.node}")
+    if peer.state == DEAD:
+        return Result.fail("stale", f"peer {cmd.node} was declared dead; it must register again")
+    peer.last_heartbeat = max(peer.last_heartbeat, cmd.time)
+    return Result(True)
+
+
+def _declare_dead(state: ClusterState, cmd: c.DeclarePeerDead) -> Result:
+    peer = state.peers.get(cmd.node)
+    if peer is None:
+        return Result.fail("not-found", f"unknown peer {cmd.node}")
+    if peer.state == DEAD:
+        return Result(True, [])
+    peer.state = DEAD
+    peer.declared_dead_at = cmd.time
+    moved = []
+    for job_id in list(state.assigned.get(cmd.node, {})):
+        job = state.jobs[job_id]
+        state._end_attempt(job, cmd.time, "peer-lost")
+        state._release(job)
+        if job.cancel_requested:
+            state._set_status(job, CANCELED, cmd.time)
+        else:
+            job.status = CREATED
+            state.pending[job.id] = None
+            moved.append(job_id)
+    return Result(True, moved)
+
+
+def _submit(state: ClusterState, cmd: c.SubmitJob) -> Result:
+    if cmd.request_id and cmd.request_id in state.request_ids:
+        # an idempotent retry of an acknowledged (or unknown-outcome) submission
+        return Result(True, {"jobid": state.request_ids[cmd.request_id], "duplicate": True})
+    if cmd.job_id in state.jobs:
+        return Result.fail("exists", f"job {cmd.job_id} already exists")
+    job = JobRecord(cmd.job_id, str(cmd.spec.get("name") or cmd.job_id), dict(cmd.spec),
+                    cmd.time, cmd.request_id)
+    job.timestamps[CREATED] = cmd.time
+    state.jobs[job.id] = job
+    state.pending[job.id] = None
+    if cmd.request_id:
+        state.request_ids[cmd.request_id] = job.id
+    return Result(True, {"jobid": job.id, "duplicate": False})
+
+
+def _assign(state: ClusterState, cmd: c.AssignJobs) -> Result:
+    done, refused = [], []
+    for a in cmd.assignments:
+        job = state.jobs.get(a.job_id)
+        peer = state.peers.get(a.node)
+        if (job is None or peer is None or peer.state != ALIVE or job.status in TERMINAL
+                or job.node is not None or job.epoch != a.expected_epoch
+                or job.cancel_requested
+                or state.slots_used(a.node) + job.slots > peer.slots):
+            refused.append(a.job_id)
+            continue
+        job.epoch += 1
+        job.node = a.node
+        state.assigned.setdefault(a.node, {})[job.id] = job.slots
+        state.pending.pop(job.id, None)
+        job.attempts.append(AttemptRecord(job.epoch, a.node, cmd.time))
+        done.append((a.job_id, job.epoch))
+    return Result(True, {"assigned": done, "refused": refused})
+
+
+def _report_one(state: ClusterState, r: c.StatusReport) -> Result:
+    job = state.jobs.get(r.job_id)
+    if job is None:
+        return Result.fail("not-found", f"unknown job {r.job_id}")
+    if r.epoch != job.epoch or r.node != job.node:
+        return Result.fail("stale", f"stale report for {r.job_id}: epoch {r.epoch} on {r.node}, "
+                                    f"owner is epoch {job.epoch} on {job.node}")
+    if job.status in TERMINAL:
+        return Result.fail("stale", f"job {r.job_id} already ended {job.status}")
+    if r.status not in REPORTABLE:
+        return Result.fail("invalid", f"status {r.status} cannot be reported")
+    if r.failure is not None:
+        job.failure_count += 1
+        entry = dict(r.failure)
+        entry.update({"attempt": r.epoch, "node": r.node, "time": r.time})
+        job.failures.append(entry)
+        del job.failures[:-MAX_FAILURES_KEPT]
+    if r.status in TERMINAL:
+        if r.status == FINISHED:
+            job.result = r.result
+        reason = {FINISHED: "finished", FAILED: "failed", CANCELED: "cancelled"}[r.status]
+        state._end_attempt(job, r.time, reason)
+        state._release(job)
+        state._set_status(job, r.status, r.time)
+        return Result(True)
+    if job.status == CANCELLING:
+        return Result(True)  # keep CANCELLING until the owner confirms the end
+    if r.status == RESTARTING:
+        job.restarts += 1
+    state._set_status(job, r.status, r.time)
+    return Result(True)
+
+
+def _report(state: ClusterState, cmd: c.ReportStatuses) -> Result:
+    return Result(True, [_report_one(state, r) for r in cmd.reports])
+
+
+def _cancel(state: ClusterState, cmd: c.CancelJob) -> Result:
+    job = state.jobs.get(cmd.job_id)
+    if job is None:
+        return Result.fail("not-found", f"unknown job {cmd.job_id}")
+    if job.status in TERMINAL:
+        return Result.fail("conflict", f"job {cmd.job_id} already ended {job.status}")
+    job.cancel_requested = True
+    if job.node is None:
+        state._set_status(job, CANCELED, cmd.time)
+    else:
+        state._set_status(job, CANCELLING, cmd.time)
+    return Result(True, job.status)
+
+
+def _add_artifact(state: ClusterState, cmd: c.AddArtifact) -> Result:
+    art = state.artifacts.get(cmd.artifact_id)
+    if art is None:
+        state.artifacts[cmd.artifact_id] = ArtifactRecord(cmd.artifact_id, cmd.name, cmd.size,
+                                                          [cmd.node], cmd.time)
+    elif cmd.node not in art.nodes:
+        art.nodes.append(cmd.node)
+    return Result(True, cmd.artifact_id)
+
+
+_HANDLERS = {
+    c.RegisterPeer: _register_peer,
+    c.Heartbeat: _heartbeat,
+    c.DeclarePeerDead: _declare_dead,
+    c.SubmitJob: _submit,
+    c.AssignJobs: _assign,
+    c.ReportStatuses: _report,
+    c.CancelJob: _cancel,
+    c.AddArtifact: _add_artifact,
+}

@@ -1,0 +1,206 @@
+"""The REST API (aiohttp), served by every peer. Handlers only talk to a gateway.
+
+Errors are always {"errors": [...]} with the right status. Writes return once the
+Raft command is committed and applied on this peer (read-your-writes here).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any, Protocol
+
+from aiohttp import web
+
+from jm.spec import SpecError
+from raft.node import RaftUnavailable
+
+log = logging.getLogger("jm.rest")
+STATIC = os.path.join(os.path.dirname(__file__), "static")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, *errors: str, headers: dict | None = None) -> None:
+        super().__init__("; ".join(errors))
+        self.status = status
+        self.errors = list(errors)
+        self.headers = headers or {}
+
+
+class Gateway(Protocol):
+    """What the REST layer may ask of a peer."""
+    async def submit_job(self, spec: Any, request_id: str) -> dict: ...
+    async def cancel_job(self, job_id: str) -> str: ...
+    async def add_artifact(self, filename: str, data: bytes) -> dict: ...
+    def artifact_file(self, artifact_id: str) -> str | None: ...
+    def view(self, name: str, *args: Any) -> Any: ...
+    def health(self) -> dict: ...
+
+
+def error_response(status: int, errors: list[str], headers: dict | None = None) -> web.Response:
+    return web.json_response({"errors": errors}, status=status, headers=headers)
+
+
+@web.middleware
+async def errors_middleware(request: web.Request, handler):
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return error_response(exc.status, exc.errors, exc.headers)
+    except SpecError as exc:
+        return error_response(400, exc.errors)
+    except RaftUnavailable as exc:
+        return error_response(503, [str(exc)], {"Retry-After": "1"})
+    except web.HTTPRequestEntityTooLarge as exc:
+        return error_response(413, [f"request body too large (limit rest.max-body-size, "
+                                    f"{exc.max_size} bytes)"])
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        reason = exc.reason or "error"
+        if exc.status == 404:
+            reason = f"no such resource: {request.method} {request.path}"
+        elif exc.status == 405:
+            reason = f"method {request.method} not allowed on {request.path}"
+        return error_response(exc.status, [reason])
+    except Exception:
+        log.exception("internal error on %s %s", request.method, request.path)
+        return error_response(500, ["internal server error; see the peer's log"])
+
+
+async def _json_body(request: web.Request) -> Any:
+    if request.content_length is not None and request.content_length > request.app["max_body"]:
+        raise ApiError(413, f"request body too large (limit rest.max-body-size, "
+                            f"{request.app['max_body']} bytes)")
+    raw = await request.read()
+    if not raw.strip():
+        raise ApiError(400, "the request body is empty; expected a JSON job spec")
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"malformed JSON: {exc}")
+
+
+def _gw(request: web.Request) -> Gateway:
+    return request.app["gateway"]
+
+
+async def healthz(request: web.Request) -> web.Response:
+    h = _gw(request).health()
+    return web.json_response(h, status=200 if h.get("ok") else 503)
+
+
+async def get_overview(request: web.Request) -> web.Response:
+    return web.json_response(_gw(request).view("overview"))
+
+
+async def get_nodes(request: web.Request) -> web.Response:
+    return web.json_response(_gw(request).view("nodes"))
+
+
+async def post_job(request: web.Request) -> web.Response:
+    spec = await _json_body(request)
+    request_id = request.headers.get("X-Request-Id", "")
+    if len(request_id) > 128:
+        raise ApiError(400, "X-Request-Id must be at most 128 characters")
+    out = await _gw(request).submit_job(spec, request_id)
+    return web.json_response(out, status=202)
+
+
+async def get_jobs(request: web.Request) -> web.Response:
+    return web.json_response(_gw(request).view("jobs"))
+
+
+async def get_jobs_overview(request: web.Request) -> web.Response:
+    return web.json_response(_gw(request).view("jobs-overview"))
+
+
+def _job_view(request: web.Request, name: str) -> Any:
+    job_id = request.match_info["job_id"]
+    out = _gw(request).view(name, job_id)
+    if out is None:
+        raise ApiError(404, f"job {job_id} not found")
+    return out
+
+
+async def get_job(request: web.Request) -> web.Response:
+    return web.json_response(_job_view(request, "job"))
+
+
+async def get_job_exceptions(request: web.Request) -> web.Response:
+    return web.json_response(_job_view(request, "exceptions"))
+
+
+async def get_job_result(request: web.Request) -> web.Response:
+    return web.json_response(_job_view(request, "result"))
+
+
+async def patch_job(request: web.Request) -> web.Response:
+    mode = request.query.get("mode", "cancel")
+    if mode != "cancel":
+        raise ApiError(400, f"unsupported mode {mode!r}; use mode=cancel")
+    await _gw(request).cancel_job(request.match_info["job_id"])
+    return web.json_response({}, status=202)
+
+
+async def post_artifact(request: web.Request) -> web.Response:
+    if not request.content_type.startswith("multipart/"):
+        raise ApiError(400, "upload artifacts as multipart/form-data with a file field")
+    reader = await request.multipart()
+    part = await reader.next()
+    while part is not None and not getattr(part, "filename", None):
+        part = await reader.next()
+    if part is None:
+        raise ApiError(400, "the upload has no file part")
+    data = bytearray()
+    limit = request.app["max_body"]
+    while True:
+        chunk = await part.read_chunk(1 << 16)
+        if not chunk:
+            break
+        data.extend(chunk)
+        if len(data) > limit:
+            raise ApiError(413, f"artifact too large (limit rest.max-body-size, {limit} bytes)")
+    out = await _gw(request).add_artifact(part.filename, bytes(data))
+    return web.json_response(out, status=201)
+
+
+async def get_artifacts(request: web.Request) -> web.Response:
+    return web.json_response(_gw(request).view("artifacts"))
+
+
+async def get_artifact_content(request: web.Request) -> web.StreamResponse:
+    path = _gw(request).artifact_file(request.match_info["artifact_id"])
+    if path is None:
+        raise ApiError(404, f"artifact {request.match_info['artifact_id']} is not stored here")
+    return web.FileResponse(path)
+
+
+async def index(request: web.Request) -> web.StreamResponse:
+    path = os.path.join(STATIC, "index.html")
+    if os.path.exists(path):
+        return web.FileResponse(path)
+    raise web.HTTPFound("/overview")
+
+
+def make_app(gateway: Gateway, max_body: int) -> web.Application:
+    # aiohttp's own limit is a little above ours so that our handlers answer 413 in JSON
+    app = web.Application(middlewares=[errors_middleware], client_max_size=max_body + 1024)
+    app["gateway"] = gateway
+    app["max_body"] = max_body
+    r = app.router
+    r.add_get("/", index)
+    r.add_get("/healthz", healthz)
+    r.add_get("/overview", get_overview)
+    r.add_get("/nodes", get_nodes)
+    r.add_post("/jobs", post_job)
+    r.add_get("/jobs", get_jobs)
+    r.add_get("/jobs/overview", get_jobs_overview)
+    r.add_get("/jobs/{job_id}", get_job)
+    r.add_get("/jobs/{job_id}/exceptions", get_job_exceptions)
+    r.add_get("/jobs/{job_id}/result", get_job_result)
+    r.add_patch("/jobs/{job_id}", patch_job)
+    r.add_post("/artifacts", post_artifact)
+    r.add_get("/artifacts", get_artifacts)
+    r.add_get("/artifacts/{artifact_id}/content", get_artifact_content)
+    return app

@@ -1,0 +1,126 @@
+"""Shared test helpers: ports, config dirs, polling with a deadline, REST calls."""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Callable
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_ports(n: int) -> list[int]:
+    socks, ports = [], []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        ports.append(s.getsockname()[1])
+    for s in socks:
+        s.close()
+    return ports
+
+
+def make_conf(base: str, n: int, settings: dict | None = None) -> tuple[str, list[str]]:
+    """Write conf/config.yaml and conf/masters for n local peers; return (conf dir, lines)."""
+    conf_dir = os.path.join(base, "conf")
+    os.makedirs(conf_dir, exist_ok=True)
+    ports = free_ports(2 * n)
+    lines = [f"127.0.0.1:{ports[2 * i]}:{ports[2 * i + 1]}" for i in range(n)]
+    with open(os.path.join(conf_dir, "masters"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    values = {
+        "jobmanager.data-dir": os.path.join(base, "data"),
+        "env.log.dir": os.path.join(base, "log"),
+        "env.pid.dir": os.path.join(base, "run"),
+        "high-availability.storageDir": os.path.join(base, "ha"),
+        "spark.connect.embedded": False,
+        "restart-strategy.type": "none",
+    }
+    values.update(settings or {})
+    with open(os.path.join(conf_dir, "config.yaml"), "w") as f:
+        yaml.safe_dump(values, f)
+    return conf_dir, lines
+
+
+def poll(fn: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05,
+         what: str = "condition") -> Any:
+    """Call fn until it returns a truthy value; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = fn()
+            if last:
+                return last
+        except Exception as exc:  # the thing may not be up yet
+            last = exc
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
+
+
+async def apoll(fn: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05,
+                what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = fn()
+            if asyncio.iscoroutine(last):
+                last = await last
+            if last:
+                return last
+        except Exception as exc:
+            last = exc
+        await asyncio.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
+
+
+def http(method: str, url: str, body: Any = None, headers: dict | None = None,
+         raw: bytes | None = None, timeout: float = 10.0) -> tuple[int, Any]:
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    if data is not None and raw is None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            text = resp.read()
+            return resp.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as exc:
+        text = exc.read()
+        try:
+            return exc.code, json.loads(text)
+        except ValueError:
+            return exc.code, text.decode(errors="replace")
+
+
+def multipart(filename: str, content: bytes, field: str = "file") -> tuple[bytes, str]:
+    boundary = "----jmtestboundary7f3a"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"{field}\"; "
+            f"filename=\"{filename}\"\r\nContent-Type: application/octet-stream\r\n\r\n").encode()
+    body += content + f"\r\n--{boundary}--\r\n".encode()
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+async def ahttp(method: str, url: str, body: Any = None, headers: dict | None = None,
+                raw: bytes | None = None, timeout: float = 10.0) -> tuple[int, Any]:
+    """Async HTTP for in-process tests (the peers share the test's event loop)."""
+    import aiohttp
+    hdrs = dict(headers or {})
+    data = raw
+    if body is not None and raw is None:
+        data = json.dumps(body).encode()
+        hdrs.setdefault("Content-Type", "application/json")
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as s:
+        async with s.request(method, url, data=data, headers=hdrs) as resp:
+            text = await resp.read()
+            try:
+                return resp.status, json.loads(text) if text else None
+            except ValueError:
+                return resp.status, text.decode(errors="replace")
