@@ -240,6 +240,19 @@ def read_masters(path: str) -> list[PeerAddress]:
     return peers
 
 
+def choose_self(masters: list[PeerAddress], wanted: Optional[str]) -> PeerAddress:
+    """The peer given with --peer, else the first local line of masters."""
+    if wanted:
+        me = parse_peer(wanted, "--peer")
+        if me not in masters:
+            raise ConfigError(f"--peer {wanted}: not a line of conf/masters")
+        return me
+    for m in masters:
+        if m.host in ("127.0.0.1", "localhost"):
+            return m
+    return masters[0]
+
+
 def _flatten(prefix: str, value: Any, out: dict) -> None:
     if isinstance(value, dict):
         for k, v in value.items():

@@ -18,7 +18,8 @@ from aiohttp import web
 
 from jm import views
 from jm.blobs import BlobError, BlobStore
-from jm.config import Config, ConfigError, PeerAddress, load_config, parse_overrides, parse_peer, read_masters
+from jm.config import (Config, ConfigError, PeerAddress, choose_self, load_config,
+                       parse_overrides, read_masters)
 from jm.dispatcher import Dispatcher
 from jm.executor import Executor
 from jm.jobmaster import JobEnv, StatusReporter
@@ -293,18 +294,6 @@ async def _serve(peer: Peer) -> None:
         await stop.wait()
     finally:
         await peer.stop()
-
-
-def choose_self(masters: list[PeerAddress], wanted: Optional[str]) -> PeerAddress:
-    if wanted:
-        me = parse_peer(wanted, "--peer")
-        if me not in masters:
-            raise ConfigError(f"--peer {wanted}: not a line of conf/masters")
-        return me
-    for m in masters:
-        if m.host in ("127.0.0.1", "localhost"):
-            return m
-    return masters[0]
 
 
 def main(argv: Optional[list[str]] = None) -> int:

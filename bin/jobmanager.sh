@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Start or stop one JobManager peer (Flink style).
+#   bin/jobmanager.sh start|start-foreground|stop [HOST:REST-PORT:RAFT-PORT] [-D key=value ...]
+# The peer is a line of $JM_CONF_DIR/masters (default: the first local line).
+set -uo pipefail
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/config.sh"
+
+usage() { echo "usage: jobmanager.sh start|start-foreground|stop [HOST:REST-PORT:RAFT-PORT] [-D key=value ...]" >&2; exit 2; }
+[ $# -ge 1 ] || usage
+ACTION="$1"; shift
+PEER=""
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then PEER="$1"; shift; fi
+ARGS=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -D) [ $# -ge 2 ] || usage; ARGS+=(-D "$2"); shift 2 ;;
+        -D*) ARGS+=(-D "${1#-D}"); shift ;;
+        *) echo "jobmanager.sh: unexpected argument '$1'" >&2; usage ;;
+    esac
+done
+PEER_ARGS=(); [ -n "$PEER" ] && PEER_ARGS=(--peer "$PEER")
+
+RESOLVED="$("$JM_PYTHON" -m jm.launcher resolve --conf-dir "$JM_CONF_DIR" "${PEER_ARGS[@]}" "${ARGS[@]}")" || exit 2
+read -r PEER PID_FILE LOG_FILE <<< "$RESOLVED"
+
+running_pid() {
+    [ -f "$PID_FILE" ] || return 1
+    local pid; pid="$(cat "$PID_FILE" 2>/dev/null)"
+    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+}
+
+case "$ACTION" in
+    start)
+        if pid="$(running_pid)"; then
+            echo "jobmanager $PEER is already running (pid $pid)." >&2; exit 1
+        fi
+        nohup "$JM_PYTHON" -m jm.peer --conf-dir "$JM_CONF_DIR" --peer "$PEER" "${ARGS[@]}" \
+            >> "$LOG_FILE" 2>&1 < /dev/null &
+        echo $! > "$PID_FILE"
+        echo "Starting jobmanager $PEER (pid $!, log $LOG_FILE)."
+        ;;
+    start-foreground)
+        exec "$JM_PYTHON" -m jm.peer --conf-dir "$JM_CONF_DIR" --peer "$PEER" "${ARGS[@]}"
+        ;;
+    stop)
+        if ! pid="$(running_pid)"; then
+            echo "No jobmanager $PEER to stop."; rm -f "$PID_FILE"; exit 0
+        fi
+        kill -TERM "$pid" 2>/dev/null
+        for _ in $(seq 1 300); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.1
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            echo "jobmanager $PEER (pid $pid) did not stop in 30 s; killing it." >&2
+            kill -KILL "$pid" 2>/dev/null
+        fi
+        rm -f "$PID_FILE"
+        echo "Stopped jobmanager $PEER (pid $pid)."
+        ;;
+    *) usage ;;
+esac
