@@ -26,7 +26,8 @@ def safe_name(filename: str) -> str:
     base = SAFE_NAME.sub("_", base).lstrip(".")
     if not base or not base.endswith(ALLOWED_SUFFIXES):
         raise BlobError(f"artifact file name {filename!r} must end in .py, .zip or .egg")
-    return base[:128]
+    stem, dot, suffix = base.rpartition(".")
+    return stem[:120] + dot + suffix
 
 
 class BlobStore:

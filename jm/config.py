@@ -38,6 +38,8 @@ def parse_duration(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError("expected a duration like '500 ms' or '2 s'")
     if isinstance(value, (int, float)):
+        if not 0 <= value < float("inf"):
+            raise ValueError(f"{value!r} is not a non-negative duration")
         return float(value) / 1000.0
     m = _NUM_UNIT.match(str(value))
     if not m:
@@ -53,6 +55,8 @@ def parse_memory(value: Any) -> int:
     if isinstance(value, bool):
         raise ValueError("expected a size like '100 mb'")
     if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"{value!r} is not a non-negative size")
         return value
     m = _NUM_UNIT.match(str(value))
     if not m:
@@ -291,6 +295,8 @@ class Config:
                 raise ConfigError(f"{key}: unknown configuration key")
         for key, (parser, default) in KEYS.items():
             raw = values.get(key, default)
+            if raw is None and default is not None:
+                raise ConfigError(f"{key}: must have a value (default {default})")
             try:
                 self.values[key] = None if raw is None else parser(raw)
             except ValueError as exc:

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
-from jm.zygote import Exited, Ready, Spawn, Spawned, pack, set_pdeathsig, unpack
+from jm.zygote import Exited, Ready, Spawn, Spawned, pack, unpack
 
 log = logging.getLogger("jm.executor")
 
@@ -50,7 +50,7 @@ class Executor:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "jm.zygote",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
-            preexec_fn=set_pdeathsig, limit=2 ** 20)
+            limit=2 ** 20)  # the zygote sets its own parent-death signal
         stderr.close()
         self._reader = asyncio.create_task(self._read_loop(self.proc))
         await asyncio.wait_for(asyncio.shield(self._ready), 120)
@@ -118,6 +118,8 @@ class Executor:
 
     @staticmethod
     def kill(jp: JobProcess, sig: int = signal.SIGKILL) -> None:
+        if jp.pid <= 0:  # not forked yet: killpg(0) would hit our own process group
+            return
         for fn in (os.killpg, os.kill):
             try:
                 fn(jp.pid, sig)
@@ -130,7 +132,7 @@ class Executor:
     async def close(self) -> None:
         self._closing = True
         for jp in list(self._procs.values()):
-            self.kill(jp)
+            self.kill(jp)  # in-flight spawns die with the zygote (parent-death signal)
         if self.proc and self.proc.returncode is None:
             try:
                 self.proc.stdin.close()

@@ -226,6 +226,11 @@ class Peer:
     async def add_artifact(self, filename: str, data: bytes) -> dict:
         try:
             art_id, name = self.blobs.put(filename, data)
+            with self.raft.read() as st:
+                known = st.artifacts.get(art_id)
+            if known is not None and known.name != name:
+                # one name per content: keep the cluster's, so every peer imports it alike
+                art_id, name = self.blobs.put(known.name, data)
         except BlobError as exc:
             raise ApiError(400, str(exc))
         res = await self.raft.submit(AddArtifact(art_id, name, len(data), self.node, time.time()),

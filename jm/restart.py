@@ -44,6 +44,8 @@ class RestartStrategy:
 
 
 def _coerce(kind: str, value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, got {value!r}")
     if kind == "duration":
         return parse_duration(value)
     if kind == "int":
@@ -72,7 +74,7 @@ def validate_override(spec: Any) -> dict:
             raise ValueError(f"restart-strategy: unknown option {name!r} for {kind}")
         try:
             _coerce(OPTIONS[kind][name], value)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise ValueError(f"restart-strategy.{name}: {exc}")
     return dict(spec, type=kind)
 

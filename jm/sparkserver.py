@@ -13,10 +13,10 @@ import importlib.util
 import logging
 import os
 import socket
+import sys
 import time
 from typing import Callable, Optional
 
-from jm.zygote import set_pdeathsig
 
 log = logging.getLogger("jm.spark")
 
@@ -116,8 +116,8 @@ class SparkConnectServer:
             started = time.monotonic()
             try:
                 self.proc = await asyncio.create_subprocess_exec(
-                    *self._command(), stdout=out, stderr=out, env=self._env(),
-                    preexec_fn=set_pdeathsig, start_new_session=False)
+                    sys.executable, "-m", "jm.pdeathsig", *self._command(),
+                    stdout=out, stderr=out, env=self._env())
             finally:
                 out.close()
             log.info("Spark Connect server starting on port %d (pid %d, master %s)",

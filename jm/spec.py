@@ -38,7 +38,7 @@ def validate_spec(spec: Any, max_slots: int | None = None) -> dict:
     entry, sql = spec.get("entry"), spec.get("sql")
     if (entry is None) == (sql is None):
         errors.append("give exactly one of 'entry' (module:function) and 'sql'")
-    if entry is not None and (not isinstance(entry, str) or not ENTRY_RE.match(entry)):
+    if entry is not None and (not isinstance(entry, str) or not ENTRY_RE.fullmatch(entry)):
         errors.append("entry must look like 'package.module:function'")
     if sql is not None and (not isinstance(sql, str) or not sql.strip()):
         errors.append("sql must be a non-empty string")
@@ -47,7 +47,7 @@ def validate_spec(spec: Any, max_slots: int | None = None) -> dict:
                              or len(name) > MAX_NAME):
         errors.append(f"name must be a non-empty string of at most {MAX_NAME} characters")
     jobid = spec.get("jobid")
-    if jobid is not None and (not isinstance(jobid, str) or not JOBID_RE.match(jobid)):
+    if jobid is not None and (not isinstance(jobid, str) or not JOBID_RE.fullmatch(jobid)):
         errors.append("jobid must be 1-64 letters, digits, '-' or '_', starting with a "
                       "letter or digit")
     slots = spec.get("slots", 1)
@@ -61,7 +61,7 @@ def validate_spec(spec: Any, max_slots: int | None = None) -> dict:
     else:
         for p in pyfiles:
             if p.startswith("artifact:"):
-                if not ARTIFACT_RE.match(p):
+                if not ARTIFACT_RE.fullmatch(p):
                     errors.append(f"pyfiles: {p!r} is not artifact:sha256:<64 hex digits>")
             elif not p.startswith("/"):
                 errors.append(f"pyfiles: {p!r} must be an absolute path every peer can read "

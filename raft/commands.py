@@ -93,54 +93,64 @@ COMMAND_TYPES = {cls.__name__: cls for cls in (
     RegisterPeer, Heartbeat, DeclarePeerDead, SubmitJob, Assignment, AssignJobs,
     StatusReport, ReportStatuses, CancelJob, AddArtifact)}
 
-_TAG = "__t"
+_EXT_COMMAND = 1  # msgpack ext type: our dataclasses; user dicts stay plain dicts
 
 
-def _to_wire(obj: Any) -> Any:
+def _default(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out = {_TAG: type(obj).__name__}
-        for f in dataclasses.fields(obj):
-            out[f.name] = _to_wire(getattr(obj, f.name))
-        return out
-    if isinstance(obj, (list, tuple)):
-        return [_to_wire(x) for x in obj]
-    if isinstance(obj, dict):
-        return {k: _to_wire(v) for k, v in obj.items()}
-    return obj
+        name = type(obj).__name__
+        if name not in COMMAND_TYPES:
+            raise TypeError(f"cannot encode {name}")
+        fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+        return msgpack.ExtType(_EXT_COMMAND, _packb([name, fields]))
+    raise TypeError(f"cannot encode {type(obj).__name__}")
 
 
-def _from_wire(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        tag = obj.get(_TAG)
-        if tag is not None:
-            cls = COMMAND_TYPES.get(tag)
-            if cls is None:
-                raise ValueError(f"unknown command type {tag!r}")
-            kwargs = {}
-            for f in dataclasses.fields(cls):
-                if f.name in obj:
-                    value = _from_wire(obj[f.name])
-                    if isinstance(value, list) and f.type in ("tuple",):
-                        value = tuple(value)
-                    kwargs[f.name] = value
-            return cls(**kwargs)
-        return {k: _from_wire(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_from_wire(x) for x in obj]
-    return obj
+def _packb(obj: Any) -> bytes:
+    return msgpack.packb(obj, default=_default, use_bin_type=True, strict_types=False)
+
+
+def _ext_hook(code: int, data: bytes) -> Any:
+    if code != _EXT_COMMAND:
+        raise ValueError(f"unknown msgpack extension {code}")
+    name, fields = _unpackb(data)
+    cls = COMMAND_TYPES.get(name)
+    if cls is None:
+        raise ValueError(f"unknown command type {name!r}")
+    if not isinstance(fields, dict):
+        raise ValueError(f"malformed {name}")
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name in fields:
+            value = fields[f.name]
+            if f.type == "tuple" and isinstance(value, list):
+                value = tuple(value)
+            kwargs[f.name] = value
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise ValueError(f"malformed {name}: {exc}")
+
+
+def _unpackb(data: bytes) -> Any:
+    return msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=_ext_hook)
 
 
 def encode(command: Any) -> bytes:
     """Encode a command dataclass as msgpack bytes."""
     if type(command).__name__ not in COMMAND_TYPES:
         raise TypeError(f"not a command: {command!r}")
-    return msgpack.packb(_to_wire(command), use_bin_type=True)
+    return _packb(command)
 
 
 def decode(blob: bytes) -> Any:
-    """Decode msgpack bytes back into the command dataclass."""
-    obj = msgpack.unpackb(blob, raw=False, strict_map_key=False)
-    command = _from_wire(obj)
+    """Decode msgpack bytes back into the command dataclass (ValueError if it is not one)."""
+    try:
+        command = _unpackb(blob)
+    except ValueError:
+        raise
+    except Exception as exc:
+        raise ValueError(f"undecodable command: {exc}")
     if type(command).__name__ not in COMMAND_TYPES:
         raise ValueError("payload is not a command")
     return command

@@ -167,6 +167,9 @@ def _register_peer(state: ClusterState, cmd: c.RegisterPeer) -> Result:
         if peer.state == DEAD:
             # comes back empty: its jobs were moved when it was declared dead
             peer.declared_dead_at = None
+        elif peer.pid != cmd.pid:
+            # restarted before it was declared dead: its job processes died with it
+            _requeue_jobs_of(state, cmd.node, cmd.time, "peer-lost")
         peer.host, peer.rest_port, peer.raft_port = cmd.host, cmd.rest_port, cmd.raft_port
         peer.pid, peer.slots, peer.state = cmd.pid, cmd.slots, ALIVE
         peer.registered_at = peer.last_heartbeat = cmd.time
@@ -184,6 +187,21 @@ def _heartbeat(state: ClusterState, cmd: c.Heartbeat) -> Result:
     return Result(True)
 
 
+def _requeue_jobs_of(state: ClusterState, node: str, time: float, reason: str) -> list[str]:
+    moved = []
+    for job_id in list(state.assigned.get(node, {})):
+        job = state.jobs[job_id]
+        state._end_attempt(job, time, reason)
+        state._release(job)
+        if job.cancel_requested:
+            state._set_status(job, CANCELED, time)
+        else:
+            state._set_status(job, CREATED, time)
+            state.pending[job.id] = None
+            moved.append(job_id)
+    return moved
+
+
 def _declare_dead(state: ClusterState, cmd: c.DeclarePeerDead) -> Result:
     peer = state.peers.get(cmd.node)
     if peer is None:
@@ -192,18 +210,7 @@ def _declare_dead(state: ClusterState, cmd: c.DeclarePeerDead) -> Result:
         return Result(True, [])
     peer.state = DEAD
     peer.declared_dead_at = cmd.time
-    moved = []
-    for job_id in list(state.assigned.get(cmd.node, {})):
-        job = state.jobs[job_id]
-        state._end_attempt(job, cmd.time, "peer-lost")
-        state._release(job)
-        if job.cancel_requested:
-            state._set_status(job, CANCELED, cmd.time)
-        else:
-            job.status = CREATED
-            state.pending[job.id] = None
-            moved.append(job_id)
-    return Result(True, moved)
+    return Result(True, _requeue_jobs_of(state, cmd.node, cmd.time, "peer-lost"))
 
 
 def _submit(state: ClusterState, cmd: c.SubmitJob) -> Result:
@@ -246,16 +253,18 @@ def _report_one(state: ClusterState, r: c.StatusReport) -> Result:
     job = state.jobs.get(r.job_id)
     if job is None:
         return Result.fail("not-found", f"unknown job {r.job_id}")
-    if r.epoch != job.epoch or r.node != job.node:
+    if job.node is None or r.epoch != job.epoch or r.node != job.node:
         return Result.fail("stale", f"stale report for {r.job_id}: epoch {r.epoch} on {r.node}, "
                                     f"owner is epoch {job.epoch} on {job.node}")
     if job.status in TERMINAL:
         return Result.fail("stale", f"job {r.job_id} already ended {job.status}")
     if r.status not in REPORTABLE:
         return Result.fail("invalid", f"status {r.status} cannot be reported")
+    if r.failure is not None and not isinstance(r.failure, dict):
+        return Result.fail("invalid", "a failure must be a mapping")
     if r.failure is not None:
-        job.failure_count += 1
         entry = dict(r.failure)
+        job.failure_count += 1
         entry.update({"attempt": r.epoch, "node": r.node, "time": r.time})
         job.failures.append(entry)
         del job.failures[:-MAX_FAILURES_KEPT]
@@ -276,7 +285,15 @@ def _report_one(state: ClusterState, r: c.StatusReport) -> Result:
 
 
 def _report(state: ClusterState, cmd: c.ReportStatuses) -> Result:
-    return Result(True, [_report_one(state, r) for r in cmd.reports])
+    out = []
+    for r in cmd.reports:
+        try:
+            if not isinstance(r, c.StatusReport):
+                raise TypeError("not a StatusReport")
+            out.append(_report_one(state, r))
+        except Exception as exc:  # one bad report must not lose the others
+            out.append(Result.fail("invalid", f"{type(exc).__name__}: {exc}"))
+    return Result(True, out)
 
 
 def _cancel(state: ClusterState, cmd: c.CancelJob) -> Result:

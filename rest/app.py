@@ -37,6 +37,10 @@ class Gateway(Protocol):
     def health(self) -> dict: ...
 
 
+GATEWAY: web.AppKey["Gateway"] = web.AppKey("gateway")
+MAX_BODY: web.AppKey[int] = web.AppKey("max_body", int)
+
+
 def error_response(status: int, errors: list[str], headers: dict | None = None) -> web.Response:
     return web.json_response({"errors": errors}, status=status, headers=headers)
 
@@ -69,9 +73,9 @@ async def errors_middleware(request: web.Request, handler):
 
 
 async def _json_body(request: web.Request) -> Any:
-    if request.content_length is not None and request.content_length > request.app["max_body"]:
+    if request.content_length is not None and request.content_length > request.app[MAX_BODY]:
         raise ApiError(413, f"request body too large (limit rest.max-body-size, "
-                            f"{request.app['max_body']} bytes)")
+                            f"{request.app[MAX_BODY]} bytes)")
     raw = await request.read()
     if not raw.strip():
         raise ApiError(400, "the request body is empty; expected a JSON job spec")
@@ -82,7 +86,7 @@ async def _json_body(request: web.Request) -> Any:
 
 
 def _gw(request: web.Request) -> Gateway:
-    return request.app["gateway"]
+    return request.app[GATEWAY]
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -139,8 +143,8 @@ async def patch_job(request: web.Request) -> web.Response:
     mode = request.query.get("mode", "cancel")
     if mode != "cancel":
         raise ApiError(400, f"unsupported mode {mode!r}; use mode=cancel")
-    await _gw(request).cancel_job(request.match_info["job_id"])
-    return web.json_response({}, status=202)
+    state = await _gw(request).cancel_job(request.match_info["job_id"])
+    return web.json_response({"state": state}, status=202)
 
 
 async def post_artifact(request: web.Request) -> web.Response:
@@ -153,7 +157,7 @@ async def post_artifact(request: web.Request) -> web.Response:
     if part is None:
         raise ApiError(400, "the upload has no file part")
     data = bytearray()
-    limit = request.app["max_body"]
+    limit = request.app[MAX_BODY]
     while True:
         chunk = await part.read_chunk(1 << 16)
         if not chunk:
@@ -186,8 +190,8 @@ async def index(request: web.Request) -> web.StreamResponse:
 def make_app(gateway: Gateway, max_body: int) -> web.Application:
     # aiohttp's own limit is a little above ours so that our handlers answer 413 in JSON
     app = web.Application(middlewares=[errors_middleware], client_max_size=max_body + 1024)
-    app["gateway"] = gateway
-    app["max_body"] = max_body
+    app[GATEWAY] = gateway
+    app[MAX_BODY] = max_body
     r = app.router
     r.add_get("/", index)
     r.add_get("/healthz", healthz)

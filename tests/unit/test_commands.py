@@ -65,21 +65,30 @@ def test_nested_status_reports_come_back_as_tuple_of_reports():
     assert back.reports[0].epoch == 3
 
 
-def test_wire_format_is_tagged_map():
+def _ext(name, fields):
+    """A command on the wire: msgpack ext type 1 holding [name, fields]."""
+    return msgpack.ExtType(1, msgpack.packb([name, fields], use_bin_type=True))
+
+
+def _blob(name, fields):
+    return msgpack.packb(_ext(name, fields), use_bin_type=True)
+
+
+def test_wire_format_is_ext_typed():
     raw = msgpack.unpackb(c.encode(c.Heartbeat("n1", 2.0)), raw=False)
-    assert raw == {"__t": "Heartbeat", "node": "n1", "time": 2.0}
+    assert raw == _ext("Heartbeat", {"node": "n1", "time": 2.0})
 
 
 def test_decode_missing_optional_fields_uses_defaults():
-    blob = msgpack.packb({"__t": "StatusReport", "job_id": "j", "epoch": 1, "node": "n",
-                          "status": "RUNNING", "time": 1.0})
+    blob = _blob("StatusReport", {"job_id": "j", "epoch": 1, "node": "n",
+                                  "status": "RUNNING", "time": 1.0})
     back = c.decode(blob)
     assert back == c.StatusReport("j", 1, "n", "RUNNING", 1.0)
     assert back.result is None and back.failure is None
 
 
 def test_decode_ignores_unknown_fields():
-    blob = msgpack.packb({"__t": "Heartbeat", "node": "n", "time": 1.0, "extra": 5})
+    blob = _blob("Heartbeat", {"node": "n", "time": 1.0, "extra": 5})
     assert c.decode(blob) == c.Heartbeat("n", 1.0)
 
 
@@ -117,32 +126,26 @@ def test_decode_non_command_payload_raises_value_error(payload):
 
 def test_decode_unknown_type_raises_value_error():
     with pytest.raises(ValueError, match="unknown command type 'DropTables'"):
-        c.decode(msgpack.packb({"__t": "DropTables", "x": 1}))
+        c.decode(_blob("DropTables", {"x": 1}))
 
 
 def test_decode_unknown_nested_type_raises_value_error():
-    blob = msgpack.packb({"__t": "AssignJobs", "time": 1.0,
-                          "assignments": [{"__t": "Bogus", "job_id": "j"}]})
+    blob = msgpack.packb(_ext("AssignJobs", {"time": 1.0,
+                                             "assignments": [_ext("Bogus", {"job_id": "j"})]}))
     with pytest.raises(ValueError, match="Bogus"):
         c.decode(blob)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: decode of a tagged map with missing required "
-                   "fields raises TypeError, not ValueError")
 def test_decode_missing_required_fields_raises_value_error():
     with pytest.raises(ValueError):
-        c.decode(msgpack.packb({"__t": "Heartbeat"}))
+        c.decode(_blob("Heartbeat", {}))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: user data (spec args / job result) holding a "
-                   "'__t' key is decoded as a command, so it does not round-trip")
 def test_user_dict_with_tag_key_round_trips():
     cmd = c.SubmitJob("j", {"args": {"__t": "Heartbeat", "node": "n", "time": 1.0}}, 1.0)
     assert c.decode(c.encode(cmd)) == cmd
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a job result holding a '__t' key with an unknown "
-                   "value makes the whole ReportStatuses batch undecodable")
 def test_job_result_with_tag_key_does_not_poison_report_batch():
     cmd = c.ReportStatuses((
         c.StatusReport("a", 1, "n", "RUNNING", 1.0),

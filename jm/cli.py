@@ -1,0 +1,836 @@
+"""jm: the command-line client of a JobManager cluster; it talks to any peer's REST API.
+
+    jm submit job.py --arg input=/data/in --wait      upload job.py, run job:main, wait
+    jm submit --entry pkg.mod:main --pyfile /shared/pkg.zip
+    jm submit --sql "SELECT 1"
+    jm submit --spec spec.json
+    jm list | status ID | cancel ID | exceptions ID | result ID
+    jm cluster | artifacts | upload FILE
+
+Standard library only (argparse, urllib, json), so that it starts fast. Every error is
+one line on stderr starting with "jm: "; exit codes: 0 ok, 1 API error (or a job that did
+not finish), 2 usage error, 3 peer unreachable, 130 interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+import uuid
+from typing import Any, Optional
+
+DEFAULT_ADDRESS = "http://127.0.0.1:8081"
+DEFAULT_REST_PORT = 8081
+DEFAULT_TIMEOUT = 30.0          # retry budget of one request, seconds
+MAX_ATTEMPTS = 5                # per request, on connection errors and 503
+ATTEMPT_TIMEOUT = 15.0          # socket timeout of one attempt
+TERMINAL = ("FINISHED", "FAILED", "CANCELED")
+CODE_SUFFIXES = (".py", ".zip", ".egg")
+IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENTRY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+
+EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+# ---- errors ---------------------------------------------------------------------------
+
+class CliError(Exception):
+    """Ends the command: one line on stderr and an exit code."""
+    code = EXIT_API
+
+    def __init__(self, message: str, code: Optional[int] = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class UsageError(CliError):
+    code = EXIT_USAGE
+
+
+class Unreachable(CliError):
+    code = EXIT_UNREACHABLE
+
+
+class ApiError(CliError):
+    """The peer answered with an HTTP error."""
+
+    def __init__(self, status: int, errors: list, attempts: int = 1) -> None:
+        self.status, self.errors, self.attempts = status, errors, attempts
+        msg = "; ".join(str(e) for e in errors) or "error"
+        super().__init__(f"{msg} (HTTP {status})")
+
+
+def one_line(text: Any, limit: int = 2000) -> str:
+    s = " ".join(str(text).split())
+    return s if len(s) <= limit else s[:limit - 3] + "..."
+
+
+# ---- HTTP -------------------------------------------------------------------------------
+
+def normalise_address(address: str) -> str:
+    """'host:port', 'host' or 'http(s)://host[:port][/prefix]' -> base URL without a
+    trailing slash. A bare host gets the default REST port."""
+    from urllib.parse import urlsplit
+    a = (address or "").strip()
+    if not a:
+        raise UsageError("the peer address is empty; use --address http://host:port")
+    bare = "://" not in a
+    if bare:
+        a = "http://" + a
+    try:
+        parts = urlsplit(a)
+        port = parts.port
+    except ValueError as exc:
+        raise UsageError(f"bad peer address {address!r}: {exc}")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"bad peer address {address!r}: expected host:port or "
+                         "http://host:port")
+    if bare and port is None:
+        a = f"{parts.scheme}://{parts.netloc}:{DEFAULT_REST_PORT}{parts.path}"
+    return a.rstrip("/")
+
+
+class _Transient(Exception):
+    """A failed attempt that may be retried: no connection, or 503."""
+
+    def __init__(self, message: str, status: Optional[int] = None, errors: Optional[list] = None,
+                 retry_after: Optional[float] = None) -> None:
+        super().__init__(message)
+        self.status, self.errors, self.retry_after = status, errors or [], retry_after
+
+
+def _parse_body(payload: bytes) -> Any:
+    if not payload:
+        return None
+    try:
+        return json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        return payload.decode("utf-8", "replace")
+
+
+def _errors_of(body: Any) -> list:
+    if isinstance(body, dict) and isinstance(body.get("errors"), list):
+        return [one_line(e, 500) for e in body["errors"]] or ["error"]
+    if isinstance(body, str) and body.strip():
+        return [one_line(body, 200)]
+    return []
+
+
+class Client:
+    """A tiny REST client. Retries connection failures and 503 with a short backoff
+    (honouring Retry-After) within a time budget; a retried request is sent unchanged,
+    so callers make writes idempotent (X-Request-Id for POST /jobs)."""
+
+    def __init__(self, address: str, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.base = normalise_address(address)
+        self.timeout = timeout
+        self.attempts = 0          # attempts made by the last request
+        self._opener = None
+
+    def _open(self, method: str, url: str, data: Optional[bytes], headers: dict,
+              timeout: float) -> tuple[int, Any]:
+        import http.client
+        import urllib.error
+        import urllib.request
+        if self._opener is None:
+            self._opener = urllib.request.build_opener()
+        req = urllib.request.Request(url, data=data, method=method, headers=headers)
+        try:
+            with self._opener.open(req, timeout=timeout) as resp:
+                return resp.status, _parse_body(resp.read())
+        except urllib.error.HTTPError as exc:
+            try:
+                body = _parse_body(exc.read())
+            except (OSError, http.client.HTTPException):
+                body = None
+            finally:
+                exc.close()
+            if exc.code == 503:
+                retry_after = None
+                try:
+                    retry_after = float(exc.headers.get("Retry-After", ""))
+                except (TypeError, ValueError):
+                    pass
+                errs = _errors_of(body) or ["service unavailable"]
+                raise _Transient("; ".join(errs), 503, errs, retry_after)
+            return exc.code, body
+        except urllib.error.URLError as exc:
+            reason = exc.reason
+            if isinstance(reason, OSError) and reason.strerror:
+                reason = reason.strerror
+            raise _Transient(one_line(reason) or "connection failed")
+        except (OSError, http.client.HTTPException) as exc:  # resets, timeouts, bad status
+            raise _Transient(one_line(exc) or type(exc).__name__)
+
+    def request(self, method: str, path: str, body: Any = None, *, raw: Optional[bytes] = None,
+                content_type: Optional[str] = None, headers: Optional[dict] = None,
+                budget: Optional[float] = None) -> Any:
+        """Send a request; return the decoded JSON body of a 2xx answer or raise
+        ApiError / Unreachable."""
+        hdrs = {"Accept": "application/json", "User-Agent": "jm-cli"}
+        hdrs.update(headers or {})
+        data = raw
+        if body is not None and raw is None:
+            data = json.dumps(body).encode()
+            hdrs["Content-Type"] = "application/json"
+        elif content_type:
+            hdrs["Content-Type"] = content_type
+        url = self.base + path
+        start = time.monotonic()
+        deadline = start + (self.timeout if budget is None else budget)
+        delay = 0.2
+        self.attempts = 0
+        while True:
+            self.attempts += 1
+            remaining = deadline - time.monotonic()
+            try:
+                status, out = self._open(method, url, data, hdrs,
+                                         max(0.5, min(ATTEMPT_TIMEOUT, remaining)))
+            except _Transient as exc:
+                wait = delay if exc.retry_after is None else min(max(exc.retry_after, 0.1), 5.0)
+                if (self.attempts >= MAX_ATTEMPTS
+                        or time.monotonic() + wait > deadline):
+                    tries = (f" (after {self.attempts} attempts)" if self.attempts > 1 else "")
+                    if exc.status == 503:
+                        raise ApiError(503, [m + tries for m in exc.errors[:1]] + exc.errors[1:],
+                                       self.attempts)
+                    raise Unreachable(f"cannot reach {self.base}: {exc}{tries}")
+                time.sleep(wait)
+                delay = min(delay * 2, 2.0)
+                continue
+            if status >= 400:
+                raise ApiError(status, _errors_of(out) or [f"{method} {path} failed"],
+                               self.attempts)
+            if isinstance(out, str):
+                raise CliError(f"unexpected answer from {self.base}{path} (not JSON): "
+                               f"{one_line(out, 200)}")
+            return out
+
+    def get(self, path: str, **kw: Any) -> Any:
+        return self.request("GET", path, **kw)
+
+
+def _q(job_id: str) -> str:
+    from urllib.parse import quote
+    return quote(job_id, safe="")
+
+
+# ---- output helpers -----------------------------------------------------------------
+
+def out(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def print_json(obj: Any) -> None:
+    out(json.dumps(obj, indent=2))
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [[one_line("-" if v is None or v == "" else v, 80) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    for r in cells:
+        lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    return "\n".join(lines)
+
+
+def fmt_time(ms: Any) -> str:
+    if not isinstance(ms, (int, float)) or ms < 0:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000.0))
+
+
+def fmt_duration(ms: Any) -> str:
+    if not isinstance(ms, (int, float)) or ms < 0:
+        return "-"
+    s = ms / 1000.0
+    if s < 60:
+        return f"{s:.1f}s"
+    m, s = divmod(int(s), 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    if h < 24:
+        return f"{h}h{m:02d}m"
+    d, h = divmod(h, 24)
+    return f"{d}d{h:02d}h"
+
+
+def fmt_size(n: Any) -> str:
+    if not isinstance(n, (int, float)):
+        return "-"
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024.0
+    return f"{n:.1f} GiB"
+
+
+def compact(obj: Any) -> str:
+    return json.dumps(obj)
+
+
+# ---- submit ---------------------------------------------------------------------------
+
+def _read_file(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}")
+
+
+def _multipart(filename: str, content: bytes) -> tuple[bytes, str]:
+    boundary = "----jm" + uuid.uuid4().hex
+    safe = filename.replace("\\", "_").replace('"', "_").replace("\r", "_").replace("\n", "_")
+    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
+            f"filename=\"{safe}\"\r\nContent-Type: application/octet-stream\r\n\r\n")
+    body = head.encode("utf-8") + content + f"\r\n--{boundary}--\r\n".encode()
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+def upload(client: Client, path: str) -> dict:
+    if not path.endswith(CODE_SUFFIXES):
+        raise UsageError(f"{path}: only .py, .zip and .egg files can be uploaded")
+    data = _read_file(path)
+    body, ctype = _multipart(os.path.basename(path), data)
+    res = client.request("POST", "/artifacts", raw=body, content_type=ctype)
+    if not isinstance(res, dict) or not res.get("pyfile"):
+        raise CliError(f"unexpected answer to the upload: {one_line(res, 200)}")
+    return res
+
+
+def _canonical_name(client: Client, art: dict) -> str:
+    """The name the cluster keeps for this artifact. The cluster stores one name per
+    content hash (the first upload's), which is the file a job gets on every peer; so a
+    re-upload of the same bytes under another file name must use the first name."""
+    try:
+        listing = client.get("/artifacts")
+    except ApiError:
+        return art.get("name") or ""
+    for a in (listing or {}).get("artifacts", []):
+        if a.get("id") == art.get("id") and a.get("name"):
+            return a["name"]
+    return art.get("name") or ""
+
+
+def parse_args_kv(pairs: list[str], args_json: Optional[str]) -> Optional[dict]:
+    if args_json is None and not pairs:
+        return None
+    args: dict = {}
+    if args_json is not None:
+        try:
+            args = json.loads(args_json)
+        except ValueError as exc:
+            raise UsageError(f"--args-json is not valid JSON: {exc}")
+        if not isinstance(args, dict):
+            raise UsageError("--args-json must be a JSON object like '{\"key\": \"value\"}'")
+    for kv in pairs:
+        key, sep, value = kv.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--arg {kv!r}: expected KEY=VALUE")
+        args[key.strip()] = value
+    return args
+
+
+def parse_restart(text: str) -> dict:
+    s = text.strip()
+    if s.startswith("{"):
+        try:
+            obj = json.loads(s)
+        except ValueError as exc:
+            raise UsageError(f"--restart-strategy is not valid JSON: {exc}")
+        if not isinstance(obj, dict):
+            raise UsageError("--restart-strategy JSON must be an object")
+        return obj
+    if not s:
+        raise UsageError("--restart-strategy is empty; use none, fixed-delay, "
+                         "exponential-delay, failure-rate or a JSON object")
+    return {"type": s}
+
+
+def _pyfile(p: str) -> str:
+    if p.startswith("artifact:") or p.startswith("/"):
+        return p
+    absolute = os.path.abspath(p)
+    return absolute + "/" if p.endswith("/") and not absolute.endswith("/") else absolute
+
+
+def build_spec(a: argparse.Namespace) -> tuple[dict, Optional[str]]:
+    """The job spec from the options, and the local file to upload first (if any).
+    Checks everything that can be checked before anything is sent."""
+    sources = [n for n, v in (("PATH", a.path), ("--sql", a.sql), ("--spec", a.spec)) if v]
+    if len(sources) > 1:
+        raise UsageError(f"give only one of PATH, --sql and --spec (got {' and '.join(sources)})")
+    if a.entry is not None and (a.sql or a.spec):
+        raise UsageError("--entry cannot be combined with --sql or --spec")
+    upload_path = None
+    if a.spec:
+        if a.spec == "-":
+            text = sys.stdin.read()
+        else:
+            text = _read_file(a.spec).decode("utf-8", "replace")
+        try:
+            spec = json.loads(text)
+        except ValueError as exc:
+            raise UsageError(f"{a.spec}: not valid JSON: {exc}")
+        if not isinstance(spec, dict):
+            raise UsageError(f"{a.spec}: the job spec must be a JSON object")
+    elif a.sql is not None:
+        if not a.sql.strip():
+            raise UsageError("--sql is empty")
+        spec = {"sql": a.sql}
+    elif a.path:
+        path = a.path
+        if not os.path.isfile(path):
+            raise UsageError(f"{path}: no such file")
+        if path.endswith(".py"):
+            func = a.entry or "main"
+            if ":" in func:
+                spec = {"entry": func}
+            else:
+                stem = os.path.basename(path)[:-3]
+                if not IDENT_RE.match(stem):
+                    raise UsageError(f"{path}: {stem!r} is not a valid Python module name; "
+                                     "rename the file (letters, digits, '_')")
+                if not IDENT_RE.match(func):
+                    raise UsageError(f"--entry {func!r} is not a function name")
+                spec = {"entry": f"{stem}:{func}"}
+        elif path.endswith((".zip", ".egg")):
+            if not a.entry or ":" not in a.entry:
+                raise UsageError(f"{path}: give the function to run with --entry "
+                                 "package.module:function")
+            spec = {"entry": a.entry}
+        else:
+            raise UsageError(f"{path}: submit a .py, .zip or .egg file")
+        upload_path = path
+    elif a.entry is not None:
+        if ":" not in a.entry:
+            raise UsageError("--entry must be module:function when no file is given")
+        spec = {"entry": a.entry}
+    else:
+        raise UsageError("nothing to submit: give a PATH.py, --entry module:function, "
+                         "--sql TEXT or --spec FILE")
+    entry = spec.get("entry") if not a.spec else None
+    if entry is not None and not ENTRY_RE.match(entry):
+        raise UsageError(f"--entry {entry!r} must look like package.module:function")
+    if a.pyfile:
+        spec["pyfiles"] = list(spec.get("pyfiles") or []) + [_pyfile(p) for p in a.pyfile]
+    args = parse_args_kv(a.arg, a.args_json)
+    if args is not None:
+        merged = dict(spec.get("args") or {}) if isinstance(spec.get("args"), dict) else {}
+        merged.update(args)
+        spec["args"] = merged
+    if a.name is not None:
+        spec["name"] = a.name
+    if a.slots is not None:
+        spec["slots"] = a.slots
+    if a.jobid is not None:
+        spec["jobid"] = a.jobid
+    if a.restart_strategy is not None:
+        spec["restart-strategy"] = parse_restart(a.restart_strategy)
+    if a.savepoint_path is not None:
+        spec["savepoint-path"] = a.savepoint_path
+    return spec, upload_path
+
+
+def cmd_submit(client: Client, a: argparse.Namespace) -> int:
+    start = time.monotonic()
+    spec, upload_path = build_spec(a)
+    if upload_path:
+        art = upload(client, upload_path)
+        pyfiles = [art["pyfile"]] + list(spec.get("pyfiles") or [])
+        spec["pyfiles"] = pyfiles
+        if upload_path.endswith(".py") and not (a.entry and ":" in a.entry):
+            name = _canonical_name(client, art)
+            stem = name[:-3] if name.endswith(".py") else name
+            if not IDENT_RE.match(stem):
+                raise CliError(f"the cluster keeps this file's content as {name!r}, which is "
+                               "not an importable module name; change the file or use "
+                               "--entry module:function")
+            spec["entry"] = f"{stem}:{spec['entry'].split(':', 1)[1]}"
+    request_id = uuid.uuid4().hex
+    res = client.request("POST", "/jobs", spec, headers={"X-Request-Id": request_id})
+    if not isinstance(res, dict) or not res.get("jobid"):
+        raise CliError(f"unexpected answer to the submission: {one_line(res, 200)}")
+    job_id = res["jobid"]
+    if not a.wait:
+        if a.json:
+            print_json(res)
+        else:
+            out(job_id)
+        return EXIT_OK
+    if not a.json:
+        out(job_id)
+    deadline = None if a.timeout is None else start + a.timeout
+    job = wait_for_end(client, job_id, deadline, a.timeout)
+    return report_end(client, job, a.json, expect="FINISHED")
+
+
+def wait_for_end(client: Client, job_id: str, deadline: Optional[float],
+                 timeout: Optional[float]) -> dict:
+    interval = 0.1
+    try:
+        while True:
+            job = client.get(f"/jobs/{_q(job_id)}")
+            state = job.get("state")
+            if state in TERMINAL:
+                return job
+            now = time.monotonic()
+            if deadline is not None and now >= deadline:
+                raise CliError(f"job {job_id} is still {state} after {timeout:g} s; it keeps "
+                               f"running (jm status {job_id})")
+            pause = interval if deadline is None else min(interval, max(0.0, deadline - now))
+            time.sleep(pause)
+            interval = min(interval * 1.5, 1.0)
+    except KeyboardInterrupt:
+        raise CliError(f"interrupted; job {job_id} keeps running (stop it with: "
+                       f"jm cancel {job_id})", EXIT_INTERRUPTED)
+
+
+def report_end(client: Client, job: dict, as_json: bool, expect: str) -> int:
+    job_id, state = job.get("jid"), job.get("state")
+    root = None
+    if state == "FAILED":
+        try:
+            root = client.get(f"/jobs/{_q(job_id)}/exceptions").get("root-exception")
+        except ApiError:
+            root = None
+    if as_json:
+        print_json(job)
+    else:
+        out(state)
+        if state == "FINISHED" and expect == "FINISHED":
+            out(compact(job.get("result")))
+        elif root:
+            out(str(root))
+    if state == expect:
+        return EXIT_OK
+    if state == "FAILED":
+        raise CliError(f"job {job_id} ended FAILED" + (f": {one_line(root, 300)}" if root else "")
+                       + f" (details: jm exceptions {job_id})")
+    raise CliError(f"job {job_id} ended {state}")
+
+
+# ---- other commands -------------------------------------------------------------------
+
+def cmd_list(client: Client, a: argparse.Namespace) -> int:
+    res = client.get("/jobs/overview")
+    if a.json:
+        print_json(res)
+        return EXIT_OK
+    jobs = sorted(res.get("jobs", []), key=lambda j: (j.get("start-time") or 0, j.get("jid") or ""))
+    if not jobs:
+        out("no jobs")
+        return EXIT_OK
+    rows = [[j.get("jid"), j.get("name"), j.get("state"), j.get("node"), j.get("attempt"),
+             j.get("restarts"), fmt_duration(j.get("duration"))] for j in jobs]
+    out(table(["ID", "NAME", "STATE", "NODE", "ATTEMPT", "RESTARTS", "DURATION"], rows))
+    return EXIT_OK
+
+
+def cmd_status(client: Client, a: argparse.Namespace) -> int:
+    job = client.get(f"/jobs/{_q(a.jobid)}")
+    if a.json:
+        print_json(job)
+        return EXIT_OK
+    spec = job.get("spec") or {}
+    fields = [("job", job.get("jid")), ("name", job.get("name")), ("state", job.get("state")),
+              ("node", job.get("node") or "-"), ("attempt", job.get("attempt")),
+              ("restarts", job.get("restarts")),
+              ("submitted", fmt_time(job.get("start-time"))),
+              ("ended", fmt_time(job.get("end-time"))),
+              ("duration", fmt_duration(job.get("duration")))]
+    if spec.get("sql"):
+        fields.append(("sql", one_line(spec["sql"], 200)))
+    else:
+        fields.append(("entry", spec.get("entry")))
+    if spec.get("pyfiles"):
+        fields.append(("pyfiles", ", ".join(spec["pyfiles"])))
+    if spec.get("args"):
+        fields.append(("args", compact(spec["args"])))
+    fields.append(("slots", spec.get("slots", 1)))
+    if job.get("cancel-requested"):
+        fields.append(("cancel", "requested"))
+    if job.get("failures"):
+        fields.append(("failures", f"{job['failures']} (jm exceptions {job.get('jid')})"))
+    width = max(len(k) for k, _ in fields) + 1
+    for k, v in fields:
+        out(f"{(k + ':').ljust(width)} {one_line('-' if v is None else v, 500)}")
+    attempts = job.get("attempts") or []
+    if attempts:
+        out("")
+        out(table(["ATTEMPT", "NODE", "START", "END", "END-REASON"],
+                  [[t.get("attempt"), t.get("node"), fmt_time(t.get("start-time")),
+                    fmt_time(t.get("end-time")), t.get("end-reason")] for t in attempts]))
+    if job.get("state") == "FINISHED":
+        out("")
+        out(f"result: {compact(job.get('result'))}")
+    return EXIT_OK
+
+
+def cmd_cancel(client: Client, a: argparse.Namespace) -> int:
+    start = time.monotonic()
+    try:
+        res = client.request("PATCH", f"/jobs/{_q(a.jobid)}?mode=cancel")
+    except ApiError as exc:
+        # a retried cancel whose first attempt did land may find the job already CANCELED
+        if not (exc.status == 409 and exc.attempts > 1 and "CANCELED" in str(exc)):
+            raise
+        res = {}
+    if not a.wait:
+        if a.json:
+            print_json(res if res is not None else {})
+        else:
+            out(f"cancel requested for job {a.jobid}")
+        return EXIT_OK
+    deadline = None if a.timeout is None else start + a.timeout
+    job = wait_for_end(client, a.jobid, deadline, a.timeout)
+    return report_end(client, job, a.json, expect="CANCELED")
+
+
+def cmd_cluster(client: Client, a: argparse.Namespace) -> int:
+    ov = client.get("/overview")
+    nodes = client.get("/nodes").get("nodes", [])
+    if a.json:
+        print_json({"overview": ov, "nodes": nodes})
+        return EXIT_OK
+    out(f"leader:  {ov.get('leader') or '(none)'}")
+    out(f"peers:   {ov.get('peers')} ({ov.get('peers-alive')} alive)")
+    out(f"slots:   {ov.get('slots-available')} of {ov.get('slots-total')} available")
+    out(f"jobs:    {ov.get('jobs-running')} running, {ov.get('jobs-waiting')} waiting, "
+        f"{ov.get('jobs-finished')} finished, {ov.get('jobs-failed')} failed, "
+        f"{ov.get('jobs-cancelled')} cancelled")
+    out("")
+    rows = [[n.get("id"), n.get("state"), "yes" if n.get("leader") else "",
+             f"http://{n.get('host')}:{n.get('rest-port')}",
+             f"{n.get('slots-used')}/{n.get('slots')}", len(n.get("jobs") or []), n.get("pid"),
+             fmt_time(n.get("registered-at"))]
+            for n in sorted(nodes, key=lambda n: str(n.get("id")))]
+    out(table(["NODE", "STATE", "LEADER", "REST", "SLOTS", "JOBS", "PID", "REGISTERED"], rows))
+    return EXIT_OK
+
+
+def cmd_exceptions(client: Client, a: argparse.Namespace) -> int:
+    res = client.get(f"/jobs/{_q(a.jobid)}/exceptions")
+    if a.json:
+        print_json(res)
+        return EXIT_OK
+    entries = res.get("all-exceptions") or []
+    if not entries:
+        out(f"job {a.jobid} has no exceptions")
+        return EXIT_OK
+    out(f"root exception: {res.get('root-exception')}")
+    for e in entries:
+        final = ", final" if e.get("final") else ""
+        reason = f", {e['reason']}" if e.get("reason") else ""
+        out("")
+        out(f"--- attempt {e.get('attempt')} on {e.get('node')} at "
+            f"{fmt_time(e.get('timestamp'))}{reason}{final}")
+        out(str(e.get("exception")))
+        trace = (e.get("stacktrace") or "").rstrip()
+        if trace:
+            for line in trace.splitlines():
+                out("    " + line)
+    if res.get("truncated"):
+        out("")
+        out("(older exceptions were dropped)")
+    return EXIT_OK
+
+
+def cmd_result(client: Client, a: argparse.Namespace) -> int:
+    res = client.get(f"/jobs/{_q(a.jobid)}/result")
+    state = res.get("state")
+    if a.json:
+        print_json(res)
+    elif state == "FINISHED":
+        out(compact(res.get("result")))
+    if state == "FINISHED":
+        return EXIT_OK
+    if state == "FAILED":
+        failure = res.get("failure")
+        raise CliError(f"job {a.jobid} ended FAILED" + (f": {one_line(failure, 300)}"
+                                                         if failure else ""))
+    if state in TERMINAL:
+        raise CliError(f"job {a.jobid} ended {state}; it has no result")
+    raise CliError(f"job {a.jobid} is {state}; no result yet")
+
+
+def cmd_artifacts(client: Client, a: argparse.Namespace) -> int:
+    res = client.get("/artifacts")
+    if a.json:
+        print_json(res)
+        return EXIT_OK
+    arts = sorted(res.get("artifacts", []), key=lambda x: x.get("created") or 0)
+    if not arts:
+        out("no artifacts")
+        return EXIT_OK
+    out(table(["PYFILE", "NAME", "SIZE", "NODES", "CREATED"],
+              [[f"artifact:{x.get('id')}", x.get("name"), fmt_size(x.get("size")),
+                len(x.get("nodes") or []), fmt_time(x.get("created"))] for x in arts]))
+    return EXIT_OK
+
+
+def cmd_upload(client: Client, a: argparse.Namespace) -> int:
+    res = upload(client, a.file)
+    if a.json:
+        print_json(res)
+    else:
+        out(res["pyfile"])
+    return EXIT_OK
+
+
+# ---- argument parsing -----------------------------------------------------------------
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, instead of usage + exit
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}")
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return v
+
+
+def _common() -> argparse.ArgumentParser:
+    # SUPPRESS: the options may stand before or after the command without one
+    # position's default overwriting the other's value
+    p = _Parser(add_help=False)
+    g = p.add_argument_group("connection and output")
+    g.add_argument("--address", "-a", metavar="URL", default=argparse.SUPPRESS,
+                   help="any peer's REST address, http://host:port or host:port "
+                        f"(default: $JM_ADDRESS, else {DEFAULT_ADDRESS})")
+    g.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                   help="print the API's JSON instead of text")
+    g.add_argument("--timeout", type=_positive_float, metavar="S", default=argparse.SUPPRESS,
+                   help=f"give up after S seconds (default: {DEFAULT_TIMEOUT:g} s per "
+                        "request; no limit while waiting for a job with --wait)")
+    return p
+
+
+EPILOG = ("exit codes: 0 ok, 1 API error or job not FINISHED, 2 usage error, "
+          "3 peer unreachable, 130 interrupted")
+
+
+def make_parser() -> argparse.ArgumentParser:
+    common = _common()
+    p = _Parser(prog="jm", description="Client of a JobManager cluster (talks to any peer).",
+                epilog=EPILOG, parents=[common], allow_abbrev=False)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    def add(name: str, help_: str, func, **kw: Any) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help_, description=help_, parents=[common],
+                            epilog=EPILOG, allow_abbrev=False, **kw)
+        sp.set_defaults(func=func)
+        return sp
+
+    s = add("submit", "submit a job (uploads a local .py/.zip first)", cmd_submit,
+            formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.description = ("submit a job; prints its id.\n\n"
+                     "  jm submit job.py [--entry FUNC]             upload job.py, run job:FUNC "
+                     "(default main)\n"
+                     "  jm submit lib.zip --entry pkg.mod:FUNC      upload a zip, run "
+                     "pkg.mod:FUNC\n"
+                     "  jm submit --entry pkg.mod:FUNC --pyfile /abs/path.zip\n"
+                     "  jm submit --sql \"SELECT ...\"\n"
+                     "  jm submit --spec spec.json                  a JSON job spec as is "
+                     "('-' reads stdin)")
+    s.add_argument("path", nargs="?", metavar="PATH", help="a .py, .zip or .egg file to upload")
+    s.add_argument("--entry", metavar="FUNC|MODULE:FUNC",
+                   help="the function to run: a name in PATH.py, else module:function")
+    s.add_argument("--pyfile", action="append", default=[], metavar="PATH|artifact:ID",
+                   help="code every peer can read (absolute .py/.zip/.egg path, directory/ "
+                        "or artifact:sha256:...); repeatable")
+    s.add_argument("--sql", metavar="TEXT", help="run a Spark SQL text instead of code")
+    s.add_argument("--spec", metavar="FILE", help="submit this JSON job spec ('-' for stdin); "
+                                                  "other options given override its fields")
+    s.add_argument("--name", help="the job's name")
+    s.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="a job argument (a string); repeatable")
+    s.add_argument("--args-json", metavar="JSON", help="job arguments as a JSON object "
+                                                       "(--arg entries override)")
+    s.add_argument("--slots", type=int, metavar="N", help="slots the job takes (default 1)")
+    s.add_argument("--restart-strategy", metavar="TYPE|JSON",
+                   help="none, fixed-delay, exponential-delay, failure-rate, or a JSON object "
+                        "like '{\"type\": \"fixed-delay\", \"attempts\": 3, \"delay\": \"1 s\"}'")
+    s.add_argument("--jobid", metavar="ID", help="a fixed job id")
+    s.add_argument("--savepoint-path", metavar="PATH", help="resume from this savepoint")
+    s.add_argument("--wait", action="store_true",
+                   help="wait for the job to end; print its state and result; exit 0 only "
+                        "if it FINISHED")
+
+    add("list", "list the jobs", cmd_list)
+    st = add("status", "show a job's details, attempts and result", cmd_status)
+    st.add_argument("jobid", metavar="JOBID")
+    c = add("cancel", "cancel a job", cmd_cancel)
+    c.add_argument("jobid", metavar="JOBID")
+    c.add_argument("--wait", action="store_true", help="wait until the job has ended")
+    add("cluster", "show the cluster overview and its peers", cmd_cluster)
+    e = add("exceptions", "show a job's exceptions", cmd_exceptions)
+    e.add_argument("jobid", metavar="JOBID")
+    r = add("result", "print a finished job's result (JSON)", cmd_result)
+    r.add_argument("jobid", metavar="JOBID")
+    add("artifacts", "list the uploaded artifacts", cmd_artifacts)
+    u = add("upload", "upload a .py/.zip/.egg artifact; prints its pyfile id", cmd_upload)
+    u.add_argument("file", metavar="FILE")
+    return p
+
+
+def run(argv: Optional[list[str]]) -> int:
+    parser = make_parser()
+    a = parser.parse_args(argv)
+    if not getattr(a, "command", None):
+        raise UsageError("missing command; one of submit, list, status, cancel, cluster, "
+                         "exceptions, result, artifacts, upload (see 'jm --help')")
+    a.json = bool(getattr(a, "json", False))
+    a.timeout = getattr(a, "timeout", None)
+    address = getattr(a, "address", None) or os.environ.get("JM_ADDRESS") or DEFAULT_ADDRESS
+    client = Client(address, a.timeout if a.timeout is not None else DEFAULT_TIMEOUT)
+    return a.func(client, a)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    try:
+        return run(argv)
+    except SystemExit as exc:  # --help
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else EXIT_USAGE)
+    except CliError as exc:
+        _err(str(exc))
+        return exc.code
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        try:  # stdout's reader went away (jm list | head): no noise at exit
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+        return EXIT_API
+    except Exception as exc:  # never a traceback
+        if os.environ.get("JM_DEBUG"):
+            import traceback
+            traceback.print_exc()
+        _err(f"internal error: {type(exc).__name__}: {exc}")
+        return EXIT_API
+
+
+def _err(message: str) -> None:
+    try:
+        print(f"jm: {one_line(message)}", file=sys.stderr, flush=True)
+    except Exception:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+"""`python -m jm.pdeathsig CMD ARGS...`: exec CMD so that it is killed when our parent dies.
+
+Used instead of subprocess's preexec_fn, which is not safe in a process with threads
+(pysyncobj's tick thread): Linux keeps PR_SET_PDEATHSIG across execve.
+"""
+import os
+import signal
+import sys
+
+from jm.zygote import set_pdeathsig
+
+
+def main() -> None:
+    if len(sys.argv) < 2:
+        print("usage: python -m jm.pdeathsig CMD [ARGS...]", file=sys.stderr)
+        sys.exit(2)
+    set_pdeathsig(signal.SIGKILL)
+    if os.getppid() == 1:  # the parent is already gone
+        sys.exit(1)
+    os.execvp(sys.argv[1], sys.argv[1:])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""End to end: 3 real peer processes started with bin/jobmanager.sh, each with its own
+Spark Connect server (real JVMs), jobs through REST, whole-cluster restart."""
+import collections
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.helpers import ROOT, http, make_conf, multipart, poll
+
+pytestmark = pytest.mark.slow
+TEXT = os.path.join(ROOT, "examples", "data", "words.txt")
+TERMINAL = {"FINISHED", "FAILED", "CANCELED"}
+
+
+class ProcessCluster:
+    def __init__(self, base: str, n: int, settings: dict) -> None:
+        self.base = base
+        self.conf_dir, self.lines = make_conf(base, n, settings)
+        self.env = dict(os.environ, JM_CONF_DIR=self.conf_dir)
+        self.urls = ["http://127.0.0.1:" + line.split(":")[1] for line in self.lines]
+
+    def run(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([os.path.join(ROOT, "bin", args[0]), *args[1:]], env=self.env,
+                              capture_output=True, text=True, timeout=120)
+
+    def pids(self) -> list[int]:
+        out = []
+        run_dir = os.path.join(self.base, "run")
+        for name in os.listdir(run_dir) if os.path.isdir(run_dir) else []:
+            if name.endswith(".pid"):
+                try:
+                    out.append(int(open(os.path.join(run_dir, name)).read().strip()))
+                except ValueError:
+                    pass
+        return out
+
+    def start(self) -> None:
+        r = self.run("start-cluster.sh")
+        assert r.returncode == 0, r.stderr
+        for url in self.urls:
+            poll(lambda u=url: http("GET", u + "/healthz")[1].get("ok"), 60,
+                 what=f"{url} healthy")
+
+    def wait_spark(self) -> None:
+        for url in self.urls:
+            poll(lambda u=url: http("GET", u + "/healthz")[1].get("spark-ready"), 240,
+                 interval=0.5, what=f"{url} Spark ready")
+
+    def stop(self) -> None:
+        pids = self.pids()
+        self.run("stop-cluster.sh")
+        for pid in pids:  # never leave a peer behind, also when stop failed
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def wait_job(url: str, jid: str, timeout: float = 180) -> dict:
+    return poll(lambda: (lambda s_b: s_b[1] if s_b[0] == 200 and s_b[1]["state"] in TERMINAL
+                         else None)(http("GET", f"{url}/jobs/{jid}")), timeout, interval=0.2,
+                what=f"job {jid} to end")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    base = str(tmp_path_factory.mktemp("e2e"))
+    c = ProcessCluster(base, 3, {"spark.connect.embedded": True, "spark.master": "local[1]",
+                                 "spark.driver.memory": "512m",
+                                 "spark.conf.spark.sql.shuffle.partitions": 2})
+    try:
+        c.start()
+        c.wait_spark()
+        yield c
+    finally:
+        c.stop()
+        for pid in c.pids():
+            assert not os.path.exists(f"/proc/{pid}"), f"peer {pid} left behind"
+
+
+def expected_counts() -> collections.Counter:
+    words = re.split(r"[^a-z']+", open(TEXT).read().lower())
+    return collections.Counter(w for w in words if w)
+
+
+def test_wordcount_through_rest_on_every_peer(cluster):
+    code = open(os.path.join(ROOT, "examples", "wordcount.py"), "rb").read()
+    payload, ctype = multipart("wordcount.py", code)
+    s, art = http("POST", cluster.urls[0] + "/artifacts", raw=payload,
+                  headers={"Content-Type": ctype})
+    assert s == 201, art
+    ids = []
+    for i, url in enumerate(cluster.urls):
+        out = os.path.join(cluster.base, f"wc-{i}")
+        s, b = http("POST", url + "/jobs", {"entry": "wordcount:main", "pyfiles": [art["pyfile"]],
+                                            "args": {"input": TEXT, "output": out, "top": 3}})
+        assert s == 202, b
+        ids.append(b["jobid"])
+    exp = expected_counts()
+    top3 = sorted(exp.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
+    nodes = set()
+    for jid in ids:
+        job = wait_job(cluster.urls[1], jid)
+        assert job["state"] == "FINISHED", http("GET", cluster.urls[1] + f"/jobs/{jid}/exceptions")
+        res = job["result"]
+        assert res["distinct-words"] == len(exp)
+        assert res["total-words"] == sum(exp.values())
+        assert [tuple(x) for x in res["top"]] == top3
+        assert os.path.isdir(res["output"])  # Parquet written
+        nodes.add(job["node"])
+    assert len(nodes) >= 2, nodes
+
+
+def test_sql_job_keeps_rows(cluster):
+    s, b = http("POST", cluster.urls[2] + "/jobs",
+                {"sql": "SELECT id, id * id AS sq FROM range(10) ORDER BY id"})
+    assert s == 202
+    job = wait_job(cluster.urls[0], b["jobid"])
+    assert job["state"] == "FINISHED"
+    s, res = http("GET", cluster.urls[1] + f"/jobs/{b['jobid']}/result")
+    assert res["result"]["columns"] == ["id", "sq"]
+    assert res["result"]["rows"] == [[i, i * i] for i in range(10)]
+
+
+def test_cancel_and_whole_cluster_restart_keeps_jobs(cluster):
+    fix = os.path.join(ROOT, "tests", "integration") + "/"
+    s, b = http("POST", cluster.urls[1] + "/jobs", {"entry": "jobs_fixture:sleepy",
+                                                    "pyfiles": [fix], "args": {"seconds": 300}})
+    sleepy = b["jobid"]
+    poll(lambda: http("GET", cluster.urls[0] + f"/jobs/{sleepy}")[1]["state"] == "RUNNING", 60)
+    s, _ = http("PATCH", cluster.urls[2] + f"/jobs/{sleepy}?mode=cancel")
+    assert s == 202
+    assert wait_job(cluster.urls[0], sleepy, 60)["state"] == "CANCELED"
+    s, before = http("GET", cluster.urls[0] + "/jobs")
+    assert len(before["jobs"]) >= 5
+    old_pids = cluster.pids()
+    cluster.stop()
+    for pid in old_pids:
+        poll(lambda p=pid: not os.path.exists(f"/proc/{p}"), 30, what=f"peer {pid} gone")
+    cluster.start()
+    for url in cluster.urls:
+        s, after = http("GET", url + "/jobs")
+        assert sorted(map(str, after["jobs"])) == sorted(map(str, before["jobs"]))
+    s, job = http("GET", cluster.urls[2] + f"/jobs/{sleepy}")
+    assert job["state"] == "CANCELED"

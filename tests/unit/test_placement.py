@@ -1,0 +1,113 @@
+"""Unit tests for jm/placement.py: the pure least-loaded placement policy."""
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as hs
+
+from jm.placement import PeerLoad, Waiting, place
+
+
+def W(job, slots=1, epoch=0):
+    return Waiting(job, slots, epoch)
+
+
+def P(node, slots, used=0):
+    return PeerLoad(node, slots, used)
+
+
+def test_nothing_to_place():
+    assert place([], [P("a", 2)]) == []
+    assert place([W("j")], []) == []
+
+
+def test_least_loaded_share_first():
+    # a: 1/2 used (50 %), b: 1/4 used (25 %) -> b
+    assert place([W("j")], [P("a", 2, 1), P("b", 4, 1)]) == [("j", "b", 0)]
+
+
+def test_share_beats_absolute_free_slots():
+    # a: 0/1 (0 %, 1 free), b: 1/10 (10 %, 9 free) -> a (lower share)
+    assert place([W("j")], [P("a", 1, 0), P("b", 10, 1)]) == [("j", "a", 0)]
+
+
+def test_tie_on_share_broken_by_more_free_slots():
+    # both empty: b has more free slots
+    assert place([W("j")], [P("a", 2), P("b", 4)]) == [("j", "b", 0)]
+
+
+def test_full_tie_broken_by_node_id():
+    assert place([W("j")], [P("n2", 4), P("n1", 4), P("n3", 4)]) == [("j", "n1", 0)]
+
+
+def test_deterministic_regardless_of_peer_order():
+    peers = [P("c", 3, 1), P("a", 3, 1), P("b", 3, 1)]
+    waiting = [W(f"j{i}") for i in range(5)]
+    first = place(waiting, peers)
+    assert first == place(waiting, list(reversed(peers)))
+    assert first == [("j0", "a", 0), ("j1", "b", 0), ("j2", "c", 0), ("j3", "a", 0),
+                     ("j4", "b", 0)]
+
+
+def test_spreads_in_submission_order():
+    out = place([W("j1"), W("j2"), W("j3"), W("j4")], [P("a", 2), P("b", 2)])
+    assert out == [("j1", "a", 0), ("j2", "b", 0), ("j3", "a", 0), ("j4", "b", 0)]
+
+
+def test_slot_limits_respected_and_rest_waits():
+    out = place([W(f"j{i}") for i in range(5)], [P("a", 1), P("b", 2)])
+    assert out == [("j0", "b", 0), ("j1", "a", 0), ("j2", "b", 0)]
+
+
+def test_job_that_fits_nowhere_waits_smaller_ones_go():
+    out = place([W("big", 3), W("small", 1)], [P("a", 2), P("b", 2, 1)])
+    assert out == [("small", "a", 0)]
+
+
+def test_multi_slot_job_needs_free_slots_on_one_peer():
+    # 2 free slots in total, but split across peers
+    assert place([W("j", 2)], [P("a", 2, 1), P("b", 2, 1)]) == []
+
+
+def test_exact_fit():
+    assert place([W("j", 3)], [P("a", 4, 1)]) == [("j", "a", 0)]
+
+
+def test_expected_epoch_passed_through():
+    assert place([W("j", 1, 7)], [P("a", 1)]) == [("j", "a", 7)]
+
+
+def test_full_and_overcommitted_peers_get_nothing():
+    assert place([W("j")], [P("a", 2, 2), P("b", 1, 3)]) == []
+
+
+def test_inputs_not_mutated():
+    waiting = [W("j1"), W("j2")]
+    peers = [P("a", 2)]
+    place(waiting, peers)
+    assert waiting == [W("j1"), W("j2")] and peers == [P("a", 2)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(hs.lists(hs.tuples(hs.integers(1, 4), hs.integers(0, 4)), min_size=0, max_size=5),
+       hs.lists(hs.integers(1, 4), max_size=12))
+def test_property_placement_respects_capacity_and_is_maximal(peer_specs, job_slots):
+    peers = [P(f"n{i}", slots, min(used, slots)) for i, (slots, used) in enumerate(peer_specs)]
+    waiting = [W(f"j{i}", s, i) for i, s in enumerate(job_slots)]
+    out = place(waiting, peers)
+    used = {p.node: p.used for p in peers}
+    sizes = {w.job_id: w.slots for w in waiting}
+    seen = set()
+    for job_id, node, epoch in out:
+        assert job_id not in seen
+        seen.add(job_id)
+        assert epoch == int(job_id[1:])
+        used[node] += sizes[job_id]
+    for p in peers:
+        assert used[p.node] <= p.slots
+    # a job left waiting did not fit anywhere at the time (so also not at the end)
+    for w in waiting:
+        if w.job_id not in seen:
+            assert all(p.slots - used[p.node] < w.slots for p in peers)
+    # placed jobs keep submission order
+    order = [int(j[1:]) for j, _, _ in out]
+    assert order == sorted(order)

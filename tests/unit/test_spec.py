@@ -1,0 +1,187 @@
+"""Unit tests for jm/spec.py: validation and normalisation of submitted job specs."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from jm.spec import JOBID_RE, SpecError, new_job_id, validate_spec
+
+GOOD_ART = "artifact:sha256:" + "0123456789abcdef" * 4
+
+
+def errors_of(spec, **kw):
+    with pytest.raises(SpecError) as e:
+        validate_spec(spec, **kw)
+    assert isinstance(e.value, ValueError)
+    assert str(e.value) == "; ".join(e.value.errors)
+    return e.value.errors
+
+
+def one_error(spec, pattern, **kw):
+    errs = errors_of(spec, **kw)
+    assert len(errs) == 1, errs
+    assert re.search(pattern, errs[0]), errs[0]
+
+
+# ---- normalisation --------------------------------------------------------------------------
+def test_minimal_entry_spec_normalised():
+    out = validate_spec({"entry": "pipelines.clicks:main"})
+    assert re.fullmatch(r"[0-9a-f]{32}", out["jobid"])
+    assert out == {"entry": "pipelines.clicks:main", "jobid": out["jobid"], "slots": 1,
+                   "args": {}, "pyfiles": [], "name": "pipelines.clicks:main"}
+
+
+def test_minimal_sql_spec_named_sql():
+    out = validate_spec({"sql": "SELECT 1", "jobid": "q1"})
+    assert out == {"sql": "SELECT 1", "jobid": "q1", "slots": 1, "args": {}, "pyfiles": [],
+                   "name": "sql"}
+
+
+def test_full_spec_kept_and_nones_dropped():
+    spec = {"name": "clicks", "entry": "m:f", "pyfiles": [GOOD_ART, "/shared/p.zip", "/x.py",
+                                                         "/lib.egg", "/dir/"],
+            "args": {"a": 1}, "sql": None, "jobid": "My_job-1", "slots": 3,
+            "restart-strategy": {"type": "FixedDelay", "attempts": 2},
+            "savepoint-path": None}
+    out = validate_spec(spec)
+    assert out == {"name": "clicks", "entry": "m:f",
+                   "pyfiles": [GOOD_ART, "/shared/p.zip", "/x.py", "/lib.egg", "/dir/"],
+                   "args": {"a": 1}, "jobid": "My_job-1", "slots": 3,
+                   "restart-strategy": {"type": "fixed-delay", "attempts": 2}}
+    assert spec["restart-strategy"] == {"type": "FixedDelay", "attempts": 2}  # not mutated
+
+
+def test_new_job_ids_are_unique_and_valid():
+    ids = {new_job_id() for _ in range(50)}
+    assert len(ids) == 50
+    assert all(JOBID_RE.match(i) for i in ids)
+
+
+def test_generated_jobid_when_null():
+    out = validate_spec({"entry": "m:f", "jobid": None})
+    assert len(out["jobid"]) == 32
+
+
+def test_savepoint_path_kept():
+    assert validate_spec({"entry": "m:f", "savepoint-path": "/sp/1"})["savepoint-path"] == "/sp/1"
+
+
+@pytest.mark.parametrize("jobid", ["a", "A" * 64, "0-_x", "job_1"])
+def test_good_jobids(jobid):
+    assert validate_spec({"entry": "m:f", "jobid": jobid})["jobid"] == jobid
+
+
+@pytest.mark.parametrize("entry", ["m:f", "a.b.c:main", "_p._q:_r", "pkg2.mod3:run_1"])
+def test_good_entries(entry):
+    assert validate_spec({"entry": entry})["entry"] == entry
+
+
+def test_max_slots():
+    assert validate_spec({"entry": "m:f", "slots": 4}, max_slots=4)["slots"] == 4
+    one_error({"entry": "m:f", "slots": 5}, r"slots must be at most 4", max_slots=4)
+
+
+# ---- errors -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("spec", [None, [], "m:f", 3, ("entry", "m:f")])
+def test_spec_not_object(spec):
+    assert errors_of(spec) == ["the job spec must be a JSON object"]
+
+
+def test_unknown_fields_listed_sorted():
+    one_error({"entry": "m:f", "zeta": 1, "alpha": 2}, r"^unknown field\(s\): alpha, zeta$")
+
+
+@pytest.mark.parametrize("spec", [{}, {"entry": "m:f", "sql": "SELECT 1"},
+                                  {"entry": None, "sql": None}])
+def test_exactly_one_of_entry_and_sql(spec):
+    one_error(spec, r"exactly one of 'entry'")
+
+
+@pytest.mark.parametrize("entry", ["m", "m:", ":f", "m:f:g", "1m:f", "m.:f", "m:f()",
+                                   "a-b:c", "m: f", "", 5, ["m:f"]])
+def test_bad_entry(entry):
+    one_error({"entry": entry}, r"entry must look like")
+
+
+@pytest.mark.parametrize("sql", ["", "   ", 5, ["SELECT 1"]])
+def test_bad_sql(sql):
+    one_error({"sql": sql}, r"sql must be a non-empty string")
+
+
+@pytest.mark.parametrize("name", ["", "  ", 5, "x" * 201, ["n"]])
+def test_bad_name(name):
+    one_error({"entry": "m:f", "name": name}, r"name must be a non-empty string of at most 200")
+
+
+def test_name_200_chars_ok():
+    assert validate_spec({"entry": "m:f", "name": "x" * 200})["name"] == "x" * 200
+
+
+@pytest.mark.parametrize("jobid", ["../x", "", "a" * 65, "-abc", "_abc", "a b", "a/b", "a.b",
+                                   "é", 5, True, ["a"]])
+def test_bad_jobid(jobid):
+    one_error({"entry": "m:f", "jobid": jobid}, r"jobid must be 1-64 letters")
+
+
+@pytest.mark.parametrize("spec", [
+    {"entry": "m:f", "jobid": "abc\n"},
+    {"entry": "m:f\n"},
+    {"entry": "m:f", "pyfiles": [GOOD_ART + "\n"]},
+], ids=["jobid", "entry", "artifact"])
+def test_trailing_newline_rejected(spec):
+    errors_of(spec)
+
+
+@pytest.mark.parametrize("slots", [0, -1, True, False, 1.0, 2.5, "2", None, [1]])
+def test_bad_slots(slots):
+    one_error({"entry": "m:f", "slots": slots}, r"slots must be an integer >= 1")
+
+
+@pytest.mark.parametrize("pyfiles,pattern", [
+    ("/x.py", r"pyfiles must be a list of strings"),
+    ([1], r"pyfiles must be a list of strings"),
+    (["/x.py", None], r"pyfiles must be a list of strings"),
+    ({"a": "/x.py"}, r"pyfiles must be a list of strings"),
+    (["rel/x.py"], r"must be an absolute path"),
+    (["x.zip"], r"must be an absolute path"),
+    (["/x.txt"], r"must be a \.py, \.zip or \.egg file or a directory/"),
+    (["/x"], r"must be a \.py, \.zip or \.egg file"),
+    (["artifact:3f9c"], r"is not artifact:sha256:<64 hex digits>"),
+    (["artifact:sha256:" + "A" * 64], r"is not artifact:sha256"),
+    (["artifact:sha256:" + "0" * 63], r"is not artifact:sha256"),
+])
+def test_bad_pyfiles(pyfiles, pattern):
+    one_error({"entry": "m:f", "pyfiles": pyfiles}, pattern)
+
+
+def test_each_bad_pyfile_reported():
+    errs = errors_of({"entry": "m:f", "pyfiles": ["a.py", "/b.txt", GOOD_ART]})
+    assert len(errs) == 2
+    assert "'a.py'" in errs[0] and "'/b.txt'" in errs[1]
+
+
+@pytest.mark.parametrize("args", [[], "a=1", 5])
+def test_bad_args(args):
+    one_error({"entry": "m:f", "args": args}, r"args must be a JSON object")
+
+
+def test_bad_savepoint_path():
+    one_error({"entry": "m:f", "savepoint-path": 5}, r"savepoint-path must be a string")
+
+
+@pytest.mark.parametrize("rs,pattern", [
+    ("fixed-delay", r"must be an object"),
+    ({"type": "often"}, r"restart-strategy.type must be one of"),
+    ({"type": "fixed-delay", "tries": 3}, r"unknown option 'tries'"),
+    ({"type": "fixed-delay", "attempts": -2}, r"restart-strategy.attempts"),
+])
+def test_bad_restart_strategy(rs, pattern):
+    one_error({"entry": "m:f", "restart-strategy": rs}, pattern)
+
+
+def test_every_problem_reported_at_once():
+    errs = errors_of({"entry": "bad", "sql": "x", "jobid": "../x", "slots": 0, "args": [],
+                      "pyfiles": "x", "savepoint-path": 1, "name": "", "extra": 1,
+                      "restart-strategy": {"type": "?"}})
+    assert len(errs) == 10

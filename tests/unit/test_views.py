@@ -1,0 +1,182 @@
+"""Unit tests for jm/views.py: read models over a ClusterState built through apply."""
+from __future__ import annotations
+
+import pytest
+
+from jm import views as V
+from raft import commands as c
+from raft import state as S
+from raft.state import ClusterState
+
+
+def rep(st, job, epoch, node, status, t, **kw):
+    res = st.apply(c.ReportStatuses((c.StatusReport(job, epoch, node, status, t, **kw),)))
+    assert res.value[0].ok, res.value[0]
+
+
+@pytest.fixture
+def st():
+    """n1 (2 slots, leader), n2 (3 slots), n3 (1 slot, dead); jobs in every state."""
+    s = ClusterState()
+    s.apply(c.RegisterPeer("n1", "h1", 8081, 6123, 11, 2, 1.0))
+    s.apply(c.RegisterPeer("n2", "h2", 8082, 6124, 12, 3, 1.5))
+    s.apply(c.RegisterPeer("n3", "h3", 8083, 6125, 13, 1, 2.0))
+    for i, name in enumerate(["run", "fin", "fail", "canc", "wait", "cing", "asg"]):
+        s.apply(c.SubmitJob(name, {"name": f"job-{name}", "slots": 1, "entry": "m:f"},
+                            10.0 + i))
+    s.apply(c.AssignJobs((c.Assignment("run", "n1", 0), c.Assignment("fin", "n2", 0),
+                          c.Assignment("fail", "n2", 0), c.Assignment("cing", "n1", 0),
+                          c.Assignment("asg", "n2", 0)), 20.0))
+    rep(s, "run", 1, "n1", S.RUNNING, 21.0)
+    rep(s, "fin", 1, "n2", S.RUNNING, 21.0)
+    rep(s, "fin", 1, "n2", S.FINISHED, 30.5, result={"rows": 42})
+    rep(s, "fail", 1, "n2", S.RESTARTING, 22.0,
+        failure={"exception": "ValueError: first", "traceback": "tb1"})
+    rep(s, "fail", 1, "n2", S.FAILED, 23.0,
+        failure={"exception": "KeyError: second", "traceback": "tb2", "final": True,
+                 "reason": "restart strategy is none"})
+    s.apply(c.CancelJob("canc", 24.0))
+    rep(s, "cing", 1, "n1", S.RUNNING, 21.0)
+    s.apply(c.CancelJob("cing", 25.0))
+    s.apply(c.DeclarePeerDead("n3", 26.0))
+    s.apply(c.AddArtifact("sha256:" + "a" * 64, "lib.zip", 99, "n1", 27.0))
+    return s
+
+
+def test_overview(st):
+    assert V.overview(st, "n1") == {
+        "leader": "n1", "peers": 3, "peers-alive": 2,
+        "slots-total": 5, "slots-available": 2,   # run + cing on n1, asg on n2
+        "jobs-running": 3,                        # run, cing (CANCELLING), asg (assigned)
+        "jobs-waiting": 1,                        # wait
+        "jobs-finished": 1, "jobs-failed": 1, "jobs-cancelled": 1}
+
+
+def test_overview_empty_and_no_leader():
+    assert V.overview(ClusterState(), None) == {
+        "leader": None, "peers": 0, "peers-alive": 0, "slots-total": 0,
+        "slots-available": 0, "jobs-running": 0, "jobs-waiting": 0, "jobs-finished": 0,
+        "jobs-failed": 0, "jobs-cancelled": 0}
+
+
+def test_nodes(st):
+    out = V.nodes(st, "n2")["nodes"]
+    assert [n["id"] for n in out] == ["n1", "n2", "n3"]
+    assert out[0] == {"id": "n1", "host": "h1", "rest-port": 8081, "raft-port": 6123,
+                      "pid": 11, "leader": False, "state": "ALIVE", "slots": 2,
+                      "slots-used": 2, "jobs": ["run", "cing"], "registered-at": 1000,
+                      "declared-dead-at": -1}
+    assert out[1]["leader"] is True
+    assert out[1]["jobs"] == ["asg"] and out[1]["slots-used"] == 1
+    assert out[2]["state"] == "DEAD" and out[2]["declared-dead-at"] == 26000
+    assert out[2]["jobs"] == [] and out[2]["slots-used"] == 0
+
+
+def test_jobs_list(st):
+    assert V.jobs_list(st) == {"jobs": [
+        {"id": "run", "status": "RUNNING"}, {"id": "fin", "status": "FINISHED"},
+        {"id": "fail", "status": "FAILED"}, {"id": "canc", "status": "CANCELED"},
+        {"id": "wait", "status": "CREATED"}, {"id": "cing", "status": "CANCELLING"},
+        {"id": "asg", "status": "CREATED"}]}
+
+
+def test_jobs_overview_rows(st):
+    rows = {r["jid"]: r for r in V.jobs_overview(st, now=100.0)["jobs"]}
+    assert rows["run"] == {"jid": "run", "name": "job-run", "state": "RUNNING", "node": "n1",
+                           "attempt": 1, "restarts": 0, "start-time": 10000, "end-time": -1,
+                           "duration": 90000}
+    assert rows["fin"]["node"] == "n2"          # last node kept after the end
+    assert rows["fin"]["end-time"] == 30500
+    assert rows["fin"]["duration"] == 19500     # 30.5 - 11.0
+    assert rows["fail"]["restarts"] == 1
+    assert rows["canc"]["node"] is None and rows["canc"]["attempt"] == 0
+    assert rows["canc"]["duration"] == 11000    # 24.0 - 13.0
+
+
+def test_job_detail(st):
+    d = V.job_detail(st.jobs["fin"], now=100.0)
+    assert d["spec"] == {"name": "job-fin", "slots": 1, "entry": "m:f"}
+    assert d["timestamps"] == {"CREATED": 11000, "RUNNING": 21000, "FINISHED": 30500}
+    assert d["attempts"] == [{"attempt": 1, "node": "n2", "start-time": 20000,
+                              "end-time": 30500, "end-reason": "finished"}]
+    assert d["cancel-requested"] is False
+    assert d["failures"] == 0
+    assert d["result"] == {"rows": 42}
+    assert d["state"] == "FINISHED"
+
+
+def test_job_detail_cancelling(st):
+    d = V.job_detail(st.jobs["cing"], now=100.0)
+    assert d["state"] == "CANCELLING" and d["cancel-requested"] is True
+    assert d["attempts"][0]["end-time"] == -1 and d["attempts"][0]["end-reason"] is None
+
+
+def test_job_detail_after_peer_lost():
+    s = ClusterState()
+    s.apply(c.RegisterPeer("n1", "h", 1, 2, 3, 1, 0.0))
+    s.apply(c.SubmitJob("j", {}, 1.0))
+    s.apply(c.AssignJobs((c.Assignment("j", "n1", 0),), 2.0))
+    s.apply(c.DeclarePeerDead("n1", 3.0))
+    d = V.job_detail(s.jobs["j"], now=5.0)
+    assert d["attempts"] == [{"attempt": 1, "node": "n1", "start-time": 2000,
+                              "end-time": 3000, "end-reason": "peer-lost"}]
+    assert d["node"] == "n1" and d["state"] == "CREATED"
+
+
+def test_job_exceptions_newest_first(st):
+    ex = V.job_exceptions(st.jobs["fail"])
+    assert ex["root-exception"] == "KeyError: second"
+    assert ex["timestamp"] == 23000
+    assert ex["truncated"] is False
+    assert ex["all-exceptions"] == [
+        {"attempt": 1, "node": "n2", "timestamp": 23000, "exception": "KeyError: second",
+         "stacktrace": "tb2", "final": True, "reason": "restart strategy is none"},
+        {"attempt": 1, "node": "n2", "timestamp": 22000, "exception": "ValueError: first",
+         "stacktrace": "tb1", "final": False, "reason": None},
+    ]
+
+
+def test_job_exceptions_none(st):
+    assert V.job_exceptions(st.jobs["run"]) == {"root-exception": None, "timestamp": None,
+                                                "all-exceptions": [], "truncated": False}
+
+
+def test_job_exceptions_truncated():
+    s = ClusterState()
+    s.apply(c.RegisterPeer("n1", "h", 1, 2, 3, 1, 0.0))
+    s.apply(c.SubmitJob("j", {}, 1.0))
+    s.apply(c.AssignJobs((c.Assignment("j", "n1", 0),), 2.0))
+    for i in range(S.MAX_FAILURES_KEPT + 3):
+        rep(s, "j", 1, "n1", S.RESTARTING, 3.0 + i, failure={"exception": f"E{i}"})
+    ex = V.job_exceptions(s.jobs["j"])
+    assert ex["truncated"] is True
+    assert len(ex["all-exceptions"]) == S.MAX_FAILURES_KEPT
+    assert ex["root-exception"] == f"E{S.MAX_FAILURES_KEPT + 2}"
+    assert ex["all-exceptions"][-1]["exception"] == "E3"
+    assert ex["all-exceptions"][0]["stacktrace"] == ""
+
+
+@pytest.mark.parametrize("job,expected", [
+    ("fin", {"status": {"id": "COMPLETED"}, "state": "FINISHED", "result": {"rows": 42}}),
+    ("fail", {"status": {"id": "COMPLETED"}, "state": "FAILED", "failure": "KeyError: second"}),
+    ("canc", {"status": {"id": "COMPLETED"}, "state": "CANCELED"}),
+    ("run", {"status": {"id": "IN_PROGRESS"}, "state": "RUNNING"}),
+    ("cing", {"status": {"id": "IN_PROGRESS"}, "state": "CANCELLING"}),
+    ("wait", {"status": {"id": "IN_PROGRESS"}, "state": "CREATED"}),
+])
+def test_job_result(st, job, expected):
+    assert V.job_result(st.jobs[job]) == expected
+
+
+def test_artifacts(st):
+    assert V.artifacts(st) == {"artifacts": [{"id": "sha256:" + "a" * 64, "name": "lib.zip",
+                                              "size": 99, "nodes": ["n1"], "created": 27000}]}
+
+
+def test_views_do_not_mutate_state(st):
+    import copy
+    before = copy.deepcopy(vars(st))
+    V.overview(st, "n1"), V.nodes(st, "n1"), V.jobs_overview(st, 1.0), V.artifacts(st)
+    for j in st.jobs.values():
+        V.job_detail(j, 1.0), V.job_exceptions(j), V.job_result(j)
+    assert vars(st) == before
