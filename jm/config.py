@@ -132,6 +132,15 @@ def _restart_type(v: Any) -> str:
     return RESTART_TYPES[s]
 
 
+def _choice(*options: str) -> Callable[[Any], str]:
+    def parse(v: Any) -> str:
+        s = _str(v).strip().lower()
+        if s not in options:
+            raise ValueError(f"expected one of {', '.join(options)}, got {v!r}")
+        return s
+    return parse
+
+
 def _log_level(v: Any) -> str:
     s = _str(v).upper()
     if s not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -150,6 +159,8 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "jobmanager.cancel-timeout": (parse_duration, "3 s"),
     "jobmanager.result.max-size": (parse_memory, "256 kb"),
     "jobmanager.log.level": (_log_level, "INFO"),
+    "jobmanager.executor.preload": (_choice("pyspark", "none"), "pyspark"),
+    "jobmanager.executor.nice": (_int(0), 5),
     "high-availability.storageDir": (_str, "data/ha"),
     "heartbeat.interval": (parse_duration, "500 ms"),
     "heartbeat.timeout": (parse_duration, "3 s"),

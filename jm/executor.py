@@ -30,8 +30,10 @@ class ExecutorLost(Exception):
 class Executor:
     """Starts job processes by asking the zygote to fork; restarts a dead zygote."""
 
-    def __init__(self, log_dir: str) -> None:
+    def __init__(self, log_dir: str, preload: str = "pyspark", nice: int = 0) -> None:
         self.log_dir = log_dir
+        self.preload = preload
+        self.nice = nice
         self.proc: Optional[asyncio.subprocess.Process] = None
         self._spawns: dict[str, asyncio.Future] = {}
         self._procs: dict[str, JobProcess] = {}
@@ -50,6 +52,7 @@ class Executor:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "jm.zygote",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
+            env=dict(os.environ, JM_ZYGOTE_PRELOAD=self.preload, JM_JOB_NICE=str(self.nice)),
             limit=2 ** 20)  # the zygote sets its own parent-death signal
         stderr.close()
         self._reader = asyncio.create_task(self._read_loop(self.proc))

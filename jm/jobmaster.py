@@ -13,63 +13,17 @@ from typing import Any, Callable, Optional
 
 from raft import state as S
 from raft.commands import ReportStatuses, StatusReport
-from raft.node import RaftUnavailable
 from raft.state import Result
+from jm.batcher import Batcher
 from jm.executor import ExecutorLost, JobProcess
 from jm.restart import RestartStrategy, RestartTracker, on_failure
 
 log = logging.getLogger("jm.jobmaster")
 
 
-class StatusReporter:
+def make_reporter(raft, timeout: float) -> Batcher:
     """Batches the status reports of all JobMasters of a peer into one Raft command."""
-
-    def __init__(self, raft, timeout: float) -> None:
-        self.raft = raft
-        self.timeout = timeout
-        self._queue: list[tuple[StatusReport, asyncio.Future]] = []
-        self._wake = asyncio.Event()
-        self._task: Optional[asyncio.Task] = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._loop())
-
-    async def report(self, report: StatusReport) -> Result:
-        fut = asyncio.get_running_loop().create_future()
-        self._queue.append((report, fut))
-        self._wake.set()
-        return await fut
-
-    async def _loop(self) -> None:
-        backoff = 0.05
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            batch, self._queue = self._queue, []
-            if not batch:
-                continue
-            try:
-                res = await self.raft.submit(ReportStatuses(tuple(r for r, _ in batch)),
-                                             self.timeout)
-                backoff = 0.05
-            except RaftUnavailable as exc:
-                log.warning("status reports not committed (%s); retrying", exc)
-                self._queue = batch + self._queue
-                await asyncio.sleep(backoff)  # retry pacing while there is no leader
-                backoff = min(1.0, backoff * 2)
-                self._wake.set()
-                continue
-            results = res.value if res.ok else [res] * len(batch)
-            for (_, fut), r in zip(batch, results):
-                if not fut.done():
-                    fut.set_result(r)
-
-    async def close(self) -> None:
-        if self._task:
-            self._task.cancel()
-        for _, fut in self._queue:
-            if not fut.done():
-                fut.cancel()
+    return Batcher(raft, ReportStatuses, timeout, retry=True)
 
 
 @dataclass
@@ -78,7 +32,7 @@ class JobEnv:
     node: str
     conf: Any
     executor: Any
-    reporter: StatusReporter
+    reporter: Batcher
     resolve_pyfiles: Callable  # async (list[str]) -> list[str] local paths
     spark_remote: Callable[[], Optional[str]]
     spark_ready_file: Optional[str]
@@ -120,9 +74,13 @@ class JobMaster:
             except (asyncio.CancelledError, Exception):
                 pass
 
-    async def _report(self, status: str, result: Any = None, failure: Any = None) -> None:
-        r = await self.env.reporter.report(StatusReport(
-            self.job_id, self.epoch, self.env.node, status, self.env.clock(), result, failure))
+    def _send(self, status: str, result: Any = None, failure: Any = None) -> asyncio.Future:
+        return asyncio.ensure_future(self.env.reporter.submit(StatusReport(
+            self.job_id, self.epoch, self.env.node, status, self.env.clock(), result, failure)))
+
+    async def _report(self, status: str, result: Any = None, failure: Any = None,
+                      sent: Optional[asyncio.Future] = None) -> None:
+        r = await (sent or self._send(status, result, failure))
         if not r.ok:
             if r.code == "stale":
                 raise Fenced(r.error)
@@ -164,9 +122,14 @@ class JobMaster:
     async def _attempts(self) -> None:
         strategy = RestartStrategy.from_config(self.env.conf, self.spec.get("restart-strategy"))
         tracker = RestartTracker()
-        await self._report(S.INITIALIZING)
+        # INITIALIZING is not awaited before the spawn: it is committed in the same batch
+        # as RUNNING (order kept); a stale epoch still fences the attempt at RUNNING.
+        initializing: Optional[asyncio.Future] = self._send(S.INITIALIZING)
         while True:
             if self.cancel_event.is_set():
+                if initializing is not None:
+                    await self._report(S.INITIALIZING, sent=initializing)
+                    initializing = None
                 await self._report(S.CANCELED)
                 return
             run_dir = os.path.join(self.env.work_dir, "jobs", self.job_id,
@@ -178,6 +141,9 @@ class JobMaster:
                 self.process = await self.env.executor.spawn(self._params(pyfiles, run_dir))
             except (ExecutorLost, OSError, ValueError, LookupError) as exc:
                 failure = {"exception": f"{type(exc).__name__}: {exc}", "traceback": ""}
+            if initializing is not None:
+                await self._report(S.INITIALIZING, sent=initializing)
+                initializing = None
             if failure is None:
                 await self._report(S.RUNNING)
                 outcome = await self._wait_or_cancel()

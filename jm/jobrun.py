@@ -133,7 +133,6 @@ def run_job(params: dict) -> int:
     print(f"[jm] job {ctx.job_id} attempt {ctx.attempt} on {ctx.node} pid {os.getpid()}",
           flush=True)
     try:
-        os.makedirs(ctx.checkpoint_dir, exist_ok=True)
         if params.get("sql"):
             value = run_sql(ctx, params["sql"], int(params.get("max_result_rows", 1000)))
         else:

@@ -22,11 +22,12 @@ from jm.config import (Config, ConfigError, PeerAddress, choose_self, load_confi
                        parse_overrides, read_masters)
 from jm.dispatcher import Dispatcher
 from jm.executor import Executor
-from jm.jobmaster import JobEnv, StatusReporter
+from jm.batcher import Batcher
+from jm.jobmaster import JobEnv, make_reporter
 from jm.resourcemanager import ResourceManager
 from jm.spec import validate_spec
 from jm.sparkserver import SparkConnectServer, free_port
-from raft.commands import AddArtifact, CancelJob, Heartbeat, RegisterPeer, SubmitJob
+from raft.commands import AddArtifact, CancelJob, Heartbeat, RegisterPeer, SubmitJob, SubmitJobs
 from raft.node import RaftHost, RaftSettings, RaftUnavailable
 from rest.app import ApiError, make_app
 
@@ -57,9 +58,11 @@ class Peer:
         self.blobs = BlobStore(os.path.join(self.data_dir, "blobs"))
         self.raft: Optional[RaftHost] = None
         self.runner: Optional[web.AppRunner] = None
-        self.executor = Executor(self.log_dir)
+        self.executor = Executor(self.log_dir, conf["jobmanager.executor.preload"],
+                                 conf["jobmanager.executor.nice"])
         self.spark: Optional[SparkConnectServer] = None
-        self.reporter: Optional[StatusReporter] = None
+        self.reporter: Optional[Batcher] = None
+        self.submitter: Optional[Batcher] = None
         self.dispatcher: Optional[Dispatcher] = None
         self.rm: Optional[ResourceManager] = None
         self.registered = asyncio.Event()
@@ -93,8 +96,11 @@ class Peer:
                 self.conf["spark.log.level"], self.conf["spark.connect.startup-timeout"],
                 self._spark_warmup)
             self.spark.start()
-        self.reporter = StatusReporter(self.raft, self.conf["rest.write-timeout"])
+        self.reporter = make_reporter(self.raft, self.conf["rest.write-timeout"])
         self.reporter.start()
+        self.submitter = Batcher(self.raft, SubmitJobs, self.conf["rest.write-timeout"],
+                                 retry=False)
+        self.submitter.start()
         env = JobEnv(self.node, self.conf, self.executor, self.reporter, self.resolve_pyfiles,
                      self.spark_remote, spark_ready_file if self.spark else None,
                      self.log_dir, self.data_dir, time.time)
@@ -159,8 +165,9 @@ class Peer:
             await self.rm.close()
         if self.dispatcher:
             await self.dispatcher.close()
-        if self.reporter:
-            await self.reporter.close()
+        for batcher in (self.reporter, self.submitter):
+            if batcher:
+                await batcher.close()
         await self.executor.close()
         if self.spark:
             await self.spark.close()
@@ -211,8 +218,7 @@ class Peer:
                     if p[len("artifact:"):] not in st.artifacts:
                         raise ApiError(400, f"pyfiles: unknown artifact {p}; upload it with "
                                             "POST /artifacts first")
-        res = await self.raft.submit(SubmitJob(spec["jobid"], spec, time.time(), request_id),
-                                     self.conf["rest.write-timeout"])
+        res = await self.submitter.submit(SubmitJob(spec["jobid"], spec, time.time(), request_id))
         if not res.ok:
             raise ApiError(409 if res.code == "exists" else 400, res.error)
         return {"jobid": res.value["jobid"]}

@@ -71,9 +71,15 @@ def set_pdeathsig(sig: int = signal.SIGKILL) -> None:
         pass
 
 
-def _warm_imports() -> None:
-    for name in ("pyspark.sql.connect.session", "pyspark.sql.connect.functions",
-                 "pandas", "pyarrow", "json", "traceback", "jm.jobrun"):
+PRELOADS = {
+    "pyspark": ("pyspark.sql.connect.session", "pyspark.sql.connect.functions", "pandas",
+                "pyarrow", "json", "traceback", "jm.jobrun"),
+    "none": ("json", "traceback", "jm.jobrun"),
+}
+
+
+def _warm_imports(preload: str) -> None:
+    for name in PRELOADS.get(preload, PRELOADS["pyspark"]):
         try:
             __import__(name)
         except Exception as exc:  # a missing optional module must not stop the peer
@@ -94,7 +100,6 @@ def _child(params: dict, fds_to_close: list[int]) -> None:
             signal.signal(sig, signal.SIG_DFL)
         os.setpgid(0, 0)
         set_pdeathsig(signal.SIGKILL)
-        gc.unfreeze()
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.close(devnull)
@@ -124,7 +129,11 @@ def main() -> None:
     set_pdeathsig(signal.SIGKILL)
     if os.getppid() == 1:
         sys.exit(0)
-    _warm_imports()
+    # user code yields the CPU to the JobManager peer (heartbeats, REST, Raft)
+    nice = int(os.environ.get("JM_JOB_NICE", "0") or 0)
+    if nice:
+        os.nice(nice)
+    _warm_imports(os.environ.get("JM_ZYGOTE_PRELOAD", "pyspark"))
     gc.collect()
     gc.freeze()
 

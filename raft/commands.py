@@ -46,6 +46,12 @@ class SubmitJob:
 
 
 @dataclass(frozen=True)
+class SubmitJobs:
+    """Group commit of concurrent submissions; one Result per job."""
+    jobs: tuple
+
+
+@dataclass(frozen=True)
 class Assignment:
     job_id: str
     node: str
@@ -90,7 +96,7 @@ class AddArtifact:
 
 
 COMMAND_TYPES = {cls.__name__: cls for cls in (
-    RegisterPeer, Heartbeat, DeclarePeerDead, SubmitJob, Assignment, AssignJobs,
+    RegisterPeer, Heartbeat, DeclarePeerDead, SubmitJob, SubmitJobs, Assignment, AssignJobs,
     StatusReport, ReportStatuses, CancelJob, AddArtifact)}
 
 _EXT_COMMAND = 1  # msgpack ext type: our dataclasses; user dicts stay plain dicts

@@ -229,6 +229,18 @@ def _submit(state: ClusterState, cmd: c.SubmitJob) -> Result:
     return Result(True, {"jobid": job.id, "duplicate": False})
 
 
+def _submit_many(state: ClusterState, cmd: c.SubmitJobs) -> Result:
+    out = []
+    for job in cmd.jobs:
+        try:
+            if not isinstance(job, c.SubmitJob):
+                raise TypeError("not a SubmitJob")
+            out.append(_submit(state, job))
+        except Exception as exc:  # one bad submission must not lose the others
+            out.append(Result.fail("invalid", f"{type(exc).__name__}: {exc}"))
+    return Result(True, out)
+
+
 def _assign(state: ClusterState, cmd: c.AssignJobs) -> Result:
     done, refused = [], []
     for a in cmd.assignments:
@@ -325,6 +337,7 @@ _HANDLERS = {
     c.Heartbeat: _heartbeat,
     c.DeclarePeerDead: _declare_dead,
     c.SubmitJob: _submit,
+    c.SubmitJobs: _submit_many,
     c.AssignJobs: _assign,
     c.ReportStatuses: _report,
     c.CancelJob: _cancel,

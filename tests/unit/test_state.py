@@ -651,3 +651,13 @@ def test_reregister_with_fewer_slots_never_overcommits(st):
     assign(st, ("a", "n2", 0), ("b", "n2", 0), ("c", "n2", 0))
     reg(st, "n2", slots=1, time=5.0, pid=999)
     assert st.slots_used("n2") <= st.peers["n2"].slots
+
+
+def test_submit_jobs_group_commit_gives_one_result_each():
+    st = ClusterState()
+    res = st.apply(c.SubmitJobs((c.SubmitJob("a", {}, 1.0), c.SubmitJob("a", {}, 1.0),
+                                 "junk", c.SubmitJob("b", {}, 2.0, "rid"))))
+    assert res.ok
+    assert [(r.ok, r.code) for r in res.value] == [(True, None), (False, "exists"),
+                                                   (False, "invalid"), (True, None)]
+    assert list(st.pending) == ["a", "b"] and st.request_ids == {"rid": "b"}

@@ -1,0 +1,205 @@
+"""Submission benchmark: 3 real peers (HA always on: every submission is a replicated
+Raft write acknowledged after it is applied on the answering peer), clients posting
+trivial jobs (they return at once) spread over all peers.
+
+Measures, per run, then the median over runs:
+  * saturation: accepted jobs/s with --clients closed-loop clients;
+  * latency at a fixed offered rate (--rate, open loop): p50/p99 accept latency;
+  * job start latency (CREATED -> RUNNING, from the cluster's own timestamps) and
+    completed jobs/s (first submission -> last job FINISHED);
+  * RSS of one idle peer process (without its children: zygote, job processes).
+
+    .venv/bin/python bench/submit.py                 # 3 runs, default sizes
+    .venv/bin/python bench/submit.py --runs 5 --jobs 3000 --rate 500
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+
+import aiohttp
+import psutil
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.common import ROOT, BenchCluster, get, median, pct, wait_until  # noqa: E402
+
+JOB = {"entry": "trivial_job:main", "pyfiles": [os.path.join(ROOT, "bench") + "/"],
+       "restart-strategy": {"type": "none"}}
+
+
+async def _post(session: aiohttp.ClientSession, url: str, i: int) -> tuple[float, str | None]:
+    t0 = time.perf_counter()
+    for _ in range(50):
+        async with session.post(url + "/jobs", json=dict(JOB, name=f"b{i}"),
+                                headers={"X-Request-Id": f"bench-{os.getpid()}-{i}"}) as r:
+            body = await r.json()
+            if r.status == 202:
+                return time.perf_counter() - t0, body["jobid"]
+            if r.status != 503:
+                raise RuntimeError(f"HTTP {r.status}: {body}")
+        await asyncio.sleep(0.05)  # retry pacing after a 503 (no leader)
+    return time.perf_counter() - t0, None
+
+
+async def closed_loop(urls: list[str], jobs: int, clients: int) -> dict:
+    counter = iter(range(jobs))
+    lat, ids = [], []
+
+    async def client(k: int, session: aiohttp.ClientSession) -> None:
+        for i in counter:
+            d, jid = await _post(session, urls[(i + k) % len(urls)], i)
+            lat.append(d)
+            if jid:
+                ids.append(jid)
+
+    conn = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=conn) as session:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(client(k, session) for k in range(clients)))
+        elapsed = time.perf_counter() - t0
+    return {"accepted": len(ids), "elapsed": elapsed, "rate": len(ids) / elapsed,
+            "p50_ms": pct(lat, 50) * 1000, "p99_ms": pct(lat, 99) * 1000, "ids": ids,
+            "t0": t0}
+
+
+async def open_loop(urls: list[str], jobs: int, rate: float, base: int) -> dict:
+    lat, ids = [], []
+
+    async def one(i: int, session: aiohttp.ClientSession) -> None:
+        d, jid = await _post(session, urls[i % len(urls)], base + i)
+        lat.append(d)
+        if jid:
+            ids.append(jid)
+
+    conn = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=conn) as session:
+        t0 = time.perf_counter()
+        tasks = []
+        for i in range(jobs):
+            due = t0 + i / rate
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)  # pacing of the offered load
+            tasks.append(asyncio.create_task(one(i, session)))
+        await asyncio.gather(*tasks)
+        elapsed = time.perf_counter() - t0
+    return {"offered": rate, "accepted": len(ids), "achieved": len(ids) / elapsed,
+            "p50_ms": pct(lat, 50) * 1000, "p99_ms": pct(lat, 99) * 1000, "ids": ids}
+
+
+def job_stats(url: str, ids: list[str], timeout: float) -> dict:
+    want = set(ids)
+
+    def all_done():
+        rows = {r["jid"]: r for r in get(url + "/jobs/overview", timeout=30)["jobs"]
+                if r["jid"] in want}
+        done = [r for r in rows.values() if r["state"] in ("FINISHED", "FAILED", "CANCELED")]
+        return rows if len(done) == len(want) else None
+
+    rows = wait_until(all_done, timeout, "all jobs finished", interval=0.5)
+    starts, first_sub, last_end, failed, nodes = [], None, None, 0, {}
+    for jid in ids:
+        job = get(f"{url}/jobs/{jid}", timeout=30)
+        ts = job["timestamps"]
+        if job["state"] != "FINISHED":
+            failed += 1
+        if "RUNNING" in ts:
+            starts.append((ts["RUNNING"] - ts["CREATED"]))
+        first_sub = min(first_sub or ts["CREATED"], ts["CREATED"])
+        last_end = max(last_end or job["end-time"], job["end-time"])
+        nodes[job["node"]] = nodes.get(job["node"], 0) + 1
+    span = (last_end - first_sub) / 1000
+    return {"finished": len(ids) - failed, "failed": failed, "start_p50_ms": pct(starts, 50),
+            "start_p99_ms": pct(starts, 99), "completed_per_s": (len(ids) - failed) / span,
+            "per_node": nodes}
+
+
+def cpu_seconds(pids: list[int]) -> dict:
+    """CPU used so far by the peers, their zygotes and the (reaped) job processes."""
+    out = {"peers": 0.0, "zygotes": 0.0, "jobs": 0.0, "spark": 0.0,
+           "client": sum(os.times()[:2])}
+    for pid in pids:
+        p = psutil.Process(pid)
+        t = p.cpu_times()
+        out["peers"] += t.user + t.system
+        for child in p.children():
+            ct = child.cpu_times()
+            kind = "zygotes" if "jm.zygote" in " ".join(child.cmdline()) else "spark"
+            out[kind] += ct.user + ct.system
+            if kind == "zygotes":
+                out["jobs"] += ct.children_user + ct.children_system
+    return out
+
+
+def idle_rss_mb(pids: list[int]) -> list[float]:
+    return [psutil.Process(p).memory_info().rss / 2 ** 20 for p in pids]
+
+
+def one_run(args, run: int) -> dict:
+    settings = {"spark.connect.embedded": False, "jobmanager.slots": args.slots}
+    for item in args.overrides:
+        key, _, value = item.partition("=")
+        settings[key] = value
+    with BenchCluster(3, settings) as c:
+        wait_until(lambda: get(c.urls[0] + "/overview")["peers-alive"] == 3, 30, "3 peers")
+        time.sleep(2)  # let the peers settle before reading idle memory
+        rss = idle_rss_mb(c.pids())
+        cpu0 = cpu_seconds(c.pids())
+        sat = asyncio.run(closed_loop(c.urls, args.jobs, args.clients))
+        sat_jobs = job_stats(c.urls[0], sat["ids"], args.timeout)
+        cpu1 = cpu_seconds(c.pids())
+        sat_jobs["cpu_s_per_1000_jobs"] = {k: round((cpu1[k] - cpu0[k]) * 1000 / args.jobs, 2)
+                                           for k in cpu0}
+        ol = asyncio.run(open_loop(c.urls, args.rate_jobs, args.rate, args.jobs))
+        ol_jobs = job_stats(c.urls[1], ol["ids"], args.timeout)
+    out = {"run": run, "idle_rss_mb": rss,
+           "saturation": {k: v for k, v in sat.items() if k not in ("ids", "t0")} | sat_jobs,
+           "fixed_rate": {k: v for k, v in ol.items() if k != "ids"} | ol_jobs}
+    print(json.dumps(out), flush=True)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--jobs", type=int, default=2000, help="jobs per saturation run")
+    ap.add_argument("--clients", type=int, default=32)
+    ap.add_argument("--rate", type=float, default=500.0, help="offered jobs/s (open loop)")
+    ap.add_argument("--rate-jobs", type=int, default=2500)
+    ap.add_argument("--slots", type=int, default=64)
+    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("-D", dest="overrides", action="append", default=[],
+                    help="extra peer settings key=value (e.g. raft.use-batch=true)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "submit.json"))
+    args = ap.parse_args()
+    runs = [one_run(args, r) for r in range(args.runs)]
+    summary = {
+        "accepted_per_s": median([r["saturation"]["rate"] for r in runs]),
+        "saturation_accept_p50_ms": median([r["saturation"]["p50_ms"] for r in runs]),
+        "saturation_accept_p99_ms": median([r["saturation"]["p99_ms"] for r in runs]),
+        "fixed_rate_offered": args.rate,
+        "fixed_rate_achieved": median([r["fixed_rate"]["achieved"] for r in runs]),
+        "fixed_rate_accept_p50_ms": median([r["fixed_rate"]["p50_ms"] for r in runs]),
+        "fixed_rate_accept_p99_ms": median([r["fixed_rate"]["p99_ms"] for r in runs]),
+        "completed_per_s": median([r["saturation"]["completed_per_s"] for r in runs]),
+        "start_p50_ms_fixed_rate": median([r["fixed_rate"]["start_p50_ms"] for r in runs]),
+        "start_p50_ms_saturation": median([r["saturation"]["start_p50_ms"] for r in runs]),
+        "idle_peer_rss_mb": median([max(r["idle_rss_mb"]) for r in runs]),
+        "failed_jobs": sum(r["saturation"]["failed"] + r["fixed_rate"]["failed"] for r in runs),
+    }
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump({"args": vars(args), "runs": runs, "median": summary,
+                   "time": time.strftime("%Y-%m-%d %H:%M:%S")}, f, indent=1)
+    print("median over", args.runs, "runs:")
+    for k, v in summary.items():
+        print(f"  {k:28s} {v:.1f}" if isinstance(v, float) else f"  {k:28s} {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

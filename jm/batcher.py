@@ -1,0 +1,77 @@
+"""Group commit: many small writes from concurrent tasks of one peer become one Raft
+command. Each caller still gets its own Result, once the batch is applied here."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable, Optional
+
+from raft.node import RaftUnavailable
+from raft.state import Result
+
+log = logging.getLogger("jm.batcher")
+
+
+class Batcher:
+    """`await submit(item)` -> that item's Result. `wrap(items)` builds the batch command,
+    whose Result.value is the list of per-item Results. With `retry`, a batch that could
+    not be committed is retried (status reports must land); without it, the callers get
+    RaftUnavailable (a REST client can retry with its request id)."""
+
+    def __init__(self, raft, wrap: Callable[[tuple], Any], timeout: float, retry: bool,
+                 max_batch: int = 500) -> None:
+        self.raft = raft
+        self.wrap = wrap
+        self.timeout = timeout
+        self.retry = retry
+        self.max_batch = max_batch
+        self._queue: list[tuple[Any, asyncio.Future]] = []
+        self._wake = asyncio.Event()
+        self._task: Optional[asyncio.Task] = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop())
+
+    async def submit(self, item: Any) -> Result:
+        fut = asyncio.get_running_loop().create_future()
+        self._queue.append((item, fut))
+        self._wake.set()
+        return await fut
+
+    async def _loop(self) -> None:
+        backoff = 0.05
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            batch, self._queue = self._queue[:self.max_batch], self._queue[self.max_batch:]
+            if self._queue:
+                self._wake.set()
+            if not batch:
+                continue
+            try:
+                res = await self.raft.submit(self.wrap(tuple(i for i, _ in batch)), self.timeout)
+                backoff = 0.05
+            except RaftUnavailable as exc:
+                if self.retry:
+                    log.warning("batch of %d not committed (%s); retrying", len(batch), exc)
+                    self._queue = batch + self._queue
+                    await asyncio.sleep(backoff)  # pacing while there is no leader
+                    backoff = min(1.0, backoff * 2)
+                    self._wake.set()
+                else:
+                    for _, fut in batch:
+                        if not fut.done():
+                            fut.set_exception(RaftUnavailable(str(exc)))
+                continue
+            results = res.value if res.ok and isinstance(res.value, list) else [res] * len(batch)
+            for (_, fut), r in zip(batch, results):
+                if not fut.done():
+                    fut.set_result(r)
+
+    async def close(self) -> None:
+        if self._task:
+            self._task.cancel()
+        for _, fut in self._queue:
+            if not fut.done():
+                fut.cancel()
+        self._queue = []
