@@ -5,8 +5,10 @@ trivial jobs (they return at once) spread over all peers.
 Measures, per run, then the median over runs:
   * saturation: accepted jobs/s with --clients closed-loop clients;
   * latency at a fixed offered rate (--rate, open loop): p50/p99 accept latency;
-  * job start latency (CREATED -> RUNNING, from the cluster's own timestamps) and
-    completed jobs/s (first submission -> last job FINISHED);
+  * job start latency (CREATED -> RUNNING, from the cluster's own timestamps) at a
+    steady rate the cluster sustains (--steady-rate), and completed jobs/s of the
+    saturation phase (first submission -> last job FINISHED);
+  * CPU per job of the peers, zygotes, job processes and of this client;
   * RSS of one idle peer process (without its children: zygote, job processes).
 
     .venv/bin/python bench/submit.py                 # 3 runs, default sizes
@@ -156,9 +158,13 @@ def one_run(args, run: int) -> dict:
                                            for k in cpu0}
         ol = asyncio.run(open_loop(c.urls, args.rate_jobs, args.rate, args.jobs))
         ol_jobs = job_stats(c.urls[1], ol["ids"], args.timeout)
+        st = asyncio.run(open_loop(c.urls, args.steady_jobs, args.steady_rate,
+                                   args.jobs + args.rate_jobs))
+        st_jobs = job_stats(c.urls[2], st["ids"], args.timeout)
     out = {"run": run, "idle_rss_mb": rss,
            "saturation": {k: v for k, v in sat.items() if k not in ("ids", "t0")} | sat_jobs,
-           "fixed_rate": {k: v for k, v in ol.items() if k != "ids"} | ol_jobs}
+           "fixed_rate": {k: v for k, v in ol.items() if k != "ids"} | ol_jobs,
+           "steady": {k: v for k, v in st.items() if k != "ids"} | st_jobs}
     print(json.dumps(out), flush=True)
     return out
 
@@ -170,6 +176,9 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--rate", type=float, default=500.0, help="offered jobs/s (open loop)")
     ap.add_argument("--rate-jobs", type=int, default=2500)
+    ap.add_argument("--steady-rate", type=float, default=50.0,
+                    help="offered jobs/s for the start-latency phase (a rate the cluster sustains)")
+    ap.add_argument("--steady-jobs", type=int, default=300)
     ap.add_argument("--slots", type=int, default=64)
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("-D", dest="overrides", action="append", default=[],
@@ -186,10 +195,16 @@ def main() -> int:
         "fixed_rate_accept_p50_ms": median([r["fixed_rate"]["p50_ms"] for r in runs]),
         "fixed_rate_accept_p99_ms": median([r["fixed_rate"]["p99_ms"] for r in runs]),
         "completed_per_s": median([r["saturation"]["completed_per_s"] for r in runs]),
-        "start_p50_ms_fixed_rate": median([r["fixed_rate"]["start_p50_ms"] for r in runs]),
-        "start_p50_ms_saturation": median([r["saturation"]["start_p50_ms"] for r in runs]),
+        "steady_rate_offered": args.steady_rate,
+        "steady_accept_p50_ms": median([r["steady"]["p50_ms"] for r in runs]),
+        "steady_accept_p99_ms": median([r["steady"]["p99_ms"] for r in runs]),
+        "steady_start_p50_ms": median([r["steady"]["start_p50_ms"] for r in runs]),
+        "steady_start_p99_ms": median([r["steady"]["start_p99_ms"] for r in runs]),
         "idle_peer_rss_mb": median([max(r["idle_rss_mb"]) for r in runs]),
-        "failed_jobs": sum(r["saturation"]["failed"] + r["fixed_rate"]["failed"] for r in runs),
+        "failed_jobs": sum(r[k]["failed"] for r in runs for k in ("saturation", "fixed_rate",
+                                                                     "steady")),
+        "cpu_ms_per_job": {k: median([r["saturation"]["cpu_s_per_1000_jobs"][k] for r in runs])
+                           for k in runs[0]["saturation"]["cpu_s_per_1000_jobs"]},
     }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:

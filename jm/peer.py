@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import logging
 import os
 import signal
@@ -17,7 +18,7 @@ from typing import Any, Optional
 from aiohttp import web
 
 from jm import views
-from jm.blobs import BlobError, BlobStore
+from jm.blobs import BlobError, BlobStore, safe_name
 from jm.config import (Config, ConfigError, PeerAddress, choose_self, load_config,
                        parse_overrides, read_masters)
 from jm.dispatcher import Dispatcher
@@ -202,6 +203,12 @@ class Peer:
             path = self.blobs.local_path(art_id, name)
             if path is None:
                 path = await self.blobs.fetch(art_id, name, urls)
+                try:  # this peer holds a copy now: others may fetch it from here too
+                    await self.raft.submit(AddArtifact(art_id, name, os.path.getsize(path),
+                                                       self.node, time.time()),
+                                           self.conf["rest.write-timeout"])
+                except RaftUnavailable:
+                    pass
             out.append(path)
         return out
 
@@ -231,12 +238,12 @@ class Peer:
 
     async def add_artifact(self, filename: str, data: bytes) -> dict:
         try:
-            art_id, name = self.blobs.put(filename, data)
+            name = safe_name(filename)
+            art_id = "sha256:" + hashlib.sha256(data).hexdigest()
             with self.raft.read() as st:
                 known = st.artifacts.get(art_id)
-            if known is not None and known.name != name:
-                # one name per content: keep the cluster's, so every peer imports it alike
-                art_id, name = self.blobs.put(known.name, data)
+            # one name per content: keep the cluster's, so every peer imports it alike
+            art_id, name = self.blobs.put(known.name if known else name, data)
         except BlobError as exc:
             raise ApiError(400, str(exc))
         res = await self.raft.submit(AddArtifact(art_id, name, len(data), self.node, time.time()),

@@ -13,6 +13,7 @@ ENTRY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za
 JOBID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 ARTIFACT_RE = re.compile(r"^artifact:sha256:[0-9a-f]{64}$")
 MAX_NAME = 200
+RESERVED_IDS = {"overview"}  # would collide with GET /jobs/overview
 
 
 class SpecError(ValueError):
@@ -50,6 +51,8 @@ def validate_spec(spec: Any, max_slots: int | None = None) -> dict:
     if jobid is not None and (not isinstance(jobid, str) or not JOBID_RE.fullmatch(jobid)):
         errors.append("jobid must be 1-64 letters, digits, '-' or '_', starting with a "
                       "letter or digit")
+    elif jobid in RESERVED_IDS:
+        errors.append(f"jobid {jobid!r} is reserved")
     slots = spec.get("slots", 1)
     if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
         errors.append("slots must be an integer >= 1")
