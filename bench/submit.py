@@ -137,6 +137,19 @@ def cpu_seconds(pids: list[int]) -> dict:
     return out
 
 
+def consistent(urls: list[str]) -> bool:
+    """Every peer's replica shows the same jobs in the same states (once quiet)."""
+    def views():
+        return [sorted((r["jid"], r["state"], r["attempt"], r["node"])
+                       for r in get(u + "/jobs/overview", timeout=30)["jobs"]) for u in urls]
+    try:
+        wait_until(lambda: (lambda v: all(x == v[0] for x in v))(views()), 30,
+                   "replicas identical", interval=0.5)
+        return True
+    except TimeoutError:
+        return False
+
+
 def idle_rss_mb(pids: list[int]) -> list[float]:
     return [psutil.Process(p).memory_info().rss / 2 ** 20 for p in pids]
 
@@ -161,7 +174,8 @@ def one_run(args, run: int) -> dict:
         st = asyncio.run(open_loop(c.urls, args.steady_jobs, args.steady_rate,
                                    args.jobs + args.rate_jobs))
         st_jobs = job_stats(c.urls[2], st["ids"], args.timeout)
-    out = {"run": run, "idle_rss_mb": rss,
+        replicas = consistent(c.urls)
+    out = {"run": run, "idle_rss_mb": rss, "replicas_identical": replicas,
            "saturation": {k: v for k, v in sat.items() if k not in ("ids", "t0")} | sat_jobs,
            "fixed_rate": {k: v for k, v in ol.items() if k != "ids"} | ol_jobs,
            "steady": {k: v for k, v in st.items() if k != "ids"} | st_jobs}
@@ -201,6 +215,7 @@ def main() -> int:
         "steady_start_p50_ms": median([r["steady"]["start_p50_ms"] for r in runs]),
         "steady_start_p99_ms": median([r["steady"]["start_p99_ms"] for r in runs]),
         "idle_peer_rss_mb": median([max(r["idle_rss_mb"]) for r in runs]),
+        "replicas_identical": all(r["replicas_identical"] for r in runs),
         "failed_jobs": sum(r[k]["failed"] for r in runs for k in ("saturation", "fixed_rate",
                                                                      "steady")),
         "cpu_ms_per_job": {k: median([r["saturation"]["cpu_s_per_1000_jobs"][k] for r in runs])

@@ -150,7 +150,7 @@ def _log_level(v: Any) -> str:
 
 # key -> (parser, default)
 KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
-    "rest.bind-address": (_str, "127.0.0.1"),
+    "rest.bind-address": (_opt_str, None),  # default: the peer's host in conf/masters
     "rest.max-body-size": (parse_memory, "100 mb"),
     "rest.write-timeout": (parse_duration, "5 s"),
     "jobmanager.slots": (_int(1), 8),
@@ -160,7 +160,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "jobmanager.result.max-size": (parse_memory, "256 kb"),
     "jobmanager.log.level": (_log_level, "INFO"),
     "jobmanager.executor.preload": (_choice("pyspark", "none"), "pyspark"),
-    "jobmanager.executor.nice": (_int(0), 5),
+    "jobmanager.executor.nice": (_int(0), 10),
     "high-availability.storageDir": (_str, "data/ha"),
     "heartbeat.interval": (parse_duration, "500 ms"),
     "heartbeat.timeout": (parse_duration, "3 s"),

@@ -72,6 +72,16 @@ class Dispatcher:
             task = jm.start()
             task.add_done_callback(lambda _t: self._wake.set())
 
+    async def fence(self) -> None:
+        """Lease lost: stop every job process now and start none until unfenced."""
+        self.fenced = True
+        await self.stop_all()
+
+    def unfence(self) -> None:
+        if self.fenced:
+            self.fenced = False
+            self._wake.set()
+
     async def stop_all(self) -> None:
         masters, self.masters = list(self.masters.values()), {}
         await asyncio.gather(*(jm.stop() for jm in masters), return_exceptions=True)

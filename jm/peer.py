@@ -69,7 +69,7 @@ class Peer:
         self.registered = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self.started_at = time.time()
-        self.last_heartbeat_ack = 0.0
+        self.lease_from: Optional[float] = None  # monotonic send time of the last acked heartbeat
 
     # ---- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -84,7 +84,8 @@ class Peer:
         app = make_app(self, self.conf["rest.max-body-size"])
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
-        site = web.TCPSite(self.runner, self.conf["rest.bind-address"], self.me.rest_port,
+        site = web.TCPSite(self.runner, self.conf["rest.bind-address"] or self.me.host,
+                           self.me.rest_port,
                            reuse_address=True)
         await site.start()
         await self.executor.start()
@@ -109,6 +110,7 @@ class Peer:
         self.rm = ResourceManager(self.raft, self.conf["heartbeat.timeout"],
                                   self.conf["rest.write-timeout"])
         self._tasks.append(asyncio.create_task(self._heartbeats()))
+        self._tasks.append(asyncio.create_task(self._lease_watchdog()))
         self.dispatcher.start()
         self.rm.start()
         log.info("peer %s up: REST %s, Raft %s, pid %d", self.node, self.me.rest_url,
@@ -117,8 +119,10 @@ class Peer:
     async def _register(self) -> None:
         cmd = RegisterPeer(self.node, self.me.host, self.me.rest_port, self.me.raft_port,
                            os.getpid(), self.conf["jobmanager.slots"], time.time())
+        sent = time.monotonic()
         res = await self.raft.submit(cmd, self.conf["rest.write-timeout"])
         if res.ok:
+            self.lease_from = sent
             self.registered.set()
 
     async def _heartbeats(self) -> None:
@@ -126,24 +130,41 @@ class Peer:
         peer was declared dead: it comes back empty.)"""
         interval = self.conf["heartbeat.interval"]
         while True:
-            sent = time.time()
+            sent, sent_mono = time.time(), time.monotonic()
             try:
                 if not self.registered.is_set():
                     await self._register()
                 else:
-                    res = await self.raft.submit(Heartbeat(self.node, sent), max(interval * 2, 1))
+                    res = await self.raft.submit(Heartbeat(self.node, sent),
+                                                 self.conf["jobmanager.lease-timeout"])
                     if res.ok:
-                        self.last_heartbeat_ack = sent
+                        self.lease_from = max(self.lease_from or 0.0, sent_mono)
+                        self.dispatcher.unfence()
                     elif res.code in ("stale", "not-found"):
                         log.warning("this peer was declared dead; registering again")
                         self.registered.clear()
-                        await self.dispatcher.stop_all()
+                        await self.dispatcher.fence()
                         continue
             except RaftUnavailable as exc:
                 log.debug("heartbeat not committed: %s", exc)
             except Exception:
                 log.exception("heartbeat failed")
             await asyncio.sleep(max(0.0, interval - (time.time() - sent)))
+
+    async def _lease_watchdog(self) -> None:
+        """Fencing: without an acknowledged heartbeat sent within jobmanager.lease-timeout,
+        this peer may have been declared dead (the leader waits heartbeat.timeout, which is
+        longer), so it stops every job process before anyone else can start them."""
+        lease = self.conf["jobmanager.lease-timeout"]
+        step = min(0.1, lease / 10)
+        while True:
+            await asyncio.sleep(step)  # a periodic check, not a wait for state
+            if self.lease_from is None or self.dispatcher.fenced:
+                continue
+            if time.monotonic() - self.lease_from > lease:
+                log.error("no heartbeat acknowledged for %.1f s (lease %.1f s): stopping all "
+                          "job processes of this peer", time.monotonic() - self.lease_from, lease)
+                await self.dispatcher.fence()
 
     async def _spark_warmup(self, server: SparkConnectServer) -> None:
         params = {"job_id": "_warmup", "attempt": server.generation, "node": self.node,

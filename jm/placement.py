@@ -1,12 +1,15 @@
 """Pure placement policy: which waiting job goes to which live peer.
 
 Least-loaded first: each job (in submission order) goes to the live peer with the
-lowest share of its slots in use, ties broken by more free slots, then node id.
+lowest share of its slots in use, ties broken by more free slots, then by a hash of
+(job, node) (rendezvous hashing), so that short jobs placed one at a time on idle
+peers still spread over all of them instead of always landing on the same one.
 A job that fits nowhere keeps waiting (CREATED); smaller jobs behind it may still
 be placed. No I/O, no clock.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 
@@ -24,6 +27,11 @@ class Waiting:
     epoch: int
 
 
+def _tie(job_id: str, node: str) -> int:
+    return int.from_bytes(hashlib.blake2b(f"{job_id}@{node}".encode(), digest_size=8).digest(),
+                          "big")
+
+
 def place(waiting: list[Waiting], peers: list[PeerLoad]) -> list[tuple[str, str, int]]:
     """Return (job_id, node, expected_epoch) for every job that fits somewhere."""
     used = {p.node: p.used for p in peers}
@@ -35,7 +43,7 @@ def place(waiting: list[Waiting], peers: list[PeerLoad]) -> list[tuple[str, str,
             free = total[node] - used[node]
             if free < job.slots:
                 continue
-            key = (used[node] / total[node], -free, node)
+            key = (used[node] / total[node], -free, _tie(job.job_id, node), node)
             if best is None or key < best[0]:
                 best = (key, node)
         if best is not None:

@@ -84,16 +84,18 @@ class ResourceManager:
 
     async def _place(self) -> None:
         with self.raft.read() as st:
-            waiting = []
-            for job_id in st.pending:
-                job = st.jobs[job_id]
-                if job.node is None and job.status not in S.TERMINAL:
-                    waiting.append(Waiting(job_id, job.slots, job.epoch))
-                    if len(waiting) >= MAX_PLACE_BATCH:
-                        break
             peers = [PeerLoad(p.id, p.slots, st.slots_used(p.id)) for p in st.alive_peers()]
-        if not waiting or not peers:
-            return
+            free = {p.node: p.slots - p.used for p in peers}
+            total_free, most_free = sum(max(0, f) for f in free.values()), max(free.values(), default=0)
+            if total_free <= 0 or not st.pending:
+                return
+            waiting = []
+            for job_id in st.pending:  # cheap when every peer is full: we returned above
+                job = st.jobs[job_id]
+                if job.node is None and job.status not in S.TERMINAL and job.slots <= most_free:
+                    waiting.append(Waiting(job_id, job.slots, job.epoch))
+                    if len(waiting) >= min(total_free, MAX_PLACE_BATCH):
+                        break
         decisions = place(waiting, peers)
         if decisions:
             await self.raft.submit(AssignJobs(tuple(Assignment(j, n, e) for j, n, e in decisions),

@@ -230,15 +230,7 @@ def _submit(state: ClusterState, cmd: c.SubmitJob) -> Result:
 
 
 def _submit_many(state: ClusterState, cmd: c.SubmitJobs) -> Result:
-    out = []
-    for job in cmd.jobs:
-        try:
-            if not isinstance(job, c.SubmitJob):
-                raise TypeError("not a SubmitJob")
-            out.append(_submit(state, job))
-        except Exception as exc:  # one bad submission must not lose the others
-            out.append(Result.fail("invalid", f"{type(exc).__name__}: {exc}"))
-    return Result(True, out)
+    return _each(state, cmd.jobs, c.SubmitJob, _submit)
 
 
 def _assign(state: ClusterState, cmd: c.AssignJobs) -> Result:
@@ -296,16 +288,21 @@ def _report_one(state: ClusterState, r: c.StatusReport) -> Result:
     return Result(True)
 
 
-def _report(state: ClusterState, cmd: c.ReportStatuses) -> Result:
+def _each(state: ClusterState, items: Any, kind: type, handler) -> Result:
+    """Apply a group-committed batch: one Result per item; a bad item loses no other."""
     out = []
-    for r in cmd.reports:
+    for item in items:
         try:
-            if not isinstance(r, c.StatusReport):
-                raise TypeError("not a StatusReport")
-            out.append(_report_one(state, r))
-        except Exception as exc:  # one bad report must not lose the others
+            if not isinstance(item, kind):
+                raise TypeError(f"not a {kind.__name__}")
+            out.append(handler(state, item))
+        except Exception as exc:
             out.append(Result.fail("invalid", f"{type(exc).__name__}: {exc}"))
     return Result(True, out)
+
+
+def _report(state: ClusterState, cmd: c.ReportStatuses) -> Result:
+    return _each(state, cmd.reports, c.StatusReport, _report_one)
 
 
 def _cancel(state: ClusterState, cmd: c.CancelJob) -> Result:

@@ -147,3 +147,25 @@ def test_cancel_and_whole_cluster_restart_keeps_jobs(cluster):
         assert sorted(map(str, after["jobs"])) == sorted(map(str, before["jobs"]))
     s, job = http("GET", cluster.urls[2] + f"/jobs/{sleepy}")
     assert job["state"] == "CANCELED"
+
+
+async def test_spark_remote_uses_an_existing_connect_endpoint(cluster, tmp_path):
+    """A peer configured with spark.remote starts no JVM and runs jobs on that endpoint."""
+    from tests.conftest import InProcessCluster
+    from tests.helpers import ahttp, apoll
+    remote = http("GET", cluster.urls[0] + "/healthz")[1]["spark-remote"]
+    c = InProcessCluster(str(tmp_path), 1, {"spark.remote": remote})
+    try:
+        await c.start()
+        assert c.peers[0].spark is None  # no embedded server
+        s, b = await ahttp("POST", c.url(0) + "/jobs", {"sql": "SELECT 40 + 2 AS answer"})
+        assert s == 202
+
+        async def done():
+            s, r = await ahttp("GET", c.url(0) + f"/jobs/{b['jobid']}/result")
+            return r if r["state"] in TERMINAL else None
+        res = await apoll(done, 120, interval=0.2, what="remote SQL job")
+        assert res["state"] == "FINISHED", res
+        assert res["result"]["rows"] == [[42]]
+    finally:
+        await c.stop()

@@ -1,0 +1,128 @@
+"""Failover benchmark: 3 real peers, 30 probe jobs spread over them; per trial SIGKILL
+the peer owning most jobs (alternating: a follower, then the leader), measure the time
+from the kill to the last of its jobs RUNNING on another peer (the cluster's own
+RUNNING timestamp of the new attempt), and count restarts of every other job (must be
+0). The killed peer is started again (bin/jobmanager.sh start) before the next trial.
+
+    .venv/bin/python bench/failover.py                   # default profile, 10 trials
+    .venv/bin/python bench/failover.py --profile fast    # the documented fast profile
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.common import ROOT, BenchCluster, get, median, pct, wait_until  # noqa: E402
+
+PROFILES = {
+    "default": {},
+    # fast failure detection: see docs/benchmarks.md for the trade-off
+    "fast": {"heartbeat.interval": "200 ms", "heartbeat.timeout": "1400 ms",
+             "jobmanager.lease-timeout": "800 ms", "raft.min-timeout": "150 ms",
+             "raft.max-timeout": "400 ms", "raft.append-entries-period": "30 ms",
+             "raft.leader-fallback-timeout": "400 ms"},
+}
+
+
+def post(url: str, body: dict) -> dict:
+    import urllib.request
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+def snapshot(url: str) -> dict:
+    return {r["jid"]: r for r in get(url + "/jobs/overview", timeout=10)["jobs"]}
+
+
+def nodes(url: str) -> dict:
+    return {n["id"]: n for n in get(url + "/nodes")["nodes"]}
+
+
+def trial(c: BenchCluster, kill_leader: bool, timeout: float) -> dict:
+    live_url = c.urls[0]
+    ns = nodes(live_url)
+    leader = next(n for n, v in ns.items() if v["leader"])
+    alive = [n for n, v in ns.items() if v["state"] == "ALIVE"]
+    if kill_leader:
+        victim = leader
+    else:
+        followers = [n for n in alive if n != leader]
+        victim = max(followers, key=lambda n: len(ns[n]["jobs"]))
+    v = ns[victim]
+    victim_jobs = set(v["jobs"])
+    survivor_url = next(u for u in c.urls if not u.endswith(f":{v['rest-port']}"))
+    before = snapshot(survivor_url)
+    t_kill = time.time()
+    os.kill(v["pid"], signal.SIGKILL)
+
+    def moved():
+        snap = snapshot(survivor_url)
+        done = all(snap[j]["state"] == "RUNNING" and snap[j]["node"] != victim
+                   and snap[j]["attempt"] > before[j]["attempt"] for j in victim_jobs)
+        return snap if done else None
+
+    snap = wait_until(moved, timeout, "the victim's jobs RUNNING elsewhere", interval=0.05)
+    running_at = []
+    for j in victim_jobs:
+        job = get(f"{survivor_url}/jobs/{j}")
+        running_at.append(job["timestamps"]["RUNNING"] / 1000)
+    others_restarted = sum(1 for j, r in snap.items() if j not in victim_jobs
+                           and r["attempt"] != before[j]["attempt"])
+    # bring the victim back (it rejoins from its journal, with no jobs)
+    line = f"127.0.0.1:{v['rest-port']}:{v['raft-port']}"
+    subprocess.run([os.path.join(ROOT, "bin", "jobmanager.sh"), "start", line], env=c.env,
+                   check=True, capture_output=True, timeout=60)
+    wait_until(lambda: nodes(survivor_url)[victim]["state"] == "ALIVE", 60, "victim back")
+    return {"victim": victim, "leader": kill_leader, "jobs": len(victim_jobs),
+            "failover_s": max(running_at) - t_kill if running_at else 0.0,
+            "others_restarted": others_restarted}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--profile", choices=sorted(PROFILES), default="default")
+    ap.add_argument("--trials", type=int, default=10)
+    ap.add_argument("--jobs", type=int, default=30)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    settings = {"spark.connect.embedded": False, "jobmanager.slots": 30,
+                "jobmanager.executor.preload": "none", "restart-strategy.type": "none",
+                **PROFILES[args.profile]}
+    results = []
+    with BenchCluster(3, settings) as c:
+        probe_dir = os.path.join(c.base, "probes")
+        for i in range(args.jobs):
+            post(c.urls[i % 3] + "/jobs", {"name": f"probe-{i}", "entry": "probe:main",
+                                           "pyfiles": [os.path.join(ROOT, "chaos") + "/"],
+                                           "args": {"dir": probe_dir}})
+        wait_until(lambda: sum(r["state"] == "RUNNING" for r in snapshot(c.urls[0]).values())
+                   == args.jobs, 60, "probes running")
+        for t in range(args.trials):
+            r = trial(c, kill_leader=(t % 2 == 1), timeout=60)
+            print(json.dumps(r), flush=True)
+            results.append(r)
+    f = [r["failover_s"] for r in results]
+    summary = {"profile": args.profile, "trials": len(results),
+               "failover_p50_s": median(f), "failover_p99_s": pct(f, 99),
+               "failover_max_s": max(f),
+               "follower_p50_s": median([r["failover_s"] for r in results if not r["leader"]]),
+               "leader_p50_s": median([r["failover_s"] for r in results if r["leader"]]),
+               "other_jobs_restarted": sum(r["others_restarted"] for r in results)}
+    out = args.out or os.path.join(ROOT, "bench", "results", f"failover-{args.profile}.json")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as fh:
+        json.dump({"summary": summary, "trials": results, "settings": settings}, fh, indent=1)
+    print(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""`python -m chaos run [options]`: a chaos scenario against real peer processes.
+
+    python -m chaos run                        # ~2 min: kills, pauses, partitions (root)
+    python -m chaos run --duration 900 --jobs 30 --seed 7 --out /tmp/chaos-long
+    python -m chaos run --faults kill,kill-leader,pause   # no namespaces needed
+
+It prints the checks, writes report.json and timeline.png into --out, and exits 1 when
+a check fails (2 on a usage error).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import sys
+import threading
+import time
+
+from chaos import checks
+from chaos.harness import ChaosCluster, Load, Scenario, _wait, call
+from chaos.netns import available
+
+FAULTS = ("kill", "kill-leader", "pause", "partition")
+
+
+def read_probes(directory: str) -> dict:
+    probes: dict = {}
+    if not os.path.isdir(directory):
+        return probes
+    for name in os.listdir(directory):
+        with open(os.path.join(directory, name)) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 4:
+                    try:
+                        probes.setdefault(parts[0], []).append((int(parts[1]), parts[2],
+                                                               float(parts[3])))
+                    except ValueError:
+                        pass  # a line cut by SIGKILL
+    return probes
+
+
+def inject(c: ChaosCluster, kind: str, rnd: random.Random, hold: float, log) -> dict:
+    """One fault against one peer; returns the fault record (start/end filled in)."""
+    if kind == "kill-leader":
+        i = c.leader_index()
+        if i is None:
+            i = rnd.choice(sorted(c.pids))
+    else:
+        i = rnd.choice(sorted(c.pids))
+    node = c.nodes[i]
+    jobs = c.jobs_of(i)
+    pid = c.pids[i]
+    start = time.time()
+    log(f"{kind} {node} (pid {pid}, {len(jobs)} jobs)")
+    if kind in ("kill", "kill-leader"):
+        os.kill(pid, signal.SIGKILL)
+        del c.pids[i]
+        time.sleep(hold)  # the peer stays down for `hold` seconds (fault schedule)
+        end = time.time()
+        c.start_peer(i)
+        log(f"restarted {node}")
+    elif kind == "pause":
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(hold)  # fault schedule
+        os.kill(pid, signal.SIGCONT)
+        end = time.time()
+        log(f"resumed {node}")
+    else:
+        c.net.partition(i)
+        time.sleep(hold)  # fault schedule
+        c.net.heal(i)
+        end = time.time()
+        log(f"healed {node}")
+    return {"kind": "kill" if kind.startswith("kill") else kind, "node": node, "start": start,
+            "end": end, "jobs": jobs}
+
+
+def plot(path: str, probes: dict, faults: list[dict], nodes: list[str], t0: float) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    colours = {n: plt.cm.tab10(i % 10) for i, n in enumerate(nodes)}
+    jobs = sorted(probes)
+    fig, ax = plt.subplots(figsize=(12, max(3, 0.3 * len(jobs) + 1)))
+    for row, job in enumerate(jobs):
+        for attempt, (node, lo, hi) in sorted(checks.attempt_spans(probes[job]).items()):
+            ax.broken_barh([(lo - t0, max(hi - lo, 0.1))], (row - 0.4, 0.8),
+                           color=colours.get(node, "grey"))
+    for f in faults:
+        ax.axvspan(f["start"] - t0, f["end"] - t0, color="red", alpha=0.12)
+        ax.text(f["start"] - t0, len(jobs) + 0.2, f"{f['kind']} {f['node']}", fontsize=7,
+                rotation=30)
+    ax.set_yticks(range(len(jobs)))
+    ax.set_yticklabels([j[:8] for j in jobs], fontsize=6)
+    ax.set_xlabel("seconds since start")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours.values()]
+    ax.legend(handles, list(colours), loc="upper right", fontsize=7)
+    ax.set_title("probe jobs: which peer ran each attempt (red: faults)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def run(sc: Scenario, out: str) -> int:
+    os.makedirs(out, exist_ok=True)
+    rnd = random.Random(sc.seed)
+    c = ChaosCluster(sc)
+    t0 = time.time()
+    lines = []
+
+    def log(msg: str) -> None:
+        line = f"[{time.time() - t0:7.2f}s] {msg}"
+        lines.append(line)
+        print(line, flush=True)
+
+    faults, load, stop = [], None, threading.Event()
+    try:
+        c.start()
+        log(f"{sc.peers} peers up: {', '.join(c.urls)}")
+        probe_jobs = []
+        for k in range(sc.jobs):
+            status, body = call("POST", c.urls[k % sc.peers] + "/jobs",
+                                {"name": f"probe-{k}", "entry": "probe:main",
+                                 "pyfiles": [os.path.join(os.path.dirname(__file__)) + "/"],
+                                 "args": {"dir": c.probe_dir}})
+            if status != 202:
+                raise RuntimeError(f"probe submission failed: {status} {body}")
+            probe_jobs.append(body["jobid"])
+        _wait(lambda: sum(r["state"] == "RUNNING" for r in
+                          call("GET", c.urls[0] + "/jobs/overview")[1]["jobs"]) == sc.jobs,
+              60, "probe jobs running")
+        log(f"{sc.jobs} probe jobs running")
+        load = Load(c, sc.load_clients, sc.load_rate, stop)
+        load.start()
+        timeout = float(c.settings_value("heartbeat.timeout"))
+        lease = float(c.settings_value("jobmanager.lease-timeout"))
+        end_at = time.time() + sc.duration
+        while time.time() < end_at:
+            kind = rnd.choice(sc.faults)
+            hold = rnd.uniform(timeout + 1, timeout + 4) if kind != "pause" else \
+                rnd.uniform(lease + 0.5, timeout + 4)
+            faults.append(inject(c, kind, rnd, hold, log))
+            _wait(lambda: len(c.pids) == sc.peers and c.leader_index() is not None, 60,
+                  "cluster whole again")
+            time.sleep(max(0.0, sc.fault_every - hold))  # fault schedule: spacing
+        stop.set()
+        load.join(60)
+        log("faults over; waiting for every probe job to run again")
+        _wait(lambda: all(r["state"] == "RUNNING" for r in
+                          call("GET", c.alive_url() + "/jobs/overview")[1]["jobs"]
+                          if r["jid"] in set(probe_jobs)), sc.settle, "probes running",
+              interval=0.5)
+        time.sleep(1.0)  # let every probe write lines from its current attempt
+        final = {r["jid"]: r for r in call("GET", c.alive_url() + "/jobs/overview")[1]["jobs"]}
+    finally:
+        stop.set()
+        c.stop()
+    probes = read_probes(c.probe_dir)
+    limit = timeout + 5.0
+    results = checks.run_all(probes, faults, final, load.acked, probe_jobs, set(), limit)
+    ok = all(r["ok"] for r in results.values())
+    report = {"ok": ok, "scenario": sc.__dict__, "faults": faults, "checks": results,
+              "acknowledged": len(load.acked), "unacknowledged": len(load.unacked),
+              "log": lines, "base": c.base}
+    with open(os.path.join(out, "report.json"), "w") as f:
+        json.dump(report, f, indent=1, default=list)
+    try:
+        plot(os.path.join(out, "timeline.png"), probes, faults, c.nodes, t0)
+    except ImportError:
+        print("matplotlib is not installed: no timeline.png", file=sys.stderr)
+    for name, r in results.items():
+        print(f"{'PASS' if r['ok'] else 'FAIL'}  {name}" + ("" if r["ok"] else
+                                                            f": {r['errors'][:3]}"))
+    print(f"{len(faults)} faults, {len(load.acked)} load jobs acknowledged; report in {out}")
+    return 0 if ok else 1
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m chaos")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run a chaos scenario")
+    r.add_argument("--peers", type=int, default=3)
+    r.add_argument("--jobs", type=int, default=12)
+    r.add_argument("--duration", type=float, default=90.0)
+    r.add_argument("--faults", default=",".join(FAULTS))
+    r.add_argument("--fault-every", type=float, default=12.0)
+    r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--out", default="chaos-report")
+    r.add_argument("-D", dest="overrides", action="append", default=[])
+    args = ap.parse_args(argv)
+    faults = tuple(f for f in args.faults.split(",") if f)
+    bad = [f for f in faults if f not in FAULTS]
+    if bad or not faults:
+        print(f"chaos: unknown fault(s) {bad}; choose from {', '.join(FAULTS)}", file=sys.stderr)
+        return 2
+    if "partition" in faults and not available():
+        print("chaos: partitions need root and iproute2 (ip netns); drop 'partition' from "
+              "--faults", file=sys.stderr)
+        return 2
+    settings = {}
+    for item in args.overrides:
+        k, _, v = item.partition("=")
+        settings[k] = v
+    sc = Scenario(peers=args.peers, jobs=args.jobs, duration=args.duration, faults=faults,
+                  fault_every=args.fault_every, seed=args.seed, settings=settings)
+    return run(sc, args.out)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,229 @@
+"""Chaos harness: N real peers started with bin/jobmanager.sh, each in its own network
+namespace (or all on 127.0.0.1 when partitions are not asked for), probe jobs, a
+submission load, and faults for a bounded time: SIGKILL of a random peer or of the
+leader, SIGSTOP/SIGCONT pauses longer than the lease, restarts of killed peers, and
+partitions of one peer from the others. Every process it starts is stopped by PID."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from typing import Optional
+
+import yaml
+
+from chaos.netns import TestNet
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TERMINAL = {"FINISHED", "FAILED", "CANCELED"}
+
+
+def call(method: str, url: str, body=None, headers=None, timeout: float = 3.0):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        try:
+            return exc.code, json.loads(exc.read() or b"null")
+        except ValueError:
+            return exc.code, None
+
+
+@dataclass
+class Scenario:
+    peers: int = 3
+    jobs: int = 12
+    duration: float = 90.0
+    faults: tuple = ("kill", "kill-leader", "pause", "partition")
+    fault_every: float = 12.0
+    seed: int = 1
+    load_clients: int = 3
+    load_rate: float = 5.0          # submissions/s per client during the faults
+    settle: float = 20.0            # max wait after healing for every job to run again
+    settings: dict = field(default_factory=dict)
+
+
+class ChaosCluster:
+    def __init__(self, sc: Scenario, base: Optional[str] = None) -> None:
+        self.sc = sc
+        self.base = base or tempfile.mkdtemp(prefix="jm-chaos-")
+        self.net: Optional[TestNet] = TestNet(sc.peers) if "partition" in sc.faults else None
+        hosts = self.net.hosts if self.net else ["127.0.0.1"] * sc.peers
+        ports = _free_ports(2 * sc.peers) if not self.net else None
+        self.lines = []
+        for i, host in enumerate(hosts):
+            rest, raft = (8081, 6123) if self.net else (ports[2 * i], ports[2 * i + 1])
+            self.lines.append(f"{host}:{rest}:{raft}")
+        self.urls = [f"http://{ln.rsplit(':', 2)[0]}:{ln.split(':')[1]}" for ln in self.lines]
+        self.nodes = [f"{ln.rsplit(':', 2)[0]}:{ln.rsplit(':', 1)[1]}" for ln in self.lines]
+        self.conf_dir = os.path.join(self.base, "conf")
+        self.probe_dir = os.path.join(self.base, "probes")
+        os.makedirs(self.conf_dir, exist_ok=True)
+        with open(os.path.join(self.conf_dir, "masters"), "w") as f:
+            f.write("\n".join(self.lines) + "\n")
+        values = {"jobmanager.data-dir": os.path.join(self.base, "data"),
+                  "env.log.dir": os.path.join(self.base, "log"),
+                  "env.pid.dir": os.path.join(self.base, "run"),
+                  "high-availability.storageDir": os.path.join(self.base, "ha"),
+                  "spark.connect.embedded": False, "jobmanager.executor.preload": "none",
+                  "restart-strategy.type": "fixed-delay",
+                  "restart-strategy.fixed-delay.attempts": 1000,
+                  "restart-strategy.fixed-delay.delay": "200 ms"}
+        values.update(sc.settings)
+        with open(os.path.join(self.conf_dir, "config.yaml"), "w") as f:
+            yaml.safe_dump(values, f)
+        self.env = dict(os.environ, JM_CONF_DIR=self.conf_dir)
+        self.pids: dict[int, int] = {}     # peer index -> pid of the running peer
+        self.all_pids: set[int] = set()
+
+    def settings_value(self, key: str):
+        from jm.config import load_config
+        return load_config(self.conf_dir)[key]
+
+    # ---- peers ----------------------------------------------------------------------
+    def _pid_file(self, i: int) -> str:
+        host, rest, _ = self.lines[i].split(":")
+        run = os.path.join(self.base, "run")
+        names = [n for n in os.listdir(run) if n.endswith(f"-{host}_{rest}.pid")]
+        return os.path.join(run, names[0])
+
+    def start_peer(self, i: int) -> None:
+        prefix = self.net.exec_prefix(i) if self.net else []
+        subprocess.run([*prefix, os.path.join(ROOT, "bin", "jobmanager.sh"), "start",
+                        self.lines[i]], env=self.env, check=True, capture_output=True,
+                       timeout=60)
+        pid = int(open(self._pid_file(i)).read())
+        self.pids[i] = pid
+        self.all_pids.add(pid)
+
+    def start(self) -> None:
+        if self.net:
+            self.net.create()
+        for i in range(self.sc.peers):
+            self.start_peer(i)
+        for url in self.urls:
+            _wait(lambda u=url: call("GET", u + "/healthz")[1].get("ok"), 60, f"{url} healthy")
+
+    def stop(self) -> None:
+        for pid in list(self.all_pids):
+            for sig in (signal.SIGCONT, signal.SIGTERM):
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 15
+        for pid in list(self.all_pids):
+            while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}"):
+                time.sleep(0.05)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.net:
+            self.net.destroy()
+
+    def alive_url(self, exclude: Optional[int] = None) -> str:
+        for i, url in enumerate(self.urls):
+            if i != exclude and i in self.pids:
+                try:
+                    if call("GET", url + "/healthz", timeout=1)[0] == 200:
+                        return url
+                except OSError:
+                    continue
+        raise RuntimeError("no healthy peer")
+
+    def leader_index(self) -> Optional[int]:
+        try:
+            leader = call("GET", self.alive_url() + "/overview")[1]["leader"]
+        except (OSError, RuntimeError, KeyError, TypeError):
+            return None
+        return self.nodes.index(leader) if leader in self.nodes else None
+
+    def jobs_of(self, i: int) -> list[str]:
+        try:
+            nodes = call("GET", self.alive_url(exclude=i) + "/nodes")[1]["nodes"]
+        except (OSError, RuntimeError, KeyError, TypeError):
+            return []
+        return next((n["jobs"] for n in nodes if n["id"] == self.nodes[i]), [])
+
+
+class Load(threading.Thread):
+    """Clients posting jobs to all peers, retrying with the same request id."""
+
+    def __init__(self, c: ChaosCluster, clients: int, rate: float, stop: threading.Event):
+        super().__init__(daemon=True)
+        self.c, self.clients, self.rate, self.stop_event = c, clients, rate, stop
+        self.acked: list[tuple[str, str]] = []
+        self.unacked: list[str] = []
+        self.lock = threading.Lock()
+
+    def _client(self, k: int) -> None:
+        rnd = random.Random(k)
+        while not self.stop_event.is_set():
+            rid = f"load-{k}-{uuid.uuid4().hex[:12]}"
+            spec = {"name": rid, "entry": "probe:main", "pyfiles": [os.path.join(ROOT, "chaos") + "/"],
+                    "args": {"dir": os.path.join(self.c.base, "load-probes"), "period": 1.0}}
+            deadline = time.monotonic() + 30
+            done = False
+            while not done and time.monotonic() < deadline:
+                url = rnd.choice(self.c.urls)
+                try:
+                    status, body = call("POST", url + "/jobs", spec, {"X-Request-Id": rid}, 3)
+                    if status == 202:
+                        with self.lock:
+                            self.acked.append((rid, body["jobid"]))
+                        done = True
+                except OSError:
+                    pass
+                if not done:
+                    time.sleep(0.2)  # client retry pacing
+            if not done:
+                with self.lock:
+                    self.unacked.append(rid)
+            time.sleep(1.0 / self.rate)
+
+    def run(self) -> None:
+        threads = [threading.Thread(target=self._client, args=(k,), daemon=True)
+                   for k in range(self.clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+
+def _free_ports(n: int) -> list[int]:
+    import socket
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def _wait(fn, timeout: float, what: str, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = fn()
+            if last:
+                return last
+        except OSError as exc:
+            last = exc
+        time.sleep(interval)
+    raise TimeoutError(f"{what}: not within {timeout:.0f} s (last: {last!r})")
