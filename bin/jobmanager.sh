@@ -23,10 +23,19 @@ PEER_ARGS=(); [ -n "$PEER" ] && PEER_ARGS=(--peer "$PEER")
 RESOLVED="$("$JM_PYTHON" -m jm.launcher resolve --conf-dir "$JM_CONF_DIR" "${PEER_ARGS[@]}" "${ARGS[@]}")" || exit 2
 read -r PEER PID_FILE LOG_FILE <<< "$RESOLVED"
 
+# alive = exists, is not a zombie, and is a jobmanager peer (not a reused PID)
+is_peer_alive() {
+    local pid="$1" state
+    [ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || return 1
+    state="$(sed -e 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)"
+    [ "$state" != "Z" ] && [ "$state" != "X" ] || return 1
+    tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "jm.peer"
+}
+
 running_pid() {
     [ -f "$PID_FILE" ] || return 1
     local pid; pid="$(cat "$PID_FILE" 2>/dev/null)"
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+    is_peer_alive "$pid" && echo "$pid"
 }
 
 case "$ACTION" in
@@ -48,10 +57,10 @@ case "$ACTION" in
         fi
         kill -TERM "$pid" 2>/dev/null
         for _ in $(seq 1 300); do
-            kill -0 "$pid" 2>/dev/null || break
+            is_peer_alive "$pid" || break
             sleep 0.1
         done
-        if kill -0 "$pid" 2>/dev/null; then
+        if is_peer_alive "$pid"; then
             echo "jobmanager $PEER (pid $pid) did not stop in 30 s; killing it." >&2
             kill -KILL "$pid" 2>/dev/null
         fi

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
-from jm.zygote import Exited, Ready, Spawn, Spawned, pack, unpack
+from jm.zygote import Exited, Lease, Ready, Spawn, Spawned, pack, unpack
 
 log = logging.getLogger("jm.executor")
 
@@ -20,7 +20,7 @@ log = logging.getLogger("jm.executor")
 class JobProcess:
     key: str
     pid: int
-    exited: asyncio.Future = field(repr=False)  # -> (code, signal); code -1/-sig on signal
+    exited: asyncio.Future = field(repr=False)  # -> (code, signal, fenced); code -sig on signal
 
 
 class ExecutorLost(Exception):
@@ -73,9 +73,12 @@ class Executor:
                     if fut and not fut.done():
                         fut.set_result(msg.pid)
                 elif isinstance(msg, Exited):
+                    fut = self._spawns.pop(msg.key, None)  # refused spawn (fenced)
+                    if fut and not fut.done():
+                        fut.set_result(msg.pid)
                     jp = self._procs.pop(msg.key, None)
                     if jp and not jp.exited.done():
-                        jp.exited.set_result((msg.code, msg.signal))
+                        jp.exited.set_result((msg.code, msg.signal, msg.fenced))
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
@@ -88,7 +91,7 @@ class Executor:
                 fut.set_exception(err)
         for jp in self._procs.values():
             if not jp.exited.done():
-                jp.exited.set_result((-int(signal.SIGKILL), int(signal.SIGKILL)))
+                jp.exited.set_result((-int(signal.SIGKILL), int(signal.SIGKILL), False))
         self._spawns.clear()
         self._procs.clear()
         if self._ready and not self._ready.done():
@@ -118,6 +121,14 @@ class Executor:
             raise ExecutorLost(str(exc))
         jp.pid = await fut
         return jp
+
+    def set_lease(self, until: float) -> None:
+        """Tell the zygote until when (CLOCK_MONOTONIC) this peer's lease is valid."""
+        if self.proc is not None and self.proc.returncode is None:
+            try:
+                self.proc.stdin.write(pack(Lease(until)))
+            except (ConnectionError, RuntimeError):
+                pass
 
     @staticmethod
     def kill(jp: JobProcess, sig: int = signal.SIGKILL) -> None:

@@ -150,8 +150,16 @@ class JobMaster:
                 if outcome is None:
                     await self._report(S.CANCELED)
                     return
-                code, sig = outcome
+                code, sig, fenced = outcome
                 self.process = None
+                if fenced:
+                    # the lease ran out (this peer was frozen or cut off): not the job's
+                    # fault; run it again if we still own it (a stale epoch ends us here)
+                    await self._report(S.RESTARTING, failure={
+                        "exception": "LeaseExpired: the job process was stopped because this "
+                                     "peer lost its lease", "traceback": ""})
+                    self.restart_index += 1
+                    continue
                 if code == 0:
                     result = _read_json(os.path.join(run_dir, "result.json"))
                     await self._report(S.FINISHED, result=(result or {}).get("result"))

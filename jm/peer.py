@@ -122,7 +122,7 @@ class Peer:
         sent = time.monotonic()
         res = await self.raft.submit(cmd, self.conf["rest.write-timeout"])
         if res.ok:
-            self.lease_from = sent
+            self._renew_lease(sent)
             self.registered.set()
 
     async def _heartbeats(self) -> None:
@@ -138,7 +138,7 @@ class Peer:
                     res = await self.raft.submit(Heartbeat(self.node, sent),
                                                  self.conf["jobmanager.lease-timeout"])
                     if res.ok:
-                        self.lease_from = max(self.lease_from or 0.0, sent_mono)
+                        self._renew_lease(sent_mono)
                         self.dispatcher.unfence()
                     elif res.code in ("stale", "not-found"):
                         log.warning("this peer was declared dead; registering again")
@@ -150,6 +150,10 @@ class Peer:
             except Exception:
                 log.exception("heartbeat failed")
             await asyncio.sleep(max(0.0, interval - (time.time() - sent)))
+
+    def _renew_lease(self, sent_mono: float) -> None:
+        self.lease_from = max(self.lease_from or 0.0, sent_mono)
+        self.executor.set_lease(self.lease_from + self.conf["jobmanager.lease-timeout"])
 
     async def _lease_watchdog(self) -> None:
         """Fencing: without an acknowledged heartbeat sent within jobmanager.lease-timeout,

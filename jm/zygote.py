@@ -19,6 +19,7 @@ import selectors
 import signal
 import struct
 import sys
+import time
 from dataclasses import dataclass
 
 import msgpack
@@ -42,6 +43,7 @@ class Exited:
     pid: int
     code: int      # exit code, or -signal number
     signal: int
+    fenced: bool = False  # killed because the peer's lease ran out
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,15 @@ class Ready:
     pid: int
 
 
-MESSAGES = {cls.__name__: cls for cls in (Spawn, Spawned, Exited, Ready)}
+@dataclass(frozen=True)
+class Lease:
+    """The peer's lease is valid until this CLOCK_MONOTONIC time (shared by all processes
+    of the machine). Past it the zygote kills every job process, even if the peer itself
+    is frozen (SIGSTOP) and cannot."""
+    until: float
+
+
+MESSAGES = {cls.__name__: cls for cls in (Spawn, Spawned, Exited, Ready, Lease)}
 
 
 def pack(msg) -> bytes:
@@ -151,6 +161,8 @@ def main() -> None:
     sel.register(stdin_fd, selectors.EVENT_READ, "in")
     sel.register(wake_r, selectors.EVENT_READ, "sig")
     children: dict[int, str] = {}
+    fenced: set[int] = set()
+    lease_until = float("inf")  # no lease until the peer sends one
     buf = b""
 
     def send(msg) -> None:
@@ -173,16 +185,34 @@ def main() -> None:
             key = children.pop(pid, None)
             if key is None:
                 continue
+            was_fenced = pid in fenced
+            fenced.discard(pid)
             if os.WIFSIGNALED(status):
                 sig = os.WTERMSIG(status)
-                send(Exited(key, pid, -sig, sig))
+                send(Exited(key, pid, -sig, sig, was_fenced))
             else:
-                send(Exited(key, pid, os.WEXITSTATUS(status), 0))
+                send(Exited(key, pid, os.WEXITSTATUS(status), 0, was_fenced))
+
+    def enforce_lease() -> None:
+        if time.monotonic() <= lease_until:
+            return
+        for pid in children:
+            if pid not in fenced:
+                fenced.add(pid)
+                for kill in (os.killpg, os.kill):
+                    try:
+                        kill(pid, signal.SIGKILL)
+                        break
+                    except OSError:
+                        continue
 
     send(Ready(os.getpid()))
     running = True
     while running:
-        for skey, _ in sel.select(1.0):
+        enforce_lease()
+        timeout = 1.0 if lease_until == float("inf") else \
+            max(0.0, min(1.0, lease_until - time.monotonic() + 0.001))
+        for skey, _ in sel.select(timeout):
             if skey.data == "sig":
                 try:
                     os.read(wake_r, 4096)
@@ -203,7 +233,13 @@ def main() -> None:
                 if len(buf) < 4 + n:
                     break
                 msg, buf = unpack(buf[4:4 + n]), buf[4 + n:]
+                if isinstance(msg, Lease):
+                    lease_until = msg.until
+                    continue
                 if isinstance(msg, Spawn):
+                    if time.monotonic() > lease_until:  # fenced: run nothing
+                        send(Exited(msg.key, 0, -int(signal.SIGKILL), int(signal.SIGKILL), True))
+                        continue
                     pid = os.fork()
                     if pid == 0:
                         _child(msg.params, [stdin_fd, stdout_fd, wake_r, wake_w])

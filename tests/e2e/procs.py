@@ -1,0 +1,60 @@
+"""Real peer processes started with bin/jobmanager.sh for end-to-end tests."""
+import os
+import signal
+import subprocess
+
+from tests.helpers import ROOT, http, make_conf, poll
+
+
+class ProcessCluster:
+    def __init__(self, base: str, n: int, settings: dict) -> None:
+        self.base = base
+        self.conf_dir, self.lines = make_conf(base, n, settings)
+        self.env = dict(os.environ, JM_CONF_DIR=self.conf_dir)
+        self.urls = ["http://127.0.0.1:" + line.split(":")[1] for line in self.lines]
+
+    def run(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([os.path.join(ROOT, "bin", args[0]), *args[1:]], env=self.env,
+                              capture_output=True, text=True, timeout=120)
+
+    def pids(self) -> list[int]:
+        out = []
+        run_dir = os.path.join(self.base, "run")
+        for name in os.listdir(run_dir) if os.path.isdir(run_dir) else []:
+            if name.endswith(".pid"):
+                try:
+                    out.append(int(open(os.path.join(run_dir, name)).read().strip()))
+                except ValueError:
+                    pass
+        return out
+
+    def start(self) -> None:
+        r = self.run("start-cluster.sh")
+        assert r.returncode == 0, r.stderr
+        for url in self.urls:
+            poll(lambda u=url: http("GET", u + "/healthz")[1].get("ok"), 60,
+                 what=f"{url} healthy")
+
+    def wait_spark(self) -> None:
+        for url in self.urls:
+            poll(lambda u=url: http("GET", u + "/healthz")[1].get("spark-ready"), 240,
+                 interval=0.5, what=f"{url} Spark ready")
+
+    def stop(self) -> None:
+        pids = self.pids()
+        self.run("stop-cluster.sh")
+        for pid in pids:  # never leave a peer behind, also when stop failed
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def peer_pid(self, i: int) -> int:
+        host, rest, _ = self.lines[i].split(":")
+        run = os.path.join(self.base, "run")
+        name = next(n for n in os.listdir(run) if n.endswith(f"-{host}_{rest}.pid"))
+        return int(open(os.path.join(run, name)).read())
+
+    def start_peer(self, i: int) -> None:
+        r = self.run("jobmanager.sh", "start", self.lines[i])
+        assert r.returncode == 0, r.stderr
