@@ -149,12 +149,22 @@ def run(sc: Scenario, out: str) -> int:
         stop.set()
         load.join(60)
         log("faults over; waiting for every probe job to run again")
-        _wait(lambda: all(r["state"] == "RUNNING" for r in
-                          call("GET", c.alive_url() + "/jobs/overview")[1]["jobs"]
-                          if r["jid"] in set(probe_jobs)), sc.settle, "probes running",
-              interval=0.5)
+        try:
+            _wait(lambda: all(r["state"] == "RUNNING" for r in
+                              call("GET", c.alive_url() + "/jobs/overview")[1]["jobs"]
+                              if r["jid"] in set(probe_jobs)), sc.settle, "probes running",
+                  interval=0.5)
+        except TimeoutError as exc:
+            log(str(exc))
         time.sleep(1.0)  # let every probe write lines from its current attempt
         final = {r["jid"]: r for r in call("GET", c.alive_url() + "/jobs/overview")[1]["jobs"]}
+        for j in probe_jobs:
+            row = final.get(j, {})
+            log(f"probe {j[:8]}: {row.get('state')} on {row.get('node')} attempt "
+                f"{row.get('attempt')} restarts {row.get('restarts')}")
+            if row.get("state") != "RUNNING":
+                detail = call("GET", c.alive_url() + f"/jobs/{j}")[1]
+                log(f"probe {j}: {detail.get('state')} attempts {detail.get('attempts')}")
     finally:
         stop.set()
         c.stop()

@@ -61,13 +61,17 @@ def check_survivors_untouched(probes: dict, faults: list[dict], slack: float) ->
     return errors
 
 
-def check_failover_time(probes: dict, faults: list[dict], limit: float) -> list[str]:
-    """Jobs of a peer that was down longer than the limit run elsewhere within it."""
+def check_failover_time(probes: dict, faults: list[dict], limit: float,
+                        probe_jobs: list[str]) -> list[str]:
+    """Probe jobs of a peer that was down longer than the limit run elsewhere within it."""
     errors = []
+    watched = set(probe_jobs)
     for f in faults:
         if f["kind"] != "kill" and f["end"] - f["start"] < limit:
             continue  # a short pause or partition need not move anything
         for job in f.get("jobs", []):
+            if job not in watched:
+                continue  # a load job that ended before the fault
             later = [(t, node) for _, node, t in probes.get(job, [])
                      if t > f["start"] and node != f["node"]]
             if not later:
@@ -98,7 +102,7 @@ def run_all(probes, faults, final, acked, probe_jobs, cancelled, limit, slack=0.
         "no-job-lost": check_no_loss(probe_jobs, final, cancelled),
         "single-attempt-at-a-time": check_single_attempt(probes),
         "survivors-not-restarted": check_survivors_untouched(probes, faults, slack),
-        "failover-within-limit": check_failover_time(probes, faults, limit),
+        "failover-within-limit": check_failover_time(probes, faults, limit, probe_jobs),
         "acknowledged-writes-kept": check_acknowledged(acked, final),
     }
     return {name: {"ok": not errs, "errors": errs[:50], "count": len(errs)}

@@ -79,6 +79,7 @@ class ChaosCluster:
                   "env.pid.dir": os.path.join(self.base, "run"),
                   "high-availability.storageDir": os.path.join(self.base, "ha"),
                   "spark.connect.embedded": False, "jobmanager.executor.preload": "none",
+                  "jobmanager.slots": 32,
                   "restart-strategy.type": "fixed-delay",
                   "restart-strategy.fixed-delay.attempts": 1000,
                   "restart-strategy.fixed-delay.delay": "200 ms"}
@@ -174,8 +175,8 @@ class Load(threading.Thread):
         rnd = random.Random(k)
         while not self.stop_event.is_set():
             rid = f"load-{k}-{uuid.uuid4().hex[:12]}"
-            spec = {"name": rid, "entry": "probe:main", "pyfiles": [os.path.join(ROOT, "chaos") + "/"],
-                    "args": {"dir": os.path.join(self.c.base, "load-probes"), "period": 1.0}}
+            spec = {"name": rid, "entry": "probe:once",
+                    "pyfiles": [os.path.join(ROOT, "chaos") + "/"]}
             deadline = time.monotonic() + 30
             done = False
             while not done and time.monotonic() < deadline:

@@ -15,3 +15,8 @@ def main(ctx):
             f.write(f"{ctx.job_id} {ctx.attempt} {ctx.node} {time.time():.3f}\n")
             ctx.stop_requested.wait(period)
     return "stopped"
+
+
+def once(ctx):
+    """A job that ends at once (the submission load of a chaos run)."""
+    return ctx.attempt

@@ -24,7 +24,9 @@ class Dispatcher:
         self._done: set[tuple[str, int]] = set()  # (job, epoch) whose JobMaster ended
         self._wake = raft.subscribe()
         self._task = None
-        self.fenced = False  # set by the lease watchdog: run nothing while fenced
+        # no job runs before this incarnation of the peer is registered and holds a lease:
+        # a restarted peer must not run the assignments it replays from its journal
+        self.fenced = True
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop())

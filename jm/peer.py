@@ -124,6 +124,7 @@ class Peer:
         if res.ok:
             self._renew_lease(sent)
             self.registered.set()
+            self.dispatcher.unfence()
 
     async def _heartbeats(self) -> None:
         """Register, then renew the lease every heartbeat.interval. (Re-register if this
