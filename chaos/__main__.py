@@ -98,7 +98,7 @@ def plot(path: str, probes: dict, faults: list[dict], nodes: list[str], t0: floa
     ax.set_xlabel("seconds since start")
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours.values()]
     ax.legend(handles, list(colours), loc="upper right", fontsize=7)
-    ax.set_title("probe jobs: which peer ran each attempt (red: faults)")
+    ax.set_title("probe jobs: which peer ran each attempt (red: faults)", pad=40)
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

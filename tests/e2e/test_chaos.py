@@ -1,0 +1,37 @@
+"""The short chaos scenario CI runs (about 2 minutes): kills (leader and not), pauses
+longer than the lease, partitions through network namespaces, a submission load; every
+invariant must hold. The long scenario is a documented command (README)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from chaos.netns import available
+from tests.helpers import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def test_short_chaos_scenario_keeps_every_invariant(tmp_path):
+    faults = "kill,kill-leader,pause,partition" if available() else "kill,kill-leader,pause"
+    out = tmp_path / "report"
+    r = subprocess.run([sys.executable, "-m", "chaos", "run", "--duration", "75",
+                        "--jobs", "9", "--fault-every", "10", "--seed", "11",
+                        "--faults", faults, "--out", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    report = json.loads((out / "report.json").read_text())
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert report["ok"] is True
+    assert all(c["ok"] for c in report["checks"].values()), report["checks"]
+    kinds = {f["kind"] for f in report["faults"]}
+    assert "kill" in kinds and len(report["faults"]) >= 5
+    assert report["acknowledged"] > 50
+    assert (out / "timeline.png").stat().st_size > 10_000
+    # every process the run started is gone
+    for line in report["log"]:
+        if "(pid " in line:
+            pid = int(line.split("(pid ")[1].split(",")[0])
+            assert not os.path.exists(f"/proc/{pid}") or \
+                open(f"/proc/{pid}/stat").read().split()[2] == "Z"
