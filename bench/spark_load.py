@@ -12,4 +12,6 @@ def main(ctx):
         n = 200_000 + 1000 * (queries % 50)
         spark.range(n).select((F.col("id") % 97).alias("k")).groupBy("k").count().collect()
         queries += 1
+        if queries == 1 or queries % 20 == 0:
+            print(f"query {queries}", flush=True)
     return queries

@@ -162,6 +162,8 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "jobmanager.executor.preload": (_choice("pyspark", "none"), "pyspark"),
     "jobmanager.executor.nice": (_int(0), 10),
     "high-availability.storageDir": (_str, "data/ha"),
+    "jobstore.expiration-time": (parse_duration, "1 h"),
+    "jobstore.max-capacity": (_int(0), 10000),
     "heartbeat.interval": (parse_duration, "500 ms"),
     "heartbeat.timeout": (parse_duration, "3 s"),
     "restart-strategy.type": (_restart_type, "fixed-delay"),

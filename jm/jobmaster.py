@@ -39,6 +39,7 @@ class JobEnv:
     log_dir: str
     work_dir: str
     clock: Callable[[], float]
+    lease_valid: Callable[[], bool] = lambda: True
 
 
 class Fenced(Exception):
@@ -159,6 +160,8 @@ class JobMaster:
                         "exception": "LeaseExpired: the job process was stopped because this "
                                      "peer lost its lease", "traceback": ""})
                     self.restart_index += 1
+                    while not self.env.lease_valid():
+                        await asyncio.sleep(0.1)  # the watchdog stops us, or the lease returns
                     continue
                 if code == 0:
                     result = _read_json(os.path.join(run_dir, "result.json"))

@@ -105,10 +105,12 @@ class Peer:
         self.submitter.start()
         env = JobEnv(self.node, self.conf, self.executor, self.reporter, self.resolve_pyfiles,
                      self.spark_remote, spark_ready_file if self.spark else None,
-                     self.log_dir, self.data_dir, time.time)
+                     self.log_dir, self.data_dir, time.time, self.lease_valid)
         self.dispatcher = Dispatcher(self.raft, env)
         self.rm = ResourceManager(self.raft, self.conf["heartbeat.timeout"],
-                                  self.conf["rest.write-timeout"])
+                                  self.conf["rest.write-timeout"],
+                                  expiration=self.conf["jobstore.expiration-time"],
+                                  capacity=self.conf["jobstore.max-capacity"])
         self._tasks.append(asyncio.create_task(self._heartbeats()))
         self._tasks.append(asyncio.create_task(self._lease_watchdog()))
         self.dispatcher.start()
@@ -151,6 +153,10 @@ class Peer:
             except Exception:
                 log.exception("heartbeat failed")
             await asyncio.sleep(max(0.0, interval - (time.time() - sent)))
+
+    def lease_valid(self) -> bool:
+        return (self.lease_from is not None and
+                time.monotonic() - self.lease_from <= self.conf["jobmanager.lease-timeout"])
 
     def _renew_lease(self, sent_mono: float) -> None:
         self.lease_from = max(self.lease_from or 0.0, sent_mono)

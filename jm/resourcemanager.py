@@ -9,7 +9,9 @@ import time
 from typing import Callable
 
 from raft import state as S
-from raft.commands import Assignment, AssignJobs, DeclarePeerDead, Heartbeat, RegisterPeer
+from raft.commands import (Assignment, AssignJobs, DeclarePeerDead, Heartbeat, PurgeJobs,
+                           RegisterPeer)
+from raft.state import expired_jobs
 from raft.node import RaftUnavailable
 from jm.placement import PeerLoad, Waiting, place
 
@@ -27,13 +29,17 @@ def dead_peers(last_seen: dict[str, float], alive: list[str], now: float,
 class ResourceManager:
     def __init__(self, raft, heartbeat_timeout: float, write_timeout: float,
                  wall_clock: Callable[[], float] = time.time,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic,
+                 expiration: float = 3600.0, capacity: int = 10000,
+                 purge_every: float = 10.0) -> None:
         self.raft = raft
         self.timeout = heartbeat_timeout
         self.write_timeout = write_timeout
         self.wall = wall_clock
         self.mono = monotonic
         self.last_seen: dict[str, float] = {}
+        self.expiration, self.capacity, self.purge_every = expiration, capacity, purge_every
+        self._last_purge = 0.0
         self.leading = False
         self._wake = raft.subscribe()
         self._task = None
@@ -67,6 +73,7 @@ class ResourceManager:
             try:
                 await self._check_liveness()
                 await self._place()
+                await self._purge()
             except RaftUnavailable as exc:
                 log.info("ResourceManager write not committed: %s", exc)
             except Exception:
@@ -100,6 +107,17 @@ class ResourceManager:
         if decisions:
             await self.raft.submit(AssignJobs(tuple(Assignment(j, n, e) for j, n, e in decisions),
                                               self.wall()), self.write_timeout)
+
+    async def _purge(self) -> None:
+        """Forget ended jobs past jobstore.expiration-time or jobstore.max-capacity."""
+        if self.mono() - self._last_purge < self.purge_every:
+            return
+        self._last_purge = self.mono()
+        with self.raft.read() as st:
+            ids = expired_jobs(st, self.wall(), self.expiration, self.capacity)
+        if ids:
+            res = await self.raft.submit(PurgeJobs(tuple(ids), self.wall()), self.write_timeout)
+            log.info("forgot %d ended jobs (job store expiration/capacity)", len(res.value or []))
 
     async def close(self) -> None:
         if self._task:

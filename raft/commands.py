@@ -87,6 +87,13 @@ class CancelJob:
 
 
 @dataclass(frozen=True)
+class PurgeJobs:
+    """Forget ended jobs (Flink's job store expiration); running jobs are never purged."""
+    job_ids: tuple
+    time: float
+
+
+@dataclass(frozen=True)
 class AddArtifact:
     artifact_id: str
     name: str
@@ -97,7 +104,7 @@ class AddArtifact:
 
 COMMAND_TYPES = {cls.__name__: cls for cls in (
     RegisterPeer, Heartbeat, DeclarePeerDead, SubmitJob, SubmitJobs, Assignment, AssignJobs,
-    StatusReport, ReportStatuses, CancelJob, AddArtifact)}
+    StatusReport, ReportStatuses, CancelJob, PurgeJobs, AddArtifact)}
 
 _EXT_COMMAND = 1  # msgpack ext type: our dataclasses; user dicts stay plain dicts
 

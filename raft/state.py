@@ -319,6 +319,33 @@ def _cancel(state: ClusterState, cmd: c.CancelJob) -> Result:
     return Result(True, job.status)
 
 
+def _purge(state: ClusterState, cmd: c.PurgeJobs) -> Result:
+    purged = []
+    for job_id in cmd.job_ids:
+        job = state.jobs.get(job_id)
+        if job is None or job.status not in TERMINAL or job.node is not None:
+            continue
+        del state.jobs[job_id]
+        state.pending.pop(job_id, None)
+        if job.request_id and state.request_ids.get(job.request_id) == job_id:
+            del state.request_ids[job.request_id]
+        purged.append(job_id)
+    return Result(True, purged)
+
+
+def expired_jobs(state: ClusterState, now: float, expiration: float, capacity: int,
+                 limit: int = 5000) -> list[str]:
+    """Pure: ended jobs older than `expiration`, plus the oldest ended jobs beyond
+    `capacity` ended jobs kept."""
+    ended = [(j.end_time or 0.0, j.id) for j in state.jobs.values() if j.status in TERMINAL]
+    ended.sort()
+    out = [jid for t, jid in ended if now - t > expiration]
+    keep = ended[len(out):]
+    if len(keep) > capacity:
+        out += [jid for _, jid in keep[:len(keep) - capacity]]
+    return out[:limit]
+
+
 def _add_artifact(state: ClusterState, cmd: c.AddArtifact) -> Result:
     art = state.artifacts.get(cmd.artifact_id)
     if art is None:
@@ -338,5 +365,6 @@ _HANDLERS = {
     c.AssignJobs: _assign,
     c.ReportStatuses: _report,
     c.CancelJob: _cancel,
+    c.PurgeJobs: _purge,
     c.AddArtifact: _add_artifact,
 }

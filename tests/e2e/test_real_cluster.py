@@ -79,6 +79,38 @@ def test_sql_job_keeps_rows(cluster):
     assert res["result"]["rows"] == [[i, i * i] for i in range(10)]
 
 
+def test_spark_server_crash_restarts_server_and_the_jobs_using_it(cluster):
+    import psutil
+    s, b = http("POST", cluster.urls[0] + "/jobs",
+                {"entry": "spark_load:main", "pyfiles": [os.path.join(ROOT, "bench") + "/"],
+                 "args": {"seconds": 600},
+                 "restart-strategy": {"type": "fixed-delay", "attempts": 5, "delay": "1 s"}})
+    assert s == 202, b
+    jid = b["jobid"]
+    job = poll(lambda: (lambda j: j if j["state"] == "RUNNING" else None)(
+        http("GET", cluster.urls[0] + f"/jobs/{jid}")[1]), 120, what="spark job running")
+    i = next(k for k, line in enumerate(cluster.lines) if line.endswith(job["node"].split(":")[1]))
+    url = cluster.urls[i]
+    jvm = next(p for p in psutil.Process(cluster.peer_pid(i)).children()
+               if "java" in p.name() or "java" in " ".join(p.cmdline()[:1]))
+    log = os.path.join(cluster.base, "log", job["node"].replace(":", "_"), "jobs", jid,
+                       f"attempt-{job['attempt']}-0.log")
+    poll(lambda: "query 1" in open(log).read(), 120, what="the job ran a query on this JVM")
+    jvm.kill()
+    # the peer keeps serving, restarts its server, and the job is restarted per strategy
+    poll(lambda: not http("GET", url + "/healthz")[1]["spark-ready"], 30, what="not ready")
+    assert http("GET", url + "/overview")[0] == 200
+    poll(lambda: http("GET", url + "/healthz")[1]["spark-ready"], 240, interval=0.5,
+         what="Spark Connect server restarted")
+    after = poll(lambda: (lambda j: j if j["restarts"] >= 1 and j["state"] == "RUNNING"
+                          else None)(http("GET", url + f"/jobs/{jid}")[1]), 240, interval=0.5,
+                 what="job restarted after the crash")
+    assert after["attempt"] == job["attempt"]  # a restart on the same peer, not a move
+    s, _ = http("PATCH", url + f"/jobs/{jid}?mode=cancel")
+    assert s == 202
+    assert wait_job(url, jid, 60)["state"] == "CANCELED"
+
+
 def test_cancel_and_whole_cluster_restart_keeps_jobs(cluster):
     fix = os.path.join(ROOT, "tests", "integration") + "/"
     s, b = http("POST", cluster.urls[1] + "/jobs", {"entry": "jobs_fixture:sleepy",

@@ -17,6 +17,7 @@ SAMPLES = [
                                                                  "nested": {"a": [1, 2]}},
                           "slots": 2, "sql": None}, 12.5, "req-7"),
     c.SubmitJob("job-2", {}, 0.0),
+    c.PurgeJobs(("a", "b"), 3.0),
     c.SubmitJobs((c.SubmitJob("job-3", {"args": {"k": [1, 2]}}, 1.0, "r-3"),
                   c.SubmitJob("job-4", {}, 2.0))),
     c.Assignment("job-1", "n1", 3),
