@@ -245,12 +245,26 @@ class Peer:
         return out
 
     # ---- gateway for REST ---------------------------------------------------------------
+    def _leader(self) -> Optional[str]:
+        """The Raft leader as far as this peer can tell. An isolated pysyncobj follower
+        keeps naming its last leader (it starts no election while connected to nobody),
+        so a peer whose lease has run out knows no leader."""
+        if self.lease_from is not None and not self.lease_valid():
+            return None
+        return self.raft.leader() if self.raft else None
+
+    def _writable(self) -> None:
+        if self._leader() is None:
+            raise RaftUnavailable("no Raft leader reachable from this peer at the moment; "
+                                  "retry, or use another peer")
+
     def _max_slots(self) -> int:
         with self.raft.read() as st:
             return max([p.slots for p in st.peers.values()] + [self.conf["jobmanager.slots"]])
 
     async def submit_job(self, spec: Any, request_id: str) -> dict:
         spec = validate_spec(spec, self._max_slots())
+        self._writable()
         for p in spec["pyfiles"]:
             if p.startswith("artifact:"):
                 with self.raft.read() as st:
@@ -263,12 +277,14 @@ class Peer:
         return {"jobid": res.value["jobid"]}
 
     async def cancel_job(self, job_id: str) -> str:
+        self._writable()
         res = await self.raft.submit(CancelJob(job_id, time.time()), self.conf["rest.write-timeout"])
         if not res.ok:
             raise ApiError({"not-found": 404, "conflict": 409}.get(res.code, 400), res.error)
         return res.value
 
     async def add_artifact(self, filename: str, data: bytes) -> dict:
+        self._writable()
         try:
             name = safe_name(filename)
             art_id = "sha256:" + hashlib.sha256(data).hexdigest()
@@ -296,7 +312,7 @@ class Peer:
 
     def view(self, name: str, *args: Any) -> Any:
         now = time.time()
-        leader = self.raft.leader()
+        leader = self._leader()
         with self.raft.read() as st:
             if name == "overview":
                 return views.overview(st, leader)
@@ -320,7 +336,7 @@ class Peer:
         raise KeyError(name)
 
     def health(self) -> dict:
-        leader = self.raft.leader() if self.raft else None
+        leader = self._leader()
         return {"ok": leader is not None and self.registered.is_set(), "node": self.node,
                 "leader": leader, "registered": self.registered.is_set(),
                 "spark-ready": bool(self.spark and self.spark.ready.is_set()),
