@@ -102,7 +102,7 @@ def job_stats(url: str, ids: list[str], timeout: float) -> dict:
         done = [r for r in rows.values() if r["state"] in ("FINISHED", "FAILED", "CANCELED")]
         return rows if len(done) == len(want) else None
 
-    rows = wait_until(all_done, timeout, "all jobs finished", interval=0.5)
+    wait_until(all_done, timeout, "all jobs finished", interval=0.5)
     starts, first_sub, last_end, failed, nodes = [], None, None, 0, {}
     for jid in ids:
         job = get(f"{url}/jobs/{jid}", timeout=30)

@@ -13,7 +13,6 @@ from typing import Any, Callable, Optional
 
 from raft import state as S
 from raft.commands import ReportStatuses, StatusReport
-from raft.state import Result
 from jm.batcher import Batcher
 from jm.executor import ExecutorLost, JobProcess
 from jm.restart import RestartStrategy, RestartTracker, on_failure

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import hashlib
 import logging
 import os
@@ -357,6 +358,11 @@ async def _serve(peer: Peer) -> None:
         loop.add_signal_handler(sig, stop.set)
     try:
         await peer.start()
+        # everything allocated at start-up is long-lived: keep it out of the collector's
+        # way, and collect the young generation less often (fewer pauses under load)
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(10000, 20, 20)
         await stop.wait()
     finally:
         await peer.stop()

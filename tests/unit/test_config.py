@@ -1,7 +1,6 @@
 """Unit tests for jm/config.py: durations, sizes, keys, YAML, -D overrides, masters."""
 from __future__ import annotations
 
-import os
 
 import pytest
 

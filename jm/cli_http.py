@@ -1,0 +1,252 @@
+"""HTTP client, errors and output helpers of the `jm` CLI (standard library only)."""
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Optional
+
+DEFAULT_ADDRESS = "http://127.0.0.1:8081"
+DEFAULT_REST_PORT = 8081
+DEFAULT_TIMEOUT = 30.0          # retry budget of one request, seconds
+MAX_ATTEMPTS = 5                # per request, on connection errors and 503
+ATTEMPT_TIMEOUT = 15.0          # socket timeout of one attempt
+EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+# ---- errors ---------------------------------------------------------------------------
+
+class CliError(Exception):
+    """Ends the command: one line on stderr and an exit code."""
+    code = EXIT_API
+
+    def __init__(self, message: str, code: Optional[int] = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class UsageError(CliError):
+    code = EXIT_USAGE
+
+
+class Unreachable(CliError):
+    code = EXIT_UNREACHABLE
+
+
+class ApiError(CliError):
+    """The peer answered with an HTTP error."""
+
+    def __init__(self, status: int, errors: list, attempts: int = 1) -> None:
+        self.status, self.errors, self.attempts = status, errors, attempts
+        msg = "; ".join(str(e) for e in errors) or "error"
+        super().__init__(f"{msg} (HTTP {status})")
+
+
+def one_line(text: Any, limit: int = 2000) -> str:
+    s = " ".join(str(text).split())
+    return s if len(s) <= limit else s[:limit - 3] + "..."
+
+
+# ---- HTTP -------------------------------------------------------------------------------
+
+def normalise_address(address: str) -> str:
+    """'host:port', 'host' or 'http(s)://host[:port][/prefix]' -> base URL without a
+    trailing slash. A bare host gets the default REST port."""
+    from urllib.parse import urlsplit
+    a = (address or "").strip()
+    if not a:
+        raise UsageError("the peer address is empty; use --address http://host:port")
+    bare = "://" not in a
+    if bare:
+        a = "http://" + a
+    try:
+        parts = urlsplit(a)
+        port = parts.port
+    except ValueError as exc:
+        raise UsageError(f"bad peer address {address!r}: {exc}")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"bad peer address {address!r}: expected host:port or "
+                         "http://host:port")
+    if bare and port is None:
+        a = f"{parts.scheme}://{parts.netloc}:{DEFAULT_REST_PORT}{parts.path}"
+    return a.rstrip("/")
+
+
+class _Transient(Exception):
+    """A failed attempt that may be retried: no connection, or 503."""
+
+    def __init__(self, message: str, status: Optional[int] = None, errors: Optional[list] = None,
+                 retry_after: Optional[float] = None) -> None:
+        super().__init__(message)
+        self.status, self.errors, self.retry_after = status, errors or [], retry_after
+
+
+def _parse_body(payload: bytes) -> Any:
+    if not payload:
+        return None
+    try:
+        return json.loads(payload)
+    except (ValueError, UnicodeDecodeError):
+        return payload.decode("utf-8", "replace")
+
+
+def _errors_of(body: Any) -> list:
+    if isinstance(body, dict) and isinstance(body.get("errors"), list):
+        return [one_line(e, 500) for e in body["errors"]] or ["error"]
+    if isinstance(body, str) and body.strip():
+        return [one_line(body, 200)]
+    return []
+
+
+class Client:
+    """A tiny REST client. Retries connection failures and 503 with a short backoff
+    (honouring Retry-After) within a time budget; a retried request is sent unchanged,
+    so callers make writes idempotent (X-Request-Id for POST /jobs)."""
+
+    def __init__(self, address: str, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.base = normalise_address(address)
+        self.timeout = timeout
+        self.attempts = 0          # attempts made by the last request
+        self._opener = None
+
+    def _open(self, method: str, url: str, data: Optional[bytes], headers: dict,
+              timeout: float) -> tuple[int, Any]:
+        import http.client
+        import urllib.error
+        import urllib.request
+        if self._opener is None:
+            self._opener = urllib.request.build_opener()
+        req = urllib.request.Request(url, data=data, method=method, headers=headers)
+        try:
+            with self._opener.open(req, timeout=timeout) as resp:
+                return resp.status, _parse_body(resp.read())
+        except urllib.error.HTTPError as exc:
+            try:
+                body = _parse_body(exc.read())
+            except (OSError, http.client.HTTPException):
+                body = None
+            finally:
+                exc.close()
+            if exc.code == 503:
+                retry_after = None
+                try:
+                    retry_after = float(exc.headers.get("Retry-After", ""))
+                except (TypeError, ValueError):
+                    pass
+                errs = _errors_of(body) or ["service unavailable"]
+                raise _Transient("; ".join(errs), 503, errs, retry_after)
+            return exc.code, body
+        except urllib.error.URLError as exc:
+            reason = exc.reason
+            if isinstance(reason, OSError) and reason.strerror:
+                reason = reason.strerror
+            raise _Transient(one_line(reason) or "connection failed")
+        except (OSError, http.client.HTTPException) as exc:  # resets, timeouts, bad status
+            raise _Transient(one_line(exc) or type(exc).__name__)
+
+    def request(self, method: str, path: str, body: Any = None, *, raw: Optional[bytes] = None,
+                content_type: Optional[str] = None, headers: Optional[dict] = None,
+                budget: Optional[float] = None) -> Any:
+        """Send a request; return the decoded JSON body of a 2xx answer or raise
+        ApiError / Unreachable."""
+        hdrs = {"Accept": "application/json", "User-Agent": "jm-cli"}
+        hdrs.update(headers or {})
+        data = raw
+        if body is not None and raw is None:
+            data = json.dumps(body).encode()
+            hdrs["Content-Type"] = "application/json"
+        elif content_type:
+            hdrs["Content-Type"] = content_type
+        url = self.base + path
+        start = time.monotonic()
+        deadline = start + (self.timeout if budget is None else budget)
+        delay = 0.2
+        self.attempts = 0
+        while True:
+            self.attempts += 1
+            remaining = deadline - time.monotonic()
+            try:
+                status, out = self._open(method, url, data, hdrs,
+                                         max(0.5, min(ATTEMPT_TIMEOUT, remaining)))
+            except _Transient as exc:
+                wait = delay if exc.retry_after is None else min(max(exc.retry_after, 0.1), 5.0)
+                if (self.attempts >= MAX_ATTEMPTS
+                        or time.monotonic() + wait > deadline):
+                    tries = (f" (after {self.attempts} attempts)" if self.attempts > 1 else "")
+                    if exc.status == 503:
+                        raise ApiError(503, [m + tries for m in exc.errors[:1]] + exc.errors[1:],
+                                       self.attempts)
+                    raise Unreachable(f"cannot reach {self.base}: {exc}{tries}")
+                time.sleep(wait)
+                delay = min(delay * 2, 2.0)
+                continue
+            if status >= 400:
+                raise ApiError(status, _errors_of(out) or [f"{method} {path} failed"],
+                               self.attempts)
+            if isinstance(out, str):
+                raise CliError(f"unexpected answer from {self.base}{path} (not JSON): "
+                               f"{one_line(out, 200)}")
+            return out
+
+    def get(self, path: str, **kw: Any) -> Any:
+        return self.request("GET", path, **kw)
+
+
+def _q(job_id: str) -> str:
+    from urllib.parse import quote
+    return quote(job_id, safe="")
+
+
+# ---- output helpers -----------------------------------------------------------------
+
+def out(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def print_json(obj: Any) -> None:
+    out(json.dumps(obj, indent=2))
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [[one_line("-" if v is None or v == "" else v, 80) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    for r in cells:
+        lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+    return "\n".join(lines)
+
+
+def fmt_time(ms: Any) -> str:
+    if not isinstance(ms, (int, float)) or ms < 0:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000.0))
+
+
+def fmt_duration(ms: Any) -> str:
+    if not isinstance(ms, (int, float)) or ms < 0:
+        return "-"
+    s = ms / 1000.0
+    if s < 60:
+        return f"{s:.1f}s"
+    m, s = divmod(int(s), 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    if h < 24:
+        return f"{h}h{m:02d}m"
+    d, h = divmod(h, 24)
+    return f"{d}d{h:02d}h"
+
+
+def fmt_size(n: Any) -> str:
+    if not isinstance(n, (int, float)):
+        return "-"
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024.0
+    return f"{n:.1f} GiB"
+
+
+def compact(obj: Any) -> str:
+    return json.dumps(obj)
