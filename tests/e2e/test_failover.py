@@ -70,7 +70,7 @@ def test_killed_follower_only_its_jobs_move_and_nothing_is_orphaned(cluster, tmp
     os.kill(c.peer_pid(vi), signal.SIGKILL)
     # no orphans: its zygote and job processes die with it, fast (parent-death signal)
     poll(lambda: not any(psutil.pid_exists(k) and psutil.Process(k).status() != "zombie"
-                         for k in kids), 1.5, interval=0.02, what="children of the dead peer gone")
+                         for k in kids), 1.0, interval=0.02, what="children of the dead peer gone")
     # its jobs run elsewhere with a new attempt; nobody else's job restarted
     after = poll(lambda: (lambda o: o if all(o[j]["state"] == "RUNNING" and o[j]["node"] != victim
                                              for j in mine) else None)(overview(survivor)),
