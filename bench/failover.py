@@ -75,7 +75,8 @@ def trial(c: BenchCluster, kill_leader: bool, timeout: float) -> dict:
         job = get(f"{survivor_url}/jobs/{j}")
         running_at.append(job["timestamps"]["RUNNING"] / 1000)
     others_restarted = sum(1 for j, r in snap.items() if j not in victim_jobs
-                           and r["attempt"] != before[j]["attempt"])
+                           and (r["attempt"], r["restarts"]) !=
+                           (before[j]["attempt"], before[j]["restarts"]))
     # bring the victim back (it rejoins from its journal, with no jobs)
     line = f"127.0.0.1:{v['rest-port']}:{v['raft-port']}"
     subprocess.run([os.path.join(ROOT, "bin", "jobmanager.sh"), "start", line], env=c.env,

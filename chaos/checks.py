@@ -47,10 +47,26 @@ def check_single_attempt(probes: dict) -> list[str]:
     return errors
 
 
-def check_survivors_untouched(probes: dict, faults: list[dict], slack: float) -> list[str]:
-    """Every change of attempt follows a fault of the peer that ran the old attempt."""
+def _explained(faults: list[dict], node: str, t0: float, t1: float, slack: float) -> bool:
+    """A fault of `node` overlapping [t0, t1] (with slack)."""
+    return any(f["node"] == node and f["start"] - slack <= t1 and f["end"] + slack >= t0
+               for f in faults)
+
+
+def check_survivors_untouched(probes: dict, faults: list[dict], slack: float,
+                              gap: float = 1.5) -> list[str]:
+    """Every change of attempt follows a fault of the peer that ran the old attempt, and
+    no attempt stalls (a restart in place, e.g. by fencing) without a fault of its peer."""
     errors = []
     for job, lines in probes.items():
+        by_attempt: dict = {}
+        for attempt, node, t in sorted(lines, key=lambda x: x[2]):
+            by_attempt.setdefault((attempt, node), []).append(t)
+        for (attempt, node), ts in by_attempt.items():
+            for a, b in zip(ts, ts[1:]):
+                if b - a > gap and not _explained(faults, node, a, b, slack):
+                    errors.append(f"job {job}: attempt {attempt} on {node} stopped from "
+                                  f"{a:.2f} to {b:.2f} without a fault of {node}")
         spans = sorted(attempt_spans(lines).items(), key=lambda kv: kv[1][1])
         for (a1, (n1, lo1, hi1)), (a2, (n2, lo2, hi2)) in zip(spans, spans[1:]):
             explained = any(f["node"] == n1 and f["start"] - slack <= hi1 + 1.0

@@ -11,7 +11,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
-from jm.zygote import Exited, Lease, Ready, Spawn, Spawned, pack, unpack
+from jm.zygote import Exited, Guard, Lease, Ready, Spawn, Spawned, pack, unpack
 
 log = logging.getLogger("jm.executor")
 
@@ -43,6 +43,7 @@ class Executor:
         self._lock = asyncio.Lock()
         self._ids = itertools.count()
         self.zygote_pid: Optional[int] = None
+        self._guarded: list[int] = []
 
     async def start(self) -> None:
         os.makedirs(self.log_dir, exist_ok=True)
@@ -57,6 +58,8 @@ class Executor:
         stderr.close()
         self._reader = asyncio.create_task(self._read_loop(self.proc))
         await asyncio.wait_for(asyncio.shield(self._ready), 120)
+        if self._guarded:  # a restarted zygote guards what the old one did
+            self.guard(self._guarded)
 
     async def _read_loop(self, proc: asyncio.subprocess.Process) -> None:
         try:
@@ -127,6 +130,15 @@ class Executor:
         if self.proc is not None and self.proc.returncode is None:
             try:
                 self.proc.stdin.write(pack(Lease(until)))
+            except (ConnectionError, RuntimeError):
+                pass
+
+    def guard(self, pids: list[int]) -> None:
+        """Processes the zygote kills with the job processes when the lease runs out."""
+        self._guarded = list(pids)
+        if self.proc is not None and self.proc.returncode is None:
+            try:
+                self.proc.stdin.write(pack(Guard(self._guarded)))
             except (ConnectionError, RuntimeError):
                 pass
 

@@ -97,7 +97,7 @@ class Peer:
                 port, self.conf["spark.master"], self.log_dir, spark_ready_file,
                 self.conf["spark.driver.memory"], self.conf.spark_conf,
                 self.conf["spark.log.level"], self.conf["spark.connect.startup-timeout"],
-                self._spark_warmup)
+                self._spark_warmup, on_start=lambda pid: self.executor.guard([pid]))
             self.spark.start()
         self.reporter = make_reporter(self.raft, self.conf["rest.write-timeout"])
         self.reporter.start()

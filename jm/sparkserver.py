@@ -45,7 +45,8 @@ def port_open(host: str, port: int) -> bool:
 class SparkConnectServer:
     def __init__(self, port: int, master: str, log_dir: str, ready_file: str,
                  driver_memory: str, extra_conf: dict, log_level: str,
-                 startup_timeout: float, warmup: Callable) -> None:
+                 startup_timeout: float, warmup: Callable,
+                 on_start: Callable[[int], None] = lambda pid: None) -> None:
         self.port = port
         self.master = master
         self.log_dir = log_dir
@@ -55,6 +56,7 @@ class SparkConnectServer:
         self.log_level = log_level
         self.startup_timeout = startup_timeout
         self.warmup = warmup
+        self.on_start = on_start
         self.proc: Optional[asyncio.subprocess.Process] = None
         self.ready = asyncio.Event()
         self.restarts = 0
@@ -122,6 +124,7 @@ class SparkConnectServer:
                 out.close()
             log.info("Spark Connect server starting on port %d (pid %d, master %s)",
                      self.port, self.proc.pid, self.master)
+            self.on_start(self.proc.pid)
             while self.proc.returncode is None and not port_open("127.0.0.1", self.port):
                 if time.monotonic() - started > self.startup_timeout:
                     log.error("Spark Connect server not up within %.0f s; restarting",

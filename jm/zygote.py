@@ -59,7 +59,15 @@ class Lease:
     until: float
 
 
-MESSAGES = {cls.__name__: cls for cls in (Spawn, Spawned, Exited, Ready, Lease)}
+@dataclass(frozen=True)
+class Guard:
+    """Other processes that run job work for this peer (its Spark Connect JVM, whose
+    streaming queries outlive a killed job process): killed too when the lease runs out.
+    The peer's supervisor starts a fresh JVM once the peer is back."""
+    pids: list
+
+
+MESSAGES = {cls.__name__: cls for cls in (Spawn, Spawned, Exited, Ready, Lease, Guard)}
 
 
 def pack(msg) -> bytes:
@@ -163,6 +171,7 @@ def main() -> None:
     children: dict[int, str] = {}
     fenced: set[int] = set()
     lease_until = float("inf")  # no lease until the peer sends one
+    guarded: list[int] = []
     buf = b""
 
     def send(msg) -> None:
@@ -196,6 +205,11 @@ def main() -> None:
     def enforce_lease() -> None:
         if time.monotonic() <= lease_until:
             return
+        while guarded:
+            try:
+                os.kill(guarded.pop(), signal.SIGKILL)
+            except OSError:
+                pass
         for pid in children:
             if pid not in fenced:
                 fenced.add(pid)
@@ -235,6 +249,9 @@ def main() -> None:
                 msg, buf = unpack(buf[4:4 + n]), buf[4 + n:]
                 if isinstance(msg, Lease):
                     lease_until = msg.until
+                    continue
+                if isinstance(msg, Guard):
+                    guarded[:] = [int(p) for p in msg.pids]
                     continue
                 if isinstance(msg, Spawn):
                     if time.monotonic() > lease_until:  # fenced: run nothing

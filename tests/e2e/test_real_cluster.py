@@ -3,6 +3,7 @@ Spark Connect server (real JVMs), jobs through REST, whole-cluster restart."""
 import collections
 import os
 import re
+import signal
 import pytest
 
 from tests.e2e.procs import ProcessCluster
@@ -109,6 +110,24 @@ def test_spark_server_crash_restarts_server_and_the_jobs_using_it(cluster):
     s, _ = http("PATCH", url + f"/jobs/{jid}?mode=cancel")
     assert s == 202
     assert wait_job(url, jid, 60)["state"] == "CANCELED"
+
+
+def test_frozen_peer_loses_its_spark_jvm_with_its_lease(cluster):
+    """Streaming queries live in the Spark JVM, not in the job process: when a frozen
+    peer's lease runs out, its zygote kills the JVM too; the peer starts a new one."""
+    import psutil
+    i = 2
+    pid = cluster.peer_pid(i)
+    jvm = next(p for p in psutil.Process(pid).children() if "java" in p.name())
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        poll(lambda: not psutil.pid_exists(jvm.pid) or jvm.status() == "zombie", 2.0 + 1.5,
+             interval=0.05, what="the frozen peer's JVM killed at lease expiry")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    poll(lambda: http("GET", cluster.urls[i] + "/healthz")[1]["spark-ready"], 240,
+         interval=0.5, what="a new Spark Connect server")
+    poll(lambda: http("GET", cluster.urls[i] + "/healthz")[1]["ok"], 30, what="peer healthy")
 
 
 def test_cancel_and_whole_cluster_restart_keeps_jobs(cluster):

@@ -55,3 +55,10 @@ def test_run_all_summarises():
     assert set(out) == {"no-job-lost", "single-attempt-at-a-time", "survivors-not-restarted",
                         "failover-within-limit", "acknowledged-writes-kept"}
     assert all(v["ok"] for v in out.values())
+
+
+def test_restart_in_place_without_fault_is_flagged():
+    probes = {"j": lines(1, "a", 0, 3) + lines(1, "a", 6, 9)}  # same attempt, 3 s gap
+    assert "stopped from" in checks.check_survivors_untouched(probes, [], 0.5)[0]
+    pause = [{"kind": "pause", "node": "a", "start": 3.2, "end": 5.5, "jobs": ["j"]}]
+    assert checks.check_survivors_untouched(probes, pause, 0.5) == []
