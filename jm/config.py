@@ -160,6 +160,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "jobmanager.result.max-size": (parse_memory, "256 kb"),
     "jobmanager.log.level": (_log_level, "INFO"),
     "jobmanager.executor.preload": (_choice("pyspark", "none"), "pyspark"),
+    "jobmanager.placement": (_choice("spread", "pack", "leader-only"), "spread"),
     "jobmanager.executor.nice": (_int(0), 10),
     "high-availability.storageDir": (_str, "data/ha"),
     "jobstore.expiration-time": (parse_duration, "1 h"),

@@ -8,6 +8,7 @@ import logging
 import os
 import random
 import signal
+import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -113,8 +114,17 @@ class JobMaster:
             log.info("job %s epoch %d fenced: %s", self.job_id, self.epoch, exc)
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as exc:
             log.exception("JobMaster of %s crashed", self.job_id)
+            if self.process:
+                self.env.executor.kill(self.process, signal.SIGKILL)
+                self.process = None
+            try:  # never leave the job assigned here with nothing running it
+                await self._report(S.FAILED, failure={
+                    "exception": f"JobManager error: {type(exc).__name__}: {exc}",
+                    "traceback": traceback.format_exc()[-16000:], "final": True})
+            except Exception:
+                log.exception("could not report the failure of %s", self.job_id)
         finally:
             if self.process:
                 self.env.executor.kill(self.process, signal.SIGKILL)
@@ -145,7 +155,9 @@ class JobMaster:
                 await self._report(S.INITIALIZING, sent=initializing)
                 initializing = None
             if failure is None:
-                await self._report(S.RUNNING)
+                refused = self.process.pid <= 0  # the zygote runs nothing without a lease
+                if not refused:
+                    await self._report(S.RUNNING)
                 outcome = await self._wait_or_cancel()
                 if outcome is None:
                     await self._report(S.CANCELED)

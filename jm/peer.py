@@ -111,7 +111,8 @@ class Peer:
         self.rm = ResourceManager(self.raft, self.conf["heartbeat.timeout"],
                                   self.conf["rest.write-timeout"],
                                   expiration=self.conf["jobstore.expiration-time"],
-                                  capacity=self.conf["jobstore.max-capacity"])
+                                  capacity=self.conf["jobstore.max-capacity"],
+                                  placement=self.conf["jobmanager.placement"])
         self._tasks.append(asyncio.create_task(self._heartbeats()))
         self._tasks.append(asyncio.create_task(self._lease_watchdog()))
         self.dispatcher.start()

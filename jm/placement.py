@@ -32,8 +32,19 @@ def _tie(job_id: str, node: str) -> int:
                           "big")
 
 
-def place(waiting: list[Waiting], peers: list[PeerLoad]) -> list[tuple[str, str, int]]:
-    """Return (job_id, node, expected_epoch) for every job that fits somewhere."""
+MODES = ("spread", "pack", "leader-only")
+
+
+def place(waiting: list[Waiting], peers: list[PeerLoad], mode: str = "spread",
+          leader: str | None = None) -> list[tuple[str, str, int]]:
+    """Return (job_id, node, expected_epoch) for every job that fits somewhere.
+
+    spread: least-loaded peer first (work sharing, the default);
+    pack: fill the most-loaded peer that still fits before the next;
+    leader-only: every job on the leader, standbys idle (Flink's classic session mode).
+    """
+    if mode == "leader-only":
+        peers = [p for p in peers if p.node == leader]
     used = {p.node: p.used for p in peers}
     total = {p.node: p.slots for p in peers}
     out = []
@@ -43,7 +54,11 @@ def place(waiting: list[Waiting], peers: list[PeerLoad]) -> list[tuple[str, str,
             free = total[node] - used[node]
             if free < job.slots:
                 continue
-            key = (used[node] / total[node], -free, _tie(job.job_id, node), node)
+            share = used[node] / total[node]
+            if mode == "pack":
+                key = (-share, free, _tie(job.job_id, node), node)
+            else:
+                key = (share, -free, _tie(job.job_id, node), node)
             if best is None or key < best[0]:
                 best = (key, node)
         if best is not None:

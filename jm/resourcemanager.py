@@ -31,7 +31,7 @@ class ResourceManager:
                  wall_clock: Callable[[], float] = time.time,
                  monotonic: Callable[[], float] = time.monotonic,
                  expiration: float = 3600.0, capacity: int = 10000,
-                 purge_every: float = 10.0) -> None:
+                 purge_every: float = 10.0, placement: str = "spread") -> None:
         self.raft = raft
         self.timeout = heartbeat_timeout
         self.write_timeout = write_timeout
@@ -39,6 +39,7 @@ class ResourceManager:
         self.mono = monotonic
         self.last_seen: dict[str, float] = {}
         self.expiration, self.capacity, self.purge_every = expiration, capacity, purge_every
+        self.placement = placement
         self._last_purge = 0.0
         self.leading = False
         self._wake = raft.subscribe()
@@ -103,7 +104,7 @@ class ResourceManager:
                     waiting.append(Waiting(job_id, job.slots, job.epoch))
                     if len(waiting) >= min(total_free, MAX_PLACE_BATCH):
                         break
-        decisions = place(waiting, peers)
+        decisions = place(waiting, peers, self.placement, self.raft.leader())
         if decisions:
             await self.raft.submit(AssignJobs(tuple(Assignment(j, n, e) for j, n, e in decisions),
                                               self.wall()), self.write_timeout)

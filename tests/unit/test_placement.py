@@ -119,3 +119,21 @@ def test_property_placement_respects_capacity_and_is_maximal(peer_specs, job_slo
     # placed jobs keep submission order
     order = [int(j[1:]) for j, _, _ in out]
     assert order == sorted(order)
+
+
+def test_pack_fills_one_peer_before_the_next():
+    out = place([W(f"j{i}") for i in range(5)], [P("a", 3), P("b", 3)], mode="pack")
+    nodes = [n for _, n, _ in out]
+    first = nodes[0]
+    assert nodes[:3] == [first] * 3 and set(nodes[3:]) == {"b" if first == "a" else "a"}
+
+
+def test_pack_prefers_the_fuller_peer():
+    assert place([W("j")], [P("a", 4, 1), P("b", 4, 3)], mode="pack") == [("j", "b", 0)]
+
+
+def test_leader_only_uses_the_leader_and_waits_when_it_is_full():
+    peers = [P("a", 2), P("b", 8), P("c", 8)]
+    out = place([W(f"j{i}") for i in range(4)], peers, mode="leader-only", leader="a")
+    assert out == [("j0", "a", 0), ("j1", "a", 0)]  # the rest waits, standbys stay idle
+    assert place([W("j")], peers, mode="leader-only", leader=None) == []

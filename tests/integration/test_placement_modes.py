@@ -1,0 +1,46 @@
+"""jobmanager.placement through real peers: leader-only keeps every JobMaster on the
+leader (Flink's classic session mode, for comparison); pack fills one peer first."""
+import os
+
+from tests.conftest import InProcessCluster
+from tests.helpers import ahttp, apoll
+
+FIX = os.path.dirname(os.path.abspath(__file__)) + "/"
+
+
+async def _run_jobs(c, n):
+    ids = []
+    for i in range(n):
+        s, b = await ahttp("POST", c.url(i % 3) + "/jobs",
+                           {"entry": "jobs_fixture:sleepy", "pyfiles": [FIX],
+                            "args": {"seconds": 30}})
+        assert s == 202, b
+        ids.append(b["jobid"])
+
+    async def running():
+        s, b = await ahttp("GET", c.url(0) + "/jobs/overview")
+        rows = [r for r in b["jobs"] if r["jid"] in ids]
+        return rows if all(r["state"] == "RUNNING" for r in rows) else None
+    return await apoll(running, 30, what="jobs running")
+
+
+async def test_leader_only_runs_everything_on_the_leader(tmp_path):
+    c = InProcessCluster(str(tmp_path), 3, {"jobmanager.placement": "leader-only"})
+    try:
+        await c.start()
+        rows = await _run_jobs(c, 6)
+        s, ov = await ahttp("GET", c.url(1) + "/overview")
+        assert {r["node"] for r in rows} == {ov["leader"]}
+    finally:
+        await c.stop()
+
+
+async def test_pack_fills_one_peer_first(tmp_path):
+    c = InProcessCluster(str(tmp_path), 3, {"jobmanager.placement": "pack",
+                                            "jobmanager.slots": 4})
+    try:
+        await c.start()
+        rows = await _run_jobs(c, 4)
+        assert len({r["node"] for r in rows}) == 1
+    finally:
+        await c.stop()
