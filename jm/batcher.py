@@ -6,6 +6,7 @@ import asyncio
 import logging
 from typing import Any, Callable, Optional
 
+from raft.commands import encode
 from raft.node import RaftUnavailable
 from raft.state import Result
 
@@ -62,6 +63,23 @@ class Batcher:
                     for _, fut in batch:
                         if not fut.done():
                             fut.set_exception(RaftUnavailable(str(exc)))
+                continue
+            except Exception as exc:  # e.g. a value msgpack cannot encode: find the bad items
+                good = []
+                for item, fut in batch:
+                    try:
+                        encode(self.wrap((item,)))
+                        good.append((item, fut))
+                    except Exception as bad:
+                        if not fut.done():
+                            fut.set_result(Result.fail("invalid", f"cannot be stored: {bad}"))
+                if len(good) == len(batch):  # not an encoding problem: fail the batch
+                    for _, fut in batch:
+                        if not fut.done():
+                            fut.set_result(Result.fail("invalid", f"{type(exc).__name__}: {exc}"))
+                else:
+                    self._queue = good + self._queue
+                    self._wake.set()
                 continue
             results = res.value if res.ok and isinstance(res.value, list) else [res] * len(batch)
             for (_, fut), r in zip(batch, results):

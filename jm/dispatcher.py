@@ -24,6 +24,7 @@ class Dispatcher:
         self._done: set[tuple[str, int]] = set()  # (job, epoch) whose JobMaster ended
         self._wake = raft.subscribe()
         self._task = None
+        self._lock = asyncio.Lock()  # reconcile and fence never interleave
         # no job runs before this incarnation of the peer is registered and holds a lease:
         # a restarted peer must not run the assignments it replays from its journal
         self.fenced = True
@@ -50,16 +51,20 @@ class Dispatcher:
             return out
 
     async def reconcile(self) -> None:
+        async with self._lock:
+            await self._reconcile()
+
+    async def _reconcile(self) -> None:
         mine = {} if self.fenced else self._mine()
         for job_id, jm in list(self.masters.items()):
             want = mine.get(job_id)
             if want is None or want[0] != jm.epoch:
                 log.info("job %s epoch %d is no longer assigned here; stopping it",
                          job_id, jm.epoch)
-                del self.masters[job_id]
+                self.masters.pop(job_id, None)
                 await jm.stop()
             elif jm.task is not None and jm.task.done():
-                del self.masters[job_id]
+                self.masters.pop(job_id, None)
                 self._done.add((job_id, jm.epoch))
             elif want[1]:
                 jm.cancel()
@@ -77,7 +82,8 @@ class Dispatcher:
     async def fence(self) -> None:
         """Lease lost: stop every job process now and start none until unfenced."""
         self.fenced = True
-        await self.stop_all()
+        async with self._lock:
+            await self.stop_all()
 
     def unfence(self) -> None:
         if self.fenced:

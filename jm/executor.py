@@ -44,6 +44,7 @@ class Executor:
         self._ids = itertools.count()
         self.zygote_pid: Optional[int] = None
         self._guarded: list[int] = []
+        self._lease_until: Optional[float] = None
 
     async def start(self) -> None:
         os.makedirs(self.log_dir, exist_ok=True)
@@ -58,7 +59,9 @@ class Executor:
         stderr.close()
         self._reader = asyncio.create_task(self._read_loop(self.proc))
         await asyncio.wait_for(asyncio.shield(self._ready), 120)
-        if self._guarded:  # a restarted zygote guards what the old one did
+        if self._lease_until is not None:  # a restarted zygote enforces the same lease
+            self.set_lease(self._lease_until)
+        if self._guarded:  # ... and guards what the old one did
             self.guard(self._guarded)
 
     async def _read_loop(self, proc: asyncio.subprocess.Process) -> None:
@@ -75,6 +78,10 @@ class Executor:
                     fut = self._spawns.pop(msg.key, None)
                     if fut and not fut.done():
                         fut.set_result(msg.pid)
+                    else:  # its JobMaster was stopped while it waited: nobody owns it
+                        self._procs.pop(msg.key, None)
+                        self.kill(JobProcess(msg.key, msg.pid, asyncio.get_running_loop()
+                                             .create_future()))
                 elif isinstance(msg, Exited):
                     fut = self._spawns.pop(msg.key, None)  # refused spawn (fenced)
                     if fut and not fut.done():
@@ -127,6 +134,7 @@ class Executor:
 
     def set_lease(self, until: float) -> None:
         """Tell the zygote until when (CLOCK_MONOTONIC) this peer's lease is valid."""
+        self._lease_until = until
         if self.proc is not None and self.proc.returncode is None:
             try:
                 self.proc.stdin.write(pack(Lease(until)))

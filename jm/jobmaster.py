@@ -86,6 +86,10 @@ class JobMaster:
             if r.code == "stale":
                 raise Fenced(r.error)
             log.warning("report %s for %s refused: %s", status, self.job_id, r.error)
+            if status == S.FINISHED:  # e.g. a result the replicated state cannot hold
+                await self._report(S.FAILED, failure={
+                    "exception": f"the job's result could not be stored: {r.error}",
+                    "traceback": "", "final": True})
 
     def _params(self, pyfiles: list[str], run_dir: str) -> dict:
         conf = self.env.conf

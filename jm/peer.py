@@ -126,6 +126,7 @@ class Peer:
         sent = time.monotonic()
         res = await self.raft.submit(cmd, self.conf["rest.write-timeout"])
         if res.ok:
+            self.lease_from = None  # a new incarnation: its lease starts now
             self._renew_lease(sent)
             self.registered.set()
             self.dispatcher.unfence()
@@ -144,10 +145,13 @@ class Peer:
                                                  self.conf["jobmanager.lease-timeout"])
                     if res.ok:
                         self._renew_lease(sent_mono)
-                        self.dispatcher.unfence()
+                        if self.lease_valid():  # an old ack may renew into the past
+                            self.dispatcher.unfence()
                     elif res.code in ("stale", "not-found"):
                         log.warning("this peer was declared dead; registering again")
                         self.registered.clear()
+                        self.lease_from = None
+                        self.executor.set_lease(0.0)  # the zygote stops everything now
                         await self.dispatcher.fence()
                         continue
             except RaftUnavailable as exc:

@@ -83,10 +83,13 @@ class ResourceManager:
     async def _check_liveness(self) -> None:
         with self.raft.read() as st:
             alive = [p.id for p in st.alive_peers()]
+            seen = {p.id: (p.last_heartbeat, p.registered_at) for p in st.alive_peers()}
         for node in dead_peers(self.last_seen, alive, self.mono(), self.timeout):
             log.warning("peer %s missed heartbeats for %.1f s: declaring it dead", node,
                         self.timeout)
-            res = await self.raft.submit(DeclarePeerDead(node, self.wall()), self.write_timeout)
+            hb, reg = seen[node]
+            res = await self.raft.submit(DeclarePeerDead(node, self.wall(), hb, reg),
+                                         self.write_timeout)
             if res.ok and res.value:
                 log.warning("jobs of %s to move: %s", node, ", ".join(res.value))
 

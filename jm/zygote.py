@@ -180,8 +180,9 @@ def main() -> None:
             try:
                 n = os.write(stdout_fd, data)
                 data = data[n:]
-            except BlockingIOError:
-                selectors.DefaultSelector().select(0.01)
+            except BlockingIOError:  # the peer is not reading (frozen?): keep fencing
+                enforce_lease()
+                time.sleep(0.01)
 
     def reap() -> None:
         while children:

@@ -35,6 +35,10 @@ class Heartbeat:
 class DeclarePeerDead:
     node: str
     time: float
+    # what the leader saw when it decided: a heartbeat or registration applied after the
+    # decision (e.g. a healed partition) makes the declaration stale
+    seen_heartbeat: float = -1.0
+    seen_registered: float = -1.0
 
 
 @dataclass(frozen=True)

@@ -208,6 +208,9 @@ def _declare_dead(state: ClusterState, cmd: c.DeclarePeerDead) -> Result:
         return Result.fail("not-found", f"unknown peer {cmd.node}")
     if peer.state == DEAD:
         return Result(True, [])
+    if cmd.seen_heartbeat >= 0 and (peer.last_heartbeat != cmd.seen_heartbeat
+                                    or peer.registered_at != cmd.seen_registered):
+        return Result.fail("stale", f"peer {cmd.node} was heard from after the decision")
     peer.state = DEAD
     peer.declared_dead_at = cmd.time
     return Result(True, _requeue_jobs_of(state, cmd.node, cmd.time, "peer-lost"))

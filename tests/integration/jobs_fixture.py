@@ -40,3 +40,7 @@ def flaky(ctx):
         open(marker, "w").close()
         raise ValueError("first run fails")
     return "second run ok"
+
+
+def huge_result(ctx):
+    return {"n": 2 ** 70}  # JSON can hold it; the replicated state (msgpack) cannot

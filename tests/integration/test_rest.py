@@ -277,3 +277,17 @@ async def test_jobs_wait_in_created_when_no_slot(tmp_path):
         await _wait_state(c, b, {"FINISHED"})
     finally:
         await c.stop()
+
+
+async def test_result_the_state_cannot_hold_fails_the_job_and_reporting_goes_on(cluster3):
+    c = cluster3
+    bad = await _submit(c, {"entry": "jobs_fixture:huge_result", "pyfiles": [FIX]})
+    job = await _wait_state(c, bad, {"FAILED", "FINISHED"})
+    assert job["state"] == "FAILED"
+    s, ex = await ahttp("GET", c.url(0) + f"/jobs/{bad}/exceptions")
+    assert "could not be stored" in ex["root-exception"]
+    ok = await _submit(c, {"entry": "jobs_fixture:quick", "pyfiles": [FIX]})
+    await _wait_state(c, ok, {"FINISHED"})  # the peers' reporters still work
+    s, b = await ahttp("POST", c.url(1) + "/jobs", raw=b'{"entry": "m:f", "args": {"n": 1180591620717411303424}}',
+                       headers={"Content-Type": "application/json"})
+    assert s == 400 and b["errors"]

@@ -678,3 +678,18 @@ def test_purge_forgets_only_ended_jobs_and_expiry_is_pure():
     assert res.value == ["e0"]
     assert "e0" not in st.jobs and "live" in st.jobs and "r0" not in st.request_ids
     assert "r1" in st.request_ids
+
+
+def test_declare_dead_is_stale_if_the_peer_was_heard_from_after_the_decision():
+    st = ClusterState()
+    st.apply(c.RegisterPeer("n1", "h", 1, 2, 10, 4, 1.0))
+    st.apply(c.SubmitJob("j", {}, 1.0))
+    st.apply(c.AssignJobs((c.Assignment("j", "n1", 0),), 1.5))
+    seen = (st.peers["n1"].last_heartbeat, st.peers["n1"].registered_at)
+    st.apply(c.Heartbeat("n1", 2.0))  # committed before the leader's declaration
+    r = st.apply(c.DeclarePeerDead("n1", 5.0, *seen))
+    assert not r.ok and r.code == "stale"
+    assert st.peers["n1"].state == S.ALIVE and st.jobs["j"].node == "n1"
+    seen = (st.peers["n1"].last_heartbeat, st.peers["n1"].registered_at)
+    r = st.apply(c.DeclarePeerDead("n1", 6.0, *seen))
+    assert r.ok and r.value == ["j"] and st.peers["n1"].state == S.DEAD
