@@ -5,46 +5,19 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import tempfile
-import time
 import urllib.request
 
-import yaml
+from jm.localcluster import local_lines, wait_until, write_conf  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 def get(url: str, timeout: float = 5) -> dict:
     with urllib.request.urlopen(url, timeout=timeout) as resp:
         return json.loads(resp.read())
-
-
-def wait_until(fn, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = fn()
-            if value:
-                return value
-        except Exception:
-            pass
-        time.sleep(interval)
-    raise TimeoutError(f"{what}: not within {timeout} s")
 
 
 def pct(values: list[float], p: float) -> float:
@@ -62,21 +35,10 @@ def median(values: list[float]) -> float:
 class BenchCluster:
     def __init__(self, n: int, settings: dict, base: str | None = None) -> None:
         self.base = base or tempfile.mkdtemp(prefix="jm-bench-")
-        self.conf_dir = os.path.join(self.base, "conf")
-        os.makedirs(self.conf_dir, exist_ok=True)
-        ports = free_ports(2 * n)
-        self.lines = [f"127.0.0.1:{ports[2 * i]}:{ports[2 * i + 1]}" for i in range(n)]
-        self.urls = [f"http://127.0.0.1:{ports[2 * i]}" for i in range(n)]
-        with open(os.path.join(self.conf_dir, "masters"), "w") as f:
-            f.write("\n".join(self.lines) + "\n")
-        values = {"jobmanager.data-dir": os.path.join(self.base, "data"),
-                  "env.log.dir": os.path.join(self.base, "log"),
-                  "env.pid.dir": os.path.join(self.base, "run"),
-                  "high-availability.storageDir": os.path.join(self.base, "ha"),
-                  "jobmanager.log.level": "WARNING"}
-        values.update(settings)
-        with open(os.path.join(self.conf_dir, "config.yaml"), "w") as f:
-            yaml.safe_dump(values, f)
+        self.lines = local_lines(n)
+        self.urls = ["http://127.0.0.1:" + line.split(":")[1] for line in self.lines]
+        self.conf_dir = write_conf(self.base, self.lines,
+                                   {"jobmanager.log.level": "WARNING", **settings})
         self.env = dict(os.environ, JM_CONF_DIR=self.conf_dir)
 
     def _bin(self, *args: str) -> None:

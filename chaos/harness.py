@@ -19,9 +19,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Optional
 
-import yaml
-
 from chaos.netns import TestNet
+from jm.localcluster import local_lines, wait_until, write_conf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TERMINAL = {"FINISHED", "FAILED", "CANCELED"}
@@ -61,31 +60,17 @@ class ChaosCluster:
         self.sc = sc
         self.base = base or tempfile.mkdtemp(prefix="jm-chaos-")
         self.net: Optional[TestNet] = TestNet(sc.peers) if "partition" in sc.faults else None
-        hosts = self.net.hosts if self.net else ["127.0.0.1"] * sc.peers
-        ports = _free_ports(2 * sc.peers) if not self.net else None
-        self.lines = []
-        for i, host in enumerate(hosts):
-            rest, raft = (8081, 6123) if self.net else (ports[2 * i], ports[2 * i + 1])
-            self.lines.append(f"{host}:{rest}:{raft}")
+        # in namespaces every peer has its own address, so the usual ports do
+        self.lines = ([f"{h}:8081:6123" for h in self.net.hosts] if self.net
+                      else local_lines(sc.peers))
         self.urls = [f"http://{ln.rsplit(':', 2)[0]}:{ln.split(':')[1]}" for ln in self.lines]
         self.nodes = [f"{ln.rsplit(':', 2)[0]}:{ln.rsplit(':', 1)[1]}" for ln in self.lines]
-        self.conf_dir = os.path.join(self.base, "conf")
         self.probe_dir = os.path.join(self.base, "probes")
-        os.makedirs(self.conf_dir, exist_ok=True)
-        with open(os.path.join(self.conf_dir, "masters"), "w") as f:
-            f.write("\n".join(self.lines) + "\n")
-        values = {"jobmanager.data-dir": os.path.join(self.base, "data"),
-                  "env.log.dir": os.path.join(self.base, "log"),
-                  "env.pid.dir": os.path.join(self.base, "run"),
-                  "high-availability.storageDir": os.path.join(self.base, "ha"),
-                  "spark.connect.embedded": False, "jobmanager.executor.preload": "none",
-                  "jobmanager.slots": 32,
-                  "restart-strategy.type": "fixed-delay",
-                  "restart-strategy.fixed-delay.attempts": 1000,
-                  "restart-strategy.fixed-delay.delay": "200 ms"}
-        values.update(sc.settings)
-        with open(os.path.join(self.conf_dir, "config.yaml"), "w") as f:
-            yaml.safe_dump(values, f)
+        self.conf_dir = write_conf(self.base, self.lines, {
+            "spark.connect.embedded": False, "jobmanager.executor.preload": "none",
+            "jobmanager.slots": 32, "restart-strategy.type": "fixed-delay",
+            "restart-strategy.fixed-delay.attempts": 1000,
+            "restart-strategy.fixed-delay.delay": "200 ms", **sc.settings})
         self.env = dict(os.environ, JM_CONF_DIR=self.conf_dir)
         self.pids: dict[int, int] = {}     # peer index -> pid of the running peer
         self.all_pids: set[int] = set()
@@ -205,26 +190,5 @@ class Load(threading.Thread):
             t.join()
 
 
-def _free_ports(n: int) -> list[int]:
-    import socket
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def _wait(fn, timeout: float, what: str, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-            if last:
-                return last
-        except OSError as exc:
-            last = exc
-        time.sleep(interval)
-    raise TimeoutError(f"{what}: not within {timeout:.0f} s (last: {last!r})")
+    return wait_until(fn, timeout, what, interval, errors=(OSError,))

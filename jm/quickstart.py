@@ -6,12 +6,12 @@ import argparse
 import json
 import os
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
 
 from jm.config import ConfigError, read_masters
+from jm.localcluster import wait_until
 
 TERMINAL = {"FINISHED", "FAILED", "CANCELED"}
 
@@ -25,16 +25,8 @@ def _call(method: str, url: str, data: bytes | None = None, ctype: str | None = 
 
 
 def _wait(what: str, fn, timeout: float) -> object:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            value = fn()
-            if value:
-                return value
-        except (OSError, ValueError, urllib.error.URLError):
-            pass
-        time.sleep(0.5)
-    raise TimeoutError(f"{what} did not happen within {timeout:.0f} s")
+    return wait_until(fn, timeout, what, interval=0.5,
+                      errors=(OSError, ValueError, urllib.error.URLError))
 
 
 def main(argv=None) -> int:

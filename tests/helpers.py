@@ -4,49 +4,22 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import time
 import urllib.error
 import urllib.request
 from typing import Any, Callable
 
-import yaml
+from jm.localcluster import free_ports, local_lines, write_conf  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def free_ports(n: int) -> list[int]:
-    socks, ports = [], []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-        ports.append(s.getsockname()[1])
-    for s in socks:
-        s.close()
-    return ports
-
-
 def make_conf(base: str, n: int, settings: dict | None = None) -> tuple[str, list[str]]:
     """Write conf/config.yaml and conf/masters for n local peers; return (conf dir, lines)."""
-    conf_dir = os.path.join(base, "conf")
-    os.makedirs(conf_dir, exist_ok=True)
-    ports = free_ports(2 * n)
-    lines = [f"127.0.0.1:{ports[2 * i]}:{ports[2 * i + 1]}" for i in range(n)]
-    with open(os.path.join(conf_dir, "masters"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    values = {
-        "jobmanager.data-dir": os.path.join(base, "data"),
-        "env.log.dir": os.path.join(base, "log"),
-        "env.pid.dir": os.path.join(base, "run"),
-        "high-availability.storageDir": os.path.join(base, "ha"),
-        "spark.connect.embedded": False,
-        "restart-strategy.type": "none",
-    }
+    lines = local_lines(n)
+    values = {"spark.connect.embedded": False, "restart-strategy.type": "none"}
     values.update(settings or {})
-    with open(os.path.join(conf_dir, "config.yaml"), "w") as f:
-        yaml.safe_dump(values, f)
-    return conf_dir, lines
+    return write_conf(base, lines, values), lines
 
 
 def poll(fn: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05,
