@@ -9,7 +9,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Callable
 
-from jm.localcluster import free_ports, local_lines, write_conf  # noqa: F401
+from jm.localcluster import free_ports, local_lines, wait_until, write_conf  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -24,18 +24,12 @@ def make_conf(base: str, n: int, settings: dict | None = None) -> tuple[str, lis
 
 def poll(fn: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05,
          what: str = "condition") -> Any:
-    """Call fn until it returns a truthy value; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-            if last:
-                return last
-        except Exception as exc:  # the thing may not be up yet
-            last = exc
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
+    """Call fn until it returns a truthy value (errors mean "not up yet"); fail the test
+    after `timeout` seconds."""
+    try:
+        return wait_until(fn, timeout, what, interval)
+    except TimeoutError as exc:
+        raise AssertionError(f"timed out: {exc}") from None
 
 
 async def apoll(fn: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05,
