@@ -8,7 +8,8 @@ from typing import Any
 from jm.restart import validate_override
 
 FIELDS = {"name", "entry", "pyfiles", "args", "sql", "jobid", "slots", "restart-strategy",
-          "savepoint-path"}
+          "savepoint-path", "job-type"}
+JOB_TYPES = ("batch", "streaming")
 ENTRY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 JOBID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 ARTIFACT_RE = re.compile(r"^artifact:sha256:[0-9a-f]{64}$")
@@ -75,9 +76,17 @@ def validate_spec(spec: Any, max_slots: int | None = None) -> dict:
     args = spec.get("args", {})
     if not isinstance(args, dict):
         errors.append("args must be a JSON object")
+    job_type = spec.get("job-type", "batch")
+    if job_type not in JOB_TYPES:
+        errors.append("job-type must be 'batch' (the default) or 'streaming' (moved by "
+                      "rebalancing and drain, savepoints)")
+    elif sql is not None and job_type == "streaming":
+        errors.append("a SQL job is a batch job; job-type 'streaming' needs an entry")
     sp = spec.get("savepoint-path")
-    if sp is not None and not isinstance(sp, str):
-        errors.append("savepoint-path must be a string")
+    if sp is not None and (not isinstance(sp, str) or not sp.startswith("/")):
+        errors.append("savepoint-path must be an absolute path (a savepoint's location)")
+    elif sp is not None and job_type != "streaming":
+        errors.append("savepoint-path needs \"job-type\": \"streaming\"")
     rs = spec.get("restart-strategy")
     if rs is not None:
         try:
@@ -89,6 +98,7 @@ def validate_spec(spec: Any, max_slots: int | None = None) -> dict:
     out = {k: v for k, v in spec.items() if v is not None}
     out["jobid"] = jobid or new_job_id()
     out["slots"] = slots
+    out["job-type"] = job_type
     out.setdefault("args", {})
     out.setdefault("pyfiles", [])
     if rs is not None:

@@ -23,12 +23,15 @@ class RegisterPeer:
     pid: int
     slots: int
     time: float
+    weight: float = 0.0   # jobmanager.weight; 0 = proportional to slots
+    ready: bool = True    # its Spark is up (moves only go to ready peers)
 
 
 @dataclass(frozen=True)
 class Heartbeat:
     node: str
     time: float
+    ready: bool = True
 
 
 @dataclass(frozen=True)
@@ -106,9 +109,68 @@ class AddArtifact:
     time: float
 
 
+@dataclass(frozen=True)
+class TriggerSavepoint:
+    """Ask the job's owner for a savepoint (stop=True: stop-with-savepoint). Idempotent
+    per (job, trigger_id)."""
+    job_id: str
+    trigger_id: str
+    target: Any  # target directory, or None for state.savepoints.dir
+    stop: bool
+    time: float
+
+
+@dataclass(frozen=True)
+class CompleteSavepoint:
+    """The owner (fenced by epoch) reports a savepoint's outcome; a successful stop also
+    ends the job FINISHED with `result`."""
+    job_id: str
+    epoch: int
+    node: str
+    trigger_id: str
+    location: Any
+    failure: Any
+    time: float
+    result: Any = None
+
+
+@dataclass(frozen=True)
+class Move:
+    job_id: str
+    source: str
+    target: str
+    expected_epoch: int
+
+
+@dataclass(frozen=True)
+class MoveJobs:
+    """Planned moves (rebalance, drain): the owner stops each job at a micro-batch boundary
+    and releases it; the target's slot is reserved meanwhile."""
+    moves: tuple
+    reason: str
+    time: float
+
+
+@dataclass(frozen=True)
+class ReleaseJob:
+    """The owner stopped a job it was asked to move; it goes to the move's target."""
+    job_id: str
+    epoch: int
+    node: str
+    time: float
+
+
+@dataclass(frozen=True)
+class DrainPeer:
+    node: str
+    drain: bool
+    time: float
+
+
 COMMAND_TYPES = {cls.__name__: cls for cls in (
     RegisterPeer, Heartbeat, DeclarePeerDead, SubmitJob, SubmitJobs, Assignment, AssignJobs,
-    StatusReport, ReportStatuses, CancelJob, PurgeJobs, AddArtifact)}
+    StatusReport, ReportStatuses, CancelJob, PurgeJobs, AddArtifact, TriggerSavepoint,
+    CompleteSavepoint, Move, MoveJobs, ReleaseJob, DrainPeer)}
 
 _EXT_COMMAND = 1  # msgpack ext type: our dataclasses; user dicts stay plain dicts
 

@@ -28,6 +28,14 @@ ALIVE = "ALIVE"
 DEAD = "DEAD"
 
 MAX_FAILURES_KEPT = 20
+MAX_SAVEPOINTS_KEPT = 20
+
+STREAMING = "streaming"
+BATCH = "batch"
+
+# savepoint request states (Flink's async operation status)
+IN_PROGRESS = "IN_PROGRESS"
+COMPLETED = "COMPLETED"
 
 
 @dataclass
@@ -54,6 +62,13 @@ class PeerRecord:
     registered_at: float = 0.0
     last_heartbeat: float = 0.0
     declared_dead_at: Optional[float] = None
+    weight: float = 0.0     # 0: proportional to slots
+    ready: bool = True      # its Spark is up
+    draining: bool = False  # gets no new work; its jobs move away
+
+    @property
+    def share_weight(self) -> float:
+        return self.weight if self.weight > 0 else float(self.slots)
 
 
 @dataclass
@@ -62,7 +77,19 @@ class AttemptRecord:
     node: str
     start: float
     end: Optional[float] = None
-    reason: Optional[str] = None  # finished, failed, cancelled, peer-lost, moved
+    reason: Optional[str] = None  # finished, failed, cancelled, stopped, peer-lost, moved
+
+
+@dataclass
+class SavepointRecord:
+    id: str
+    stop: bool
+    target: Optional[str]
+    requested: float
+    status: str = IN_PROGRESS
+    location: Optional[str] = None
+    failure: Optional[str] = None
+    completed: Optional[float] = None
 
 
 @dataclass
@@ -84,10 +111,22 @@ class JobRecord:
     failure_count: int = 0
     attempts: list = field(default_factory=list)
     cancel_requested: bool = False
+    move_to: Optional[str] = None        # a planned move in progress (target peer)
+    moves: int = 0
+    savepoints: dict = field(default_factory=dict)  # trigger id -> SavepointRecord
+    stop_trigger: Optional[str] = None   # a stop-with-savepoint in progress
+    savepoint_location: Optional[str] = None  # the last completed savepoint
 
     @property
     def slots(self) -> int:
         return int(self.spec.get("slots", 1) or 1)
+
+    @property
+    def streaming(self) -> bool:
+        return self.spec.get("job-type") == STREAMING
+
+    def pending_savepoints(self) -> list:
+        return [sp for sp in self.savepoints.values() if sp.status == IN_PROGRESS]
 
 
 @dataclass
@@ -109,19 +148,30 @@ class ClusterState:
         self.request_ids: dict[str, str] = {}
         # assignment index: node -> {job_id: slots}; only jobs that hold a slot
         self.assigned: dict[str, dict[str, int]] = {}
+        # slots reserved on the target of a planned move: node -> {job_id: slots}
+        self.incoming: dict[str, dict[str, int]] = {}
         # jobs waiting for placement, in submission order
         self.pending: dict[str, None] = {}
         self.applied: int = 0
 
     # ---- queries (pure, read-only) -------------------------------------------------
     def slots_used(self, node: str) -> int:
-        return sum(self.assigned.get(node, {}).values())
+        """Slots held by jobs assigned here plus slots reserved by moves coming here."""
+        return (sum(self.assigned.get(node, {}).values())
+                + sum(self.incoming.get(node, {}).values()))
 
     def jobs_of(self, node: str) -> list[str]:
         return list(self.assigned.get(node, {}))
 
     def alive_peers(self) -> list[PeerRecord]:
         return [p for p in self.peers.values() if p.state == ALIVE]
+
+    def schedulable_peers(self) -> list[PeerRecord]:
+        """Live peers that take new work (not draining)."""
+        return [p for p in self.peers.values() if p.state == ALIVE and not p.draining]
+
+    def moves_in_flight(self) -> int:
+        return sum(len(v) for v in self.incoming.values())
 
     # ---- the one mutation entry point ------------------------------------------------
     def apply(self, command: Any) -> Result:
@@ -144,6 +194,18 @@ class ClusterState:
             job.last_node = job.node
             job.node = None
 
+    def _cancel_move(self, job: JobRecord) -> None:
+        if job.move_to is not None:
+            self.incoming.get(job.move_to, {}).pop(job.id, None)
+            job.move_to = None
+
+    def _assign_to(self, job: JobRecord, node: str, time: float) -> None:
+        job.epoch += 1
+        job.node = node
+        self.assigned.setdefault(node, {})[job.id] = job.slots
+        self.pending.pop(job.id, None)
+        job.attempts.append(AttemptRecord(job.epoch, node, time))
+
     def _end_attempt(self, job: JobRecord, time: float, reason: str) -> None:
         if job.attempts and job.attempts[-1].end is None:
             job.attempts[-1].end = time
@@ -155,6 +217,11 @@ class ClusterState:
         if status in TERMINAL:
             job.end_time = time
             self.pending.pop(job.id, None)
+            self._cancel_move(job)
+            job.stop_trigger = None
+            for sp in job.pending_savepoints():  # nobody will take them any more
+                sp.status, sp.completed = COMPLETED, time
+                sp.failure = f"the job ended {status} before the savepoint was taken"
 
 
 def _register_peer(state: ClusterState, cmd: c.RegisterPeer) -> Result:
@@ -163,6 +230,7 @@ def _register_peer(state: ClusterState, cmd: c.RegisterPeer) -> Result:
         peer = PeerRecord(cmd.node, cmd.host, cmd.rest_port, cmd.raft_port, cmd.pid,
                           cmd.slots, ALIVE, cmd.time, cmd.time)
         state.peers[cmd.node] = peer
+        peer.weight, peer.ready = float(cmd.weight), bool(cmd.ready)
     else:
         if peer.state == DEAD:
             # comes back empty: its jobs were moved when it was declared dead
@@ -172,6 +240,7 @@ def _register_peer(state: ClusterState, cmd: c.RegisterPeer) -> Result:
             _requeue_jobs_of(state, cmd.node, cmd.time, "peer-lost")
         peer.host, peer.rest_port, peer.raft_port = cmd.host, cmd.rest_port, cmd.raft_port
         peer.pid, peer.slots, peer.state = cmd.pid, cmd.slots, ALIVE
+        peer.weight, peer.ready = float(cmd.weight), bool(cmd.ready)
         peer.registered_at = peer.last_heartbeat = cmd.time
     state.assigned.setdefault(cmd.node, {})
     return Result(True, cmd.node)
@@ -184,13 +253,17 @@ def _heartbeat(state: ClusterState, cmd: c.Heartbeat) -> Result:
     if peer.state == DEAD:
         return Result.fail("stale", f"peer {cmd.node} was declared dead; it must register again")
     peer.last_heartbeat = max(peer.last_heartbeat, cmd.time)
+    peer.ready = bool(cmd.ready)
     return Result(True)
 
 
 def _requeue_jobs_of(state: ClusterState, node: str, time: float, reason: str) -> list[str]:
     moved = []
+    for job_id in list(state.incoming.get(node, {})):  # moves coming here go elsewhere
+        state._cancel_move(state.jobs[job_id])
     for job_id in list(state.assigned.get(node, {})):
         job = state.jobs[job_id]
+        state._cancel_move(job)
         state._end_attempt(job, time, reason)
         state._release(job)
         if job.cancel_requested:
@@ -241,17 +314,14 @@ def _assign(state: ClusterState, cmd: c.AssignJobs) -> Result:
     for a in cmd.assignments:
         job = state.jobs.get(a.job_id)
         peer = state.peers.get(a.node)
-        if (job is None or peer is None or peer.state != ALIVE or job.status in TERMINAL
+        if (job is None or peer is None or peer.state != ALIVE or peer.draining
+                or job.status in TERMINAL
                 or job.node is not None or job.epoch != a.expected_epoch
                 or job.cancel_requested
                 or state.slots_used(a.node) + job.slots > peer.slots):
             refused.append(a.job_id)
             continue
-        job.epoch += 1
-        job.node = a.node
-        state.assigned.setdefault(a.node, {})[job.id] = job.slots
-        state.pending.pop(job.id, None)
-        job.attempts.append(AttemptRecord(job.epoch, a.node, cmd.time))
+        state._assign_to(job, a.node, cmd.time)
         done.append((a.job_id, job.epoch))
     return Result(True, {"assigned": done, "refused": refused})
 
@@ -315,6 +385,7 @@ def _cancel(state: ClusterState, cmd: c.CancelJob) -> Result:
     if job.status in TERMINAL:
         return Result.fail("conflict", f"job {cmd.job_id} already ended {job.status}")
     job.cancel_requested = True
+    state._cancel_move(job)
     if job.node is None:
         state._set_status(job, CANCELED, cmd.time)
     else:
@@ -359,6 +430,145 @@ def _add_artifact(state: ClusterState, cmd: c.AddArtifact) -> Result:
     return Result(True, cmd.artifact_id)
 
 
+def _trigger_savepoint(state: ClusterState, cmd: c.TriggerSavepoint) -> Result:
+    job = state.jobs.get(cmd.job_id)
+    if job is None:
+        return Result.fail("not-found", f"unknown job {cmd.job_id}")
+    known = job.savepoints.get(cmd.trigger_id)
+    if known is not None:  # a retry of the same request
+        if known.stop != bool(cmd.stop):
+            return Result.fail("conflict", f"trigger id {cmd.trigger_id} was already used for "
+                                           f"a {'stop' if known.stop else 'savepoint'} request")
+        return Result(True, {"request-id": known.id, "duplicate": True})
+    what = "stop" if cmd.stop else "take a savepoint of"
+    if job.status in TERMINAL:
+        return Result.fail("conflict", f"cannot {what} job {cmd.job_id}: it already ended "
+                                       f"{job.status}")
+    if not job.streaming:
+        return Result.fail("conflict", f"cannot {what} job {cmd.job_id}: savepoints are for "
+                                       "streaming jobs (\"job-type\": \"streaming\"); "
+                                       "cancel a batch job instead")
+    if job.cancel_requested:
+        return Result.fail("conflict", f"job {cmd.job_id} is being cancelled")
+    if job.stop_trigger is not None:
+        return Result.fail("conflict", f"job {cmd.job_id} is already stopping "
+                                       f"(request {job.stop_trigger})")
+    if cmd.stop and job.move_to is not None:
+        return Result.fail("conflict", f"job {cmd.job_id} is moving to {job.move_to}; "
+                                       "retry when it runs there")
+    job.savepoints[cmd.trigger_id] = SavepointRecord(cmd.trigger_id, bool(cmd.stop),
+                                                     cmd.target, cmd.time)
+    if cmd.stop:
+        job.stop_trigger = cmd.trigger_id
+    while len(job.savepoints) > MAX_SAVEPOINTS_KEPT:
+        oldest = next((k for k, v in job.savepoints.items() if v.status == COMPLETED), None)
+        if oldest is None:
+            break
+        del job.savepoints[oldest]
+    return Result(True, {"request-id": cmd.trigger_id, "duplicate": False})
+
+
+def _owner_check(job: Optional[JobRecord], job_id: str, epoch: int, node: str) -> Optional[Result]:
+    if job is None:
+        return Result.fail("not-found", f"unknown job {job_id}")
+    if job.node is None or epoch != job.epoch or node != job.node:
+        return Result.fail("stale", f"stale request for {job_id}: epoch {epoch} on {node}, "
+                                    f"owner is epoch {job.epoch} on {job.node}")
+    return None
+
+
+def _complete_savepoint(state: ClusterState, cmd: c.CompleteSavepoint) -> Result:
+    job = state.jobs.get(cmd.job_id)
+    bad = _owner_check(job, cmd.job_id, cmd.epoch, cmd.node)
+    if bad is not None:
+        return bad
+    sp = job.savepoints.get(cmd.trigger_id)
+    if sp is None or sp.status != IN_PROGRESS:
+        return Result.fail("conflict", f"no savepoint request {cmd.trigger_id} in progress")
+    sp.status, sp.completed = COMPLETED, cmd.time
+    if cmd.failure is not None:
+        sp.failure = str(cmd.failure)
+        if job.stop_trigger == sp.id:
+            job.stop_trigger = None  # the job keeps running (Flink: stop failed)
+        return Result(True)
+    sp.location = str(cmd.location)
+    job.savepoint_location = sp.location
+    if sp.stop and job.stop_trigger == sp.id:
+        job.result = cmd.result
+        state._end_attempt(job, cmd.time, "stopped")
+        state._release(job)
+        state._set_status(job, FINISHED, cmd.time)
+    return Result(True)
+
+
+def _move_one(state: ClusterState, m: c.Move) -> Result:
+    job = state.jobs.get(m.job_id)
+    target = state.peers.get(m.target)
+    why = None
+    if job is None:
+        why = "unknown job"
+    elif job.node != m.source or job.epoch != m.expected_epoch:
+        why = "it is not (any more) where the plan saw it"
+    elif job.status in TERMINAL or job.cancel_requested or job.stop_trigger is not None:
+        why = "it is ending"
+    elif not job.streaming:
+        why = "only streaming jobs move; a batch job finishes where it started"
+    elif job.move_to is not None:
+        why = f"it is already moving to {job.move_to}"
+    elif target is None or target.state != ALIVE or target.draining:
+        why = f"peer {m.target} does not take work"
+    elif m.target == m.source:
+        why = "source and target are the same peer"
+    elif state.slots_used(m.target) + job.slots > target.slots:
+        why = f"peer {m.target} has no free slot for it"
+    if why is not None:
+        return Result.fail("conflict", f"cannot move {m.job_id}: {why}")
+    job.move_to = m.target
+    state.incoming.setdefault(m.target, {})[job.id] = job.slots
+    return Result(True, [m.job_id, m.source, m.target])
+
+
+def _move_jobs(state: ClusterState, cmd: c.MoveJobs) -> Result:
+    return _each(state, cmd.moves, c.Move, _move_one)
+
+
+def _release_job(state: ClusterState, cmd: c.ReleaseJob) -> Result:
+    job = state.jobs.get(cmd.job_id)
+    bad = _owner_check(job, cmd.job_id, cmd.epoch, cmd.node)
+    if bad is not None:
+        return bad
+    target = job.move_to
+    state._cancel_move(job)
+    state._end_attempt(job, cmd.time, "moved")
+    state._release(job)
+    job.moves += 1
+    if job.cancel_requested:
+        state._set_status(job, CANCELED, cmd.time)
+        return Result(True, None)
+    state._set_status(job, CREATED, cmd.time)
+    peer = state.peers.get(target) if target else None
+    if (peer is not None and peer.state == ALIVE and not peer.draining
+            and state.slots_used(target) + job.slots <= peer.slots):
+        state._assign_to(job, target, cmd.time)
+        return Result(True, target)
+    state.pending[job.id] = None  # the target went away: placement decides
+    return Result(True, None)
+
+
+def _drain_peer(state: ClusterState, cmd: c.DrainPeer) -> Result:
+    peer = state.peers.get(cmd.node)
+    if peer is None:
+        return Result.fail("not-found", f"unknown peer {cmd.node}")
+    if cmd.drain and peer.state != ALIVE:
+        return Result.fail("conflict", f"peer {cmd.node} is {peer.state}; only a live peer "
+                                       "can be drained")
+    peer.draining = bool(cmd.drain)
+    if peer.draining:  # moves planned onto it go elsewhere
+        for job_id in list(state.incoming.get(cmd.node, {})):
+            state._cancel_move(state.jobs[job_id])
+    return Result(True, state.jobs_of(cmd.node))
+
+
 _HANDLERS = {
     c.RegisterPeer: _register_peer,
     c.Heartbeat: _heartbeat,
@@ -370,4 +580,9 @@ _HANDLERS = {
     c.CancelJob: _cancel,
     c.PurgeJobs: _purge,
     c.AddArtifact: _add_artifact,
+    c.TriggerSavepoint: _trigger_savepoint,
+    c.CompleteSavepoint: _complete_savepoint,
+    c.MoveJobs: _move_jobs,
+    c.ReleaseJob: _release_job,
+    c.DrainPeer: _drain_peer,
 }

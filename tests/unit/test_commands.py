@@ -33,6 +33,16 @@ SAMPLES = [
     c.ReportStatuses(()),
     c.CancelJob("job-1", 77.0),
     c.AddArtifact("sha256:" + "ab" * 32, "lib.zip", 1234, "n1", 3.0),
+    c.RegisterPeer("n3", "127.0.0.1", 8083, 6125, 7, 4, 1.0, weight=2.5, ready=False),
+    c.Heartbeat("n3", 2.0, ready=False),
+    c.TriggerSavepoint("job-1", "t-1", "/sp", True, 4.0),
+    c.TriggerSavepoint("job-1", "t-2", None, False, 4.0),
+    c.CompleteSavepoint("job-1", 3, "n1", "t-1", "/sp/savepoint-1", None, 5.0, {"q": 1}),
+    c.CompleteSavepoint("job-1", 3, "n1", "t-2", None, "IOError: disk full", 5.0),
+    c.Move("job-1", "n1", "n2", 3),
+    c.MoveJobs((c.Move("job-1", "n1", "n2", 3), c.Move("job-2", "n1", "n3", 1)), "drain", 6.0),
+    c.ReleaseJob("job-1", 3, "n1", 7.0),
+    c.DrainPeer("n1", True, 8.0),
 ]
 
 
@@ -79,7 +89,7 @@ def _blob(name, fields):
 
 def test_wire_format_is_ext_typed():
     raw = msgpack.unpackb(c.encode(c.Heartbeat("n1", 2.0)), raw=False)
-    assert raw == _ext("Heartbeat", {"node": "n1", "time": 2.0})
+    assert raw == _ext("Heartbeat", {"node": "n1", "time": 2.0, "ready": True})
 
 
 def test_decode_missing_optional_fields_uses_defaults():

@@ -29,13 +29,14 @@ def test_minimal_entry_spec_normalised():
     out = validate_spec({"entry": "pipelines.clicks:main"})
     assert re.fullmatch(r"[0-9a-f]{32}", out["jobid"])
     assert out == {"entry": "pipelines.clicks:main", "jobid": out["jobid"], "slots": 1,
-                   "args": {}, "pyfiles": [], "name": "pipelines.clicks:main"}
+                   "args": {}, "pyfiles": [], "name": "pipelines.clicks:main",
+                   "job-type": "batch"}
 
 
 def test_minimal_sql_spec_named_sql():
     out = validate_spec({"sql": "SELECT 1", "jobid": "q1"})
     assert out == {"sql": "SELECT 1", "jobid": "q1", "slots": 1, "args": {}, "pyfiles": [],
-                   "name": "sql"}
+                   "name": "sql", "job-type": "batch"}
 
 
 def test_full_spec_kept_and_nones_dropped():
@@ -48,7 +49,8 @@ def test_full_spec_kept_and_nones_dropped():
     assert out == {"name": "clicks", "entry": "m:f",
                    "pyfiles": [GOOD_ART, "/shared/p.zip", "/x.py", "/lib.egg", "/dir/"],
                    "args": {"a": 1}, "jobid": "My_job-1", "slots": 3,
-                   "restart-strategy": {"type": "fixed-delay", "attempts": 2}}
+                   "restart-strategy": {"type": "fixed-delay", "attempts": 2},
+                   "job-type": "batch"}
     assert spec["restart-strategy"] == {"type": "FixedDelay", "attempts": 2}  # not mutated
 
 
@@ -64,7 +66,8 @@ def test_generated_jobid_when_null():
 
 
 def test_savepoint_path_kept():
-    assert validate_spec({"entry": "m:f", "savepoint-path": "/sp/1"})["savepoint-path"] == "/sp/1"
+    out = validate_spec({"entry": "m:f", "savepoint-path": "/sp/1", "job-type": "streaming"})
+    assert out["savepoint-path"] == "/sp/1" and out["job-type"] == "streaming"
 
 
 @pytest.mark.parametrize("jobid", ["a", "A" * 64, "0-_x", "job_1"])
@@ -167,7 +170,17 @@ def test_bad_args(args):
 
 
 def test_bad_savepoint_path():
-    one_error({"entry": "m:f", "savepoint-path": 5}, r"savepoint-path must be a string")
+    one_error({"entry": "m:f", "savepoint-path": 5, "job-type": "streaming"},
+              r"savepoint-path must be an absolute path")
+    one_error({"entry": "m:f", "savepoint-path": "rel/sp", "job-type": "streaming"},
+              r"savepoint-path must be an absolute path")
+    one_error({"entry": "m:f", "savepoint-path": "/sp"}, r"needs \"job-type\": \"streaming\"")
+
+
+def test_job_type():
+    one_error({"entry": "m:f", "job-type": "stream"}, r"job-type must be 'batch'")
+    one_error({"sql": "SELECT 1", "job-type": "streaming"}, r"SQL job is a batch job")
+    assert validate_spec({"entry": "m:f", "job-type": "streaming"})["job-type"] == "streaming"
 
 
 @pytest.mark.parametrize("rs,pattern", [

@@ -1,0 +1,174 @@
+"""Savepoints: self-contained copies of a job's checkpoint directory at a micro-batch
+boundary, and the restore of one into a job's checkpoint directory.
+
+A Spark Structured Streaming checkpoint (a directory with `offsets/` and `commits/`) is
+consistent at its last committed batch N: `commits/N` is written after the sink and the
+state store committed batch N. A copy taken while the query runs keeps exactly what
+batch N needs: offsets, commits and source-log entries up to N and state-store versions
+up to N + 1 (Spark stores batch N's state as version N + 1); anything newer is a batch in
+flight and is left out, so a restore replays it. Spark writes every one of these files
+with an atomic rename, so each file copied is whole. Other files under the checkpoint
+directory are copied as they are; a job that keeps its own state there should stop
+(stop-with-savepoint) for a consistent copy.
+
+Layout of a savepoint: `<location>/_metadata` (JSON) and `<location>/checkpoint/...`.
+It is written under a temporary name and renamed into place, so a savepoint that exists
+is complete.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import uuid
+from typing import Optional
+
+METADATA = "_metadata"
+RESTORED_MARKER = "restored-from"
+_BATCH_FILE = re.compile(r"^\.?(\d+)(?:\.compact)?(?:\.crc)?$")
+_STATE_FILE = re.compile(r"^\.?(\d+)(?:[._].*)?$")
+
+
+class SavepointError(Exception):
+    pass
+
+
+def new_location(directory: str, job_id: str) -> str:
+    """Flink's naming: savepoint-<first 6 of the job id>-<12 hex>."""
+    return os.path.join(directory, f"savepoint-{job_id[:6]}-{uuid.uuid4().hex[:12]}")
+
+
+def last_committed(query_dir: str) -> int:
+    """The last committed batch of a streaming query checkpoint (-1: none yet)."""
+    best = -1
+    try:
+        names = os.listdir(os.path.join(query_dir, "commits"))
+    except FileNotFoundError:
+        return -1
+    for name in names:
+        if name.startswith("."):
+            continue
+        m = _BATCH_FILE.match(name)
+        if m:
+            best = max(best, int(m.group(1)))
+    return best
+
+
+def _is_query_dir(path: str) -> bool:
+    return os.path.isdir(os.path.join(path, "offsets")) and \
+        os.path.isdir(os.path.join(path, "commits"))
+
+
+def _keep(rel_parts: tuple, name: str, committed: int) -> bool:
+    """Whether a file at query-relative path rel_parts/name belongs to batch <= committed."""
+    if name.endswith(".tmp") or ".tmp." in name or name.startswith("_temporary"):
+        return False
+    top = rel_parts[0] if rel_parts else ""
+    if top in ("offsets", "commits") or (top == "sources" and len(rel_parts) >= 2):
+        m = _BATCH_FILE.match(name)
+        return m is None or int(m.group(1)) <= committed
+    if top == "state":
+        m = _STATE_FILE.match(name)
+        return m is None or int(m.group(1)) <= committed + 1
+    return True
+
+
+def _copy_file(src: str, dst: str) -> bool:
+    try:
+        shutil.copy2(src, dst)
+        return True
+    except FileNotFoundError:  # removed by Spark's log maintenance while we copied
+        return False
+
+
+def _copy_tree(src: str, dst: str, queries: dict) -> None:
+    for root, dirs, files in os.walk(src):
+        dirs.sort()
+        rel = os.path.relpath(root, src)
+        target = dst if rel == "." else os.path.join(dst, rel)
+        os.makedirs(target, exist_ok=True)
+        query, parts = _query_of(src, rel, queries)
+        for name in sorted(files):
+            if query is not None and not _keep(parts, name, queries[query]):
+                continue
+            _copy_file(os.path.join(root, name), os.path.join(target, name))
+
+
+def _query_of(src: str, rel: str, queries: dict) -> tuple[Optional[str], tuple]:
+    if rel == ".":
+        parts: tuple = ()
+    else:
+        parts = tuple(rel.split(os.sep))
+    for i in range(len(parts), -1, -1):
+        key = os.sep.join(parts[:i]) or "."
+        if key in queries:
+            return key, parts[i:]
+    return None, parts
+
+
+def snapshot(checkpoint_dir: str, location: str, meta: dict) -> dict:
+    """Copy `checkpoint_dir` into a new savepoint at `location`; return its metadata."""
+    if os.path.exists(location):
+        raise SavepointError(f"savepoint location {location} already exists")
+    queries: dict[str, int] = {}
+    if os.path.isdir(checkpoint_dir):
+        for root, dirs, _ in os.walk(checkpoint_dir):
+            if _is_query_dir(root):
+                queries[os.path.relpath(root, checkpoint_dir)] = last_committed(root)
+                dirs[:] = []  # a query checkpoint holds no other query
+    parent = os.path.dirname(location.rstrip("/")) or "."
+    try:
+        os.makedirs(parent, exist_ok=True)
+        tmp = os.path.join(parent, f".{os.path.basename(location)}.inprogress")
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
+        data = os.path.join(tmp, "checkpoint")
+        if os.path.isdir(checkpoint_dir):
+            _copy_tree(checkpoint_dir, data, queries)
+        else:
+            os.makedirs(data)
+        out = dict(meta, **{"version": 1, "queries": {q: {"last-committed-batch": n}
+                                                      for q, n in sorted(queries.items())}})
+        with open(os.path.join(tmp, METADATA), "w") as f:
+            json.dump(out, f, indent=1, sort_keys=True)
+        os.rename(tmp, location)
+    except OSError as exc:
+        raise SavepointError(f"could not write savepoint {location}: {exc}") from exc
+    return out
+
+
+def read_metadata(location: str) -> dict:
+    try:
+        with open(os.path.join(location, METADATA)) as f:
+            meta = json.load(f)
+    except FileNotFoundError:
+        raise SavepointError(f"{location} is not a savepoint (no {METADATA} file)")
+    except (OSError, ValueError) as exc:
+        raise SavepointError(f"cannot read savepoint {location}: {exc}")
+    if not isinstance(meta, dict) or not os.path.isdir(os.path.join(location, "checkpoint")):
+        raise SavepointError(f"{location} is not a complete savepoint")
+    return meta
+
+
+def restore(location: str, checkpoint_dir: str, marker_dir: str) -> bool:
+    """Make `checkpoint_dir` a copy of the savepoint, once per job: a marker in
+    `marker_dir` remembers it, so later attempts resume from their own checkpoints.
+    Returns True if it restored now."""
+    marker = os.path.join(marker_dir, RESTORED_MARKER)
+    if os.path.exists(marker):
+        return False
+    read_metadata(location)
+    try:
+        os.makedirs(marker_dir, exist_ok=True)
+        tmp = checkpoint_dir.rstrip("/") + ".restoring"
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(os.path.join(location, "checkpoint"), tmp)
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)
+        os.rename(tmp, checkpoint_dir)
+        with open(marker + ".tmp", "w") as f:
+            f.write(location + "\n")
+        os.replace(marker + ".tmp", marker)
+    except OSError as exc:
+        raise SavepointError(f"could not restore savepoint {location}: {exc}") from exc
+    return True
