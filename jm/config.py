@@ -162,7 +162,13 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "jobmanager.executor.preload": (_choice("pyspark", "none"), "pyspark"),
     "jobmanager.placement": (_choice("spread", "pack", "leader-only"), "spread"),
     "jobmanager.executor.nice": (_int(0), 10),
+    "jobmanager.weight": (_float(0.0), 0.0),  # 0: proportional to jobmanager.slots
     "high-availability.storageDir": (_str, "data/ha"),
+    "state.savepoints.dir": (_opt_str, None),  # default: <high-availability.storageDir>/savepoints
+    "rebalance.strategy": (_choice("none", "on-join", "continuous"), "on-join"),
+    "rebalance.interval": (parse_duration, "10 s"),
+    "rebalance.max-moves-per-round": (_int(1), 2),
+    "rebalance.threshold": (_float(0.0), 1.0),
     "jobstore.expiration-time": (parse_duration, "1 h"),
     "jobstore.max-capacity": (_int(0), 10000),
     "heartbeat.interval": (parse_duration, "500 ms"),
@@ -339,6 +345,12 @@ class Config:
         """A path setting, resolved against the installation directory."""
         value = os.path.expanduser(self[key])
         return value if os.path.isabs(value) else os.path.join(self.home, value)
+
+    def savepoints_dir(self) -> str:
+        """state.savepoints.dir, by default <high-availability.storageDir>/savepoints."""
+        if self["state.savepoints.dir"]:
+            return self.path("state.savepoints.dir")
+        return os.path.join(self.path("high-availability.storageDir"), "savepoints")
 
 
 def load_config(conf_dir: str, overrides: Optional[dict[str, Any]] = None,

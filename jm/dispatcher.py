@@ -1,8 +1,8 @@
 """Dispatcher: reconciles the replicated assignment table with this peer's JobMasters.
 
 Jobs assigned here (at their current epoch) get a JobMaster; JobMasters whose job is
-no longer assigned here at that epoch (moved, fenced) are stopped; CANCELLING jobs
-have their JobMaster cancel.
+no longer assigned here at that epoch (moved, fenced) are stopped; every JobMaster is
+told its job's pending requests (cancel, stop-with-savepoint, savepoints, a planned move).
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import asyncio
 import logging
 
 from raft import state as S
-from jm.jobmaster import JobEnv, JobMaster
+from jm.jobmaster import Intents, JobEnv, JobMaster
 
 log = logging.getLogger("jm.dispatcher")
 
@@ -41,13 +41,13 @@ class Dispatcher:
             except Exception:
                 log.exception("reconcile failed")
 
-    def _mine(self) -> dict[str, tuple[int, bool, dict]]:
+    def _mine(self) -> dict[str, tuple[int, Intents, dict]]:
         with self.raft.read() as st:
             out = {}
             for job_id in st.jobs_of(self.node):
                 job = st.jobs[job_id]
                 if job.status not in S.TERMINAL:
-                    out[job_id] = (job.epoch, job.cancel_requested, job.spec)
+                    out[job_id] = (job.epoch, Intents.of(job), job.spec)
             return out
 
     async def reconcile(self) -> None:
@@ -66,15 +66,14 @@ class Dispatcher:
             elif jm.task is not None and jm.task.done():
                 self.masters.pop(job_id, None)
                 self._done.add((job_id, jm.epoch))
-            elif want[1]:
-                jm.cancel()
+            else:
+                jm.update(want[1])
         self._done = {k for k in self._done if k[0] in mine and mine[k[0]][0] == k[1]}
-        for job_id, (epoch, cancel, spec) in mine.items():
+        for job_id, (epoch, intents, spec) in mine.items():
             if job_id in self.masters or (job_id, epoch) in self._done:
                 continue
             jm = JobMaster(self.env, job_id, epoch, spec)
-            if cancel:
-                jm.cancel()
+            jm.update(intents)
             self.masters[job_id] = jm
             task = jm.start()
             task.add_done_callback(lambda _t: self._wake.set())

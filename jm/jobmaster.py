@@ -9,14 +9,17 @@ import os
 import random
 import signal
 import traceback
+import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Awaitable, Callable, Optional
 
 from raft import state as S
-from raft.commands import ReportStatuses, StatusReport
+from raft.commands import CompleteSavepoint, ReleaseJob, ReportStatuses, StatusReport
+from raft.node import RaftUnavailable
 from jm.batcher import Batcher
 from jm.executor import ExecutorLost, JobProcess
 from jm.restart import RestartStrategy, RestartTracker, on_failure
+from jm.savepoint import SavepointError, new_location, restore, snapshot
 
 log = logging.getLogger("jm.jobmaster")
 
@@ -40,9 +43,34 @@ class JobEnv:
     work_dir: str
     clock: Callable[[], float]
     lease_valid: Callable[[], bool] = lambda: True
+    commit: Optional[Callable[[Any], Awaitable[Any]]] = None  # one Raft command -> Result
+
+
+@dataclass(frozen=True)
+class Intents:
+    """What the replicated state asks of this job's owner right now."""
+    cancel: bool = False
+    move_to: Optional[str] = None
+    stop: Optional[tuple] = None          # (trigger id, target dir or None)
+    savepoints: tuple = ()                # ((trigger id, target dir or None), ...)
+
+    @staticmethod
+    def of(job: S.JobRecord) -> "Intents":
+        stop = None
+        plain = []
+        for sp in job.pending_savepoints():
+            if sp.stop and sp.id == job.stop_trigger:
+                stop = (sp.id, sp.target)
+            elif not sp.stop:
+                plain.append((sp.id, sp.target))
+        return Intents(job.cancel_requested, job.move_to, stop, tuple(plain))
 
 
 class Fenced(Exception):
+    pass
+
+
+class StopFailed(Exception):
     pass
 
 
@@ -52,26 +80,54 @@ class JobMaster:
         self.job_id = job_id
         self.epoch = epoch
         self.spec = spec
-        self.cancel_event = asyncio.Event()
+        self.streaming = spec.get("job-type") == S.STREAMING
+        self.intents = Intents()
+        self.wake = asyncio.Event()  # set whenever the intents change
         self.process: Optional[JobProcess] = None
+        self.session_id: Optional[str] = None
         self.task: Optional[asyncio.Task] = None
         self.restart_index = 0
+        self._savepoint_tasks: dict[str, asyncio.Task] = {}
+
+    @property
+    def job_dir(self) -> str:
+        return os.path.join(self.env.conf.path("high-availability.storageDir"), self.job_id)
+
+    @property
+    def checkpoint_dir(self) -> str:
+        return os.path.join(self.job_dir, "checkpoints")
 
     def start(self) -> asyncio.Task:
         self.task = asyncio.create_task(self._run(), name=f"jobmaster-{self.job_id}")
         return self.task
 
     def cancel(self) -> None:
-        self.cancel_event.set()
+        self.update(Intents(cancel=True, move_to=self.intents.move_to, stop=self.intents.stop,
+                            savepoints=self.intents.savepoints))
+
+    def update(self, intents: Intents) -> None:
+        if intents != self.intents:
+            self.intents = intents
+            self.wake.set()
+        for trigger_id, target in intents.savepoints:
+            if trigger_id not in self._savepoint_tasks:
+                self._savepoint_tasks[trigger_id] = asyncio.create_task(
+                    self._savepoint(trigger_id, target))
+
+    def _intent(self) -> Optional[str]:
+        i = self.intents
+        return "cancel" if i.cancel else "stop" if i.stop else "move" if i.move_to else None
 
     async def stop(self) -> None:
         """Stop without reporting (the job moved away, or this peer is fenced/stopping)."""
         if self.process:
             self.env.executor.kill(self.process, signal.SIGKILL)
-        if self.task and not self.task.done():
-            self.task.cancel()
+        tasks = [t for t in [self.task, *self._savepoint_tasks.values()] if t and not t.done()]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
             try:
-                await self.task
+                await t
             except (asyncio.CancelledError, Exception):
                 pass
 
@@ -101,10 +157,10 @@ class JobMaster:
                                      f"attempt-{self.epoch}-{self.restart_index}.log"),
             "result_path": os.path.join(run_dir, "result.json"),
             "error_path": os.path.join(run_dir, "error.json"),
-            "checkpoint_dir": os.path.join(conf.path("high-availability.storageDir"),
-                                           self.job_id, "checkpoints"),
+            "checkpoint_dir": self.checkpoint_dir,
             "restore_path": self.spec.get("savepoint-path"),
             "spark_remote": self.env.spark_remote(),
+            "session_id": self.session_id,
             "spark_ready_file": self.env.spark_ready_file,
             "spark_wait": conf["spark.connect.startup-timeout"],
             "max_result_rows": conf["sql.max-result-rows"],
@@ -140,32 +196,44 @@ class JobMaster:
         # as RUNNING (order kept); a stale epoch still fences the attempt at RUNNING.
         initializing: Optional[asyncio.Future] = self._send(S.INITIALIZING)
         while True:
-            if self.cancel_event.is_set():
+            if self._intent() is not None:  # nothing runs: act on the request right away
                 if initializing is not None:
                     await self._report(S.INITIALIZING, sent=initializing)
                     initializing = None
-                await self._report(S.CANCELED)
-                return
+                if await self._conclude(self._intent(), None):
+                    return
             run_dir = os.path.join(self.env.work_dir, "jobs", self.job_id,
                                    f"{self.epoch}-{self.restart_index}")
             os.makedirs(run_dir, exist_ok=True)
             failure = None
             try:
                 pyfiles = await self.env.resolve_pyfiles(self.spec.get("pyfiles") or [])
+                await self._restore()
+                self.session_id = str(uuid.uuid4())
                 self.process = await self.env.executor.spawn(self._params(pyfiles, run_dir))
             except (ExecutorLost, OSError, ValueError, LookupError) as exc:
                 failure = {"exception": f"{type(exc).__name__}: {exc}", "traceback": ""}
+            except SavepointError as exc:  # no restart brings a missing savepoint back
+                failure = {"exception": f"SavepointError: {exc}", "traceback": "",
+                           "final": True, "reason": "the savepoint could not be restored"}
             if initializing is not None:
                 await self._report(S.INITIALIZING, sent=initializing)
                 initializing = None
+            if failure is not None and failure.get("final"):
+                await self._report(S.FAILED, failure=failure)
+                return
             if failure is None:
                 refused = self.process.pid <= 0  # the zygote runs nothing without a lease
                 if not refused:
                     await self._report(S.RUNNING)
-                outcome = await self._wait_or_cancel()
-                if outcome is None:
-                    await self._report(S.CANCELED)
-                    return
+                outcome = await self._wait_or_intent(run_dir)
+                if outcome is None:  # stopped for a request (cancel, stop, move)
+                    result = (_read_json(os.path.join(run_dir, "result.json")) or {}).get("result")
+                    intent = self._intent()  # None: the request was withdrawn meanwhile
+                    if intent is not None and await self._conclude(intent, result):
+                        return
+                    self.restart_index += 1
+                    continue
                 code, sig, fenced = outcome
                 self.process = None
                 if fenced:
@@ -178,6 +246,8 @@ class JobMaster:
                     while not self.env.lease_valid():
                         await asyncio.sleep(0.1)  # the watchdog stops us, or the lease returns
                     continue
+                if sig and self.streaming:  # its queries may outlive it in the Spark server
+                    await self._cleanup_session(run_dir)
                 if code == 0:
                     result = _read_json(os.path.join(run_dir, "result.json"))
                     await self._report(S.FINISHED, result=(result or {}).get("result"))
@@ -191,30 +261,143 @@ class JobMaster:
                 return
             await self._report(S.RESTARTING, failure=failure)
             self.restart_index += 1
-            try:
-                await asyncio.wait_for(self.cancel_event.wait(), decision.delay)
-            except asyncio.TimeoutError:
-                pass
+            await self._wait_for_intent(decision.delay)
 
-    async def _wait_or_cancel(self) -> Optional[tuple[int, int]]:
-        """Wait for the process to exit; on cancel, stop it and return None."""
+    async def _wait_for_intent(self, timeout: Optional[float]) -> None:
+        """Wait until a request (cancel, stop, move) arrives, at most `timeout` seconds."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while self._intent() is None:
+            self.wake.clear()
+            left = None if deadline is None else deadline - loop.time()
+            if left is not None and left <= 0:
+                return
+            try:
+                await asyncio.wait_for(self.wake.wait(), left)
+            except asyncio.TimeoutError:
+                return
+
+    async def _wait_or_intent(self, run_dir: str) -> Optional[tuple[int, int, bool]]:
+        """Wait for the process to exit; on a request, stop it gracefully and return None."""
         proc = self.process
-        cancel = asyncio.create_task(self.cancel_event.wait())
+        waiter = asyncio.create_task(self._wait_for_intent(None))
         try:
-            await asyncio.wait({proc.exited, cancel}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({proc.exited, waiter}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            cancel.cancel()
-        if not self.cancel_event.is_set():
+            waiter.cancel()
+        if proc.exited.done() or self._intent() is None:
             return proc.exited.result()
         self.env.executor.kill(proc, signal.SIGTERM)  # sets ctx.stop_requested
         try:
             await asyncio.wait_for(asyncio.shield(proc.exited),
                                    self.env.conf["jobmanager.cancel-timeout"])
         except asyncio.TimeoutError:
+            log.warning("job %s did not stop within jobmanager.cancel-timeout; killing it",
+                        self.job_id)
             self.env.executor.kill(proc, signal.SIGKILL)
             await proc.exited
         self.process = None
+        code, sig, _ = proc.exited.result()
+        if sig and self.streaming:
+            await self._cleanup_session(run_dir)
         return None
+
+    async def _conclude(self, intent: str, result: Any) -> bool:
+        """Finish a cancel, stop-with-savepoint or move once no job process runs.
+        False: a stop whose savepoint failed; the job runs on."""
+        if intent == "cancel":
+            await self._report(S.CANCELED)
+            return True
+        if intent == "move":
+            log.info("job %s epoch %d stopped for its move to %s", self.job_id, self.epoch,
+                     self.intents.move_to)
+            await self._commit(ReleaseJob(self.job_id, self.epoch, self.env.node,
+                                          self.env.clock()))
+            return True
+        trigger_id, target = self.intents.stop
+        location, failure = await self._take_savepoint(trigger_id, target)
+        res = await self._commit(CompleteSavepoint(self.job_id, self.epoch, self.env.node,
+                                                   trigger_id, location, failure,
+                                                   self.env.clock(), result))
+        if failure is None and res.ok:
+            return True
+        # the stop failed (or was superseded): run the job again, not counted as a failure
+        self.intents = Intents(self.intents.cancel, self.intents.move_to, None,
+                               self.intents.savepoints)
+        return False
+
+    async def _take_savepoint(self, trigger_id: str, target: Optional[str]
+                              ) -> tuple[Optional[str], Optional[str]]:
+        location = new_location(target or self.env.conf.savepoints_dir(), self.job_id)
+        meta = {"job-id": self.job_id, "request-id": trigger_id, "attempt": self.epoch,
+                "node": self.env.node, "time": self.env.clock()}
+        try:
+            await asyncio.to_thread(snapshot, self.checkpoint_dir, location, meta)
+        except SavepointError as exc:
+            log.warning("savepoint %s of %s failed: %s", trigger_id, self.job_id, exc)
+            return None, str(exc)
+        log.info("savepoint %s of job %s written to %s", trigger_id, self.job_id, location)
+        return location, None
+
+    async def _savepoint(self, trigger_id: str, target: Optional[str]) -> None:
+        """A savepoint while the job runs on (served by whichever attempt owns the job)."""
+        try:
+            location, failure = await self._take_savepoint(trigger_id, target)
+            await self._commit(CompleteSavepoint(self.job_id, self.epoch, self.env.node,
+                                                 trigger_id, location, failure,
+                                                 self.env.clock()))
+        except Fenced:
+            pass
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("savepoint %s of %s", trigger_id, self.job_id)
+
+    async def _commit(self, command: Any) -> Any:
+        """Commit one command, retrying while Raft is unavailable (the lease watchdog stops
+        this JobMaster if this peer is cut off); a stale epoch means we were fenced."""
+        while True:
+            try:
+                res = await self.env.commit(command)
+            except RaftUnavailable as exc:
+                log.info("%s for %s not committed yet: %s", type(command).__name__,
+                         self.job_id, exc)
+                await asyncio.sleep(0.2)
+                continue
+            if not res.ok and res.code == "stale":
+                raise Fenced(res.error)
+            if not res.ok:
+                log.warning("%s for %s refused: %s", type(command).__name__, self.job_id,
+                            res.error)
+            return res
+
+    async def _restore(self) -> None:
+        path = self.spec.get("savepoint-path")
+        if path and await asyncio.to_thread(restore, path, self.checkpoint_dir, self.job_dir):
+            log.info("job %s restored from savepoint %s", self.job_id, path)
+
+    async def _cleanup_session(self, run_dir: str) -> None:
+        """A killed job process leaves its streaming queries running in the Spark Connect
+        server: stop them (through its session) before anyone else runs this job."""
+        if not self.session_id or not self.env.spark_remote():
+            return
+        params = self._params([], run_dir)
+        params.update({"entry": None, "sql": None, "cleanup_session": self.session_id,
+                       "job_id": self.job_id, "log_path": params["log_path"] + ".cleanup",
+                       "result_path": os.path.join(run_dir, "cleanup.json"),
+                       "error_path": os.path.join(run_dir, "cleanup-error.json")})
+        try:
+            proc = await self.env.executor.spawn(params)
+            try:
+                await asyncio.wait_for(asyncio.shield(proc.exited), 60)
+            except asyncio.TimeoutError:
+                self.env.executor.kill(proc, signal.SIGKILL)
+            out = _read_json(params["result_path"]) or {}
+            log.info("job %s: stopped %s streaming queries left by the killed attempt",
+                     self.job_id, (out.get("result") or {}).get("stopped"))
+        except (ExecutorLost, OSError) as exc:
+            log.error("job %s: could not stop the queries of its killed attempt: %s",
+                      self.job_id, exc)
 
 
 def _read_json(path: str) -> Optional[dict]:

@@ -31,6 +31,7 @@ class JobContext:
         self.restore_path: Optional[str] = params.get("restore_path")
         self.stop_requested = threading.Event()
         self._spark_remote: Optional[str] = params.get("spark_remote")
+        self._session_id: Optional[str] = params.get("session_id")
         self._spark_ready_file: Optional[str] = params.get("spark_ready_file")
         self._spark_wait: float = float(params.get("spark_wait", 180.0))
         self._spark = None
@@ -44,7 +45,8 @@ class JobContext:
                                    "(spark.connect.embedded is false and spark.remote is unset)")
             self._wait_for_spark()
             from pyspark.sql import SparkSession
-            self._spark = SparkSession.builder.remote(self._spark_remote).getOrCreate()
+            url = with_session(self._spark_remote, self._session_id)
+            self._spark = SparkSession.builder.remote(url).getOrCreate()
         return self._spark
 
     def _wait_for_spark(self) -> None:
@@ -59,11 +61,42 @@ class JobContext:
             time.sleep(0.1)
 
     def close(self) -> None:
+        """Stop the streaming queries this job left running, release its Spark session."""
         if self._spark is not None:
+            try:
+                stop_queries(self._spark)
+            except Exception:
+                pass
             try:
                 self._spark.stop()
             except Exception:
                 pass
+
+
+def with_session(remote: str, session_id: Optional[str]) -> str:
+    """The Spark Connect URL with a fixed session id (so the JobMaster can stop what a
+    killed job process left running in the server)."""
+    if not session_id:
+        return remote
+    sep = ";" if "/;" in remote else ("" if remote.endswith("/") else "/") + ";"
+    return f"{remote}{sep}session_id={session_id}"
+
+
+def stop_queries(spark) -> int:
+    stopped = 0
+    for q in spark.streams.active:
+        q.stop()
+        stopped += 1
+    return stopped
+
+
+def cleanup_session(params: dict) -> dict:
+    """Stop every streaming query of a killed attempt's Spark session and release it."""
+    ctx = JobContext(params)
+    try:
+        return {"stopped": stop_queries(ctx.spark)}
+    finally:
+        ctx.close()
 
 
 def _port_open(remote: str) -> bool:
@@ -133,7 +166,9 @@ def run_job(params: dict) -> int:
     print(f"[jm] job {ctx.job_id} attempt {ctx.attempt} on {ctx.node} pid {os.getpid()}",
           flush=True)
     try:
-        if params.get("sql"):
+        if params.get("cleanup_session"):
+            value = cleanup_session(dict(params, session_id=params["cleanup_session"]))
+        elif params.get("sql"):
             value = run_sql(ctx, params["sql"], int(params.get("max_result_rows", 1000)))
         else:
             func = _load_entry(params["entry"], params.get("pyfiles") or [])

@@ -23,13 +23,15 @@ from jm.blobs import BlobError, BlobStore, safe_name
 from jm.config import (Config, ConfigError, PeerAddress, choose_self, load_config,
                        parse_overrides, read_masters)
 from jm.dispatcher import Dispatcher
+from jm.savepoint import SavepointError, read_metadata
 from jm.executor import Executor
 from jm.batcher import Batcher
 from jm.jobmaster import JobEnv, make_reporter
-from jm.resourcemanager import ResourceManager
+from jm.resourcemanager import RebalanceConfig, ResourceManager, rebalance_round, to_command
 from jm.spec import validate_spec
 from jm.sparkserver import SparkConnectServer, free_port
-from raft.commands import AddArtifact, CancelJob, Heartbeat, RegisterPeer, SubmitJob, SubmitJobs
+from raft.commands import (AddArtifact, CancelJob, DrainPeer, Heartbeat, RegisterPeer, SubmitJob,
+                           SubmitJobs, TriggerSavepoint)
 from raft.node import RaftHost, RaftSettings, RaftUnavailable
 from rest.app import ApiError, make_app
 
@@ -106,13 +108,14 @@ class Peer:
         self.submitter.start()
         env = JobEnv(self.node, self.conf, self.executor, self.reporter, self.resolve_pyfiles,
                      self.spark_remote, spark_ready_file if self.spark else None,
-                     self.log_dir, self.data_dir, time.time, self.lease_valid)
+                     self.log_dir, self.data_dir, time.time, self.lease_valid, self._commit)
         self.dispatcher = Dispatcher(self.raft, env)
         self.rm = ResourceManager(self.raft, self.conf["heartbeat.timeout"],
                                   self.conf["rest.write-timeout"],
                                   expiration=self.conf["jobstore.expiration-time"],
                                   capacity=self.conf["jobstore.max-capacity"],
-                                  placement=self.conf["jobmanager.placement"])
+                                  placement=self.conf["jobmanager.placement"],
+                                  rebalance=RebalanceConfig.from_conf(self.conf))
         self._tasks.append(asyncio.create_task(self._heartbeats()))
         self._tasks.append(asyncio.create_task(self._lease_watchdog()))
         self.dispatcher.start()
@@ -122,7 +125,8 @@ class Peer:
 
     async def _register(self) -> None:
         cmd = RegisterPeer(self.node, self.me.host, self.me.rest_port, self.me.raft_port,
-                           os.getpid(), self.conf["jobmanager.slots"], time.time())
+                           os.getpid(), self.conf["jobmanager.slots"], time.time(),
+                           self.conf["jobmanager.weight"], self.spark_ready())
         sent = time.monotonic()
         res = await self.raft.submit(cmd, self.conf["rest.write-timeout"])
         if res.ok:
@@ -141,7 +145,7 @@ class Peer:
                 if not self.registered.is_set():
                     await self._register()
                 else:
-                    res = await self.raft.submit(Heartbeat(self.node, sent),
+                    res = await self.raft.submit(Heartbeat(self.node, sent, self.spark_ready()),
                                                  self.conf["jobmanager.lease-timeout"])
                     if res.ok:
                         self._renew_lease(sent_mono)
@@ -217,6 +221,13 @@ class Peer:
         log.info("peer %s stopped", self.node)
 
     # ---- job environment --------------------------------------------------------------
+    def spark_ready(self) -> bool:
+        """Whether jobs started here get a Spark session without waiting for a JVM."""
+        return self.spark is None or self.spark.ready.is_set()
+
+    async def _commit(self, command: Any) -> Any:
+        return await self.raft.submit(command, self.conf["rest.write-timeout"])
+
     def spark_remote(self) -> Optional[str]:
         if self.conf["spark.remote"]:
             return self.conf["spark.remote"]
@@ -277,17 +288,53 @@ class Peer:
                     if p[len("artifact:"):] not in st.artifacts:
                         raise ApiError(400, f"pyfiles: unknown artifact {p}; upload it with "
                                             "POST /artifacts first")
+        if spec.get("savepoint-path"):
+            try:
+                read_metadata(spec["savepoint-path"])
+            except SavepointError as exc:
+                raise ApiError(400, f"savepoint-path: {exc}")
         res = await self.submitter.submit(SubmitJob(spec["jobid"], spec, time.time(), request_id))
         if not res.ok:
             raise ApiError(409 if res.code == "exists" else 400, res.error)
         return {"jobid": res.value["jobid"]}
 
-    async def cancel_job(self, job_id: str) -> str:
+    async def _write(self, command: Any) -> Any:
+        """One Raft command for a REST write; refusals become 404/409/400."""
         self._writable()
-        res = await self.raft.submit(CancelJob(job_id, time.time()), self.conf["rest.write-timeout"])
+        res = await self.raft.submit(command, self.conf["rest.write-timeout"])
         if not res.ok:
             raise ApiError({"not-found": 404, "conflict": 409}.get(res.code, 400), res.error)
         return res.value
+
+    async def cancel_job(self, job_id: str) -> str:
+        return await self._write(CancelJob(job_id, time.time()))
+
+    async def trigger_savepoint(self, job_id: str, trigger_id: str, target: Optional[str],
+                                stop: bool) -> dict:
+        out = await self._write(TriggerSavepoint(job_id, trigger_id, target, stop, time.time()))
+        return {"request-id": out["request-id"]}
+
+    async def drain_node(self, node: str, drain: bool) -> dict:
+        jobs = await self._write(DrainPeer(node, drain, time.time()))
+        with self.raft.read() as st:
+            state = views.peer_state(st, st.peers[node])
+        return {"node": node, "state": state, "jobs": jobs}
+
+    async def rebalance(self) -> dict:
+        """One rebalance round now, planned from this peer's replica (the state machine
+        re-checks every move when it commits)."""
+        self._writable()
+        with self.raft.read() as st:
+            moves = rebalance_round(st, self.conf["rebalance.threshold"],
+                                    self.conf["rebalance.max-moves-per-round"])
+        planned = [{"job": m.job_id, "from": m.source, "to": m.target} for m in moves]
+        if not moves:
+            return {"moves": [], "refused": []}
+        res = await self.raft.submit(to_command(moves, "rebalance", time.time()),
+                                     self.conf["rest.write-timeout"])
+        done = [p for p, r in zip(planned, res.value) if r.ok]
+        refused = [dict(p, reason=r.error) for p, r in zip(planned, res.value) if not r.ok]
+        return {"moves": done, "refused": refused}
 
     async def add_artifact(self, filename: str, data: bytes) -> dict:
         self._writable()
@@ -339,6 +386,10 @@ class Peer:
                 return views.job_exceptions(job)
             if name == "result":
                 return views.job_result(job)
+            if name == "savepoints":
+                return views.job_savepoints(job)
+            if name == "savepoint":
+                return views.savepoint_status(job, args[1])
         raise KeyError(name)
 
     def health(self) -> dict:

@@ -1,23 +1,70 @@
 """ResourceManager: active on the Raft leader only. Places waiting jobs on live peers
-(pure policy in jm.placement) and declares peers dead after `heartbeat.timeout`
-without a heartbeat, counted from when this leader applied it (or from its takeover)."""
+(pure policy in jm.placement), declares peers dead after `heartbeat.timeout` without a
+heartbeat, counted from when this leader applied it (or from its takeover), moves the
+streaming jobs of draining peers away and rebalances (pure policy in jm.rebalance)."""
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Optional
 
 from raft import state as S
-from raft.commands import (Assignment, AssignJobs, DeclarePeerDead, Heartbeat, PurgeJobs,
-                           RegisterPeer)
-from raft.state import expired_jobs
+from raft.commands import (Assignment, AssignJobs, DeclarePeerDead, Heartbeat, Move, MoveJobs,
+                           PurgeJobs, RegisterPeer)
+from raft.state import ClusterState, expired_jobs
 from raft.node import RaftUnavailable
 from jm.placement import PeerLoad, Waiting, place
+from jm.rebalance import JobInfo, PeerInfo, PlannedMove, plan_drain, plan_rebalance
 
 log = logging.getLogger("jm.rm")
 
 MAX_PLACE_BATCH = 2000
+
+
+@dataclass(frozen=True)
+class RebalanceConfig:
+    strategy: str = "on-join"   # none | on-join | continuous
+    interval: float = 10.0
+    max_moves: int = 2
+    threshold: float = 1.0
+
+    @staticmethod
+    def from_conf(conf) -> "RebalanceConfig":
+        return RebalanceConfig(conf["rebalance.strategy"], conf["rebalance.interval"],
+                               conf["rebalance.max-moves-per-round"], conf["rebalance.threshold"])
+
+
+def load_view(st: ClusterState) -> tuple[list[PeerInfo], list[JobInfo], list[JobInfo]]:
+    """Pure: the live peers' loads (jobs counted where they run or are moving to) and the
+    jobs a rebalance may move (RUNNING) and a drain may move (any live state)."""
+    used: dict[str, int] = {}
+    rebalance, drain = [], []
+    for node, owned in st.assigned.items():
+        for job_id, slots in owned.items():
+            job = st.jobs[job_id]
+            where = job.move_to or node
+            used[where] = used.get(where, 0) + slots
+            free = (job.streaming and job.move_to is None and job.stop_trigger is None
+                    and not job.cancel_requested and job.status not in S.TERMINAL)
+            if free:
+                drain.append(JobInfo(job_id, node, slots, job.epoch))
+                if job.status == S.RUNNING:
+                    rebalance.append(JobInfo(job_id, node, slots, job.epoch))
+    peers = [PeerInfo(p.id, p.slots, p.share_weight, used.get(p.id, 0),
+                      p.ready and not p.draining) for p in st.alive_peers()]
+    return peers, rebalance, drain
+
+
+def rebalance_round(st: ClusterState, threshold: float, limit: int) -> list[PlannedMove]:
+    peers, movable, _ = load_view(st)
+    return plan_rebalance(peers, movable, threshold, limit)
+
+
+def to_command(moves: list[PlannedMove], reason: str, now: float) -> MoveJobs:
+    return MoveJobs(tuple(Move(m.job_id, m.source, m.target, m.epoch) for m in moves),
+                    reason, now)
 
 
 def dead_peers(last_seen: dict[str, float], alive: list[str], now: float,
@@ -31,7 +78,8 @@ class ResourceManager:
                  wall_clock: Callable[[], float] = time.time,
                  monotonic: Callable[[], float] = time.monotonic,
                  expiration: float = 3600.0, capacity: int = 10000,
-                 purge_every: float = 10.0, placement: str = "spread") -> None:
+                 purge_every: float = 10.0, placement: str = "spread",
+                 rebalance: RebalanceConfig = RebalanceConfig()) -> None:
         self.raft = raft
         self.timeout = heartbeat_timeout
         self.write_timeout = write_timeout
@@ -40,6 +88,9 @@ class ResourceManager:
         self.last_seen: dict[str, float] = {}
         self.expiration, self.capacity, self.purge_every = expiration, capacity, purge_every
         self.placement = placement
+        self.rebalance = rebalance
+        self._eligible: set[str] = set()
+        self._next_round: Optional[float] = None
         self._last_purge = 0.0
         self.leading = False
         self._wake = raft.subscribe()
@@ -67,6 +118,9 @@ class ResourceManager:
                 now = self.mono()
                 with self.raft.read() as st:
                     self.last_seen = {p: now for p in st.peers}
+                    self._eligible = _eligible(st)
+                self._next_round = now + self.rebalance.interval \
+                    if self.rebalance.strategy == "continuous" else None
                 log.info("this peer is the leader now; ResourceManager active")
             self.leading = leader
             if not leader:
@@ -74,6 +128,8 @@ class ResourceManager:
             try:
                 await self._check_liveness()
                 await self._place()
+                await self._drain()
+                await self._rebalance()
                 await self._purge()
             except RaftUnavailable as exc:
                 log.info("ResourceManager write not committed: %s", exc)
@@ -95,7 +151,7 @@ class ResourceManager:
 
     async def _place(self) -> None:
         with self.raft.read() as st:
-            peers = [PeerLoad(p.id, p.slots, st.slots_used(p.id)) for p in st.alive_peers()]
+            peers = [PeerLoad(p.id, p.slots, st.slots_used(p.id)) for p in st.schedulable_peers()]
             free = {p.node: p.slots - p.used for p in peers}
             total_free, most_free = sum(max(0, f) for f in free.values()), max(free.values(), default=0)
             if total_free <= 0 or not st.pending:
@@ -112,6 +168,47 @@ class ResourceManager:
             await self.raft.submit(AssignJobs(tuple(Assignment(j, n, e) for j, n, e in decisions),
                                               self.wall()), self.write_timeout)
 
+    async def _drain(self) -> None:
+        """Move the streaming jobs of draining peers away, max-moves-per-round at a time."""
+        with self.raft.read() as st:
+            draining = {p.id for p in st.alive_peers() if p.draining}
+            if not draining:
+                return
+            budget = self.rebalance.max_moves - st.moves_in_flight()
+            peers, _, movable = load_view(st)
+        moves = plan_drain(peers, movable, draining, budget, self.placement, self.raft.leader())
+        if moves:
+            log.info("drain: moving %s", ", ".join(f"{m.job_id} {m.source}->{m.target}"
+                                                    for m in moves))
+            await self.raft.submit(to_command(moves, "drain", self.wall()), self.write_timeout)
+
+    async def _rebalance(self) -> None:
+        """rebalance.strategy: on-join runs rounds after a peer joins (or is undrained, or
+        gets ready) until balanced; continuous runs one every rebalance.interval."""
+        cfg = self.rebalance
+        if cfg.strategy == "none" or self.placement != "spread":
+            return
+        now = self.mono()
+        with self.raft.read() as st:
+            eligible = _eligible(st)
+            joined = eligible - self._eligible
+            self._eligible = eligible
+            if joined and cfg.strategy == "on-join":
+                log.info("peer(s) %s joined: rebalancing", ", ".join(sorted(joined)))
+                self._next_round = now
+            if self._next_round is None or now < self._next_round or st.moves_in_flight():
+                return
+            moves = rebalance_round(st, cfg.threshold, cfg.max_moves)
+        if moves or cfg.strategy == "continuous":
+            self._next_round = now + cfg.interval
+        else:
+            self._next_round = None  # balanced: wait for the next join
+        if moves:
+            log.info("rebalance: moving %s", ", ".join(f"{m.job_id} {m.source}->{m.target}"
+                                                        for m in moves))
+            await self.raft.submit(to_command(moves, "rebalance", self.wall()),
+                                   self.write_timeout)
+
     async def _purge(self) -> None:
         """Forget ended jobs past jobstore.expiration-time or jobstore.max-capacity."""
         if self.mono() - self._last_purge < self.purge_every:
@@ -126,3 +223,7 @@ class ResourceManager:
     async def close(self) -> None:
         if self._task:
             self._task.cancel()
+
+
+def _eligible(st: ClusterState) -> set[str]:
+    return {p.id for p in st.alive_peers() if p.ready and not p.draining}

@@ -34,13 +34,22 @@ def overview(st: ClusterState, leader: Optional[str]) -> dict:
             "jobs-cancelled": counts["cancelled"]}
 
 
+def peer_state(st: ClusterState, p) -> str:
+    """ALIVE, DEAD, DRAINING (jobs still on it) or DRAINED."""
+    if p.state != S.ALIVE or not p.draining:
+        return p.state
+    return "DRAINING" if st.jobs_of(p.id) else "DRAINED"
+
+
 def nodes(st: ClusterState, leader: Optional[str]) -> dict:
     out = []
     for p in st.peers.values():
         out.append({"id": p.id, "host": p.host, "rest-port": p.rest_port,
                     "raft-port": p.raft_port, "pid": p.pid, "leader": p.id == leader,
-                    "state": p.state, "slots": p.slots, "slots-used": st.slots_used(p.id),
-                    "jobs": st.jobs_of(p.id), "registered-at": _ms(p.registered_at),
+                    "state": peer_state(st, p), "slots": p.slots,
+                    "slots-used": st.slots_used(p.id), "weight": p.share_weight,
+                    "ready": p.ready, "jobs": st.jobs_of(p.id),
+                    "registered-at": _ms(p.registered_at),
                     "declared-dead-at": _ms(p.declared_dead_at)})
     return {"nodes": out}
 
@@ -75,8 +84,36 @@ def job_detail(job: JobRecord, now: float) -> dict:
         "cancel-requested": job.cancel_requested,
         "failures": job.failure_count,
         "result": job.result,
+        "job-type": job.spec.get("job-type", S.BATCH),
+        "moves": job.moves,
+        "moving-to": job.move_to,
+        "stop-request": job.stop_trigger,
+        "savepoint": job.savepoint_location,
     })
     return out
+
+
+def _savepoint(sp) -> dict:
+    out: dict[str, Any] = {"request-id": sp.id, "status": {"id": sp.status},
+                           "stop": sp.stop, "trigger-time": _ms(sp.requested)}
+    if sp.status == S.COMPLETED:
+        out["completion-time"] = _ms(sp.completed)
+        if sp.failure is None:
+            out["operation"] = {"location": sp.location}
+        else:
+            out["operation"] = {"failure-cause": {"class": "SavepointFailed",
+                                                  "stack-trace": sp.failure}}
+    return out
+
+
+def job_savepoints(job: JobRecord) -> dict:
+    return {"savepoints": [_savepoint(sp) for sp in reversed(job.savepoints.values())],
+            "latest-location": job.savepoint_location}
+
+
+def savepoint_status(job: JobRecord, request_id: str) -> Optional[dict]:
+    sp = job.savepoints.get(request_id)
+    return None if sp is None else _savepoint(sp)
 
 
 def job_exceptions(job: JobRecord) -> dict:

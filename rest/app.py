@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Any, Protocol
+import re
+import uuid
+from typing import Any, Optional, Protocol
 
 from aiohttp import web
 
@@ -31,6 +33,10 @@ class Gateway(Protocol):
     """What the REST layer may ask of a peer."""
     async def submit_job(self, spec: Any, request_id: str) -> dict: ...
     async def cancel_job(self, job_id: str) -> str: ...
+    async def trigger_savepoint(self, job_id: str, trigger_id: str, target: Optional[str],
+                                stop: bool) -> dict: ...
+    async def drain_node(self, node: str, drain: bool) -> dict: ...
+    async def rebalance(self) -> dict: ...
     async def add_artifact(self, filename: str, data: bytes) -> dict: ...
     def artifact_file(self, artifact_id: str) -> str | None: ...
     def view(self, name: str, *args: Any) -> Any: ...
@@ -72,12 +78,14 @@ async def errors_middleware(request: web.Request, handler):
         return error_response(500, ["internal server error; see the peer's log"])
 
 
-async def _json_body(request: web.Request) -> Any:
+async def _json_body(request: web.Request, optional: bool = False) -> Any:
     if request.content_length is not None and request.content_length > request.app[MAX_BODY]:
         raise ApiError(413, f"request body too large (limit rest.max-body-size, "
                             f"{request.app[MAX_BODY]} bytes)")
     raw = await request.read()
     if not raw.strip():
+        if optional:
+            return {}
         raise ApiError(400, "the request body is empty; expected a JSON job spec")
     try:
         return json.loads(raw)
@@ -147,6 +155,76 @@ async def patch_job(request: web.Request) -> web.Response:
     return web.json_response({"state": state}, status=202)
 
 
+TRIGGER_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+
+
+def _savepoint_request(body: Any, stop: bool) -> tuple[str, Optional[str]]:
+    """Flink's trigger bodies: savepoints take target-directory, stop takes targetDirectory
+    (both spellings accepted on both), plus an optional triggerId for safe retries."""
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    known = {"target-directory", "targetDirectory", "triggerId", "formatType"}
+    if stop:
+        known.add("drain")
+    unknown = sorted(set(body) - known)
+    errors = []
+    if unknown:
+        errors.append(f"unknown field(s): {', '.join(unknown)}")
+    if body.get("drain"):
+        errors.append("drain=true (end the job's event time) is not supported; "
+                      "stop without it")
+    target = body.get("target-directory", body.get("targetDirectory"))
+    if target is not None and (not isinstance(target, str) or not target.startswith("/")):
+        errors.append("target-directory must be an absolute path every peer can write")
+    trigger = body.get("triggerId")
+    if trigger is not None and (not isinstance(trigger, str)
+                                or not TRIGGER_ID_RE.fullmatch(trigger)):
+        errors.append("triggerId must be 1-128 letters, digits, '-' or '_'")
+    if errors:
+        raise ApiError(400, *errors)
+    return trigger or uuid.uuid4().hex, target
+
+
+async def post_savepoint(request: web.Request) -> web.Response:
+    trigger, target = _savepoint_request(await _json_body(request, optional=True), stop=False)
+    out = await _gw(request).trigger_savepoint(request.match_info["job_id"], trigger, target,
+                                               False)
+    return web.json_response(out, status=202)
+
+
+async def post_stop(request: web.Request) -> web.Response:
+    trigger, target = _savepoint_request(await _json_body(request, optional=True), stop=True)
+    out = await _gw(request).trigger_savepoint(request.match_info["job_id"], trigger, target,
+                                               True)
+    return web.json_response(out, status=202)
+
+
+async def get_savepoints(request: web.Request) -> web.Response:
+    return web.json_response(_job_view(request, "savepoints"))
+
+
+async def get_savepoint(request: web.Request) -> web.Response:
+    job_id, rid = request.match_info["job_id"], request.match_info["request_id"]
+    _job_view(request, "savepoints")  # 404 for an unknown job first
+    out = _gw(request).view("savepoint", job_id, rid)
+    if out is None:
+        raise ApiError(404, f"job {job_id} has no savepoint request {rid}")
+    return web.json_response(out)
+
+
+async def post_rebalance(request: web.Request) -> web.Response:
+    return web.json_response(await _gw(request).rebalance())
+
+
+async def post_drain(request: web.Request) -> web.Response:
+    return web.json_response(await _gw(request).drain_node(request.match_info["node"], True),
+                             status=202)
+
+
+async def delete_drain(request: web.Request) -> web.Response:
+    return web.json_response(await _gw(request).drain_node(request.match_info["node"], False))
+
+
 async def post_artifact(request: web.Request) -> web.Response:
     if not request.content_type.startswith("multipart/"):
         raise ApiError(400, "upload artifacts as multipart/form-data with a file field")
@@ -204,6 +282,13 @@ def make_app(gateway: Gateway, max_body: int) -> web.Application:
     r.add_get("/jobs/{job_id}/exceptions", get_job_exceptions)
     r.add_get("/jobs/{job_id}/result", get_job_result)
     r.add_patch("/jobs/{job_id}", patch_job)
+    r.add_post("/jobs/{job_id}/savepoints", post_savepoint)
+    r.add_get("/jobs/{job_id}/savepoints", get_savepoints)
+    r.add_get("/jobs/{job_id}/savepoints/{request_id}", get_savepoint)
+    r.add_post("/jobs/{job_id}/stop", post_stop)
+    r.add_post("/cluster/rebalance", post_rebalance)
+    r.add_post("/nodes/{node}/drain", post_drain)
+    r.add_delete("/nodes/{node}/drain", delete_drain)
     r.add_post("/artifacts", post_artifact)
     r.add_get("/artifacts", get_artifacts)
     r.add_get("/artifacts/{artifact_id}/content", get_artifact_content)

@@ -44,3 +44,39 @@ def flaky(ctx):
 
 def huge_result(ctx):
     return {"n": 2 ** 70}  # JSON can hold it; the replicated state (msgpack) cannot
+
+
+def ticker(ctx):
+    """A stateful "streaming" job without Spark, laid out like a Spark query checkpoint:
+    batch n writes offsets/n, then its output out/<n> (idempotent: a replay of an
+    uncommitted batch overwrites it), then commits/n. It resumes after the last committed
+    batch, so an attempt that moves (or resumes from a savepoint) loses nothing and
+    duplicates nothing. Each output records the attempt that wrote it."""
+    from jm.savepoint import last_committed
+    q = os.path.join(ctx.checkpoint_dir, "ticks")
+    out = ctx.args["output"]
+    for d in (os.path.join(q, "offsets"), os.path.join(q, "commits"), out):
+        os.makedirs(d, exist_ok=True)
+    n = last_committed(q) + 1
+    first = n
+    interval = float(ctx.args.get("interval", 0.05))
+
+    def put(path, text):
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+
+    while not ctx.stop_requested.is_set():
+        put(os.path.join(q, "offsets", str(n)), str(n))
+        put(os.path.join(out, str(n)), f"{ctx.job_id} {ctx.attempt}")
+        put(os.path.join(q, "commits", str(n)), str(n))
+        n += 1
+        ctx.stop_requested.wait(interval)
+    return {"first": first, "next": n}
+
+
+def stubborn(ctx):
+    """Ignores stop requests (SIGTERM): the JobMaster has to kill it."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    while True:
+        time.sleep(0.05)

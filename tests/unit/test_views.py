@@ -65,7 +65,7 @@ def test_nodes(st):
     assert out[0] == {"id": "n1", "host": "h1", "rest-port": 8081, "raft-port": 6123,
                       "pid": 11, "leader": False, "state": "ALIVE", "slots": 2,
                       "slots-used": 2, "jobs": ["run", "cing"], "registered-at": 1000,
-                      "declared-dead-at": -1}
+                      "declared-dead-at": -1, "weight": 2.0, "ready": True}
     assert out[1]["leader"] is True
     assert out[1]["jobs"] == ["asg"] and out[1]["slots-used"] == 1
     assert out[2]["state"] == "DEAD" and out[2]["declared-dead-at"] == 26000
@@ -180,3 +180,30 @@ def test_views_do_not_mutate_state(st):
     for j in st.jobs.values():
         V.job_detail(j, 1.0), V.job_exceptions(j), V.job_result(j)
     assert vars(st) == before
+
+
+def test_peer_states_and_savepoint_views():
+    from raft import commands as c
+    st = ClusterState()
+    st.apply(c.RegisterPeer("n1", "h", 1, 2, 3, 2, 1.0))
+    st.apply(c.SubmitJob("s", {"job-type": "streaming"}, 1.0))
+    st.apply(c.AssignJobs((c.Assignment("s", "n1", 0),), 2.0))
+    st.apply(c.DrainPeer("n1", True, 3.0))
+    assert V.nodes(st, None)["nodes"][0]["state"] == "DRAINING"
+    st.apply(c.TriggerSavepoint("s", "t1", None, False, 4.0))
+    assert V.savepoint_status(st.jobs["s"], "t1") == {
+        "request-id": "t1", "status": {"id": "IN_PROGRESS"}, "stop": False,
+        "trigger-time": 4000}
+    st.apply(c.CompleteSavepoint("s", 1, "n1", "t1", None, "disk full", 5.0))
+    out = V.savepoint_status(st.jobs["s"], "t1")
+    assert out["operation"] == {"failure-cause": {"class": "SavepointFailed",
+                                                  "stack-trace": "disk full"}}
+    st.apply(c.TriggerSavepoint("s", "t2", None, True, 6.0))
+    st.apply(c.CompleteSavepoint("s", 1, "n1", "t2", "/sp/2", None, 7.0))
+    assert V.savepoint_status(st.jobs["s"], "t2")["operation"] == {"location": "/sp/2"}
+    assert V.job_savepoints(st.jobs["s"])["latest-location"] == "/sp/2"
+    assert V.job_detail(st.jobs["s"], 8.0)["savepoint"] == "/sp/2"
+    assert V.savepoint_status(st.jobs["s"], "t9") is None
+    assert V.nodes(st, None)["nodes"][0]["state"] == "DRAINED"
+    st.apply(c.DeclarePeerDead("n1", 9.0))
+    assert V.nodes(st, None)["nodes"][0]["state"] == "DEAD"
