@@ -5,7 +5,8 @@
     jm submit --sql "SELECT 1"
     jm submit --spec spec.json
     jm list | status ID | cancel ID | exceptions ID | result ID
-    jm cluster | artifacts | upload FILE
+    jm savepoint ID | stop ID | submit ... --from-savepoint PATH
+    jm cluster | rebalance | drain NODE [--undo] | artifacts | upload FILE
 
 Standard library only (argparse, urllib, json), so that it starts fast. Every error is
 one line on stderr starting with "jm: "; exit codes: 0 ok, 1 API error (or a job that did
@@ -22,6 +23,7 @@ import time
 import uuid
 from typing import Any, Optional
 
+from jm.cli_ops import add_commands
 from jm.cli_http import (DEFAULT_ADDRESS, DEFAULT_TIMEOUT, EXIT_API, EXIT_INTERRUPTED,
                          EXIT_OK, EXIT_USAGE, ApiError, CliError, Client, UsageError, _q,
                          compact, fmt_duration, fmt_size, fmt_time, one_line, out, print_json,
@@ -193,7 +195,12 @@ def build_spec(a: argparse.Namespace) -> tuple[dict, Optional[str]]:
     if a.restart_strategy is not None:
         spec["restart-strategy"] = parse_restart(a.restart_strategy)
     if a.savepoint_path is not None:
-        spec["savepoint-path"] = a.savepoint_path
+        if not a.savepoint_path.strip():
+            raise UsageError("--from-savepoint is empty")
+        spec["savepoint-path"] = os.path.abspath(a.savepoint_path)
+        spec.setdefault("job-type", "streaming")
+    if a.streaming:
+        spec["job-type"] = "streaming"
     return spec, upload_path
 
 
@@ -313,6 +320,13 @@ def cmd_status(client: Client, a: argparse.Namespace) -> int:
     if spec.get("args"):
         fields.append(("args", compact(spec["args"])))
     fields.append(("slots", spec.get("slots", 1)))
+    fields.append(("type", job.get("job-type", "batch")))
+    if job.get("moves"):
+        fields.append(("moves", job["moves"]))
+    if job.get("moving-to"):
+        fields.append(("moving to", job["moving-to"]))
+    if job.get("savepoint"):
+        fields.append(("savepoint", job["savepoint"]))
     if job.get("cancel-requested"):
         fields.append(("cancel", "requested"))
     if job.get("failures"):
@@ -522,7 +536,11 @@ def make_parser() -> argparse.ArgumentParser:
                    help="none, fixed-delay, exponential-delay, failure-rate, or a JSON object "
                         "like '{\"type\": \"fixed-delay\", \"attempts\": 3, \"delay\": \"1 s\"}'")
     s.add_argument("--jobid", metavar="ID", help="a fixed job id")
-    s.add_argument("--savepoint-path", metavar="PATH", help="resume from this savepoint")
+    s.add_argument("--from-savepoint", "--savepoint-path", dest="savepoint_path", metavar="PATH",
+                   help="resume a streaming job from this savepoint (implies --streaming)")
+    s.add_argument("--streaming", action="store_true",
+                   help="a streaming job: it may be moved (rebalance, drain) and take "
+                        "savepoints; it resumes from ctx.checkpoint_dir")
     s.add_argument("--wait", action="store_true",
                    help="wait for the job to end; print its state and result; exit 0 only "
                         "if it FINISHED")
@@ -541,6 +559,7 @@ def make_parser() -> argparse.ArgumentParser:
     add("artifacts", "list the uploaded artifacts", cmd_artifacts)
     u = add("upload", "upload a .py/.zip/.egg artifact; prints its pyfile id", cmd_upload)
     u.add_argument("file", metavar="FILE")
+    add_commands(add)
     return p
 
 
@@ -548,8 +567,9 @@ def run(argv: Optional[list[str]]) -> int:
     parser = make_parser()
     a = parser.parse_args(argv)
     if not getattr(a, "command", None):
-        raise UsageError("missing command; one of submit, list, status, cancel, cluster, "
-                         "exceptions, result, artifacts, upload (see 'jm --help')")
+        raise UsageError("missing command; one of submit, list, status, cancel, savepoint, "
+                         "stop, cluster, rebalance, drain, exceptions, result, artifacts, "
+                         "upload (see 'jm --help')")
     a.json = bool(getattr(a, "json", False))
     a.timeout = getattr(a, "timeout", None)
     address = getattr(a, "address", None) or os.environ.get("JM_ADDRESS") or DEFAULT_ADDRESS

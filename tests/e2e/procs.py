@@ -28,15 +28,22 @@ class ProcessCluster:
                     pass
         return out
 
-    def start(self) -> None:
-        r = self.run("start-cluster.sh")
-        assert r.returncode == 0, r.stderr
-        for url in self.urls:
-            poll(lambda u=url: http("GET", u + "/healthz")[1].get("ok"), 60,
-                 what=f"{url} healthy")
+    def start(self, only: list[int] | None = None) -> None:
+        if only is None:
+            r = self.run("start-cluster.sh")
+            assert r.returncode == 0, r.stderr
+        else:  # some peers of conf/masters only (the others join later)
+            for i in only:
+                self.start_peer(i)
+        for i in (range(len(self.urls)) if only is None else only):
+            self.wait_healthy(i)
 
-    def wait_spark(self) -> None:
-        for url in self.urls:
+    def wait_healthy(self, i: int) -> None:
+        url = self.urls[i]
+        poll(lambda: http("GET", url + "/healthz")[1].get("ok"), 60, what=f"{url} healthy")
+
+    def wait_spark(self, only: list[int] | None = None) -> None:
+        for url in (self.urls if only is None else [self.urls[i] for i in only]):
             poll(lambda u=url: http("GET", u + "/healthz")[1].get("spark-ready"), 240,
                  interval=0.5, what=f"{url} Spark ready")
 

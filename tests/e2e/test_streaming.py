@@ -70,7 +70,7 @@ def test_streaming_job_is_exactly_once_across_two_moves(cluster, tmp_path):
     src, sink = tmp_path / "events", tmp_path / "agg"
     src.mkdir()
     s, b = http("POST", c.urls[0] + "/jobs", {
-        "name": "events-per-minute", "entry": "streaming_events:main",
+        "name": "events-per-minute", "entry": "streaming_events:main", "job-type": "streaming",
         "pyfiles": [os.path.join(ROOT, "examples", "streaming_events.py")],
         "args": {"input": str(src), "output": str(sink), "files-per-trigger": 2},
         "restart-strategy": {"type": "fixed-delay", "attempts": 10, "delay": "500 ms"}})

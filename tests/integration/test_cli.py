@@ -324,3 +324,54 @@ async def test_submit_retries_with_the_same_request_id(stub_api):
     assert rc == 0 and out.strip() == "stub-job", (out, err)
     ids = _StubApi.seen
     assert len(ids) == 3 and ids[0] and len(set(ids)) == 1, ids
+
+
+async def test_savepoint_stop_resume_drain_rebalance(cluster3, tmp_path):
+    """jm savepoint / stop / submit --from-savepoint / drain / rebalance, end to end."""
+    c = cluster3
+    out = tmp_path / "out"
+    ticker = ["--entry", "jobs_fixture:ticker", "--pyfile", FIX + "/", "--arg",
+              f"output={out}"]
+    rc, jid, err = await jm("-a", c.url(0), "submit", *ticker, "--streaming")
+    assert rc == 0, err
+    jid = jid.strip()
+    await apoll(lambda: job_state(c.url(0), jid), 30)
+    await apoll(lambda: os.path.isdir(out) and len(os.listdir(out)) >= 2, 30, what="batches")
+    rc, text, err = await jm("-a", c.url(1), "savepoint", jid, "--target", str(tmp_path / "sp"))
+    assert rc == 0 and text.startswith("savepoint: " + str(tmp_path / "sp")), (text, err)
+    rc, text, err = await jm("-a", c.url(2), "savepoint", jid, "--detached", "--json")
+    rid = json.loads(text)["request-id"]
+    rc, text, err = await jm("-a", c.url(2), "savepoint", jid, "--status", rid)
+    assert rc == 0 and text.startswith("savepoint"), (text, err)
+    # drain the peer that runs it: the job moves
+    s, b = await ahttp("GET", f"{c.url(0)}/jobs/{jid}")
+    owner = b["node"]
+    rc, text, err = await jm("-a", c.url(0), "drain", owner, "--wait", "--wait-timeout", "60")
+    assert rc == 0 and text.strip() == f"{owner}: DRAINED", (text, err)
+    s, b = await ahttp("GET", f"{c.url(0)}/jobs/{jid}")
+    assert b["node"] != owner and b["moves"] == 1
+    rc, text, err = await jm("-a", c.url(0), "drain", owner, "--undo")
+    assert rc == 0 and "ALIVE" in text, err
+    rc, text, err = await jm("-a", c.url(0), "rebalance", "--json")
+    assert rc == 0 and set(json.loads(text)) == {"moves", "refused"}, err
+    # stop with a savepoint, then resume a new job from it
+    rc, text, err = await jm("-a", c.url(1), "stop", jid)
+    assert rc == 0 and text.startswith("stopped with savepoint: "), (text, err)
+    location = text.split(": ", 1)[1].strip()
+    assert (await job_state(c.url(0), jid)) == "FINISHED"
+    rc, jid2, err = await jm("-a", c.url(2), "submit", *ticker, "--from-savepoint", location)
+    assert rc == 0, err
+    s, b = await ahttp("GET", f"{c.url(0)}/jobs/{jid2.strip()}")
+    assert b["spec"]["savepoint-path"] == location and b["job-type"] == "streaming"
+    rc, text, err = await jm("-a", c.url(2), "cancel", jid2.strip(), "--wait")
+    assert rc == 0, err
+    # errors are one line
+    rc, text, err = await jm("-a", c.url(0), "savepoint", "nope")
+    assert_one_error_line(rc, err, 1, "nope")
+    rc, text, err = await jm("-a", c.url(0), "stop", jid)
+    assert_one_error_line(rc, err, 1, "already ended")
+    rc, text, err = await jm("-a", c.url(0), "drain", "nope:1")
+    assert_one_error_line(rc, err, 1, "unknown peer")
+    rc, text, err = await jm("-a", c.url(0), "submit", *ticker, "--from-savepoint",
+                             str(tmp_path / "nothing"))
+    assert_one_error_line(rc, err, 1, "not a savepoint")

@@ -1,0 +1,214 @@
+"""Move benchmark for the streaming example (examples/streaming_events.py) on 3 real peers,
+each with its embedded Spark Connect server, while events keep arriving (one file every
+0.5 s).
+
+* planned move: drain the job's peer (a planned move: stop at a micro-batch boundary on
+  the old peer, resume from the checkpoint on the new one with a new epoch), then undo the
+  drain; downtime = from the drain request to the job RUNNING on the new peer (the
+  cluster's RUNNING timestamp), and to the first micro-batch the new attempt commits;
+* failover move: SIGKILL the job's peer; from the kill to RUNNING elsewhere, and to the
+  first committed micro-batch; the peer is started again before the next trial.
+
+At the end the sink is checked: every window exactly once.
+
+    .venv/bin/python bench/move.py [--trials 10] [--profile default|fast]
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.common import ROOT, BenchCluster, get, median, pct, wait_until  # noqa: E402
+from bench.failover import PROFILES, nodes, post  # noqa: E402
+
+EXAMPLE = os.path.join(ROOT, "examples", "streaming_events.py")
+BASE_TS = datetime.datetime(2026, 1, 1)
+
+
+def request(method: str, url: str, body: dict | None = None) -> dict:
+    import urllib.request
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read() or b"{}")
+
+
+class Feeder(threading.Thread):
+    """Drops one JSON file of events into the source directory every `period` seconds."""
+
+    def __init__(self, directory: str, period: float = 0.5) -> None:
+        super().__init__(daemon=True)
+        self.dir, self.period = directory, period
+        self.events: list[dict] = []
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        i = 0
+        while not self.halt.wait(self.period):
+            evs = [{"user": f"u{(i * 5 + k) % 3}",
+                    "ts": (BASE_TS + datetime.timedelta(seconds=3 * (i * 5 + k))).isoformat(),
+                    "amount": k} for k in range(5)]
+            tmp = os.path.join(self.dir, f".f{i}.tmp")
+            with open(tmp, "w") as f:
+                f.write("".join(json.dumps(e) + "\n" for e in evs))
+            os.replace(tmp, os.path.join(self.dir, f"f{i}.json"))
+            self.events += evs
+            i += 1
+
+
+def commits(checkpoint: str) -> dict[int, float]:
+    d = os.path.join(checkpoint, "events", "commits")
+    out = {}
+    for n in os.listdir(d) if os.path.isdir(d) else []:
+        if n.isdigit():
+            out[int(n)] = os.path.getmtime(os.path.join(d, n))
+    return out
+
+
+def job(url: str, jid: str) -> dict:
+    return get(f"{url}/jobs/{jid}", timeout=10)
+
+
+def _after_move(c, jid, t0, old_attempt, checkpoint, timeout) -> dict:
+    def running():
+        for u in c.urls:
+            try:
+                j = job(u, jid)
+            except OSError:
+                continue
+            if j["state"] == "RUNNING" and j["attempt"] > old_attempt:
+                return j
+        return None
+    j = wait_until(running, timeout, "the job RUNNING on its new peer", interval=0.05)
+    running_at = j["timestamps"]["RUNNING"] / 1000
+    start = next(a["start-time"] for a in j["attempts"] if a["attempt"] == j["attempt"]) / 1000
+
+    def first_commit():
+        later = [t for t in commits(checkpoint).values() if t >= start]
+        return min(later) if later else None
+    committed_at = wait_until(first_commit, timeout, "a micro-batch committed after the move",
+                              interval=0.1)
+    return {"node": j["node"], "attempt": j["attempt"], "running_s": running_at - t0,
+            "first_batch_s": committed_at - t0}
+
+
+def planned(c, jid, checkpoint, timeout) -> dict:
+    j = job(c.urls[0], jid)
+    owner = j["node"]
+    t0 = time.time()
+    res = request("POST", f"{c.urls[0]}/nodes/{owner}/drain")
+    out = _after_move(c, jid, t0, j["attempt"], checkpoint, timeout)
+    request("DELETE", f"{c.urls[0]}/nodes/{owner}/drain")
+    assert res["state"] in ("DRAINING", "DRAINED")
+    return dict(out, kind="planned", source=owner)
+
+
+def failover(c, jid, checkpoint, timeout) -> dict:
+    j = job(c.urls[0], jid)
+    owner = j["node"]
+    ns = nodes(c.urls[0])
+    v = ns[owner]
+    t0 = time.time()
+    os.kill(v["pid"], signal.SIGKILL)
+    out = _after_move(c, jid, t0, j["attempt"], checkpoint, timeout)
+    line = f"127.0.0.1:{v['rest-port']}:{v['raft-port']}"
+    subprocess.run([os.path.join(ROOT, "bin", "jobmanager.sh"), "start", line], env=c.env,
+                   check=True, capture_output=True, timeout=60)
+    url = f"http://127.0.0.1:{v['rest-port']}"
+    wait_until(lambda: get(url + "/healthz").get("spark-ready"), 240, "victim's Spark back",
+               interval=0.5)
+    return dict(out, kind="failover", source=owner)
+
+
+def check_sink(c, sink: str, events: list[dict]) -> dict:
+    want = collections.Counter()
+    for e in events:
+        ts = datetime.datetime.fromisoformat(e["ts"])
+        want[(ts.replace(second=0).isoformat(), e["user"])] += 1
+    sql = f"SELECT CAST(window_start AS STRING) AS w, user, events FROM parquet.`{sink}`"
+
+    def rows():
+        jid = post(c.urls[1] + "/jobs", {"sql": sql, "name": "check"})["jobid"]
+        r = wait_until(lambda: (lambda x: x if x["state"] in ("FINISHED", "FAILED") else None)(
+            get(f"{c.urls[1]}/jobs/{jid}/result")), 120, "check query", interval=0.3)
+        got = r.get("result", {}).get("rows", [])
+        return got if len(got) >= len(want) else None
+    got = wait_until(rows, 300, "every window in the sink", interval=2)
+    seen = collections.Counter((datetime.datetime.fromisoformat(w).isoformat(), u)
+                               for w, u, _ in got)
+    dup = sum(n - 1 for n in seen.values() if n > 1)
+    values = {(datetime.datetime.fromisoformat(w).isoformat(), u): n for w, u, n in got}
+    missing = sum(1 for k, n in want.items() if values.get(k) != n)
+    return {"windows": len(want), "duplicated": dup, "wrong_or_missing": missing}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trials", type=int, default=10, help="moves of each kind")
+    ap.add_argument("--profile", choices=sorted(PROFILES), default="default")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    settings = {"spark.connect.embedded": True, "spark.master": "local[1]",
+                "spark.driver.memory": "512m", "spark.conf.spark.sql.shuffle.partitions": 2,
+                "rebalance.strategy": "none", "restart-strategy.type": "fixed-delay",
+                "restart-strategy.fixed-delay.attempts": 100, **PROFILES[args.profile]}
+    results = []
+    with BenchCluster(3, settings) as c:
+        wait_until(lambda: all(get(u + "/healthz").get("spark-ready") for u in c.urls), 300,
+                   "Spark ready on every peer", interval=0.5)
+        src, sink = os.path.join(c.base, "events"), os.path.join(c.base, "agg")
+        os.makedirs(src)
+        feeder = Feeder(src)
+        feeder.start()
+        jid = post(c.urls[0] + "/jobs", {
+            "name": "events-per-minute", "entry": "streaming_events:main",
+            "pyfiles": [EXAMPLE], "job-type": "streaming",
+            "args": {"input": src, "output": sink, "trigger": "500 milliseconds"}})["jobid"]
+        checkpoint = os.path.join(c.base, "ha", jid, "checkpoints")
+        wait_until(lambda: len(commits(checkpoint)) >= 3, 300, "first micro-batches",
+                   interval=0.5)
+        try:
+            for t in range(2 * args.trials):
+                fn = planned if t % 2 == 0 else failover
+                r = fn(c, jid, checkpoint, 120)
+                print(json.dumps(r), flush=True)
+                results.append(r)
+                n = len(commits(checkpoint))
+                wait_until(lambda: len(commits(checkpoint)) >= n + 2, 120, "settled",
+                           interval=0.2)
+        finally:
+            feeder.halt.set()
+            feeder.join()
+        flush = os.path.join(src, "flush.json")
+        with open(flush + ".tmp", "w") as f:
+            f.write(json.dumps({"user": "flush", "ts": "2026-02-01T00:00:00", "amount": 0}))
+        os.replace(flush + ".tmp", flush)
+        sink_check = check_sink(c, sink, feeder.events)
+    summary = {"profile": args.profile, "sink": sink_check}
+    for kind in ("planned", "failover"):
+        rs = [r for r in results if r["kind"] == kind]
+        for m in ("running_s", "first_batch_s"):
+            v = [r[m] for r in rs]
+            summary[f"{kind}_{m[:-2]}_p50_s"] = median(v)
+            summary[f"{kind}_{m[:-2]}_p99_s"] = pct(v, 99)
+        summary[f"{kind}_moves"] = len(rs)
+    out = args.out or os.path.join(ROOT, "bench", "results", f"move-{args.profile}.json")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, "w") as fh:
+        json.dump({"summary": summary, "moves": results, "settings": settings}, fh, indent=1)
+    print(json.dumps(summary, indent=1))
+    return 0 if sink_check["duplicated"] == 0 and sink_check["wrong_or_missing"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

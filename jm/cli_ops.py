@@ -1,0 +1,153 @@
+"""jm commands for stateful operations: savepoint, stop, rebalance, drain."""
+from __future__ import annotations
+
+import argparse
+import time
+import uuid
+from typing import Any, Callable, Optional
+
+from jm.cli_http import (EXIT_INTERRUPTED, EXIT_OK, CliError, Client, UsageError, _q, out,
+                         print_json, table)
+
+
+def _target(a: argparse.Namespace) -> Optional[str]:
+    import os
+    if a.target is None:
+        return None
+    if not a.target.strip():
+        raise UsageError("--target is empty")
+    return os.path.abspath(a.target)
+
+
+def _poll(fn: Callable[[], Any], what: str, timeout: Optional[float]) -> Any:
+    """Call fn until it returns something truthy; CliError after `timeout` seconds."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    interval = 0.1
+    try:
+        while True:
+            res = fn()
+            if res:
+                return res
+            if deadline is not None and time.monotonic() >= deadline:
+                raise CliError(f"{what} did not complete within {timeout:g} s")
+            time.sleep(interval)
+            interval = min(interval * 1.5, 1.0)
+    except KeyboardInterrupt:
+        raise CliError(f"interrupted while waiting for {what}; it goes on", EXIT_INTERRUPTED)
+
+
+def _savepoint_request(client: Client, a: argparse.Namespace, stop: bool) -> int:
+    body: dict = {"triggerId": a.trigger_id or uuid.uuid4().hex}  # retries stay idempotent
+    target = _target(a)
+    if target:
+        body["target-directory"] = target
+    path = f"/jobs/{_q(a.jobid)}/{'stop' if stop else 'savepoints'}"
+    rid = client.request("POST", path, body)["request-id"]
+    if a.detached:
+        if a.json:
+            print_json({"request-id": rid})
+        else:
+            out(f"request {rid}; check it with: jm savepoint {a.jobid} --status {rid}")
+        return EXIT_OK
+    return _show_status(client, a.jobid, rid, a.json, a.wait_timeout)
+
+
+def _show_status(client: Client, jobid: str, rid: str, as_json: bool,
+                 timeout: Optional[float], wait: bool = True) -> int:
+    path = f"/jobs/{_q(jobid)}/savepoints/{_q(rid)}"
+
+    def done() -> Any:
+        res = client.get(path)
+        return res if (res.get("status") or {}).get("id") == "COMPLETED" or not wait else None
+    res = _poll(done, f"savepoint {rid} of job {jobid}", timeout)
+    if as_json:
+        print_json(res)
+    op = res.get("operation") or {}
+    if "failure-cause" in op:
+        cause = (op["failure-cause"] or {}).get("stack-trace") or "unknown cause"
+        raise CliError(f"savepoint {rid} of job {jobid} failed: {cause}")
+    if not as_json:
+        if "location" in op:
+            what = "stopped with savepoint" if res.get("stop") else "savepoint"
+            out(f"{what}: {op['location']}")
+        else:
+            out(f"savepoint {rid}: {res.get('status', {}).get('id')}")
+    return EXIT_OK
+
+
+def cmd_savepoint(client: Client, a: argparse.Namespace) -> int:
+    if a.status:
+        return _show_status(client, a.jobid, a.status, a.json, None, wait=False)
+    return _savepoint_request(client, a, stop=False)
+
+
+def cmd_stop(client: Client, a: argparse.Namespace) -> int:
+    return _savepoint_request(client, a, stop=True)
+
+
+def cmd_rebalance(client: Client, a: argparse.Namespace) -> int:
+    res = client.request("POST", "/cluster/rebalance")
+    if a.json:
+        print_json(res)
+        return EXIT_OK
+    moves, refused = res.get("moves") or [], res.get("refused") or []
+    if not moves and not refused:
+        out("balanced: nothing to move")
+        return EXIT_OK
+    rows = [[m.get("job"), m.get("from"), m.get("to"), "moving"] for m in moves]
+    rows += [[m.get("job"), m.get("from"), m.get("to"), f"refused: {m.get('reason')}"]
+             for m in refused]
+    out(table(["JOB", "FROM", "TO", "STATE"], rows))
+    return EXIT_OK
+
+
+def cmd_drain(client: Client, a: argparse.Namespace) -> int:
+    path = f"/nodes/{_q(a.node)}/drain"
+    if a.undo:
+        res = client.request("DELETE", path)
+        print_json(res) if a.json else out(f"{a.node}: {res.get('state')} (takes work again)")
+        return EXIT_OK
+    res = client.request("POST", path)
+    if a.wait and res.get("state") != "DRAINED":
+        def drained() -> Any:
+            for n in client.get("/nodes").get("nodes", []):
+                if n.get("id") == a.node:
+                    return n if n.get("state") in ("DRAINED", "DEAD") else None
+            raise CliError(f"peer {a.node} is gone")
+        node = _poll(drained, f"the drain of {a.node}", a.wait_timeout)
+        res = {"node": a.node, "state": node.get("state"), "jobs": node.get("jobs")}
+    if a.json:
+        print_json(res)
+    else:
+        jobs = res.get("jobs") or []
+        out(f"{a.node}: {res.get('state')}" + (f", {len(jobs)} job(s) still on it" if jobs
+                                               else ""))
+    return EXIT_OK
+
+
+def add_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
+    """Register the commands on the jm parser (`add(name, help, func)`)."""
+    for name, func, help_ in (
+            ("savepoint", cmd_savepoint, "take a savepoint of a streaming job (it keeps "
+                                         "running); prints the savepoint's path"),
+            ("stop", cmd_stop, "stop a streaming job with a savepoint; prints its path")):
+        p = add(name, help_, func)
+        p.add_argument("jobid", metavar="JOBID")
+        p.add_argument("--target", metavar="DIR",
+                       help="where to write it (default: state.savepoints.dir)")
+        p.add_argument("--trigger-id", metavar="ID",
+                       help="your own request id (a retry with the same id is safe)")
+        p.add_argument("--detached", action="store_true",
+                       help="print the request id instead of waiting")
+        p.add_argument("--wait-timeout", type=float, metavar="S",
+                       help="give up waiting after S seconds (default: no limit)")
+        if name == "savepoint":
+            p.add_argument("--status", metavar="REQUEST-ID",
+                           help="show the state of an earlier request instead")
+    add("rebalance", "run one rebalancing round now; prints the planned moves", cmd_rebalance)
+    d = add("drain", "move every streaming job off a peer; it gets no new work", cmd_drain)
+    d.add_argument("node", metavar="NODE", help="the peer's id (host:raft-port, see jm cluster)")
+    d.add_argument("--undo", action="store_true", help="end the drain: the peer takes work again")
+    d.add_argument("--wait", action="store_true", help="wait until the peer is DRAINED")
+    d.add_argument("--wait-timeout", type=float, metavar="S",
+                   help="give up waiting after S seconds (default: no limit)")
