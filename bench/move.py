@@ -2,6 +2,9 @@
 each with its embedded Spark Connect server, while events keep arriving (one file every
 0.5 s).
 
+Planned moves run first, then failovers. A move whose target JVM never ran the query
+(a fresh JVM: cold JIT, classes not loaded) is flagged `cold_target`.
+
 * planned move: drain the job's peer (a planned move: stop at a micro-batch boundary on
   the old peer, resume from the checkpoint on the new one with a new epoch), then undo the
   drain; downtime = from the drain request to the job RUNNING on the new peer (the
@@ -73,6 +76,11 @@ def commits(checkpoint: str) -> dict[int, float]:
         if n.isdigit():
             out[int(n)] = os.path.getmtime(os.path.join(d, n))
     return out
+
+
+def last_batch(checkpoint: str) -> int:
+    """The last committed batch id (Spark keeps only the last 100 commit files)."""
+    return max(commits(checkpoint), default=-1)
 
 
 def job(url: str, jid: str) -> dict:
@@ -175,16 +183,21 @@ def main() -> int:
             "pyfiles": [EXAMPLE], "job-type": "streaming",
             "args": {"input": src, "output": sink, "trigger": "500 milliseconds"}})["jobid"]
         checkpoint = os.path.join(c.base, "ha", jid, "checkpoints")
-        wait_until(lambda: len(commits(checkpoint)) >= 3, 300, "first micro-batches",
+        wait_until(lambda: last_batch(checkpoint) >= 2, 300, "first micro-batches",
                    interval=0.5)
+        ran_on = {job(c.urls[0], jid)["node"]}  # JVMs that have run the query (warm)
         try:
-            for t in range(2 * args.trials):
-                fn = planned if t % 2 == 0 else failover
+            for t in range(2 * args.trials):  # planned moves first, then failovers
+                fn = planned if t < args.trials else failover
                 r = fn(c, jid, checkpoint, 120)
+                r["cold_target"] = r["node"] not in ran_on  # its JVM never ran the query
+                ran_on.add(r["node"])
+                if fn is failover:  # the killed peer comes back with a fresh JVM
+                    ran_on.discard(r["source"])
                 print(json.dumps(r), flush=True)
                 results.append(r)
-                n = len(commits(checkpoint))
-                wait_until(lambda: len(commits(checkpoint)) >= n + 2, 120, "settled",
+                n = last_batch(checkpoint)
+                wait_until(lambda: last_batch(checkpoint) >= n + 2, 120, "settled",
                            interval=0.2)
         finally:
             feeder.halt.set()
@@ -201,7 +214,10 @@ def main() -> int:
             v = [r[m] for r in rs]
             summary[f"{kind}_{m[:-2]}_p50_s"] = median(v)
             summary[f"{kind}_{m[:-2]}_p99_s"] = pct(v, 99)
+        warm = [r["first_batch_s"] for r in rs if not r["cold_target"]]
+        summary[f"{kind}_first_batch_warm_target_p50_s"] = median(warm)
         summary[f"{kind}_moves"] = len(rs)
+        summary[f"{kind}_cold_targets"] = sum(r["cold_target"] for r in rs)
     out = args.out or os.path.join(ROOT, "bench", "results", f"move-{args.profile}.json")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as fh:

@@ -3,6 +3,8 @@
     python -m chaos run                        # ~2 min: kills, pauses, partitions (root)
     python -m chaos run --duration 900 --jobs 30 --seed 7 --out /tmp/chaos-long
     python -m chaos run --faults kill,kill-leader,pause   # no namespaces needed
+    python -m chaos run --streaming 1 --faults kill-owner,pause   # a real Spark streaming
+        job fed known events; its peer is killed again and again; its sink is checked
 
 It prints the checks, writes report.json and timeline.png into --out, and exits 1 when
 a check fails (2 on a usage error).
@@ -17,12 +19,14 @@ import signal
 import sys
 import threading
 import time
+from typing import Callable, Optional
 
 from chaos import checks
 from chaos.harness import ChaosCluster, Load, Scenario, _wait, call
 from chaos.netns import available
+from chaos.streaming import EventFeed, wait_sink
 
-FAULTS = ("kill", "kill-leader", "pause", "partition")
+FAULTS = ("kill", "kill-leader", "kill-owner", "pause", "partition")
 
 
 def read_probes(directory: str) -> dict:
@@ -42,20 +46,23 @@ def read_probes(directory: str) -> dict:
     return probes
 
 
-def inject(c: ChaosCluster, kind: str, rnd: random.Random, hold: float, log) -> dict:
-    """One fault against one peer; returns the fault record (start/end filled in)."""
+def inject(c: ChaosCluster, kind: str, rnd: random.Random, hold: float, log,
+           owner: Optional[Callable[[], Optional[int]]] = None) -> dict:
+    """One fault against one peer; returns the fault record (start/end filled in).
+    kill-owner kills the peer running the (first) streaming job."""
+    i = None
     if kind == "kill-leader":
         i = c.leader_index()
-        if i is None:
-            i = rnd.choice(sorted(c.pids))
-    else:
+    elif kind == "kill-owner" and owner is not None:
+        i = owner()
+    if i is None or i not in c.pids:
         i = rnd.choice(sorted(c.pids))
     node = c.nodes[i]
     jobs = c.jobs_of(i)
     pid = c.pids[i]
     start = time.time()
     log(f"{kind} {node} (pid {pid}, {len(jobs)} jobs)")
-    if kind in ("kill", "kill-leader"):
+    if kind.startswith("kill"):
         os.kill(pid, signal.SIGKILL)
         del c.pids[i]
         time.sleep(hold)  # the peer stays down for `hold` seconds (fault schedule)
@@ -76,6 +83,49 @@ def inject(c: ChaosCluster, kind: str, rnd: random.Random, hold: float, log) -> 
         log(f"healed {node}")
     return {"kind": "kill" if kind.startswith("kill") else kind, "node": node, "start": start,
             "end": end, "jobs": jobs}
+
+
+def start_streaming(c: ChaosCluster, sc: Scenario) -> tuple[list, list]:
+    """Submit sc.streaming streaming example jobs, each fed by its own EventFeed."""
+    feeds, jobs = [], []
+    example = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "examples", "streaming_events.py")
+    for k in range(sc.streaming):
+        feed = EventFeed(os.path.join(c.base, f"events{k}"), seed=k)
+        status, body = call("POST", c.urls[k % sc.peers] + "/jobs", {
+            "name": f"streaming-{k}", "entry": "streaming_events:main", "pyfiles": [example],
+            "job-type": "streaming",
+            "args": {"input": feed.dir, "output": os.path.join(c.base, f"agg{k}"),
+                     "trigger": "500 milliseconds"}})
+        if status != 202:
+            raise RuntimeError(f"streaming submission failed: {status} {body}")
+        feed.start()
+        feeds.append(feed)
+        jobs.append(body["jobid"])
+    if jobs:
+        _wait(lambda: all(call("GET", c.urls[0] + f"/jobs/{j}")[1]["state"] == "RUNNING"
+                          for j in jobs), 180, "streaming jobs running", interval=0.5)
+    return feeds, jobs
+
+
+def finish_streaming(c: ChaosCluster, feeds: list, jobs: list, log) -> Optional[dict]:
+    """Stop the feeds, wait for every window in every sink, check them exactly once."""
+    if not jobs:
+        return None
+    errors, moves = [], {}
+    for k, (feed, jid) in enumerate(zip(feeds, jobs)):
+        feed.finish()
+        res = wait_sink(c.sql_rows, os.path.join(c.base, f"agg{k}"), feed.events, _wait)
+        job = call("GET", c.alive_url() + f"/jobs/{jid}")[1]
+        moves[jid] = len(job.get("attempts") or []) - 1
+        log(f"streaming {jid[:8]}: {res['windows']} windows expected, {res['rows']} rows, "
+            f"{res['duplicated']} duplicated, {res['missing']} missing, {res['wrong']} wrong; "
+            f"{moves[jid]} moves/restarts, {job.get('state')}")
+        errors += [f"{jid[:8]}: {e}" for e in res["errors"]]
+        if job.get("state") != "RUNNING":
+            errors.append(f"{jid[:8]}: {job.get('state')} at the end")
+    return {"ok": not errors, "errors": errors, "attempts": moves,
+            "events": sum(len(f.events) for f in feeds)}
 
 
 def plot(path: str, probes: dict, faults: list[dict], nodes: list[str], t0: float) -> None:
@@ -133,6 +183,15 @@ def run(sc: Scenario, out: str) -> int:
                           call("GET", c.urls[0] + "/jobs/overview")[1]["jobs"]) == sc.jobs,
               60, "probe jobs running")
         log(f"{sc.jobs} probe jobs running")
+        feeds, streaming_jobs = start_streaming(c, sc)
+        if streaming_jobs:
+            log(f"{len(streaming_jobs)} streaming jobs running: {', '.join(streaming_jobs)}")
+
+        def owner() -> Optional[int]:
+            if not streaming_jobs:
+                return None
+            j = call("GET", c.alive_url() + f"/jobs/{streaming_jobs[0]}")[1]
+            return c.index_of(j.get("node") or "")
         load = Load(c, sc.load_clients, sc.load_rate, stop)
         load.start()
         timeout = float(c.settings_value("heartbeat.timeout"))
@@ -142,9 +201,11 @@ def run(sc: Scenario, out: str) -> int:
             kind = rnd.choice(sc.faults)
             hold = rnd.uniform(timeout + 1, timeout + 4) if kind != "pause" else \
                 rnd.uniform(lease + 0.5, timeout + 4)
-            faults.append(inject(c, kind, rnd, hold, log))
+            faults.append(inject(c, kind, rnd, hold, log, owner))
             _wait(lambda: len(c.pids) == sc.peers and c.leader_index() is not None, 60,
                   "cluster whole again")
+            if sc.streaming and kind.startswith("kill"):
+                c.wait_spark()  # the restarted peer's JVM, before the next fault
             time.sleep(max(0.0, sc.fault_every - hold))  # fault schedule: spacing
         stop.set()
         load.join(60)
@@ -165,12 +226,17 @@ def run(sc: Scenario, out: str) -> int:
             if row.get("state") != "RUNNING":
                 detail = call("GET", c.alive_url() + f"/jobs/{j}")[1]
                 log(f"probe {j}: {detail.get('state')} attempts {detail.get('attempts')}")
+        streaming = finish_streaming(c, feeds, streaming_jobs, log)
     finally:
         stop.set()
+        for feed in feeds if "feeds" in locals() else []:
+            feed.halt.set()
         c.stop()
     probes = read_probes(c.probe_dir)
     limit = timeout + 5.0
     results = checks.run_all(probes, faults, final, load.acked, probe_jobs, set(), limit)
+    if streaming:
+        results["streaming exactly-once"] = streaming
     ok = all(r["ok"] for r in results.values())
     report = {"ok": ok, "scenario": sc.__dict__, "faults": faults, "checks": results,
               "acknowledged": len(load.acked), "unacknowledged": len(load.unacked),
@@ -198,6 +264,8 @@ def main(argv=None) -> int:
     r.add_argument("--faults", default=",".join(FAULTS))
     r.add_argument("--fault-every", type=float, default=12.0)
     r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--streaming", type=int, default=0,
+                   help="streaming example jobs fed known events (starts Spark on each peer)")
     r.add_argument("--out", default="chaos-report")
     r.add_argument("-D", dest="overrides", action="append", default=[])
     args = ap.parse_args(argv)
@@ -215,7 +283,8 @@ def main(argv=None) -> int:
         k, _, v = item.partition("=")
         settings[k] = v
     sc = Scenario(peers=args.peers, jobs=args.jobs, duration=args.duration, faults=faults,
-                  fault_every=args.fault_every, seed=args.seed, settings=settings)
+                  fault_every=args.fault_every, seed=args.seed, streaming=args.streaming,
+                  settings=settings)
     return run(sc, args.out)
 
 

@@ -52,6 +52,7 @@ class Scenario:
     load_clients: int = 3
     load_rate: float = 5.0          # submissions/s per client during the faults
     settle: float = 20.0            # max wait after healing for every job to run again
+    streaming: int = 0              # streaming example jobs (real Spark on every peer)
     settings: dict = field(default_factory=dict)
 
 
@@ -66,9 +67,13 @@ class ChaosCluster:
         self.urls = [f"http://{ln.rsplit(':', 2)[0]}:{ln.split(':')[1]}" for ln in self.lines]
         self.nodes = [f"{ln.rsplit(':', 2)[0]}:{ln.rsplit(':', 1)[1]}" for ln in self.lines]
         self.probe_dir = os.path.join(self.base, "probes")
+        spark = {"spark.connect.embedded": True, "spark.master": "local[1]",
+                 "spark.driver.memory": "512m", "spark.conf.spark.sql.shuffle.partitions": 2,
+                 "jobmanager.executor.preload": "pyspark", "rebalance.strategy": "none"} \
+            if sc.streaming else {"spark.connect.embedded": False,
+                                  "jobmanager.executor.preload": "none"}
         self.conf_dir = write_conf(self.base, self.lines, {
-            "spark.connect.embedded": False, "jobmanager.executor.preload": "none",
-            "jobmanager.slots": 32, "restart-strategy.type": "fixed-delay",
+            **spark, "jobmanager.slots": 32, "restart-strategy.type": "fixed-delay",
             "restart-strategy.fixed-delay.attempts": 1000,
             "restart-strategy.fixed-delay.delay": "200 ms", **sc.settings})
         self.env = dict(os.environ, JM_CONF_DIR=self.conf_dir)
@@ -102,6 +107,27 @@ class ChaosCluster:
             self.start_peer(i)
         for url in self.urls:
             _wait(lambda u=url: call("GET", u + "/healthz")[1].get("ok"), 60, f"{url} healthy")
+        if self.sc.streaming:
+            self.wait_spark()
+
+    def wait_spark(self) -> None:
+        for url in self.urls:
+            _wait(lambda u=url: call("GET", u + "/healthz")[1].get("spark-ready"), 300,
+                  f"{url} Spark ready", interval=0.5)
+
+    def sql_rows(self, sql: str) -> list:
+        """Run a SQL job on a live peer and return its rows ([] if it failed)."""
+        status, body = call("POST", self.alive_url() + "/jobs", {"sql": sql, "name": "check"})
+        if status != 202:
+            return []
+        jid = body["jobid"]
+        res = _wait(lambda: (lambda r: r if r and r.get("state") in ("FINISHED", "FAILED")
+                             else None)(call("GET", self.alive_url() + f"/jobs/{jid}/result")[1]),
+                    180, "check query", interval=0.3)
+        return (res.get("result") or {}).get("rows", []) if res["state"] == "FINISHED" else []
+
+    def index_of(self, node: str) -> Optional[int]:
+        return self.nodes.index(node) if node in self.nodes else None
 
     def stop(self) -> None:
         for pid in list(self.all_pids):

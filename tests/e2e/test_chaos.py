@@ -35,3 +35,21 @@ def test_short_chaos_scenario_keeps_every_invariant(tmp_path):
             pid = int(line.split("(pid ")[1].split(",")[0])
             assert not os.path.exists(f"/proc/{pid}") or \
                 open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+
+
+def test_streaming_job_survives_chaos_exactly_once(tmp_path):
+    """A real Spark streaming job fed known events while the peer running it is killed
+    again and again (and other peers are paused): it moves at least twice, and its sink
+    holds every window exactly once."""
+    out = tmp_path / "report"
+    r = subprocess.run([sys.executable, "-m", "chaos", "run", "--duration", "40",
+                        "--jobs", "3", "--fault-every", "12", "--seed", "5", "--streaming", "1",
+                        "--faults", "kill-owner", "--out", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=900)
+    report = json.loads((out / "report.json").read_text())
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    streaming = report["checks"]["streaming exactly-once"]
+    assert streaming["ok"], streaming
+    assert min(streaming["attempts"].values()) >= 2, streaming  # moved at least twice
+    assert streaming["events"] > 100
+    assert sum(f["kind"] == "kill" for f in report["faults"]) >= 2

@@ -71,8 +71,10 @@ def nodes(c, peer=0):
 
 
 def committed(c, jid):
+    """The last committed micro-batch + 1 (Spark keeps only the last 100 commit files)."""
     d = os.path.join(c.base, "ha", jid, "checkpoints", "events", "commits")
-    return len([n for n in os.listdir(d) if n.isdigit()]) if os.path.isdir(d) else 0
+    return max([int(n) + 1 for n in os.listdir(d) if n.isdigit()], default=0) \
+        if os.path.isdir(d) else 0
 
 
 def all_running(c, ids, peer=0):

@@ -21,6 +21,10 @@ _ASSIGN_OK = hs.tuples(hs.just("assign_ok"), hs.lists(hs.tuples(i, i), min_size=
 _REPORT_OK = hs.tuples(hs.just("report_ok"), i, hs.sampled_from(STATUSES), hs.booleans())
 _SUBMIT = hs.tuples(hs.just("submit"), i, hs.integers(1, 3),
                     hs.sampled_from(["", "", "r1", "r2", "r3"]))
+_SAVEPOINT = hs.tuples(hs.just("savepoint"), i, hs.sampled_from(["t1", "t2", "t3"]),
+                       hs.booleans())
+_COMPLETE = hs.tuples(hs.just("complete"), i, hs.sampled_from(["t1", "t2", "t3"]),
+                      hs.booleans(), hs.integers(-1, 0))
 ACTION = hs.one_of(
     # the common, meaningful moves are listed more than once to weight them up
     _ASSIGN_OK, _ASSIGN_OK, _REPORT_OK, _REPORT_OK, _REPORT_OK, _SUBMIT,
@@ -35,6 +39,12 @@ ACTION = hs.one_of(
     hs.tuples(hs.just("dead"), i),
     hs.tuples(hs.just("cancel"), i),
     hs.tuples(hs.just("junk"), hs.sampled_from([None, 1, "x", c.Assignment("j0", "n0", 0)])),
+    hs.tuples(hs.just("move"), i, i), hs.tuples(hs.just("move"), i, i),
+    hs.tuples(hs.just("move"), i, i),
+    hs.tuples(hs.just("release"), i, hs.integers(-1, 1)),
+    hs.tuples(hs.just("release"), i, hs.just(0)),
+    hs.tuples(hs.just("drain"), i, hs.booleans()),
+    _SAVEPOINT, _SAVEPOINT, _COMPLETE, _COMPLETE, _COMPLETE,
 )
 # a sequence starts with some peers and jobs, so that the interesting moves happen
 SEQUENCE = hs.builds(
@@ -61,7 +71,9 @@ def to_command(st: ClusterState, action, t: float):
     if kind == "dead":
         return c.DeclarePeerDead(_pick(NODES + ["ghost"], action[1]), t)
     if kind == "submit":
-        return c.SubmitJob(_pick(JOBS, action[1]), {"slots": action[2]}, t, action[3])
+        job = _pick(JOBS, action[1])
+        kind = "streaming" if JOBS.index(job) % 2 == 0 else "batch"
+        return c.SubmitJob(job, {"slots": action[2], "job-type": kind}, t, action[3])
     if kind == "assign_ok":
         pending = [j for j in st.pending]
         alive = [p.id for p in st.alive_peers()]
@@ -77,7 +89,7 @@ def to_command(st: ClusterState, action, t: float):
                                   for a, b, e in action[1]), t)
     if kind == "place":
         waiting = [Waiting(j, st.jobs[j].slots, st.jobs[j].epoch) for j in st.pending]
-        peers = [PeerLoad(p.id, p.slots, st.slots_used(p.id)) for p in st.alive_peers()]
+        peers = [PeerLoad(p.id, p.slots, st.slots_used(p.id)) for p in st.schedulable_peers()]
         return c.AssignJobs(tuple(c.Assignment(j, n, e) for j, n, e in place(waiting, peers)), t)
     if kind == "report_ok":
         owned = [j for j in st.jobs.values() if j.node is not None]
@@ -100,6 +112,31 @@ def to_command(st: ClusterState, action, t: float):
                                                 _pick(NODES, action[2]), action[4], t),))
     if kind == "cancel":
         return c.CancelJob(_pick(JOBS + ["ghost"], action[1]), t)
+    owned = [j for j in st.jobs.values() if j.node is not None]
+    if kind == "move":
+        job = _pick(owned, action[1])
+        target = _pick(sorted(st.peers), action[2])
+        if job is None or target is None:
+            return c.MoveJobs((), "test", t)
+        return c.MoveJobs((c.Move(job.id, job.node, target, job.epoch),), "test", t)
+    if kind == "release":
+        job = _pick([j for j in owned if j.move_to] or owned, action[1])
+        if job is None:
+            return c.ReleaseJob("ghost", 0, "n0", t)
+        return c.ReleaseJob(job.id, job.epoch + action[2], job.node, t)
+    if kind == "drain":
+        return c.DrainPeer(_pick(NODES + ["ghost"], action[1]), action[2], t)
+    if kind == "savepoint":
+        return c.TriggerSavepoint(_pick(JOBS + ["ghost"], action[1]), action[2], None,
+                                  action[3], t)
+    if kind == "complete":
+        job = _pick([j for j in owned if j.pending_savepoints()] or owned, action[1])
+        if job is None:
+            return c.CompleteSavepoint("ghost", 0, "n0", action[2], "/sp", None, t)
+        pending = [sp.id for sp in job.pending_savepoints()]
+        return c.CompleteSavepoint(job.id, job.epoch + action[4], job.node,
+                                   _pick(pending, 0) or action[2],
+                                   None if action[3] else "/sp", "E" if action[3] else None, t)
     return action[1]  # junk
 
 
@@ -145,6 +182,23 @@ def check_invariants(st: ClusterState, prev_epochs: dict) -> None:
             assert job.status == S.CANCELLING
         assert len(job.failures) <= S.MAX_FAILURES_KEPT
         assert job.failure_count >= len(job.failures)
+        # planned moves: a reservation exactly while a streaming job is on its way
+        if job.move_to is not None:
+            assert job.node is not None and job.status not in S.TERMINAL and job.streaming
+            assert st.incoming.get(job.move_to, {}).get(job.id) == job.slots
+            assert not job.cancel_requested and job.move_to != job.node
+        # savepoints: a stop in progress has its request; ended jobs have none pending
+        if job.stop_trigger is not None:
+            sp = job.savepoints[job.stop_trigger]
+            assert sp.stop and sp.status == S.IN_PROGRESS and job.status not in S.TERMINAL
+        if job.status in S.TERMINAL:
+            assert job.pending_savepoints() == [] and job.move_to is None
+        assert len(job.savepoints) <= S.MAX_SAVEPOINTS_KEPT + len(job.pending_savepoints())
+    for node, moving in st.incoming.items():
+        for job_id in moving:
+            assert st.jobs[job_id].move_to == node
+            peer = st.peers[node]
+            assert peer.state == S.ALIVE and not peer.draining
     for node, peer in st.peers.items():
         used = st.slots_used(node)
         assert used <= peer.slots, f"{node} uses {used} of {peer.slots} slots"
@@ -251,4 +305,7 @@ def test_declare_dead_touches_only_that_peer(actions, k):
                 assert job_id in st.pending
             assert new.epoch == old.epoch
         else:
+            if old.move_to == node and was_alive:  # a move onto the dead peer is withdrawn
+                assert new.move_to is None and new.node == old.node
+                old.move_to = None
             assert new == old, f"{job_id} changed though it was not on {node}"
