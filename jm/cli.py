@@ -26,7 +26,7 @@ from typing import Any, Optional
 from jm.cli_ops import add_commands
 from jm.cli_http import (DEFAULT_ADDRESS, DEFAULT_TIMEOUT, EXIT_API, EXIT_INTERRUPTED,
                          EXIT_OK, EXIT_USAGE, ApiError, CliError, Client, UsageError, _q,
-                         compact, fmt_duration, fmt_size, fmt_time, one_line, out, print_json,
+                         compact, fmt_duration, fmt_time, one_line, out, print_json,
                          table)
 
 TERMINAL = ("FINISHED", "FAILED", "CANCELED")
@@ -433,30 +433,6 @@ def cmd_result(client: Client, a: argparse.Namespace) -> int:
     raise CliError(f"job {a.jobid} is {state}; no result yet")
 
 
-def cmd_artifacts(client: Client, a: argparse.Namespace) -> int:
-    res = client.get("/artifacts")
-    if a.json:
-        print_json(res)
-        return EXIT_OK
-    arts = sorted(res.get("artifacts", []), key=lambda x: x.get("created") or 0)
-    if not arts:
-        out("no artifacts")
-        return EXIT_OK
-    out(table(["PYFILE", "NAME", "SIZE", "NODES", "CREATED"],
-              [[f"artifact:{x.get('id')}", x.get("name"), fmt_size(x.get("size")),
-                len(x.get("nodes") or []), fmt_time(x.get("created"))] for x in arts]))
-    return EXIT_OK
-
-
-def cmd_upload(client: Client, a: argparse.Namespace) -> int:
-    res = upload(client, a.file)
-    if a.json:
-        print_json(res)
-    else:
-        out(res["pyfile"])
-    return EXIT_OK
-
-
 # ---- argument parsing -----------------------------------------------------------------
 
 class _Parser(argparse.ArgumentParser):
@@ -556,10 +532,7 @@ def make_parser() -> argparse.ArgumentParser:
     e.add_argument("jobid", metavar="JOBID")
     r = add("result", "print a finished job's result (JSON)", cmd_result)
     r.add_argument("jobid", metavar="JOBID")
-    add("artifacts", "list the uploaded artifacts", cmd_artifacts)
-    u = add("upload", "upload a .py/.zip/.egg artifact; prints its pyfile id", cmd_upload)
-    u.add_argument("file", metavar="FILE")
-    add_commands(add)
+    add_commands(add, upload)
     return p
 
 

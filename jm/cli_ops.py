@@ -1,4 +1,5 @@
-"""jm commands for stateful operations: savepoint, stop, rebalance, drain."""
+"""jm commands beyond submitting and watching jobs: savepoint, stop, rebalance, drain,
+artifacts, upload."""
 from __future__ import annotations
 
 import argparse
@@ -6,8 +7,8 @@ import time
 import uuid
 from typing import Any, Callable, Optional
 
-from jm.cli_http import (EXIT_INTERRUPTED, EXIT_OK, CliError, Client, UsageError, _q, out,
-                         print_json, table)
+from jm.cli_http import (EXIT_INTERRUPTED, EXIT_OK, CliError, Client, UsageError, _q,
+                         fmt_size, fmt_time, out, print_json, table)
 
 
 def _target(a: argparse.Namespace) -> Optional[str]:
@@ -125,8 +126,35 @@ def cmd_drain(client: Client, a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_commands(add: Callable[..., argparse.ArgumentParser]) -> None:
+def cmd_artifacts(client: Client, a: argparse.Namespace) -> int:
+    res = client.get("/artifacts")
+    if a.json:
+        print_json(res)
+        return EXIT_OK
+    arts = sorted(res.get("artifacts", []), key=lambda x: x.get("created") or 0)
+    if not arts:
+        out("no artifacts")
+        return EXIT_OK
+    out(table(["PYFILE", "NAME", "SIZE", "NODES", "CREATED"],
+              [[f"artifact:{x.get('id')}", x.get("name"), fmt_size(x.get("size")),
+                len(x.get("nodes") or []), fmt_time(x.get("created"))] for x in arts]))
+    return EXIT_OK
+
+
+def add_commands(add: Callable[..., argparse.ArgumentParser],
+                 upload: Callable[[Client, str], dict]) -> None:
     """Register the commands on the jm parser (`add(name, help, func)`)."""
+
+    def cmd_upload(client: Client, a: argparse.Namespace) -> int:
+        res = upload(client, a.file)
+        if a.json:
+            print_json(res)
+        else:
+            out(res["pyfile"])
+        return EXIT_OK
+    add("artifacts", "list the uploaded artifacts", cmd_artifacts)
+    u = add("upload", "upload a .py/.zip/.egg artifact; prints its pyfile id", cmd_upload)
+    u.add_argument("file", metavar="FILE")
     for name, func, help_ in (
             ("savepoint", cmd_savepoint, "take a savepoint of a streaming job (it keeps "
                                          "running); prints the savepoint's path"),

@@ -4,6 +4,8 @@ Least-loaded first: each job (in submission order) goes to the live peer with th
 lowest share of its slots in use, ties broken by more free slots, then by a hash of
 (job, node) (rendezvous hashing), so that short jobs placed one at a time on idle
 peers still spread over all of them instead of always landing on the same one.
+Peers whose Spark is not up yet (a peer that just started) come after ready peers, so a
+job does not wait for a JVM to start while a ready peer has room.
 A job that fits nowhere keeps waiting (CREATED); smaller jobs behind it may still
 be placed. No I/O, no clock.
 """
@@ -18,6 +20,7 @@ class PeerLoad:
     node: str
     slots: int
     used: int
+    ready: bool = True
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ def place(waiting: list[Waiting], peers: list[PeerLoad], mode: str = "spread",
         peers = [p for p in peers if p.node == leader]
     used = {p.node: p.used for p in peers}
     total = {p.node: p.slots for p in peers}
+    waits = {p.node: not p.ready for p in peers}
     out = []
     for job in waiting:
         best = None
@@ -56,9 +60,9 @@ def place(waiting: list[Waiting], peers: list[PeerLoad], mode: str = "spread",
                 continue
             share = used[node] / total[node]
             if mode == "pack":
-                key = (-share, free, _tie(job.job_id, node), node)
+                key = (waits[node], -share, free, _tie(job.job_id, node), node)
             else:
-                key = (share, -free, _tie(job.job_id, node), node)
+                key = (waits[node], share, -free, _tie(job.job_id, node), node)
             if best is None or key < best[0]:
                 best = (key, node)
         if best is not None:

@@ -151,7 +151,8 @@ class ResourceManager:
 
     async def _place(self) -> None:
         with self.raft.read() as st:
-            peers = [PeerLoad(p.id, p.slots, st.slots_used(p.id)) for p in st.schedulable_peers()]
+            peers = [PeerLoad(p.id, p.slots, st.slots_used(p.id), p.ready)
+                     for p in st.schedulable_peers()]
             free = {p.node: p.slots - p.used for p in peers}
             total_free, most_free = sum(max(0, f) for f in free.values()), max(free.values(), default=0)
             if total_free <= 0 or not st.pending:

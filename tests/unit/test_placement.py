@@ -137,3 +137,13 @@ def test_leader_only_uses_the_leader_and_waits_when_it_is_full():
     out = place([W(f"j{i}") for i in range(4)], peers, mode="leader-only", leader="a")
     assert out == [("j0", "a", 0), ("j1", "a", 0)]  # the rest waits, standbys stay idle
     assert place([W("j")], peers, mode="leader-only", leader=None) == []
+
+
+def test_ready_peers_before_peers_whose_spark_is_starting():
+    peers = [PeerLoad("cold", 4, 0, ready=False), PeerLoad("warm", 4, 3)]
+    assert place([Waiting("j", 1, 0)], peers) == [("j", "warm", 0)]
+    # a full ready peer does not block: the job goes to the starting one
+    peers = [PeerLoad("cold", 4, 0, ready=False), PeerLoad("warm", 4, 4)]
+    assert place([Waiting("j", 1, 0)], peers) == [("j", "cold", 0)]
+    assert place([Waiting("j", 1, 0)], [PeerLoad("cold", 4, 0, ready=False),
+                                        PeerLoad("warm", 4, 1)], "pack") == [("j", "warm", 0)]
