@@ -42,7 +42,7 @@ def test_streaming_job_survives_chaos_exactly_once(tmp_path):
     again and again (and other peers are paused): it moves at least twice, and its sink
     holds every window exactly once."""
     out = tmp_path / "report"
-    r = subprocess.run([sys.executable, "-m", "chaos", "run", "--duration", "40",
+    r = subprocess.run([sys.executable, "-m", "chaos", "run", "--duration", "70",
                         "--jobs", "3", "--fault-every", "12", "--seed", "5", "--streaming", "1",
                         "--faults", "kill-owner", "--out", str(out)],
                        cwd=ROOT, capture_output=True, text=True, timeout=900)
