@@ -121,7 +121,19 @@ def planned(c, jid, checkpoint, timeout) -> dict:
     return dict(out, kind="planned", source=owner)
 
 
+def fencings(c) -> int:
+    """Times a peer stopped its jobs because its lease ran out (none should on survivors)."""
+    n = 0
+    log_dir = os.path.join(c.base, "log")
+    for name in os.listdir(log_dir):
+        if name.endswith(".log"):
+            with open(os.path.join(log_dir, name), errors="replace") as f:
+                n += f.read().count("no heartbeat acknowledged")
+    return n
+
+
 def failover(c, jid, checkpoint, timeout) -> dict:
+    fenced_before = fencings(c)
     j = job(c.urls[0], jid)
     owner = j["node"]
     ns = nodes(c.urls[0])
@@ -129,6 +141,8 @@ def failover(c, jid, checkpoint, timeout) -> dict:
     t0 = time.time()
     os.kill(v["pid"], signal.SIGKILL)
     out = _after_move(c, jid, t0, j["attempt"], checkpoint, timeout)
+    out["survivor_fencings"] = fencings(c) - fenced_before
+    out["leader_killed"] = v["leader"]
     line = f"127.0.0.1:{v['rest-port']}:{v['raft-port']}"
     subprocess.run([os.path.join(ROOT, "bin", "jobmanager.sh"), "start", line], env=c.env,
                    check=True, capture_output=True, timeout=60)
@@ -218,6 +232,8 @@ def main() -> int:
         summary[f"{kind}_first_batch_warm_target_p50_s"] = median(warm)
         summary[f"{kind}_moves"] = len(rs)
         summary[f"{kind}_cold_targets"] = sum(r["cold_target"] for r in rs)
+    summary["failover_leader_kills"] = sum(r.get("leader_killed", False) for r in results)
+    summary["survivor_fencings"] = sum(r.get("survivor_fencings", 0) for r in results)
     out = args.out or os.path.join(ROOT, "bench", "results", f"move-{args.profile}.json")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     with open(out, "w") as fh:

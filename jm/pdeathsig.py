@@ -1,6 +1,6 @@
 """`python -m jm.pdeathsig CMD ARGS...`: exec CMD so that it is killed when our parent dies.
 
-Used instead of subprocess's preexec_fn, which is not safe in a process with threads
+$JM_NICE (if set) lowers the priority of CMD. Used instead of subprocess's preexec_fn, which is not safe in a process with threads
 (pysyncobj's tick thread): Linux keeps PR_SET_PDEATHSIG across execve.
 """
 import os
@@ -17,6 +17,9 @@ def main() -> None:
     set_pdeathsig(signal.SIGKILL)
     if os.getppid() == 1:  # the parent is already gone
         sys.exit(1)
+    nice = int(os.environ.pop("JM_NICE", "0") or 0)
+    if nice:  # job work (a Spark JVM) yields the CPU to the peer's Raft and heartbeats
+        os.nice(nice)
     os.execvp(sys.argv[1], sys.argv[1:])
 
 

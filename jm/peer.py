@@ -99,7 +99,8 @@ class Peer:
                 port, self.conf["spark.master"], self.log_dir, spark_ready_file,
                 self.conf["spark.driver.memory"], self.conf.spark_conf,
                 self.conf["spark.log.level"], self.conf["spark.connect.startup-timeout"],
-                self._spark_warmup, on_start=lambda pid: self.executor.guard([pid]))
+                self._spark_warmup, on_start=lambda pid: self.executor.guard([pid]),
+                nice=self.conf["jobmanager.executor.nice"])
             self.spark.start()
         self.reporter = make_reporter(self.raft, self.conf["rest.write-timeout"])
         self.reporter.start()
@@ -159,7 +160,11 @@ class Peer:
                         await self.dispatcher.fence()
                         continue
             except RaftUnavailable as exc:
+                # no leader (an election) or no commit: try again soon, not an interval
+                # later, so that the lease is renewed as soon as a leader is there
                 log.debug("heartbeat not committed: %s", exc)
+                await asyncio.sleep(min(interval, 0.1))
+                continue
             except Exception:
                 log.exception("heartbeat failed")
             await asyncio.sleep(max(0.0, interval - (time.time() - sent)))

@@ -46,8 +46,9 @@ class SparkConnectServer:
     def __init__(self, port: int, master: str, log_dir: str, ready_file: str,
                  driver_memory: str, extra_conf: dict, log_level: str,
                  startup_timeout: float, warmup: Callable,
-                 on_start: Callable[[int], None] = lambda pid: None) -> None:
+                 on_start: Callable[[int], None] = lambda pid: None, nice: int = 0) -> None:
         self.port = port
+        self.nice = nice
         self.master = master
         self.log_dir = log_dir
         self.ready_file = ready_file
@@ -90,6 +91,7 @@ class SparkConnectServer:
         env = dict(os.environ)
         env["SPARK_HOME"] = spark_home()
         env["SPARK_LOCAL_IP"] = "127.0.0.1"
+        env["JM_NICE"] = str(self.nice)
         env.setdefault("SPARK_LOG_DIR", self.log_dir)
         conf_dir = os.path.join(self.log_dir, "spark-conf")
         os.makedirs(conf_dir, exist_ok=True)
