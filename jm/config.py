@@ -196,12 +196,15 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "spark.log.level": (_str, "WARN"),
     "sql.max-result-rows": (_int(0), 1000),
     "raft.min-timeout": (parse_duration, "400 ms"),
-    "raft.max-timeout": (parse_duration, "1400 ms"),
+    "raft.max-timeout": (parse_duration, "1000 ms"),
     "raft.append-entries-period": (parse_duration, "50 ms"),
     "raft.leader-fallback-timeout": (parse_duration, "1400 ms"),
     "raft.connection-retry-time": (parse_duration, "500 ms"),
     "raft.use-batch": (_bool, False),
-    "raft.password": (_opt_str, None),
+    "raft.password": (_opt_str, None),  # default: cluster.secret
+    "rest.auth.token": (_opt_str, None),
+    "rest.auth.token-file": (_opt_str, None),
+    "cluster.secret": (_opt_str, None),
 }
 PASS_THROUGH_PREFIXES = ("spark.conf.",)
 
@@ -337,6 +340,12 @@ class Config:
                               f"heartbeat intervals ({2 * interval:g} s)")
         if self["raft.min-timeout"] >= self["raft.max-timeout"]:
             raise ConfigError("raft.min-timeout: must be below raft.max-timeout")
+        election = interval + self["raft.max-timeout"]
+        if lease < election:
+            raise ConfigError(
+                f"jobmanager.lease-timeout: {lease:g} s must be at least heartbeat.interval "
+                f"+ raft.max-timeout ({election:g} s): a leader election must not outlast the "
+                "other peers' leases, or the death of the leader stops every peer's jobs")
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -345,6 +354,21 @@ class Config:
         """A path setting, resolved against the installation directory."""
         value = os.path.expanduser(self[key])
         return value if os.path.isabs(value) else os.path.join(self.home, value)
+
+    def rest_token(self) -> Optional[str]:
+        """rest.auth.token, or the first line of rest.auth.token-file."""
+        if self["rest.auth.token-file"]:
+            path = self.path("rest.auth.token-file")
+            try:
+                with open(path) as f:
+                    token = f.readline().strip()
+            except OSError as exc:
+                raise ConfigError(f"rest.auth.token-file: cannot read {path}: "
+                                  f"{exc.strerror or exc}")
+            if not token:
+                raise ConfigError(f"rest.auth.token-file: {path} is empty")
+            return token
+        return self["rest.auth.token"]
 
     def savepoints_dir(self) -> str:
         """state.savepoints.dir, by default <high-availability.storageDir>/savepoints."""

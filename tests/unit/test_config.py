@@ -325,3 +325,9 @@ def test_choose_self():
     assert C.choose_self([PeerAddress("a", 1, 2)], None) == PeerAddress("a", 1, 2)
     with pytest.raises(ConfigError, match="not a line of conf/masters"):
         C.choose_self(ms, "remote:1:3")
+
+
+def test_lease_must_outlast_a_leader_election():
+    with pytest.raises(ConfigError, match="^jobmanager.lease-timeout:.*raft.max-timeout"):
+        cfg(**{"raft.max-timeout": "1800 ms"})
+    assert cfg(**{"raft.max-timeout": "1500 ms"})["raft.max-timeout"] == 1.5
