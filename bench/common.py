@@ -32,6 +32,10 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 class BenchCluster:
     def __init__(self, n: int, settings: dict, base: str | None = None) -> None:
         self.base = base or tempfile.mkdtemp(prefix="jm-bench-")
@@ -73,6 +77,10 @@ class BenchCluster:
                 pass
 
     def __enter__(self) -> "BenchCluster":
+        # SIGTERM (and SIGINT, which a background job ignores) end the run through the
+        # normal exit path, so every peer, zygote and JVM is stopped
+        signal.signal(signal.SIGTERM, _interrupt)
+        signal.signal(signal.SIGINT, _interrupt)
         try:
             self.start()
         except BaseException:

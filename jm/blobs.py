@@ -59,12 +59,13 @@ class BlobStore:
         path = os.path.join(self._folder(digest), safe_name(name))
         return path if os.path.exists(path) else None
 
-    async def fetch(self, artifact_id: str, name: str, urls: list[str]) -> str:
+    async def fetch(self, artifact_id: str, name: str, urls: list[str],
+                    headers: dict | None = None) -> str:
         """Get a blob from the first peer that serves it; verify its hash."""
         digest = artifact_id.split(":", 1)[-1]
         errors = []
         timeout = aiohttp.ClientTimeout(total=60)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
+        async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
             for url in urls:
                 try:
                     async with session.get(f"{url}/artifacts/{artifact_id}/content") as resp:

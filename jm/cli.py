@@ -24,7 +24,7 @@ import uuid
 from typing import Any, Optional
 
 from jm.cli_ops import add_commands
-from jm.cli_http import (DEFAULT_ADDRESS, DEFAULT_TIMEOUT, EXIT_API, EXIT_INTERRUPTED,
+from jm.cli_http import (DEFAULT_ADDRESS, masters_addresses, DEFAULT_TIMEOUT, EXIT_API, EXIT_INTERRUPTED,
                          EXIT_OK, EXIT_USAGE, ApiError, CliError, Client, UsageError, _q,
                          compact, fmt_duration, fmt_time, one_line, out, print_json,
                          table)
@@ -233,17 +233,28 @@ def cmd_submit(client: Client, a: argparse.Namespace) -> int:
     if not a.json:
         out(job_id)
     deadline = None if a.timeout is None else start + a.timeout
-    job = wait_for_end(client, job_id, deadline, a.timeout)
+    progress = not a.json and (a.progress or sys.stderr.isatty())
+    job = wait_for_end(client, job_id, deadline, a.timeout, progress=progress)
     return report_end(client, job, a.json, expect="FINISHED")
 
 
 def wait_for_end(client: Client, job_id: str, deadline: Optional[float],
-                 timeout: Optional[float]) -> dict:
+                 timeout: Optional[float], progress: bool = False) -> dict:
+    """Poll until the job ends. With `progress`, print each change of state, peer or
+    attempt to stderr with the time elapsed (stdout stays for the result)."""
     interval = 0.1
+    start, seen = time.monotonic(), None
     try:
         while True:
             job = client.get(f"/jobs/{_q(job_id)}")
             state = job.get("state")
+            now_seen = (state, job.get("node"), job.get("attempt"))
+            if progress and now_seen != seen:
+                seen = now_seen
+                where = f" on {job.get('node')}" if job.get("node") else ""
+                attempt = f" (attempt {job.get('attempt')})" if job.get("attempt") else ""
+                print(f"{time.monotonic() - start:7.1f} s  {state}{where}{attempt}",
+                      file=sys.stderr, flush=True)
             if state in TERMINAL:
                 return job
             now = time.monotonic()
@@ -456,8 +467,12 @@ def _common() -> argparse.ArgumentParser:
     p = _Parser(add_help=False)
     g = p.add_argument_group("connection and output")
     g.add_argument("--address", "-a", metavar="URL", default=argparse.SUPPRESS,
-                   help="any peer's REST address, http://host:port or host:port "
-                        f"(default: $JM_ADDRESS, else {DEFAULT_ADDRESS})")
+                   help="any peer's REST address (http://host:port or host:port), or several, "
+                        "comma-separated: the next is tried when one does not answer "
+                        "(default: $JM_ADDRESS, else the peers in $JM_CONF_DIR/masters or "
+                        f"./conf/masters, else {DEFAULT_ADDRESS})")
+    g.add_argument("--token", metavar="TOKEN", default=argparse.SUPPRESS,
+                   help="the cluster's rest.auth.token (default: $JM_TOKEN)")
     g.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                    help="print the API's JSON instead of text")
     g.add_argument("--timeout", type=_positive_float, metavar="S", default=argparse.SUPPRESS,
@@ -520,6 +535,9 @@ def make_parser() -> argparse.ArgumentParser:
     s.add_argument("--wait", action="store_true",
                    help="wait for the job to end; print its state and result; exit 0 only "
                         "if it FINISHED")
+    s.add_argument("--progress", action="store_true",
+                   help="with --wait: print each change of state, peer and attempt to stderr "
+                        "(the default on a terminal)")
 
     add("list", "list the jobs", cmd_list)
     st = add("status", "show a job's details, attempts and result", cmd_status)
@@ -545,8 +563,10 @@ def run(argv: Optional[list[str]]) -> int:
                          "upload (see 'jm --help')")
     a.json = bool(getattr(a, "json", False))
     a.timeout = getattr(a, "timeout", None)
-    address = getattr(a, "address", None) or os.environ.get("JM_ADDRESS") or DEFAULT_ADDRESS
-    client = Client(address, a.timeout if a.timeout is not None else DEFAULT_TIMEOUT)
+    address = (getattr(a, "address", None) or os.environ.get("JM_ADDRESS")
+               or masters_addresses() or DEFAULT_ADDRESS)
+    token = getattr(a, "token", None) or os.environ.get("JM_TOKEN") or None
+    client = Client(address, a.timeout if a.timeout is not None else DEFAULT_TIMEOUT, token)
     return a.func(client, a)
 
 

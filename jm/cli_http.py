@@ -72,6 +72,23 @@ def normalise_address(address: str) -> str:
     return a.rstrip("/")
 
 
+def masters_addresses() -> Optional[str]:
+    """The REST addresses of the peers in $JM_CONF_DIR/masters (or ./conf/masters)."""
+    import os
+    path = os.path.join(os.environ.get("JM_CONF_DIR") or "conf", "masters")
+    try:
+        with open(path) as f:
+            lines = [ln.split("#", 1)[0].strip() for ln in f]
+    except OSError:
+        return None
+    out = []
+    for ln in lines:
+        parts = ln.split(":")
+        if len(parts) == 3 and parts[0] and parts[1].isdigit():
+            out.append(f"http://{parts[0]}:{parts[1]}")
+    return ",".join(out) or None
+
+
 class _Transient(Exception):
     """A failed attempt that may be retried: no connection, or 503."""
 
@@ -103,9 +120,15 @@ class Client:
     (honouring Retry-After) within a time budget; a retried request is sent unchanged,
     so callers make writes idempotent (X-Request-Id for POST /jobs)."""
 
-    def __init__(self, address: str, timeout: float = DEFAULT_TIMEOUT) -> None:
-        self.base = normalise_address(address)
+    def __init__(self, address: str, timeout: float = DEFAULT_TIMEOUT,
+                 token: Optional[str] = None) -> None:
+        # several peers (comma-separated): a peer that does not answer (or has no leader)
+        # makes the client move on to the next one
+        self.bases = [normalise_address(a) for a in address.split(",") if a.strip()] or \
+            [normalise_address(address)]
+        self.base = self.bases[0]
         self.timeout = timeout
+        self.token = token
         self.attempts = 0          # attempts made by the last request
         self._opener = None
 
@@ -150,6 +173,8 @@ class Client:
         """Send a request; return the decoded JSON body of a 2xx answer or raise
         ApiError / Unreachable."""
         hdrs = {"Accept": "application/json", "User-Agent": "jm-cli"}
+        if self.token:
+            hdrs["Authorization"] = f"Bearer {self.token}"
         hdrs.update(headers or {})
         data = raw
         if body is not None and raw is None:
@@ -157,7 +182,6 @@ class Client:
             hdrs["Content-Type"] = "application/json"
         elif content_type:
             hdrs["Content-Type"] = content_type
-        url = self.base + path
         start = time.monotonic()
         deadline = start + (self.timeout if budget is None else budget)
         delay = 0.2
@@ -166,11 +190,13 @@ class Client:
             self.attempts += 1
             remaining = deadline - time.monotonic()
             try:
-                status, out = self._open(method, url, data, hdrs,
+                status, out = self._open(method, self.base + path, data, hdrs,
                                          max(0.5, min(ATTEMPT_TIMEOUT, remaining)))
             except _Transient as exc:
+                if len(self.bases) > 1:  # the next peer may answer
+                    self.base = self.bases[(self.bases.index(self.base) + 1) % len(self.bases)]
                 wait = delay if exc.retry_after is None else min(max(exc.retry_after, 0.1), 5.0)
-                if (self.attempts >= MAX_ATTEMPTS
+                if (self.attempts >= max(MAX_ATTEMPTS, 2 * len(self.bases))
                         or time.monotonic() + wait > deadline):
                     tries = (f" (after {self.attempts} attempts)" if self.attempts > 1 else "")
                     if exc.status == 503:

@@ -141,6 +141,47 @@ def cmd_artifacts(client: Client, a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_logs(client: Client, a: argparse.Namespace) -> int:
+    """Print an attempt's log; with -f, follow the job (into its next attempts) until it
+    ends."""
+    import sys
+    path = f"/jobs/{_q(a.jobid)}/logs"
+    attempt = a.attempt
+    query = f"?tail={a.tail}" if a.tail is not None else "?offset=0"
+    if attempt is not None:
+        query += f"&attempt={attempt}"
+    res = client.get(path + query)
+    if a.json and not a.follow:
+        print_json(res)
+        return EXIT_OK
+    sys.stdout.write(res.get("text", ""))
+    sys.stdout.flush()
+    if not a.follow:
+        return EXIT_OK
+    attempt, offset = res.get("attempt"), res.get("next-offset", 0)
+    try:
+        while True:
+            res = client.get(f"{path}?attempt={attempt}&offset={offset}")
+            sys.stdout.write(res.get("text", ""))
+            sys.stdout.flush()
+            offset = res.get("next-offset", offset)
+            if res.get("truncated"):
+                continue  # more is there already
+            if res.get("ended"):
+                job = client.get(f"/jobs/{_q(a.jobid)}")
+                newer = [t["attempt"] for t in job.get("attempts") or []
+                         if t.get("attempt", 0) > attempt]
+                if newer:
+                    attempt, offset = min(newer), 0
+                    out(f"--- attempt {attempt} on {job['attempts'][attempt - 1]['node']}")
+                    continue
+                if job.get("state") in ("FINISHED", "FAILED", "CANCELED"):
+                    return EXIT_OK
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
 def add_commands(add: Callable[..., argparse.ArgumentParser],
                  upload: Callable[[Client, str], dict]) -> None:
     """Register the commands on the jm parser (`add(name, help, func)`)."""
@@ -152,6 +193,12 @@ def add_commands(add: Callable[..., argparse.ArgumentParser],
         else:
             out(res["pyfile"])
         return EXIT_OK
+    lg = add("logs", "print a job's log (stdout and stderr of its attempt)", cmd_logs)
+    lg.add_argument("jobid", metavar="JOBID")
+    lg.add_argument("--attempt", type=int, metavar="N", help="this attempt (default: latest)")
+    lg.add_argument("--tail", type=int, metavar="LINES", help="only the last LINES lines")
+    lg.add_argument("-f", "--follow", action="store_true",
+                    help="keep printing new output, into later attempts, until the job ends")
     add("artifacts", "list the uploaded artifacts", cmd_artifacts)
     u = add("upload", "upload a .py/.zip/.egg artifact; prints its pyfile id", cmd_upload)
     u.add_argument("file", metavar="FILE")

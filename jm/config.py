@@ -159,6 +159,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "jobmanager.cancel-timeout": (parse_duration, "3 s"),
     "jobmanager.result.max-size": (parse_memory, "256 kb"),
     "jobmanager.log.level": (_log_level, "INFO"),
+    "jobmanager.log.format": (_choice("text", "json"), "text"),
     "jobmanager.executor.preload": (_choice("pyspark", "none"), "pyspark"),
     "jobmanager.placement": (_choice("spread", "pack", "leader-only"), "spread"),
     "jobmanager.executor.nice": (_int(0), 10),

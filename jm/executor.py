@@ -132,6 +132,10 @@ class Executor:
         jp.pid = await fut
         return jp
 
+    def running(self) -> int:
+        """Job processes started and not yet exited."""
+        return sum(1 for jp in self._procs.values() if jp.pid > 0 and not jp.exited.done())
+
     def set_lease(self, until: float) -> None:
         """Tell the zygote until when (CLOCK_MONOTONIC) this peer's lease is valid."""
         self._lease_until = until

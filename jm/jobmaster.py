@@ -44,6 +44,7 @@ class JobEnv:
     clock: Callable[[], float]
     lease_valid: Callable[[], bool] = lambda: True
     commit: Optional[Callable[[Any], Awaitable[Any]]] = None  # one Raft command -> Result
+    metrics: Any = None  # jm.metrics.PeerMetrics
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ class JobMaster:
         self.task: Optional[asyncio.Task] = None
         self.restart_index = 0
         self._savepoint_tasks: dict[str, asyncio.Task] = {}
+        self.log = logging.LoggerAdapter(log, {"job": job_id, "epoch": epoch})
 
     @property
     def job_dir(self) -> str:
@@ -138,10 +140,12 @@ class JobMaster:
     async def _report(self, status: str, result: Any = None, failure: Any = None,
                       sent: Optional[asyncio.Future] = None) -> None:
         r = await (sent or self._send(status, result, failure))
+        if r.ok and status == S.RESTARTING and self.env.metrics is not None:
+            self.env.metrics.restarts.inc()
         if not r.ok:
             if r.code == "stale":
                 raise Fenced(r.error)
-            log.warning("report %s for %s refused: %s", status, self.job_id, r.error)
+            self.log.warning("report %s for %s refused: %s", status, self.job_id, r.error)
             if status == S.FINISHED:  # e.g. a result the replicated state cannot hold
                 await self._report(S.FAILED, failure={
                     "exception": f"the job's result could not be stored: {r.error}",
@@ -171,11 +175,11 @@ class JobMaster:
         try:
             await self._attempts()
         except Fenced as exc:
-            log.info("job %s epoch %d fenced: %s", self.job_id, self.epoch, exc)
+            self.log.info("job %s epoch %d fenced: %s", self.job_id, self.epoch, exc)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.exception("JobMaster of %s crashed", self.job_id)
+            self.log.exception("JobMaster of %s crashed", self.job_id)
             if self.process:
                 self.env.executor.kill(self.process, signal.SIGKILL)
                 self.process = None
@@ -184,7 +188,7 @@ class JobMaster:
                     "exception": f"JobManager error: {type(exc).__name__}: {exc}",
                     "traceback": traceback.format_exc()[-16000:], "final": True})
             except Exception:
-                log.exception("could not report the failure of %s", self.job_id)
+                self.log.exception("could not report the failure of %s", self.job_id)
         finally:
             if self.process:
                 self.env.executor.kill(self.process, signal.SIGKILL)
@@ -292,7 +296,7 @@ class JobMaster:
             await asyncio.wait_for(asyncio.shield(proc.exited),
                                    self.env.conf["jobmanager.cancel-timeout"])
         except asyncio.TimeoutError:
-            log.warning("job %s did not stop within jobmanager.cancel-timeout; killing it",
+            self.log.warning("job %s did not stop within jobmanager.cancel-timeout; killing it",
                         self.job_id)
             self.env.executor.kill(proc, signal.SIGKILL)
             await proc.exited
@@ -309,10 +313,12 @@ class JobMaster:
             await self._report(S.CANCELED)
             return True
         if intent == "move":
-            log.info("job %s epoch %d stopped for its move to %s", self.job_id, self.epoch,
+            self.log.info("job %s epoch %d stopped for its move to %s", self.job_id, self.epoch,
                      self.intents.move_to)
-            await self._commit(ReleaseJob(self.job_id, self.epoch, self.env.node,
-                                          self.env.clock()))
+            res = await self._commit(ReleaseJob(self.job_id, self.epoch, self.env.node,
+                                                self.env.clock()))
+            if res.ok and self.env.metrics is not None:
+                self.env.metrics.moves.inc()
             return True
         trigger_id, target = self.intents.stop
         location, failure = await self._take_savepoint(trigger_id, target)
@@ -334,9 +340,9 @@ class JobMaster:
         try:
             await asyncio.to_thread(snapshot, self.checkpoint_dir, location, meta)
         except SavepointError as exc:
-            log.warning("savepoint %s of %s failed: %s", trigger_id, self.job_id, exc)
+            self.log.warning("savepoint %s of %s failed: %s", trigger_id, self.job_id, exc)
             return None, str(exc)
-        log.info("savepoint %s of job %s written to %s", trigger_id, self.job_id, location)
+        self.log.info("savepoint %s of job %s written to %s", trigger_id, self.job_id, location)
         return location, None
 
     async def _savepoint(self, trigger_id: str, target: Optional[str]) -> None:
@@ -351,7 +357,7 @@ class JobMaster:
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("savepoint %s of %s", trigger_id, self.job_id)
+            self.log.exception("savepoint %s of %s", trigger_id, self.job_id)
 
     async def _commit(self, command: Any) -> Any:
         """Commit one command, retrying while Raft is unavailable (the lease watchdog stops
@@ -360,21 +366,21 @@ class JobMaster:
             try:
                 res = await self.env.commit(command)
             except RaftUnavailable as exc:
-                log.info("%s for %s not committed yet: %s", type(command).__name__,
+                self.log.info("%s for %s not committed yet: %s", type(command).__name__,
                          self.job_id, exc)
                 await asyncio.sleep(0.2)
                 continue
             if not res.ok and res.code == "stale":
                 raise Fenced(res.error)
             if not res.ok:
-                log.warning("%s for %s refused: %s", type(command).__name__, self.job_id,
+                self.log.warning("%s for %s refused: %s", type(command).__name__, self.job_id,
                             res.error)
             return res
 
     async def _restore(self) -> None:
         path = self.spec.get("savepoint-path")
         if path and await asyncio.to_thread(restore, path, self.checkpoint_dir, self.job_dir):
-            log.info("job %s restored from savepoint %s", self.job_id, path)
+            self.log.info("job %s restored from savepoint %s", self.job_id, path)
 
     async def _cleanup_session(self, run_dir: str) -> None:
         """A killed job process leaves its streaming queries running in the Spark Connect
@@ -393,10 +399,10 @@ class JobMaster:
             except asyncio.TimeoutError:
                 self.env.executor.kill(proc, signal.SIGKILL)
             out = _read_json(params["result_path"]) or {}
-            log.info("job %s: stopped %s streaming queries left by the killed attempt",
+            self.log.info("job %s: stopped %s streaming queries left by the killed attempt",
                      self.job_id, (out.get("result") or {}).get("stopped"))
         except (ExecutorLost, OSError) as exc:
-            log.error("job %s: could not stop the queries of its killed attempt: %s",
+            self.log.error("job %s: could not stop the queries of its killed attempt: %s",
                       self.job_id, exc)
 
 

@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 from aiohttp import web
 
-from jm import views
+from jm import joblogs, views
 from jm.blobs import BlobError, BlobStore, safe_name
 from jm.config import (Config, ConfigError, PeerAddress, choose_self, load_config,
                        parse_overrides, read_masters)
@@ -27,6 +27,7 @@ from jm.savepoint import SavepointError, read_metadata
 from jm.executor import Executor
 from jm.batcher import Batcher
 from jm.jobmaster import JobEnv, make_reporter
+from jm.metrics import Gauges, PeerMetrics
 from jm.resourcemanager import RebalanceConfig, ResourceManager, rebalance_round, to_command
 from jm.spec import validate_spec
 from jm.sparkserver import SparkConnectServer, free_port
@@ -44,7 +45,8 @@ def raft_settings(conf: Config) -> RaftSettings:
         append_entries_period=conf["raft.append-entries-period"],
         leader_fallback_timeout=conf["raft.leader-fallback-timeout"],
         connection_retry_time=conf["raft.connection-retry-time"],
-        use_batch=conf["raft.use-batch"], password=conf["raft.password"])
+        use_batch=conf["raft.use-batch"],
+        password=conf["raft.password"] or conf["cluster.secret"])
 
 
 class Peer:
@@ -73,6 +75,13 @@ class Peer:
         self._tasks: list[asyncio.Task] = []
         self.started_at = time.time()
         self.lease_from: Optional[float] = None  # monotonic send time of the last acked heartbeat
+        self.token = conf.rest_token()
+        self.secret = conf["cluster.secret"]
+        # what this peer shows other peers (artifact and log fetches)
+        self.peer_headers = ({"Authorization": f"Bearer {self.secret or self.token}"}
+                             if (self.secret or self.token) else {})
+        self.metrics = PeerMetrics()
+        self.metrics.gauges.append(Gauges(self._gauges))
 
     # ---- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -84,7 +93,8 @@ class Peer:
                              raft_settings(self.conf), loop,
                              {m.raft_addr: m.node_id for m in self.masters})
         self.raft.start_watch()
-        app = make_app(self, self.conf["rest.max-body-size"])
+        app = make_app(self, self.conf["rest.max-body-size"], token=self.token,
+                       secret=self.secret, metrics=self.metrics)
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
         site = web.TCPSite(self.runner, self.conf["rest.bind-address"] or self.me.host,
@@ -109,14 +119,16 @@ class Peer:
         self.submitter.start()
         env = JobEnv(self.node, self.conf, self.executor, self.reporter, self.resolve_pyfiles,
                      self.spark_remote, spark_ready_file if self.spark else None,
-                     self.log_dir, self.data_dir, time.time, self.lease_valid, self._commit)
+                     self.log_dir, self.data_dir, time.time, self.lease_valid, self._commit,
+                     self.metrics)
         self.dispatcher = Dispatcher(self.raft, env)
         self.rm = ResourceManager(self.raft, self.conf["heartbeat.timeout"],
                                   self.conf["rest.write-timeout"],
                                   expiration=self.conf["jobstore.expiration-time"],
                                   capacity=self.conf["jobstore.max-capacity"],
                                   placement=self.conf["jobmanager.placement"],
-                                  rebalance=RebalanceConfig.from_conf(self.conf))
+                                  rebalance=RebalanceConfig.from_conf(self.conf),
+                                  metrics=self.metrics)
         self._tasks.append(asyncio.create_task(self._heartbeats()))
         self._tasks.append(asyncio.create_task(self._lease_watchdog()))
         self.dispatcher.start()
@@ -256,7 +268,7 @@ class Peer:
                         if n in st.peers and n != self.node]
             path = self.blobs.local_path(art_id, name)
             if path is None:
-                path = await self.blobs.fetch(art_id, name, urls)
+                path = await self.blobs.fetch(art_id, name, urls, self.peer_headers)
                 try:  # this peer holds a copy now: others may fetch it from here too
                     await self.raft.submit(AddArtifact(art_id, name, os.path.getsize(path),
                                                        self.node, time.time()),
@@ -397,6 +409,87 @@ class Peer:
                 return views.savepoint_status(job, args[1])
         raise KeyError(name)
 
+    async def job_logs(self, job_id: str, attempt: Optional[int], offset: int,
+                       tail: Optional[int], local: bool) -> dict:
+        """An attempt's log, read here or fetched from the peer that ran the attempt."""
+        with self.raft.read() as st:
+            job = st.jobs.get(job_id)
+            if job is None:
+                raise ApiError(404, f"job {job_id} not found")
+            if not job.attempts:
+                raise ApiError(404, f"job {job_id} has not run yet; it has no logs")
+            attempt = attempt or job.attempts[-1].epoch
+            rec = next((a for a in job.attempts if a.epoch == attempt), None)
+            if rec is None:
+                raise ApiError(404, f"job {job_id} has no attempt {attempt} (attempts "
+                                    f"1-{job.attempts[-1].epoch})")
+            peer = st.peers.get(rec.node)
+            url = f"http://{peer.host}:{peer.rest_port}" if peer else None
+        out = {"job": job_id, "attempt": attempt, "node": rec.node, "ended": rec.end is not None}
+        if rec.node == self.node:
+            files = joblogs.attempt_files(self.log_dir, job_id, attempt)
+            out.update(joblogs.read(files, offset, tail))
+            return out
+        if local or url is None:
+            raise ApiError(404, f"the logs of attempt {attempt} are on peer {rec.node}")
+        import aiohttp
+        query = {"attempt": str(attempt), "local": "1"}
+        if tail is not None:
+            query["tail"] = str(tail)
+        else:
+            query["offset"] = str(offset)
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10),
+                                             headers=self.peer_headers) as session:
+                async with session.get(f"{url}/jobs/{job_id}/logs", params=query) as resp:
+                    body = await resp.json(content_type=None)
+                    if resp.status != 200:
+                        errors = body.get("errors") if isinstance(body, dict) else None
+                        raise ApiError(resp.status if resp.status in (400, 401, 404) else 503,
+                                       *(errors or [f"peer {rec.node}: HTTP {resp.status}"]))
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError) as exc:
+            raise ApiError(503, f"the logs of attempt {attempt} are on peer {rec.node}, "
+                                f"which did not answer: {exc or type(exc).__name__}",
+                           headers={"Retry-After": "1"})
+        return body
+
+    def _gauges(self) -> dict:
+        """Prometheus gauges, read at scrape time."""
+        leader = self._leader()
+        with self.raft.read() as st:
+            by_state: dict[str, int] = {}
+            for job in st.jobs.values():
+                by_state[job.status] = by_state.get(job.status, 0) + 1
+            peers: dict[str, int] = {}
+            for p in st.peers.values():
+                k = views.peer_state(st, p)
+                peers[k] = peers.get(k, 0) + 1
+            used = st.slots_used(self.node)
+            mine = len(st.jobs_of(self.node))
+        sync = self.raft.syncobj
+        spark_up = (self.spark.ready.is_set() if self.spark else
+                    bool(self.conf["spark.remote"]))
+        return {
+            "jm_jobs": ("Jobs by state (cluster-wide, this peer's replica)", ("state",),
+                        [((k,), v) for k, v in sorted(by_state.items())]),
+            "jm_peers": ("Peers by state", ("state",), [((k,), v) for k, v in sorted(peers.items())]),
+            "jm_raft_term": ("Raft term", (), [((), sync.raftCurrentTerm)]),
+            "jm_raft_commit_index": ("Raft commit index", (), [((), sync.raftCommitIndex)]),
+            "jm_raft_last_applied": ("Raft entries applied here", (), [((), sync.raftLastApplied)]),
+            "jm_raft_leader": ("1 if this peer is the Raft leader", (),
+                               [((), 1 if leader == self.node else 0)]),
+            "jm_job_processes": ("Job processes alive on this peer", (),
+                                 [((), self.executor.running())]),
+            "jm_jobs_assigned": ("Jobs assigned to this peer", (), [((), mine)]),
+            "jm_slots_used": ("Slots used on this peer (with moves on their way)", (),
+                              [((), used)]),
+            "jm_slots": ("Slots of this peer", (), [((), self.conf["jobmanager.slots"])]),
+            "jm_spark_connect_up": ("1 if this peer's Spark Connect is ready", (),
+                                    [((), 1 if spark_up else 0)]),
+            "jm_lease_valid": ("1 if this peer holds a valid lease", (),
+                               [((), 1 if self.lease_valid() else 0)]),
+        }
+
     def health(self) -> dict:
         leader = self._leader()
         return {"ok": leader is not None and self.registered.is_set(), "node": self.node,
@@ -405,10 +498,33 @@ class Peer:
                 "spark-remote": self.spark_remote()}
 
 
-def _setup_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stdout)
+class LogFormat(logging.Formatter):
+    """One line per event. text: `time level logger: message [job=... epoch=...]`;
+    json: one JSON object per line with time, level, logger, node, message, job, epoch."""
+
+    def __init__(self, kind: str, node: str) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        self.kind, self.node = kind, node
+
+    def format(self, record: logging.LogRecord) -> str:
+        job, epoch = getattr(record, "job", None), getattr(record, "epoch", None)
+        if self.kind == "json":
+            import json
+            out = {"time": self.formatTime(record), "level": record.levelname,
+                   "logger": record.name, "node": self.node, "message": record.getMessage()}
+            if job is not None:
+                out.update(job=job, epoch=epoch)
+            if record.exc_info:
+                out["traceback"] = self.formatException(record.exc_info)
+            return json.dumps(out)
+        line = super().format(record)
+        return line if job is None else f"{line} [job={job} epoch={epoch}]"
+
+
+def _setup_logging(level: str, kind: str = "text", node: str = "") -> None:
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(LogFormat(kind, node))
+    logging.basicConfig(level=getattr(logging, level), handlers=[handler])
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
@@ -440,7 +556,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                            home=os.environ.get("JM_HOME"))
         masters = read_masters(os.path.join(args.conf_dir, "masters"))
         me = choose_self(masters, args.peer)
-        _setup_logging(conf["jobmanager.log.level"])
+        _setup_logging(conf["jobmanager.log.level"], conf["jobmanager.log.format"], me.node_id)
         peer = Peer(conf, me, masters)
     except ConfigError as exc:
         print(f"jobmanager: configuration error: {exc}", file=sys.stderr)

@@ -79,7 +79,7 @@ class ResourceManager:
                  monotonic: Callable[[], float] = time.monotonic,
                  expiration: float = 3600.0, capacity: int = 10000,
                  purge_every: float = 10.0, placement: str = "spread",
-                 rebalance: RebalanceConfig = RebalanceConfig()) -> None:
+                 rebalance: RebalanceConfig = RebalanceConfig(), metrics=None) -> None:
         self.raft = raft
         self.timeout = heartbeat_timeout
         self.write_timeout = write_timeout
@@ -89,6 +89,7 @@ class ResourceManager:
         self.expiration, self.capacity, self.purge_every = expiration, capacity, purge_every
         self.placement = placement
         self.rebalance = rebalance
+        self.metrics = metrics
         self._eligible: set[str] = set()
         self._next_round: Optional[float] = None
         self._last_purge = 0.0
@@ -146,6 +147,8 @@ class ResourceManager:
             hb, reg = seen[node]
             res = await self.raft.submit(DeclarePeerDead(node, self.wall(), hb, reg),
                                          self.write_timeout)
+            if res.ok and self.metrics is not None:
+                self.metrics.failovers.inc()
             if res.ok and res.value:
                 log.warning("jobs of %s to move: %s", node, ", ".join(res.value))
 
@@ -166,8 +169,17 @@ class ResourceManager:
                         break
         decisions = place(waiting, peers, self.placement, self.raft.leader())
         if decisions:
-            await self.raft.submit(AssignJobs(tuple(Assignment(j, n, e) for j, n, e in decisions),
-                                              self.wall()), self.write_timeout)
+            res = await self.raft.submit(AssignJobs(tuple(Assignment(j, n, e)
+                                                          for j, n, e in decisions),
+                                                    self.wall()), self.write_timeout)
+            if res.ok and self.metrics is not None:
+                with self.raft.read() as st:
+                    for job_id, _ in res.value["assigned"]:
+                        job = st.jobs.get(job_id)
+                        if job is not None and job.attempts:
+                            waited = job.attempts[-1].start - job.timestamps.get(S.CREATED,
+                                                                                 job.submitted_at)
+                            self.metrics.placement.observe(max(0.0, waited))
 
     async def _drain(self) -> None:
         """Move the streaming jobs of draining peers away, max-moves-per-round at a time."""

@@ -5,10 +5,12 @@ Raft command is committed and applied on this peer (read-your-writes here).
 """
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import os
 import re
+import time
 import uuid
 from typing import Any, Optional, Protocol
 
@@ -37,6 +39,8 @@ class Gateway(Protocol):
                                 stop: bool) -> dict: ...
     async def drain_node(self, node: str, drain: bool) -> dict: ...
     async def rebalance(self) -> dict: ...
+    async def job_logs(self, job_id: str, attempt: Optional[int], offset: int,
+                       tail: Optional[int], local: bool) -> dict: ...
     async def add_artifact(self, filename: str, data: bytes) -> dict: ...
     def artifact_file(self, artifact_id: str) -> str | None: ...
     def view(self, name: str, *args: Any) -> Any: ...
@@ -44,11 +48,63 @@ class Gateway(Protocol):
 
 
 GATEWAY: web.AppKey["Gateway"] = web.AppKey("gateway")
+METRICS: web.AppKey[Any] = web.AppKey("metrics")
 MAX_BODY: web.AppKey[int] = web.AppKey("max_body", int)
 
 
 def error_response(status: int, errors: list[str], headers: dict | None = None) -> web.Response:
     return web.json_response({"errors": errors}, status=status, headers=headers)
+
+
+OPEN_PATHS = ("/healthz",)  # plus the web UI shell: "/" and /static/...
+
+
+def auth_middleware(token: Optional[str], secret: Optional[str]):
+    """With rest.auth.token set, every endpoint but /healthz and the UI shell needs
+    `Authorization: Bearer <token>` (peers may use cluster.secret instead). With only
+    cluster.secret set, the endpoints peers call each other on (artifact content, a
+    peer's own logs) need the secret."""
+    accepted = [t.encode() for t in (token, secret) if t]
+
+    def allowed(request: web.Request) -> bool:
+        header = request.headers.get("Authorization", "")
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() != "bearer" or not given.strip():
+            return False
+        given_b = given.strip().encode()
+        return any(hmac.compare_digest(given_b, t) for t in accepted)
+
+    @web.middleware
+    async def middleware(request: web.Request, handler):
+        path = request.path
+        if path in OPEN_PATHS or path == "/" or path.startswith("/static/"):
+            return await handler(request)
+        internal = path.endswith("/content") or "local" in request.query
+        if (token or (secret and internal)) and not allowed(request):
+            return error_response(401, ["missing or wrong credentials: send "
+                                        "'Authorization: Bearer <rest.auth.token>'"],
+                                  {"WWW-Authenticate": 'Bearer realm="jobmanager"'})
+        return await handler(request)
+    return middleware
+
+
+@web.middleware
+async def metrics_middleware(request: web.Request, handler):
+    start = time.perf_counter()
+    status = 500
+    try:
+        resp = await handler(request)
+        status = resp.status
+        return resp
+    except web.HTTPException as exc:
+        status = exc.status
+        raise
+    finally:
+        metrics = request.app.get(METRICS)
+        if metrics is not None:
+            route = request.match_info.route.resource
+            name = route.canonical if route is not None else "unmatched"
+            metrics.rest.observe(time.perf_counter() - start, request.method, name, str(status))
 
 
 @web.middleware
@@ -225,6 +281,49 @@ async def delete_drain(request: web.Request) -> web.Response:
     return web.json_response(await _gw(request).drain_node(request.match_info["node"], False))
 
 
+def _int_param(request: web.Request, name: str, minimum: int) -> Optional[int]:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(400, f"{name} must be an integer, got {raw!r}")
+    if value < minimum:
+        raise ApiError(400, f"{name} must be at least {minimum}")
+    return value
+
+
+async def get_job_logs(request: web.Request) -> web.Response:
+    """An attempt's log (default: the latest attempt), from any peer. `tail=N`: the last N
+    lines; `offset=B`: from byte B (follow with the answer's next-offset);
+    `format=text` answers text/plain."""
+    fmt = request.query.get("format", "json")
+    if fmt not in ("json", "text"):
+        raise ApiError(400, "format must be json or text")
+    attempt = _int_param(request, "attempt", 1)
+    offset = _int_param(request, "offset", 0) or 0
+    tail = _int_param(request, "tail", 0)
+    if tail is not None and request.query.get("offset"):
+        raise ApiError(400, "give tail or offset, not both")
+    out = await _gw(request).job_logs(request.match_info["job_id"], attempt, offset, tail,
+                                      "local" in request.query)
+    if fmt == "text":
+        return web.Response(text=out.get("text", ""), content_type="text/plain",
+                            headers={"X-Log-Next-Offset": str(out.get("next-offset", 0)),
+                                     "X-Log-Node": str(out.get("node")),
+                                     "X-Log-Attempt": str(out.get("attempt"))})
+    return web.json_response(out)
+
+
+async def get_metrics(request: web.Request) -> web.Response:
+    metrics = request.app.get(METRICS)
+    text = metrics.render() if metrics is not None else ""
+    return web.Response(text=text, content_type="text/plain",
+                        headers={"X-Content-Type-Options": "nosniff"},
+                        charset="utf-8")
+
+
 async def post_artifact(request: web.Request) -> web.Response:
     if not request.content_type.startswith("multipart/"):
         raise ApiError(400, "upload artifacts as multipart/form-data with a file field")
@@ -259,19 +358,22 @@ async def get_artifact_content(request: web.Request) -> web.StreamResponse:
 
 
 async def index(request: web.Request) -> web.StreamResponse:
-    path = os.path.join(STATIC, "index.html")
-    if os.path.exists(path):
-        return web.FileResponse(path)
-    raise web.HTTPFound("/overview")
+    """The web UI shell (it calls the REST API like any client)."""
+    return web.FileResponse(os.path.join(STATIC, "index.html"))
 
 
-def make_app(gateway: Gateway, max_body: int) -> web.Application:
+def make_app(gateway: Gateway, max_body: int, token: Optional[str] = None,
+             secret: Optional[str] = None, metrics: Any = None) -> web.Application:
     # aiohttp's own limit is a little above ours so that our handlers answer 413 in JSON
-    app = web.Application(middlewares=[errors_middleware], client_max_size=max_body + 1024)
+    app = web.Application(middlewares=[metrics_middleware, errors_middleware,
+                                       auth_middleware(token, secret)],
+                          client_max_size=max_body + 1024)
     app[GATEWAY] = gateway
     app[MAX_BODY] = max_body
+    app[METRICS] = metrics
     r = app.router
     r.add_get("/", index)
+    r.add_static("/static/", STATIC, follow_symlinks=False)
     r.add_get("/healthz", healthz)
     r.add_get("/overview", get_overview)
     r.add_get("/nodes", get_nodes)
@@ -281,6 +383,8 @@ def make_app(gateway: Gateway, max_body: int) -> web.Application:
     r.add_get("/jobs/{job_id}", get_job)
     r.add_get("/jobs/{job_id}/exceptions", get_job_exceptions)
     r.add_get("/jobs/{job_id}/result", get_job_result)
+    r.add_get("/jobs/{job_id}/logs", get_job_logs)
+    r.add_get("/metrics", get_metrics)
     r.add_patch("/jobs/{job_id}", patch_job)
     r.add_post("/jobs/{job_id}/savepoints", post_savepoint)
     r.add_get("/jobs/{job_id}/savepoints", get_savepoints)

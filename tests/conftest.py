@@ -1,4 +1,3 @@
-import asyncio
 import os
 import sys
 
@@ -6,42 +5,16 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tests.helpers import apoll, make_conf  # noqa: E402
+from jm.testing import MiniCluster  # noqa: E402
 
 
-class InProcessCluster:
-    """N real peers (real pysyncobj over TCP, real aiohttp, real job processes) in one
-    asyncio loop: the dask gen_cluster pattern."""
+class InProcessCluster(MiniCluster):
+    """N real peers (real pysyncobj over TCP, real aiohttp, real job processes) in the
+    test's asyncio loop: the dask gen_cluster pattern, through the MiniCluster users get."""
 
     def __init__(self, base: str, n: int, settings: dict | None = None) -> None:
-        from jm.config import load_config, read_masters
-        self.conf_dir, self.lines = make_conf(base, n, settings)
-        self.conf = load_config(self.conf_dir)
-        self.masters = read_masters(os.path.join(self.conf_dir, "masters"))
-        self.peers = []
-
-    async def start(self) -> None:
-        from jm.peer import Peer
-        for m in self.masters:
-            p = Peer(self.conf, m, self.masters)
-            self.peers.append(p)
-        await asyncio.gather(*(p.start() for p in self.peers))
-        await apoll(lambda: all(p.registered.is_set() for p in self.peers)
-                    and self.peers[0].raft.leader() is not None, 30, what="cluster ready")
-        await apoll(self._all_see_all, 30, what="every peer sees every registration")
-
-    def _all_see_all(self) -> bool:
-        for p in self.peers:
-            with p.raft.read() as st:
-                if len(st.alive_peers()) != len(self.peers):
-                    return False
-        return True
-
-    def url(self, i: int) -> str:
-        return self.masters[i].rest_url
-
-    async def stop(self) -> None:
-        await asyncio.gather(*(p.stop() for p in self.peers), return_exceptions=True)
+        super().__init__(peers=n, conf={"jobmanager.log.level": "INFO", **(settings or {})},
+                         base_dir=base, startup_timeout=30)
 
 
 @pytest.fixture

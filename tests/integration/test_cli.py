@@ -375,3 +375,44 @@ async def test_savepoint_stop_resume_drain_rebalance(cluster3, tmp_path):
     rc, text, err = await jm("-a", c.url(0), "submit", *ticker, "--from-savepoint",
                              str(tmp_path / "nothing"))
     assert_one_error_line(rc, err, 1, "not a savepoint")
+
+
+async def test_logs_follow_token_and_address_fallback(tmp_path):
+    """jm logs -f follows a job into its next attempt until it ends; --token / $JM_TOKEN;
+    several addresses: the next one is tried when a peer does not answer; submit --wait
+    shows progress on stderr."""
+    from tests.conftest import InProcessCluster
+    c = InProcessCluster(str(tmp_path), 2, {"rest.auth.token": "tok",
+                                            "restart-strategy.type": "fixed-delay",
+                                            "restart-strategy.fixed-delay.attempts": 1,
+                                            "restart-strategy.fixed-delay.delay": "100 ms"})
+    try:
+        await c.start()
+        dead = f"http://127.0.0.1:{free_ports(1)[0]}"
+        addr = f"{dead},{c.url(1)}"
+        rc, out, err = await jm("-a", c.url(0), "list")
+        assert_one_error_line(rc, err, 1, "401")
+        rc, out, err = await jm("-a", addr, "--token", "tok", "submit", *QUICK, "--wait",
+                                "--progress")
+        assert rc == 0, err
+        assert "FINISHED" in err and "s  " in err  # progress lines: elapsed, state, peer
+        jid = out.split()[0]
+        rc, out, err = await jm("-a", addr, "logs", jid, env={"JM_TOKEN": "tok"})
+        assert rc == 0 and f"[jm] job {jid} attempt 1" in out, (out, err)
+        # a job that fails once and runs again: -f prints both runs and ends with the job
+        marker_dir = tmp_path / "flaky"
+        marker_dir.mkdir()
+        rc, jid2, err = await jm("-a", c.url(0), "--token", "tok", "submit", "--entry",
+                                 "jobs_fixture:flaky", "--pyfile", FIX + "/", "--arg",
+                                 f"dir={marker_dir}")
+        assert rc == 0, err
+        rc, out, err = await jm("-a", c.url(1), "--token", "tok", "logs", jid2.strip(), "-f",
+                                timeout=60)
+        assert rc == 0, err
+        assert out.count(f"[jm] job {jid2.strip()} attempt 1") == 2  # both runs
+        assert "ValueError: first run fails" in out
+        rc, out, err = await jm("-a", c.url(1), "--token", "tok", "logs", jid2.strip(),
+                                "--tail", "1")
+        assert rc == 0 and len(out.strip().splitlines()) == 1
+    finally:
+        await c.stop()
