@@ -80,6 +80,7 @@ class Peer:
         # what this peer shows other peers (artifact and log fetches)
         self.peer_headers = ({"Authorization": f"Bearer {self.secret or self.token}"}
                              if (self.secret or self.token) else {})
+        self._heartbeat_now = asyncio.Event()  # tell the cluster a change at once
         self.metrics = PeerMetrics()
         self.metrics.gauges.append(Gauges(self._gauges))
 
@@ -110,7 +111,8 @@ class Peer:
                 self.conf["spark.driver.memory"], self.conf.spark_conf,
                 self.conf["spark.log.level"], self.conf["spark.connect.startup-timeout"],
                 self._spark_warmup, on_start=lambda pid: self.executor.guard([pid]),
-                nice=self.conf["jobmanager.executor.nice"])
+                nice=self.conf["jobmanager.executor.nice"],
+                on_ready_change=self._heartbeat_now.set)
             self.spark.start()
         self.reporter = make_reporter(self.raft, self.conf["rest.write-timeout"])
         self.reporter.start()
@@ -179,7 +181,12 @@ class Peer:
                 continue
             except Exception:
                 log.exception("heartbeat failed")
-            await asyncio.sleep(max(0.0, interval - (time.time() - sent)))
+            self._heartbeat_now.clear()
+            try:  # the next heartbeat after an interval, or at once when Spark's state changes
+                await asyncio.wait_for(self._heartbeat_now.wait(),
+                                       max(0.0, interval - (time.time() - sent)))
+            except asyncio.TimeoutError:
+                pass
 
     def lease_valid(self) -> bool:
         return (self.lease_from is not None and

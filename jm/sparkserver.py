@@ -46,9 +46,11 @@ class SparkConnectServer:
     def __init__(self, port: int, master: str, log_dir: str, ready_file: str,
                  driver_memory: str, extra_conf: dict, log_level: str,
                  startup_timeout: float, warmup: Callable,
-                 on_start: Callable[[int], None] = lambda pid: None, nice: int = 0) -> None:
+                 on_start: Callable[[int], None] = lambda pid: None, nice: int = 0,
+                 on_ready_change: Callable[[], None] = lambda: None) -> None:
         self.port = port
         self.nice = nice
+        self.on_ready_change = on_ready_change
         self.master = master
         self.log_dir = log_dir
         self.ready_file = ready_file
@@ -146,10 +148,12 @@ class SparkConnectServer:
                     with open(self.ready_file, "w") as f:
                         f.write(self.url)
                     self.ready.set()
+                    self.on_ready_change()
                     log.info("Spark Connect server ready at %s after %.1f s", self.url,
                              time.monotonic() - started)
             code = await self.proc.wait()
             self.ready.clear()
+            self.on_ready_change()
             if self._closing:
                 break
             self.restarts += 1

@@ -43,7 +43,14 @@ class ProcessCluster:
         poll(lambda: http("GET", url + "/healthz")[1].get("ok"), 60, what=f"{url} healthy")
 
     def wait_spark(self, only: list[int] | None = None) -> None:
-        for url in (self.urls if only is None else [self.urls[i] for i in only]):
+        """Until each peer's Spark is up, and the cluster knows it (placement prefers ready
+        peers)."""
+        urls = self.urls if only is None else [self.urls[i] for i in only]
+        ports = {int(u.rsplit(":", 1)[1]) for u in urls}
+        poll(lambda: sum(1 for n in http("GET", urls[0] + "/nodes")[1]["nodes"]
+                         if n["rest-port"] in ports and n["ready"]) == len(ports), 240,
+             interval=0.5, what="every peer's Spark ready in the replicated state")
+        for url in urls:
             poll(lambda u=url: http("GET", u + "/healthz")[1].get("spark-ready"), 240,
                  interval=0.5, what=f"{url} Spark ready")
 
