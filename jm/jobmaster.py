@@ -71,10 +71,6 @@ class Fenced(Exception):
     pass
 
 
-class StopFailed(Exception):
-    pass
-
-
 class JobMaster:
     def __init__(self, env: JobEnv, job_id: str, epoch: int, spec: dict) -> None:
         self.env = env

@@ -103,6 +103,9 @@ class MiniCluster:
     async def stop(self) -> None:
         await asyncio.gather(*(p.stop() for p in self.peers), return_exceptions=True)
         self.peers = []
+        if self._own_base:  # a temporary folder we made (a given base_dir is kept)
+            import shutil
+            shutil.rmtree(self.base, ignore_errors=True)
 
     async def __aenter__(self) -> "MiniCluster":
         return await self.start()
