@@ -189,6 +189,9 @@ class ResourceManager:
                 return
             budget = self.rebalance.max_moves - st.moves_in_flight()
             peers, _, movable = load_view(st)
+            # a target's slots count as held until its own outgoing moves are released
+            peers = [PeerInfo(p.node, p.slots, p.weight, st.slots_used(p.node), p.eligible)
+                     for p in peers]
         moves = plan_drain(peers, movable, draining, budget, self.placement, self.raft.leader())
         if moves:
             log.info("drain: moving %s", ", ".join(f"{m.job_id} {m.source}->{m.target}"
