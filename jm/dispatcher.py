@@ -96,4 +96,5 @@ class Dispatcher:
     async def close(self) -> None:
         if self._task:
             self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
         await self.stop_all()

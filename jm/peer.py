@@ -228,6 +228,7 @@ class Peer:
         log.info("peer %s stopping", self.node)
         for t in self._tasks:
             t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.rm:
             await self.rm.close()
         if self.dispatcher:

@@ -239,6 +239,7 @@ class ResourceManager:
     async def close(self) -> None:
         if self._task:
             self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
 
 
 def _eligible(st: ClusterState) -> set[str]:

@@ -227,8 +227,10 @@ async def test_artifact_upload_is_content_addressed_and_runs_everywhere(cluster3
     assert os.path.exists(os.path.join(data_dir, art["id"][7:], "evil_name.py"))
     assert not os.path.exists(os.path.join(os.path.dirname(os.path.dirname(data_dir)),
                                            "evil_name.py"))
-    s, lst = await ahttp("GET", c.url(2) + "/artifacts")
-    assert art["id"] in {a["id"] for a in lst["artifacts"]}
+    async def listed_on_peer2():  # read-your-writes holds on peer 0; peer 2 may lag a bit
+        s, lst = await ahttp("GET", c.url(2) + "/artifacts")
+        return art["id"] in {a["id"] for a in lst["artifacts"]}
+    await apoll(listed_on_peer2, 10, what="the artifact replicated to peer 2")
     ids = [await _submit(c, {"entry": "evil_name:main", "pyfiles": [art["pyfile"]],
                              "args": {"who": "world"}}, peer=i % 3) for i in range(6)]
     nodes = set()
