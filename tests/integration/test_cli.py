@@ -348,7 +348,7 @@ async def test_savepoint_stop_resume_drain_rebalance(cluster3, tmp_path):
     owner = b["node"]
     rc, text, err = await jm("-a", c.url(0), "drain", owner, "--wait", "--wait-timeout", "60")
     assert rc == 0 and text.strip() == f"{owner}: DRAINED", (text, err)
-    s, b = await ahttp("GET", f"{c.url(0)}/jobs/{jid}")
+    b = await apoll(lambda: _moved(c, jid), 30, what="the job running on another peer")
     assert b["node"] != owner and b["moves"] == 1
     rc, text, err = await jm("-a", c.url(0), "drain", owner, "--undo")
     assert rc == 0 and "ALIVE" in text, err
@@ -358,10 +358,10 @@ async def test_savepoint_stop_resume_drain_rebalance(cluster3, tmp_path):
     rc, text, err = await jm("-a", c.url(1), "stop", jid)
     assert rc == 0 and text.startswith("stopped with savepoint: "), (text, err)
     location = text.split(": ", 1)[1].strip()
-    assert (await job_state(c.url(0), jid)) == "FINISHED"
+    assert (await job_state(c.url(1), jid)) == "FINISHED"  # where the stop was answered
     rc, jid2, err = await jm("-a", c.url(2), "submit", *ticker, "--from-savepoint", location)
     assert rc == 0, err
-    s, b = await ahttp("GET", f"{c.url(0)}/jobs/{jid2.strip()}")
+    s, b = await ahttp("GET", f"{c.url(2)}/jobs/{jid2.strip()}")  # read your write there
     assert b["spec"]["savepoint-path"] == location and b["job-type"] == "streaming"
     rc, text, err = await jm("-a", c.url(2), "cancel", jid2.strip(), "--wait")
     assert rc == 0, err
@@ -406,13 +406,18 @@ async def test_logs_follow_token_and_address_fallback(tmp_path):
                                  "jobs_fixture:flaky", "--pyfile", FIX + "/", "--arg",
                                  f"dir={marker_dir}")
         assert rc == 0, err
-        rc, out, err = await jm("-a", c.url(1), "--token", "tok", "logs", jid2.strip(), "-f",
+        rc, out, err = await jm("-a", c.url(0), "--token", "tok", "logs", jid2.strip(), "-f",
                                 timeout=60)
         assert rc == 0, err
         assert out.count(f"[jm] job {jid2.strip()} attempt 1") == 2  # both runs
         assert "ValueError: first run fails" in out
-        rc, out, err = await jm("-a", c.url(1), "--token", "tok", "logs", jid2.strip(),
+        rc, out, err = await jm("-a", c.url(0), "--token", "tok", "logs", jid2.strip(),
                                 "--tail", "1")
         assert rc == 0 and len(out.strip().splitlines()) == 1
     finally:
         await c.stop()
+
+
+async def _moved(c, jid):
+    s, b = await ahttp("GET", f"{c.url(0)}/jobs/{jid}")
+    return b if s == 200 and b["state"] == "RUNNING" and b["moves"] == 1 else None

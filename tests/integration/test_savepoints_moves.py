@@ -200,8 +200,8 @@ async def test_drain_moves_streaming_jobs_and_keeps_batch_jobs(tmp_path):
         await c.stop()
 
 
-async def _state_is(c, node, state):
-    return (await nodes(c))[node]["state"] == state
+async def _state_is(c, node, state, peer=0):
+    return (await nodes(c, peer))[node]["state"] == state
 
 
 async def test_manual_rebalance(tmp_path):
@@ -217,6 +217,8 @@ async def test_manual_rebalance(tmp_path):
             await wait_state(c, jid, "RUNNING")
         await ahttp("DELETE", c.url(0) + f"/nodes/{victim}/drain")
         assert (await nodes(c))[victim]["jobs"] == []  # strategy none: nothing moves by itself
+        # the round is planned from peer 1's replica: let it apply the end of the drain
+        await apoll(lambda: _state_is(c, victim, "ALIVE", peer=1), 10, what="undrained on 1")
         s, b = await ahttp("POST", c.url(1) + "/cluster/rebalance")
         assert s == 200 and len(b["moves"]) == 2 and b["refused"] == [], b
         assert all(m["to"] == victim for m in b["moves"])
