@@ -88,7 +88,8 @@ def test_dashboard_submit_cancel_and_failover(cluster, browser, tmp_path):
     jid = d.current_url.split("#/job/")[1]
     poll(lambda: "RUNNING" in text_of(d, "#job-facts"), 30, what="RUNNING on the page")
     poll(lambda: "ui job started" in text_of(d, "#log"), 30, what="the live log tail")
-    assert http("GET", c.urls[1] + f"/jobs/{jid}")[1]["name"] == "from-the-ui"
+    poll(lambda: http("GET", c.urls[1] + f"/jobs/{jid}")[1]["name"] == "from-the-ui", 10,
+         what="the job on another peer")
     shot(d, tmp_path, "job")
 
     # jobs page lists it
@@ -104,7 +105,8 @@ def test_dashboard_submit_cancel_and_failover(cluster, browser, tmp_path):
     poll(lambda: d.find_element(By.ID, "confirm").is_displayed(), 10, what="the dialog")
     d.find_element(By.ID, "confirm-yes").click()
     poll(lambda: "CANCELED" in text_of(d, "#job-facts"), 30, what="CANCELED on the page")
-    assert http("GET", c.urls[2] + f"/jobs/{jid}")[1]["state"] == "CANCELED"
+    poll(lambda: http("GET", c.urls[2] + f"/jobs/{jid}")[1]["state"] == "CANCELED", 10,
+         what="CANCELED on another peer")
 
     # failover: kill -9 the peer running a job and watch it run again elsewhere
     s, b = http("POST", c.urls[0] + "/jobs", {"entry": "ui_job:main",
