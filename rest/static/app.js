@@ -117,14 +117,15 @@ const views = {
       $("#f-state").value = params.get("state") || "";
       $("#f-text").value = params.get("q") || "";
       this.node = params.get("node") || "";
-      for (const id of ["#f-state", "#f-node", "#f-text"]) {
+      for (const id of ["#f-state", "#f-text"]) {
         $(id).oninput = () => this.refresh();
       }
+      $("#f-node").oninput = () => { this.node = $("#f-node").value; this.refresh(); };
     },
     async refresh() {
       const [jobs, nodes] = await Promise.all([api("GET", "/jobs/overview"), api("GET", "/nodes")]);
       const sel = $("#f-node");
-      const chosen = sel.value || this.node;
+      const chosen = this.node;
       sel.innerHTML = `<option value="">all</option>` + nodes.nodes.map((n) =>
         `<option ${n.id === chosen ? "selected" : ""}>${esc(n.id)}</option>`).join("");
       const st = $("#f-state").value, q = $("#f-text").value.toLowerCase();
