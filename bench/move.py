@@ -19,22 +19,19 @@ At the end the sink is checked: every window exactly once.
 from __future__ import annotations
 
 import argparse
-import collections
-import datetime
 import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import ROOT, BenchCluster, get, median, pct, wait_until  # noqa: E402
 from bench.failover import PROFILES, nodes, post  # noqa: E402
+from chaos.streaming import EventFeed, wait_sink  # noqa: E402
 
 EXAMPLE = os.path.join(ROOT, "examples", "streaming_events.py")
-BASE_TS = datetime.datetime(2026, 1, 1)
 
 
 def request(method: str, url: str, body: dict | None = None) -> dict:
@@ -44,29 +41,6 @@ def request(method: str, url: str, body: dict | None = None) -> dict:
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=30) as resp:
         return json.loads(resp.read() or b"{}")
-
-
-class Feeder(threading.Thread):
-    """Drops one JSON file of events into the source directory every `period` seconds."""
-
-    def __init__(self, directory: str, period: float = 0.5) -> None:
-        super().__init__(daemon=True)
-        self.dir, self.period = directory, period
-        self.events: list[dict] = []
-        self.halt = threading.Event()
-
-    def run(self) -> None:
-        i = 0
-        while not self.halt.wait(self.period):
-            evs = [{"user": f"u{(i * 5 + k) % 3}",
-                    "ts": (BASE_TS + datetime.timedelta(seconds=3 * (i * 5 + k))).isoformat(),
-                    "amount": k} for k in range(5)]
-            tmp = os.path.join(self.dir, f".f{i}.tmp")
-            with open(tmp, "w") as f:
-                f.write("".join(json.dumps(e) + "\n" for e in evs))
-            os.replace(tmp, os.path.join(self.dir, f"f{i}.json"))
-            self.events += evs
-            i += 1
 
 
 def commits(checkpoint: str) -> dict[int, float]:
@@ -152,26 +126,12 @@ def failover(c, jid, checkpoint, timeout) -> dict:
     return dict(out, kind="failover", source=owner)
 
 
-def check_sink(c, sink: str, events: list[dict]) -> dict:
-    want = collections.Counter()
-    for e in events:
-        ts = datetime.datetime.fromisoformat(e["ts"])
-        want[(ts.replace(second=0).isoformat(), e["user"])] += 1
-    sql = f"SELECT CAST(window_start AS STRING) AS w, user, events FROM parquet.`{sink}`"
-
-    def rows():
-        jid = post(c.urls[1] + "/jobs", {"sql": sql, "name": "check"})["jobid"]
-        r = wait_until(lambda: (lambda x: x if x["state"] in ("FINISHED", "FAILED") else None)(
-            get(f"{c.urls[1]}/jobs/{jid}/result")), 120, "check query", interval=0.3)
-        got = r.get("result", {}).get("rows", [])
-        return got if len(got) >= len(want) else None
-    got = wait_until(rows, 300, "every window in the sink", interval=2)
-    seen = collections.Counter((datetime.datetime.fromisoformat(w).isoformat(), u)
-                               for w, u, _ in got)
-    dup = sum(n - 1 for n in seen.values() if n > 1)
-    values = {(datetime.datetime.fromisoformat(w).isoformat(), u): n for w, u, n in got}
-    missing = sum(1 for k, n in want.items() if values.get(k) != n)
-    return {"windows": len(want), "duplicated": dup, "wrong_or_missing": missing}
+def sql_rows(c, sql: str) -> list:
+    """Run a SQL job on peer 1 and return its rows ([] if it failed)."""
+    jid = post(c.urls[1] + "/jobs", {"sql": sql, "name": "check"})["jobid"]
+    r = wait_until(lambda: (lambda x: x if x["state"] in ("FINISHED", "FAILED") else None)(
+        get(f"{c.urls[1]}/jobs/{jid}/result")), 120, "check query", interval=0.3)
+    return r.get("result", {}).get("rows", []) if r["state"] == "FINISHED" else []
 
 
 def main() -> int:
@@ -190,7 +150,7 @@ def main() -> int:
                    "Spark ready on every peer", interval=0.5)
         src, sink = os.path.join(c.base, "events"), os.path.join(c.base, "agg")
         os.makedirs(src)
-        feeder = Feeder(src)
+        feeder = EventFeed(src)
         feeder.start()
         jid = post(c.urls[0] + "/jobs", {
             "name": "events-per-minute", "entry": "streaming_events:main",
@@ -214,13 +174,11 @@ def main() -> int:
                 wait_until(lambda: last_batch(checkpoint) >= n + 2, 120, "settled",
                            interval=0.2)
         finally:
-            feeder.halt.set()
-            feeder.join()
-        flush = os.path.join(src, "flush.json")
-        with open(flush + ".tmp", "w") as f:
-            f.write(json.dumps({"user": "flush", "ts": "2026-02-01T00:00:00", "amount": 0}))
-        os.replace(flush + ".tmp", flush)
-        sink_check = check_sink(c, sink, feeder.events)
+            feeder.finish()
+        res = wait_sink(lambda sql: sql_rows(c, sql), sink, feeder.events,
+                        lambda fn, t, what: wait_until(fn, t, what, interval=2))
+        sink_check = {"windows": res["windows"], "duplicated": res["duplicated"],
+                      "wrong_or_missing": res["missing"] + res["wrong"]}
     summary = {"profile": args.profile, "sink": sink_check}
     for kind in ("planned", "failover"):
         rs = [r for r in results if r["kind"] == kind]

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from tests.e2e.procs import ProcessCluster
-from tests.e2e.test_streaming import BASE_TS, expected, write_events
+from chaos.streaming import BASE_TS, expected, write_events
 from tests.helpers import ROOT, http, poll
 
 pytestmark = pytest.mark.slow

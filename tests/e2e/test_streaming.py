@@ -3,25 +3,16 @@ the peer running it is killed twice: it resumes from its checkpoint on another p
 the Parquet sink ends with every expected row exactly once."""
 import collections
 import datetime
-import json
 import os
 import signal
 
 import pytest
 
+from chaos.streaming import BASE_TS, expected, write_events
 from tests.e2e.procs import ProcessCluster
 from tests.helpers import ROOT, http, poll
 
 pytestmark = pytest.mark.slow
-BASE_TS = datetime.datetime(2026, 1, 1, 0, 0, 0)
-
-
-def write_events(directory: str, name: str, events: list[dict]) -> None:
-    tmp = os.path.join(directory, f".{name}.tmp")
-    with open(tmp, "w") as f:
-        for e in events:
-            f.write(json.dumps(e) + "\n")
-    os.replace(tmp, os.path.join(directory, f"{name}.json"))  # atomic: the source sees it whole
 
 
 def make_events(batch: int, files: int, per_file: int) -> list[list[dict]]:
@@ -34,16 +25,6 @@ def make_events(batch: int, files: int, per_file: int) -> list[list[dict]]:
             evs.append({"user": f"u{i % 3}", "ts": ts.isoformat(), "amount": i % 10})
         out.append(evs)
     return out
-
-
-def expected(all_events: list[dict]) -> dict:
-    agg = collections.defaultdict(lambda: [0, 0])
-    for e in all_events:
-        ts = datetime.datetime.fromisoformat(e["ts"])
-        window = ts.replace(second=0).isoformat()
-        agg[(window, e["user"])][0] += 1
-        agg[(window, e["user"])][1] += e["amount"]
-    return {k: tuple(v) for k, v in agg.items()}
 
 
 @pytest.fixture
