@@ -27,6 +27,7 @@ from jm.savepoint import SavepointError, read_metadata
 from jm.executor import Executor
 from jm.batcher import Batcher
 from jm.jobmaster import JobEnv, make_reporter
+from jm.lease import Lease
 from jm.metrics import Gauges, PeerMetrics
 from jm.resourcemanager import RebalanceConfig, ResourceManager, rebalance_round, to_command
 from jm.spec import validate_spec
@@ -37,6 +38,7 @@ from raft.node import RaftHost, RaftSettings, RaftUnavailable
 from rest.app import ApiError, make_app
 
 log = logging.getLogger("jm.peer")
+_NEVER = asyncio.Event()  # `registered` before the lease loop exists
 
 
 def raft_settings(conf: Config) -> RaftSettings:
@@ -71,16 +73,14 @@ class Peer:
         self.submitter: Optional[Batcher] = None
         self.dispatcher: Optional[Dispatcher] = None
         self.rm: Optional[ResourceManager] = None
-        self.registered = asyncio.Event()
+        self.lease: Optional[Lease] = None
         self._tasks: list[asyncio.Task] = []
         self.started_at = time.time()
-        self.lease_from: Optional[float] = None  # monotonic send time of the last acked heartbeat
         self.token = conf.rest_token()
         self.secret = conf["cluster.secret"]
         # what this peer shows other peers (artifact and log fetches)
         self.peer_headers = ({"Authorization": f"Bearer {self.secret or self.token}"}
                              if (self.secret or self.token) else {})
-        self._heartbeat_now = asyncio.Event()  # tell the cluster a change at once
         self.metrics = PeerMetrics()
         self.metrics.gauges.append(Gauges(self._gauges))
 
@@ -112,7 +112,7 @@ class Peer:
                 self.conf["spark.log.level"], self.conf["spark.connect.startup-timeout"],
                 self._spark_warmup, on_start=lambda pid: self.executor.guard([pid]),
                 nice=self.conf["jobmanager.executor.nice"],
-                on_ready_change=self._heartbeat_now.set)
+                on_ready_change=lambda: self.lease and self.lease.now.set())
             self.spark.start()
         self.reporter = make_reporter(self.raft, self.conf["rest.write-timeout"])
         self.reporter.start()
@@ -130,86 +130,32 @@ class Peer:
                                   capacity=self.conf["jobstore.max-capacity"],
                                   placement=self.conf["jobmanager.placement"],
                                   rebalance=RebalanceConfig.from_conf(self.conf),
-                                  metrics=self.metrics)
-        self._tasks.append(asyncio.create_task(self._heartbeats()))
-        self._tasks.append(asyncio.create_task(self._lease_watchdog()))
+                                  metrics=self.metrics,
+                                  takeover_grace=self.conf["heartbeat.timeout"]
+                                  - self.conf["jobmanager.lease-timeout"])
+        self.lease = Lease(self.raft, self.node, self._registration,
+                           lambda now: Heartbeat(self.node, now, self.spark_ready()),
+                           self.conf["heartbeat.interval"], self.conf["jobmanager.lease-timeout"],
+                           self.conf["rest.write-timeout"], self.executor, self.dispatcher)
+        self._tasks.append(asyncio.create_task(self.lease.run()))
+        self._tasks.append(asyncio.create_task(self.lease.watchdog()))
         self.dispatcher.start()
         self.rm.start()
         log.info("peer %s up: REST %s, Raft %s, pid %d", self.node, self.me.rest_url,
                  self.me.raft_addr, os.getpid())
 
-    async def _register(self) -> None:
-        cmd = RegisterPeer(self.node, self.me.host, self.me.rest_port, self.me.raft_port,
-                           os.getpid(), self.conf["jobmanager.slots"], time.time(),
-                           self.conf["jobmanager.weight"], self.spark_ready())
-        sent = time.monotonic()
-        res = await self.raft.submit(cmd, self.conf["rest.write-timeout"])
-        if res.ok:
-            self.lease_from = None  # a new incarnation: its lease starts now
-            self._renew_lease(sent)
-            self.registered.set()
-            self.dispatcher.unfence()
+    @property
+    def registered(self) -> asyncio.Event:
+        """Set once this incarnation's registration is committed (cleared if declared dead)."""
+        return self.lease.registered if self.lease else _NEVER
 
-    async def _heartbeats(self) -> None:
-        """Register, then renew the lease every heartbeat.interval. (Re-register if this
-        peer was declared dead: it comes back empty.)"""
-        interval = self.conf["heartbeat.interval"]
-        while True:
-            sent, sent_mono = time.time(), time.monotonic()
-            try:
-                if not self.registered.is_set():
-                    await self._register()
-                else:
-                    res = await self.raft.submit(Heartbeat(self.node, sent, self.spark_ready()),
-                                                 self.conf["jobmanager.lease-timeout"])
-                    if res.ok:
-                        self._renew_lease(sent_mono)
-                        if self.lease_valid():  # an old ack may renew into the past
-                            self.dispatcher.unfence()
-                    elif res.code in ("stale", "not-found"):
-                        log.warning("this peer was declared dead; registering again")
-                        self.registered.clear()
-                        self.lease_from = None
-                        self.executor.set_lease(0.0)  # the zygote stops everything now
-                        await self.dispatcher.fence()
-                        continue
-            except RaftUnavailable as exc:
-                # no leader (an election) or no commit: try again soon, not an interval
-                # later, so that the lease is renewed as soon as a leader is there
-                log.debug("heartbeat not committed: %s", exc)
-                await asyncio.sleep(min(interval, 0.1))
-                continue
-            except Exception:
-                log.exception("heartbeat failed")
-            self._heartbeat_now.clear()
-            try:  # the next heartbeat after an interval, or at once when Spark's state changes
-                await asyncio.wait_for(self._heartbeat_now.wait(),
-                                       max(0.0, interval - (time.time() - sent)))
-            except asyncio.TimeoutError:
-                pass
+    def _registration(self) -> RegisterPeer:
+        return RegisterPeer(self.node, self.me.host, self.me.rest_port, self.me.raft_port,
+                            os.getpid(), self.conf["jobmanager.slots"], time.time(),
+                            self.conf["jobmanager.weight"], self.spark_ready())
 
     def lease_valid(self) -> bool:
-        return (self.lease_from is not None and
-                time.monotonic() - self.lease_from <= self.conf["jobmanager.lease-timeout"])
-
-    def _renew_lease(self, sent_mono: float) -> None:
-        self.lease_from = max(self.lease_from or 0.0, sent_mono)
-        self.executor.set_lease(self.lease_from + self.conf["jobmanager.lease-timeout"])
-
-    async def _lease_watchdog(self) -> None:
-        """Fencing: without an acknowledged heartbeat sent within jobmanager.lease-timeout,
-        this peer may have been declared dead (the leader waits heartbeat.timeout, which is
-        longer), so it stops every job process before anyone else can start them."""
-        lease = self.conf["jobmanager.lease-timeout"]
-        step = min(0.1, lease / 10)
-        while True:
-            await asyncio.sleep(step)  # a periodic check, not a wait for state
-            if self.lease_from is None or self.dispatcher.fenced:
-                continue
-            if time.monotonic() - self.lease_from > lease:
-                log.error("no heartbeat acknowledged for %.1f s (lease %.1f s): stopping all "
-                          "job processes of this peer", time.monotonic() - self.lease_from, lease)
-                await self.dispatcher.fence()
+        return self.lease is not None and self.lease.valid()
 
     async def _spark_warmup(self, server: SparkConnectServer) -> None:
         params = {"job_id": "_warmup", "attempt": server.generation, "node": self.node,
@@ -291,7 +237,7 @@ class Peer:
         """The Raft leader as far as this peer can tell. An isolated pysyncobj follower
         keeps naming its last leader (it starts no election while connected to nobody),
         so a peer whose lease has run out knows no leader."""
-        if self.lease_from is not None and not self.lease_valid():
+        if self.lease is not None and self.lease.expired():
             return None
         return self.raft.leader() if self.raft else None
 

@@ -1,11 +1,13 @@
 """ResourceManager: active on the Raft leader only. Places waiting jobs on live peers
 (pure policy in jm.placement), declares peers dead after `heartbeat.timeout` without a
-heartbeat, counted from when this leader applied it (or from its takeover), moves the
-streaming jobs of draining peers away and rebalances (pure policy in jm.rebalance)."""
+heartbeat, counted from when this peer applied it (a new leader keeps what it applied as a
+follower, and gives every peer a grace from its takeover), moves the streaming jobs of
+draining peers away and rebalances (pure policy in jm.rebalance)."""
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -73,19 +75,39 @@ def dead_peers(last_seen: dict[str, float], alive: list[str], now: float,
     return sorted(n for n in alive if now - last_seen.get(n, now) > timeout)
 
 
+def takeover_last_seen(applied: dict[str, float], peers, now: float, timeout: float,
+                       grace: float) -> dict[str, float]:
+    """Pure: the liveness clocks of a peer that has just become the leader.
+
+    `applied` holds when this peer applied each peer's last heartbeat or registration,
+    recorded while it was a follower. Every peer's lease ran out `lease-timeout` after it
+    *sent* that heartbeat, which is before anybody applied it, so counting
+    `heartbeat.timeout` from this peer's own apply time is as safe as it is on the old
+    leader: a dead leader's jobs move `heartbeat.timeout` after its last heartbeat, not
+    after the election plus a full timeout. A peer this peer never saw applied (it
+    recovered from a snapshot) gets the full timeout from now, and every peer gets at
+    least `grace` from now to renew through the new leader, because nobody could commit
+    a heartbeat during the election."""
+    floor = now - timeout + grace
+    return {p: max(applied.get(p, now), floor) for p in peers}
+
+
 class ResourceManager:
     def __init__(self, raft, heartbeat_timeout: float, write_timeout: float,
                  wall_clock: Callable[[], float] = time.time,
                  monotonic: Callable[[], float] = time.monotonic,
                  expiration: float = 3600.0, capacity: int = 10000,
                  purge_every: float = 10.0, placement: str = "spread",
-                 rebalance: RebalanceConfig = RebalanceConfig(), metrics=None) -> None:
+                 rebalance: RebalanceConfig = RebalanceConfig(), metrics=None,
+                 takeover_grace: Optional[float] = None) -> None:
         self.raft = raft
         self.timeout = heartbeat_timeout
+        self.grace = heartbeat_timeout if takeover_grace is None else takeover_grace
         self.write_timeout = write_timeout
         self.wall = wall_clock
         self.mono = monotonic
         self.last_seen: dict[str, float] = {}
+        self._seen_lock = threading.Lock()
         self.expiration, self.capacity, self.purge_every = expiration, capacity, purge_every
         self.placement = placement
         self.rebalance = rebalance
@@ -101,7 +123,8 @@ class ResourceManager:
     def _on_apply(self, command, result) -> None:
         # tick thread: remember when this peer applied each sign of life
         if isinstance(command, (Heartbeat, RegisterPeer)) and result.ok:
-            self.last_seen[command.node] = self.mono()
+            with self._seen_lock:
+                self.last_seen[command.node] = self.mono()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop())
@@ -115,10 +138,10 @@ class ResourceManager:
             self._wake.clear()
             leader = self.raft.is_leader()
             if leader and not self.leading:
-                # restart every liveness timer from the takeover
                 now = self.mono()
-                with self.raft.read() as st:
-                    self.last_seen = {p: now for p in st.peers}
+                with self.raft.read() as st, self._seen_lock:
+                    self.last_seen = takeover_last_seen(self.last_seen, st.peers, now,
+                                                        self.timeout, self.grace)
                     self._eligible = _eligible(st)
                 self._next_round = now + self.rebalance.interval \
                     if self.rebalance.strategy == "continuous" else None

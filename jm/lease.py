@@ -1,0 +1,149 @@
+"""A peer's membership and lease: it registers, renews its lease with a heartbeat every
+`heartbeat.interval`, and fences itself when no heartbeat was acknowledged for
+`jobmanager.lease-timeout`.
+
+Heartbeats are pipelined: the next one is sent on time even while earlier ones wait for
+their commit (at most MAX_IN_FLIGHT), so one slow or lost commit (a leader that died
+with it, a busy leader) does not hold the lease back by a whole round trip. The lease
+runs from the *send* time of the newest acknowledged heartbeat."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Callable, Optional
+
+from raft.commands import Heartbeat, RegisterPeer
+from raft.node import RaftUnavailable
+
+log = logging.getLogger("jm.peer")
+
+MAX_IN_FLIGHT = 4
+NO_LEADER_RETRY = 0.1  # seconds between tries while the cluster elects a leader
+
+
+class Lease:
+    def __init__(self, raft, node: str, register: Callable[[], RegisterPeer],
+                 heartbeat: Callable[[float], Heartbeat], interval: float, lease_timeout: float,
+                 register_timeout: float, executor, dispatcher) -> None:
+        self.raft = raft
+        self.node = node
+        self.make_register = register
+        self.make_heartbeat = heartbeat
+        self.interval = interval
+        self.timeout = lease_timeout
+        self.register_timeout = register_timeout
+        self.executor = executor
+        self.dispatcher = dispatcher
+        self.registered = asyncio.Event()
+        self.now = asyncio.Event()  # set: send a heartbeat at once (a change to tell)
+        self.lease_from: Optional[float] = None  # monotonic send time of the newest ack
+        self._incarnation = 0  # answers to heartbeats of an earlier registration are void
+        self._fence_first = False  # declared dead: stop everything before registering again
+        self._in_flight: set[asyncio.Task] = set()
+
+    # ---- the lease ------------------------------------------------------------------------
+    def valid(self) -> bool:
+        return (self.lease_from is not None and
+                time.monotonic() - self.lease_from <= self.timeout)
+
+    def expired(self) -> bool:
+        """Held a lease once and it ran out (not: never registered)."""
+        return self.lease_from is not None and not self.valid()
+
+    def _renew(self, sent_mono: float) -> None:
+        self.lease_from = max(self.lease_from or 0.0, sent_mono)
+        self.executor.set_lease(self.lease_from + self.timeout)
+
+    # ---- the loops ------------------------------------------------------------------------
+    async def run(self) -> None:
+        """Register, then send a heartbeat every interval (or at once when asked).
+        Re-register if this peer was declared dead: it comes back empty."""
+        try:
+            while True:
+                if not self.registered.is_set():
+                    if self._fence_first:
+                        await self.dispatcher.fence()
+                        self._fence_first = False
+                    retry = await self._register()
+                    if retry is not None:
+                        await asyncio.sleep(retry)
+                        continue
+                sent = time.monotonic()
+                if len(self._in_flight) < MAX_IN_FLIGHT:
+                    task = asyncio.create_task(self._beat(self._incarnation))
+                    self._in_flight.add(task)
+                    task.add_done_callback(self._in_flight.discard)
+                self.now.clear()
+                try:
+                    await asyncio.wait_for(self.now.wait(),
+                                           max(0.0, self.interval - (time.monotonic() - sent)))
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            for task in list(self._in_flight):
+                task.cancel()
+
+    async def _register(self) -> Optional[float]:
+        """Register this incarnation; None when done, else how long to wait to retry."""
+        sent = time.monotonic()
+        try:
+            res = await self.raft.submit(self.make_register(), self.register_timeout)
+        except RaftUnavailable as exc:
+            log.debug("registration not committed: %s", exc)
+            return NO_LEADER_RETRY
+        except Exception:
+            log.exception("registration failed")
+            return self.interval
+        if not res.ok:
+            log.warning("registration refused: %s", res.error)
+            return self.interval
+        self._incarnation += 1
+        self.lease_from = None  # a new incarnation: its lease starts now
+        self._renew(sent)
+        self.registered.set()
+        self.dispatcher.unfence()
+        return None
+
+    async def _beat(self, incarnation: int) -> None:
+        sent_mono = time.monotonic()
+        try:
+            res = await self.raft.submit(self.make_heartbeat(time.time()), self.timeout)
+        except RaftUnavailable as exc:
+            # no leader (an election) or no commit: try again soon, not an interval later,
+            # so that the lease is renewed as soon as a leader is there
+            log.debug("heartbeat not committed: %s", exc)
+            if incarnation == self._incarnation:
+                asyncio.get_running_loop().call_later(NO_LEADER_RETRY, self.now.set)
+            return
+        except Exception:
+            log.exception("heartbeat failed")
+            return
+        if incarnation != self._incarnation or not self.registered.is_set():
+            return  # this peer registered again since: the answer is about the old one
+        if res.ok:
+            self._renew(sent_mono)
+            if self.valid():  # an old ack may renew into the past
+                self.dispatcher.unfence()
+        elif res.code in ("stale", "not-found"):
+            log.warning("this peer was declared dead; registering again")
+            self.registered.clear()
+            self.lease_from = None
+            self.executor.set_lease(0.0)  # the zygote stops everything now
+            self._fence_first = True  # and the loop stops the JobMasters before registering
+            self.now.set()
+
+    async def watchdog(self) -> None:
+        """Fencing: without an acknowledged heartbeat sent within jobmanager.lease-timeout,
+        this peer may have been declared dead (the leader waits heartbeat.timeout, which is
+        longer), so it stops every job process before anyone else can start them."""
+        step = min(0.1, self.timeout / 10)
+        while True:
+            await asyncio.sleep(step)  # a periodic check, not a wait for state
+            if self.lease_from is None or self.dispatcher.fenced:
+                continue
+            if time.monotonic() - self.lease_from > self.timeout:
+                log.error("no heartbeat acknowledged for %.1f s (lease %.1f s): stopping all "
+                          "job processes of this peer", time.monotonic() - self.lease_from,
+                          self.timeout)
+                await self.dispatcher.fence()
