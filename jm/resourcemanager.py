@@ -114,6 +114,7 @@ class ResourceManager:
         self.metrics = metrics
         self._eligible: set[str] = set()
         self._next_round: Optional[float] = None
+        self._next_death: Optional[float] = None  # when the next alive peer's timeout ends
         self._last_purge = 0.0
         self.leading = False
         self._wake = raft.subscribe()
@@ -131,8 +132,10 @@ class ResourceManager:
 
     async def _loop(self) -> None:
         while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), 0.2)
+            try:  # until a change, the next round, or the moment a peer's timeout runs out
+                wait = 0.2 if self._next_death is None else \
+                    min(0.2, max(0.02, self._next_death - self.mono()))
+                await asyncio.wait_for(self._wake.wait(), wait)
             except asyncio.TimeoutError:
                 pass
             self._wake.clear()
@@ -148,6 +151,7 @@ class ResourceManager:
                 log.info("this peer is the leader now; ResourceManager active")
             self.leading = leader
             if not leader:
+                self._next_death = None
                 continue
             try:
                 await self._check_liveness()
@@ -164,6 +168,8 @@ class ResourceManager:
         with self.raft.read() as st:
             alive = [p.id for p in st.alive_peers()]
             seen = {p.id: (p.last_heartbeat, p.registered_at) for p in st.alive_peers()}
+        clocks = [self.last_seen[n] for n in alive if n in self.last_seen]
+        self._next_death = min(clocks) + self.timeout + 0.001 if clocks else None
         for node in dead_peers(self.last_seen, alive, self.mono(), self.timeout):
             log.warning("peer %s missed heartbeats for %.1f s: declaring it dead", node,
                         self.timeout)
