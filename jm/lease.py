@@ -63,7 +63,10 @@ class Lease:
             while True:
                 if not self.registered.is_set():
                     if self._fence_first:
-                        await self.dispatcher.fence()
+                        try:
+                            await self.dispatcher.fence()
+                        except Exception:  # never let the lease loop die
+                            log.exception("fencing this peer failed")
                         self._fence_first = False
                     retry = await self._register()
                     if retry is not None:

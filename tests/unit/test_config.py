@@ -348,3 +348,19 @@ def test_log_format_lines_carry_job_and_epoch():
     assert "job" not in json.loads(LogFormat("json", "n1").format(plain))
     with pytest.raises(ConfigError, match="^jobmanager.log.format:"):
         cfg(**{"jobmanager.log.format": "xml"})
+
+
+def test_the_documented_fast_failover_profile_is_valid_and_is_the_benchmarks_one():
+    import os
+    import re
+
+    import yaml
+    from bench.failover import PROFILES
+
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
+    block = re.search(r"### Faster failover.*?```yaml\n(.*?)```", readme, re.S).group(1)
+    documented = yaml.safe_load(block)
+    assert documented == PROFILES["fast"]
+    conf = cfg(**documented)
+    assert conf["heartbeat.timeout"] == pytest.approx(1.4)
+    assert conf["jobmanager.lease-timeout"] == pytest.approx(0.8)
