@@ -8,6 +8,7 @@ import logging
 import os
 import random
 import signal
+import time
 import traceback
 import uuid
 from dataclasses import dataclass
@@ -22,6 +23,17 @@ from jm.restart import RestartStrategy, RestartTracker, on_failure
 from jm.savepoint import SavepointError, new_location, restore, snapshot
 
 log = logging.getLogger("jm.jobmaster")
+
+
+_last_seq = 0
+
+
+def next_report_seq() -> int:
+    """StatusReport.seq: increasing within this process and, as it starts from the wall
+    clock in microseconds, across its restarts."""
+    global _last_seq
+    _last_seq = max(_last_seq + 1, time.time_ns() // 1000)
+    return _last_seq
 
 
 def make_reporter(raft, timeout: float) -> Batcher:
@@ -131,7 +143,8 @@ class JobMaster:
 
     def _send(self, status: str, result: Any = None, failure: Any = None) -> asyncio.Future:
         return asyncio.ensure_future(self.env.reporter.submit(StatusReport(
-            self.job_id, self.epoch, self.env.node, status, self.env.clock(), result, failure)))
+            self.job_id, self.epoch, self.env.node, status, self.env.clock(), result, failure,
+            next_report_seq())))
 
     async def _report(self, status: str, result: Any = None, failure: Any = None,
                       sent: Optional[asyncio.Future] = None) -> None:

@@ -80,6 +80,9 @@ class StatusReport:
     time: float
     result: Any = None
     failure: Any = None  # {"exception": str, "traceback": str}
+    # increasing per reporting process: a batch committed twice (its first commit's answer
+    # was lost, then it was retried) applies once; 0 = no sequence (always applied)
+    seq: int = 0
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,7 @@ class JobRecord:
     savepoints: dict = field(default_factory=dict)  # trigger id -> SavepointRecord
     stop_trigger: Optional[str] = None   # a stop-with-savepoint in progress
     savepoint_location: Optional[str] = None  # the last completed savepoint
+    report_seq: int = 0  # the highest StatusReport.seq applied in this epoch
 
     @property
     def slots(self) -> int:
@@ -201,6 +202,7 @@ class ClusterState:
 
     def _assign_to(self, job: JobRecord, node: str, time: float) -> None:
         job.epoch += 1
+        job.report_seq = 0
         job.node = node
         self.assigned.setdefault(node, {})[job.id] = job.slots
         self.pending.pop(job.id, None)
@@ -339,6 +341,10 @@ def _report_one(state: ClusterState, r: c.StatusReport) -> Result:
         return Result.fail("invalid", f"status {r.status} cannot be reported")
     if r.failure is not None and not isinstance(r.failure, dict):
         return Result.fail("invalid", "a failure must be a mapping")
+    if r.seq:
+        if r.seq <= job.report_seq:
+            return Result(True, "duplicate")  # applied already (a retried batch)
+        job.report_seq = r.seq
     if r.failure is not None:
         entry = dict(r.failure)
         job.failure_count += 1

@@ -693,3 +693,40 @@ def test_declare_dead_is_stale_if_the_peer_was_heard_from_after_the_decision():
     seen = (st.peers["n1"].last_heartbeat, st.peers["n1"].registered_at)
     r = st.apply(c.DeclarePeerDead("n1", 6.0, *seen))
     assert r.ok and r.value == ["j"] and st.peers["n1"].state == S.DEAD
+
+
+# ---- a retried report batch applies once --------------------------------------------------
+def test_a_report_batch_committed_twice_counts_once(running):
+    failure = {"exception": "boom", "traceback": ""}
+    batch = c.ReportStatuses((c.StatusReport("j1", 1, "n1", S.RESTARTING, 6.0, None, failure,
+                                             seq=10),))
+    first, again = running.apply(batch), running.apply(batch)  # the retry also commits
+    assert first.value[0].ok and again.value[0] == Result(True, "duplicate")
+    job = running.jobs["j1"]
+    assert (job.restarts, job.failure_count, len(job.failures)) == (1, 1, 1)
+    # later reports of the same process still apply; an older one does not
+    assert report_seq(running, "j1", 1, "n1", S.RUNNING, 11).value is None
+    assert running.jobs["j1"].status == S.RUNNING
+    assert report_seq(running, "j1", 1, "n1", S.RESTARTING, 9).value == "duplicate"
+    assert running.jobs["j1"].restarts == 1
+
+
+def test_report_sequence_starts_over_with_a_new_epoch(running):
+    assert report_seq(running, "j1", 1, "n1", S.RESTARTING, 50).ok
+    running.apply(c.DeclarePeerDead("n1", 7.0))
+    assert assign(running, ("j1", "n2", 1)).value["assigned"] == [("j1", 2)]
+    # the new owner's process numbers its reports from its own (smaller) counter
+    assert report_seq(running, "j1", 2, "n2", S.RUNNING, 5).value is None
+    assert running.jobs["j1"].status == S.RUNNING and running.jobs["j1"].report_seq == 5
+
+
+def test_reports_without_a_sequence_always_apply(running):
+    report(running, "j1", 1, "n1", S.RESTARTING)
+    report(running, "j1", 1, "n1", S.RESTARTING)
+    assert running.jobs["j1"].restarts == 2
+
+
+def report_seq(st, job_id, epoch, node, status, seq):
+    res = st.apply(c.ReportStatuses((c.StatusReport(job_id, epoch, node, status, 6.0,
+                                                    seq=seq),)))
+    return res.value[0]
