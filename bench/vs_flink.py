@@ -50,7 +50,7 @@ Measurements:
   4. RSS of the control-plane processes: Flink JobManager leader and standby; our peer
      process without its children (zygote, job processes), idle and with 12 jobs running.
 
-Outputs: bench/results/vs_flink.md (tables, also printed), vs_flink.json (raw numbers),
+Outputs (default --out): bench/results/vs_flink.md (tables, also printed), vs_flink.json (raw numbers),
 vs_flink.png (bar chart). Every process this script starts is stopped on every exit path
 (finally, SIGTERM, SIGINT) and checked to be gone at the end.
 """

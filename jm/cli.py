@@ -15,194 +15,23 @@ not finish), 2 usage error, 3 peer unreachable, 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import re
 import sys
 import time
 import uuid
 from typing import Any, Optional
 
 from jm.cli_ops import add_commands
+from jm.cli_spec import IDENT_RE, canonical_name, build_spec, upload
 from jm.cli_http import (DEFAULT_ADDRESS, masters_addresses, DEFAULT_TIMEOUT, EXIT_API, EXIT_INTERRUPTED,
                          EXIT_OK, EXIT_USAGE, ApiError, CliError, Client, UsageError, _q,
                          compact, fmt_duration, fmt_time, one_line, out, print_json,
                          table)
 
 TERMINAL = ("FINISHED", "FAILED", "CANCELED")
-CODE_SUFFIXES = (".py", ".zip", ".egg")
-IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-ENTRY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 
 
 # ---- submit ---------------------------------------------------------------------------
-
-def _read_file(path: str) -> bytes:
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}")
-
-
-def _multipart(filename: str, content: bytes) -> tuple[bytes, str]:
-    boundary = "----jm" + uuid.uuid4().hex
-    safe = filename.replace("\\", "_").replace('"', "_").replace("\r", "_").replace("\n", "_")
-    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
-            f"filename=\"{safe}\"\r\nContent-Type: application/octet-stream\r\n\r\n")
-    body = head.encode("utf-8") + content + f"\r\n--{boundary}--\r\n".encode()
-    return body, f"multipart/form-data; boundary={boundary}"
-
-
-def upload(client: Client, path: str) -> dict:
-    if not path.endswith(CODE_SUFFIXES):
-        raise UsageError(f"{path}: only .py, .zip and .egg files can be uploaded")
-    data = _read_file(path)
-    body, ctype = _multipart(os.path.basename(path), data)
-    res = client.request("POST", "/artifacts", raw=body, content_type=ctype)
-    if not isinstance(res, dict) or not res.get("pyfile"):
-        raise CliError(f"unexpected answer to the upload: {one_line(res, 200)}")
-    return res
-
-
-def _canonical_name(client: Client, art: dict) -> str:
-    """The name the cluster keeps for this artifact. The cluster stores one name per
-    content hash (the first upload's), which is the file a job gets on every peer; so a
-    re-upload of the same bytes under another file name must use the first name."""
-    try:
-        listing = client.get("/artifacts")
-    except ApiError:
-        return art.get("name") or ""
-    for a in (listing or {}).get("artifacts", []):
-        if a.get("id") == art.get("id") and a.get("name"):
-            return a["name"]
-    return art.get("name") or ""
-
-
-def parse_args_kv(pairs: list[str], args_json: Optional[str]) -> Optional[dict]:
-    if args_json is None and not pairs:
-        return None
-    args: dict = {}
-    if args_json is not None:
-        try:
-            args = json.loads(args_json)
-        except ValueError as exc:
-            raise UsageError(f"--args-json is not valid JSON: {exc}")
-        if not isinstance(args, dict):
-            raise UsageError("--args-json must be a JSON object like '{\"key\": \"value\"}'")
-    for kv in pairs:
-        key, sep, value = kv.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--arg {kv!r}: expected KEY=VALUE")
-        args[key.strip()] = value
-    return args
-
-
-def parse_restart(text: str) -> dict:
-    s = text.strip()
-    if s.startswith("{"):
-        try:
-            obj = json.loads(s)
-        except ValueError as exc:
-            raise UsageError(f"--restart-strategy is not valid JSON: {exc}")
-        if not isinstance(obj, dict):
-            raise UsageError("--restart-strategy JSON must be an object")
-        return obj
-    if not s:
-        raise UsageError("--restart-strategy is empty; use none, fixed-delay, "
-                         "exponential-delay, failure-rate or a JSON object")
-    return {"type": s}
-
-
-def _pyfile(p: str) -> str:
-    if p.startswith("artifact:") or p.startswith("/"):
-        return p
-    absolute = os.path.abspath(p)
-    return absolute + "/" if p.endswith("/") and not absolute.endswith("/") else absolute
-
-
-def build_spec(a: argparse.Namespace) -> tuple[dict, Optional[str]]:
-    """The job spec from the options, and the local file to upload first (if any).
-    Checks everything that can be checked before anything is sent."""
-    sources = [n for n, v in (("PATH", a.path), ("--sql", a.sql), ("--spec", a.spec)) if v]
-    if len(sources) > 1:
-        raise UsageError(f"give only one of PATH, --sql and --spec (got {' and '.join(sources)})")
-    if a.entry is not None and (a.sql or a.spec):
-        raise UsageError("--entry cannot be combined with --sql or --spec")
-    upload_path = None
-    if a.spec:
-        if a.spec == "-":
-            text = sys.stdin.read()
-        else:
-            text = _read_file(a.spec).decode("utf-8", "replace")
-        try:
-            spec = json.loads(text)
-        except ValueError as exc:
-            raise UsageError(f"{a.spec}: not valid JSON: {exc}")
-        if not isinstance(spec, dict):
-            raise UsageError(f"{a.spec}: the job spec must be a JSON object")
-    elif a.sql is not None:
-        if not a.sql.strip():
-            raise UsageError("--sql is empty")
-        spec = {"sql": a.sql}
-    elif a.path:
-        path = a.path
-        if not os.path.isfile(path):
-            raise UsageError(f"{path}: no such file")
-        if path.endswith(".py"):
-            func = a.entry or "main"
-            if ":" in func:
-                spec = {"entry": func}
-            else:
-                stem = os.path.basename(path)[:-3]
-                if not IDENT_RE.match(stem):
-                    raise UsageError(f"{path}: {stem!r} is not a valid Python module name; "
-                                     "rename the file (letters, digits, '_')")
-                if not IDENT_RE.match(func):
-                    raise UsageError(f"--entry {func!r} is not a function name")
-                spec = {"entry": f"{stem}:{func}"}
-        elif path.endswith((".zip", ".egg")):
-            if not a.entry or ":" not in a.entry:
-                raise UsageError(f"{path}: give the function to run with --entry "
-                                 "package.module:function")
-            spec = {"entry": a.entry}
-        else:
-            raise UsageError(f"{path}: submit a .py, .zip or .egg file")
-        upload_path = path
-    elif a.entry is not None:
-        if ":" not in a.entry:
-            raise UsageError("--entry must be module:function when no file is given")
-        spec = {"entry": a.entry}
-    else:
-        raise UsageError("nothing to submit: give a PATH.py, --entry module:function, "
-                         "--sql TEXT or --spec FILE")
-    entry = spec.get("entry") if not a.spec else None
-    if entry is not None and not ENTRY_RE.match(entry):
-        raise UsageError(f"--entry {entry!r} must look like package.module:function")
-    if a.pyfile:
-        spec["pyfiles"] = list(spec.get("pyfiles") or []) + [_pyfile(p) for p in a.pyfile]
-    args = parse_args_kv(a.arg, a.args_json)
-    if args is not None:
-        merged = dict(spec.get("args") or {}) if isinstance(spec.get("args"), dict) else {}
-        merged.update(args)
-        spec["args"] = merged
-    if a.name is not None:
-        spec["name"] = a.name
-    if a.slots is not None:
-        spec["slots"] = a.slots
-    if a.jobid is not None:
-        spec["jobid"] = a.jobid
-    if a.restart_strategy is not None:
-        spec["restart-strategy"] = parse_restart(a.restart_strategy)
-    if a.savepoint_path is not None:
-        if not a.savepoint_path.strip():
-            raise UsageError("--from-savepoint is empty")
-        spec["savepoint-path"] = os.path.abspath(a.savepoint_path)
-        spec.setdefault("job-type", "streaming")
-    if a.streaming:
-        spec["job-type"] = "streaming"
-    return spec, upload_path
-
 
 def cmd_submit(client: Client, a: argparse.Namespace) -> int:
     start = time.monotonic()
@@ -212,7 +41,7 @@ def cmd_submit(client: Client, a: argparse.Namespace) -> int:
         pyfiles = [art["pyfile"]] + list(spec.get("pyfiles") or [])
         spec["pyfiles"] = pyfiles
         if upload_path.endswith(".py") and not (a.entry and ":" in a.entry):
-            name = _canonical_name(client, art)
+            name = canonical_name(client, art)
             stem = name[:-3] if name.endswith(".py") else name
             if not IDENT_RE.match(stem):
                 raise CliError(f"the cluster keeps this file's content as {name!r}, which is "
