@@ -120,12 +120,20 @@ class ResourceManager:
         self._wake = raft.subscribe()
         self._task = None
         raft.apply_hooks.append(self._on_apply)
+        raft.load_hooks.append(self._on_load)
 
     def _on_apply(self, command, result) -> None:
         # tick thread: remember when this peer applied each sign of life
         if isinstance(command, (Heartbeat, RegisterPeer)) and result.ok:
             with self._seen_lock:
                 self.last_seen[command.node] = self.mono()
+
+    def _on_load(self) -> None:
+        # tick thread: a snapshot brought heartbeats this peer never applied one by one,
+        # so what it recorded may be older than the truth; a takeover must then count
+        # from itself (takeover_last_seen gives peers not seen a full timeout)
+        with self._seen_lock:
+            self.last_seen = {}
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop())

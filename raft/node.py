@@ -43,10 +43,12 @@ class RaftSettings:
 
 
 class _StateConsumer(SyncObjConsumer):
-    def __init__(self, on_applied: Callable[[Any, Result], None]) -> None:
+    def __init__(self, on_applied: Callable[[Any, Result], None],
+                 on_loaded: Callable[[], None] = lambda: None) -> None:
         # attributes set before SyncObjConsumer.__init__ are not part of snapshots
         self.lock = threading.RLock()
         self.on_applied = on_applied
+        self.on_loaded = on_loaded
         super().__init__()
         self.state = ClusterState()
 
@@ -65,8 +67,14 @@ class _StateConsumer(SyncObjConsumer):
         return result
 
     def _deserialize(self, data: dict) -> None:
+        """A snapshot replaces the state (at start-up, or sent by the leader to a follower
+        that fell behind): the commands it holds were never applied here one by one."""
         with self.lock:
             super()._deserialize(data)
+        try:
+            self.on_loaded()
+        except Exception:
+            log.exception("on_loaded failed")
 
 
 class RaftHost:
@@ -80,13 +88,15 @@ class RaftHost:
         self.addr_to_node = dict(addr_to_node)
         self._subscribers: list[asyncio.Event] = []  # each set after any apply (coalesced)
         self.apply_hooks: list[Callable[[Any, Result], None]] = []  # run on the tick thread
+        self.load_hooks: list[Callable[[], None]] = []  # after a snapshot load (tick thread)
         self.leader_listeners: list[Callable[[Optional[str]], None]] = []  # leader changes
         self._notify_pending = False
         self._notify_lock = threading.Lock()
         self._last_leader: Optional[str] = None
         self._watch_task: Optional[asyncio.Task] = None
         os.makedirs(data_dir, exist_ok=True)
-        self.consumer = _StateConsumer(self._on_applied)
+        self.consumer = _StateConsumer(self._on_applied,
+                                       lambda: [hook() for hook in self.load_hooks])
         conf = SyncObjConf(
             journalFile=os.path.join(data_dir, "raft.journal"),
             fullDumpFile=os.path.join(data_dir, "raft.dump"),

@@ -42,3 +42,29 @@ def test_a_peer_never_applied_here_gets_the_full_timeout():
 def test_full_grace_is_the_old_restart_from_the_takeover():
     seen = takeover_last_seen({"a": 10.0, "b": 10.9}, ["a", "b"], 11.0, TIMEOUT, TIMEOUT)
     assert seen == {"a": 11.0, "b": 11.0}
+
+
+def test_a_snapshot_load_forgets_the_recorded_heartbeat_times():
+    import asyncio
+
+    from jm.resourcemanager import ResourceManager
+    from raft.commands import Heartbeat
+    from raft.state import Result
+
+    class Hooks:
+        def __init__(self):
+            self.apply_hooks, self.load_hooks = [], []
+
+        def subscribe(self):
+            return asyncio.Event()
+
+    raft, clock = Hooks(), [5.0]
+    rm = ResourceManager(raft, 3.0, 1.0, monotonic=lambda: clock[0], takeover_grace=1.0)
+    for hook in raft.apply_hooks:
+        hook(Heartbeat("a", 100.0), Result(True))
+    assert rm.last_seen == {"a": 5.0}
+    for hook in raft.load_hooks:  # the state now holds heartbeats not applied here
+        hook()
+    clock[0] = 6.0
+    # at a takeover, "a" counts as never seen: a full timeout from the takeover
+    assert takeover_last_seen(rm.last_seen, ["a"], 6.0, 3.0, 1.0) == {"a": 6.0}
