@@ -46,45 +46,52 @@ def nodes(url: str) -> dict:
     return {n["id"]: n for n in get(url + "/nodes")["nodes"]}
 
 
-def trial(c: BenchCluster, kill_leader: bool, timeout: float) -> dict:
-    live_url = c.urls[0]
-    ns = nodes(live_url)
+def kill_peer(urls: list[str], ns: dict, kill_leader: bool, timeout: float) -> dict:
+    """SIGKILL the Raft leader, or the live follower holding most jobs, and wait until all
+    its jobs are RUNNING on other peers. `ns` is nodes() as read before the kill.
+    failover_s = the cluster's RUNNING timestamp of the last moved job minus the kill;
+    others_restarted = jobs not on the victim whose attempt or restart count changed."""
     leader = next(n for n, v in ns.items() if v["leader"])
-    alive = [n for n, v in ns.items() if v["state"] == "ALIVE"]
     if kill_leader:
         victim = leader
     else:
-        followers = [n for n in alive if n != leader]
+        followers = [n for n, v in ns.items() if v["state"] == "ALIVE" and n != leader]
         victim = max(followers, key=lambda n: len(ns[n]["jobs"]))
     v = ns[victim]
     victim_jobs = set(v["jobs"])
-    survivor_url = next(u for u in c.urls if not u.endswith(f":{v['rest-port']}"))
-    before = snapshot(survivor_url)
+    survivor = next(u for u in urls if not u.endswith(f":{v['rest-port']}"))
+    before = snapshot(survivor)
     t_kill = time.time()
     os.kill(v["pid"], signal.SIGKILL)
 
     def moved():
-        snap = snapshot(survivor_url)
+        snap = snapshot(survivor)
         done = all(snap[j]["state"] == "RUNNING" and snap[j]["node"] != victim
                    and snap[j]["attempt"] > before[j]["attempt"] for j in victim_jobs)
         return snap if done else None
 
     snap = wait_until(moved, timeout, "the victim's jobs RUNNING elsewhere", interval=0.05)
-    running_at = []
-    for j in victim_jobs:
-        job = get(f"{survivor_url}/jobs/{j}")
-        running_at.append(job["timestamps"]["RUNNING"] / 1000)
-    others_restarted = sum(1 for j, r in snap.items() if j not in victim_jobs
-                           and (r["attempt"], r["restarts"]) !=
-                           (before[j]["attempt"], before[j]["restarts"]))
+    running_at = [get(f"{survivor}/jobs/{j}")["timestamps"]["RUNNING"] / 1000
+                  for j in victim_jobs]
+    others = sum(1 for j, r in snap.items() if j not in victim_jobs
+                 and (r["attempt"], r["restarts"]) !=
+                 (before[j]["attempt"], before[j]["restarts"]))
+    return {"victim": victim, "record": v, "leader": leader, "survivor": survivor,
+            "moved": len(victim_jobs),
+            "failover_s": max(running_at) - t_kill if running_at else 0.0,
+            "others_restarted": others}
+
+
+def trial(c: BenchCluster, kill_leader: bool, timeout: float) -> dict:
+    k = kill_peer(c.urls, nodes(c.urls[0]), kill_leader, timeout)
+    victim, v = k["victim"], k["record"]
     # bring the victim back (it rejoins from its journal, with no jobs)
     line = f"127.0.0.1:{v['rest-port']}:{v['raft-port']}"
     subprocess.run([os.path.join(ROOT, "bin", "jobmanager.sh"), "start", line], env=c.env,
                    check=True, capture_output=True, timeout=60)
-    wait_until(lambda: nodes(survivor_url)[victim]["state"] == "ALIVE", 60, "victim back")
-    return {"victim": victim, "leader": kill_leader, "jobs": len(victim_jobs),
-            "failover_s": max(running_at) - t_kill if running_at else 0.0,
-            "others_restarted": others_restarted}
+    wait_until(lambda: nodes(k["survivor"])[victim]["state"] == "ALIVE", 60, "victim back")
+    return {"victim": victim, "leader": kill_leader, "jobs": k["moved"],
+            "failover_s": k["failover_s"], "others_restarted": k["others_restarted"]}
 
 
 def main() -> int:

@@ -50,9 +50,9 @@ Measurements:
   4. RSS of the control-plane processes: Flink JobManager leader and standby; our peer
      process without its children (zygote, job processes), idle and with 12 jobs running.
 
-Outputs (default --out): bench/results/vs_flink.md (tables, also printed), vs_flink.json (raw numbers),
-vs_flink.png (bar chart). Every process this script starts is stopped on every exit path
-(finally, SIGTERM, SIGINT) and checked to be gone at the end.
+Outputs (default --out): bench/results/vs_flink.md (tables, also printed), vs_flink.json
+(raw numbers), vs_flink.png (bar chart). Every process this script starts is stopped on
+every exit path (finally, SIGTERM, SIGINT) and checked to be gone at the end.
 """
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import ROOT, BenchCluster, _interrupt, get, median, pct, wait_until  # noqa: E402
-from bench.failover import PROFILES, nodes, post, snapshot  # noqa: E402
+from bench.failover import PROFILES, kill_peer, nodes, post, snapshot  # noqa: E402
 from bench.submit import JOB as TRIVIAL_JOB  # noqa: E402
 from jm.localcluster import free_ports  # noqa: E402
 
@@ -269,6 +269,16 @@ async def closed_loop(post_one, n: int, clients: int) -> dict:
             "error_samples": errors[:3], "elapsed_s": elapsed,
             "submits_per_s": len(ids) / elapsed, "p50_ms": pct(lat, 50) * 1000,
             "p99_ms": pct(lat, 99) * 1000, "ids": ids, "t_start": t_start}
+
+
+def wait_ended(fetch, ids: list[str], what: str, **kw) -> dict:
+    """Poll fetch() (job id -> overview row) until every job of `ids` has ended."""
+    final = {"FINISHED", "FAILED", "CANCELED"}
+
+    def check():
+        rows = fetch()
+        return rows if all(j in rows and rows[j]["state"] in final for j in ids) else None
+    return wait_until(check, 300, what, interval=0.3, **kw)
 
 
 def completion(rows: dict, ids: list[str], t_start: float) -> dict:
@@ -574,17 +584,13 @@ def flink_submission(run_dir: str, runs: int, jobs: int, clients_list: list[int]
                     raise RuntimeError(f"HTTP {r.status}: {str(body)[:200]}")
                 return body["jobid"]
 
-        final = {"FINISHED", "FAILED", "CANCELED"}
         for run in range(-1, runs):  # run -1: warm-up (JIT, class loading), not measured
             for clients in clients_list if run >= 0 else [max(clients_list)]:
                 res = asyncio.run(closed_loop(post_one, jobs if run >= 0 else warmup,
                                               clients))
                 ids = res.pop("ids")
-                rows = wait_until(
-                    lambda: (lambda rs: rs if all(j in rs and rs[j]["state"] in final
-                                                  for j in ids) else None)(
-                        fl.overview(fl.leader, timeout=30)),
-                    300, "Flink batch jobs ended", interval=0.3, errors=(OSError, RuntimeError))
+                rows = wait_ended(lambda: fl.overview(fl.leader, timeout=30), ids,
+                                  "Flink batch jobs ended", errors=(OSError, RuntimeError))
                 res.update(completion(rows, ids, res["t_start"]))
                 res["run"] = run
                 log(f"Flink submission: {json.dumps(res)}")
@@ -630,41 +636,19 @@ def ours_trial(run_dir: str, profile: str, k: int, kind: str, timeout: float) ->
                        60, "probes running")
             ns = nodes(c.urls[0])
             rss_jobs = {n: rss_mb(v["pid"]) for n, v in ns.items()}
-            leader = next(n for n, v in ns.items() if v["leader"])
-            if kind == "leader":
-                victim = leader
-            else:
-                victim = max((n for n in ns if n != leader), key=lambda n: len(ns[n]["jobs"]))
-            v = ns[victim]
-            victim_jobs = set(v["jobs"])
-            survivor = next(u for u in c.urls if not u.endswith(f":{v['rest-port']}"))
-            before = snapshot(survivor)
-            t_kill = time.time()
-            os.kill(v["pid"], signal.SIGKILL)
-
-            def moved():
-                snap = snapshot(survivor)
-                return snap if all(snap[j]["state"] == "RUNNING" and snap[j]["node"] != victim
-                                   and snap[j]["attempt"] > before[j]["attempt"]
-                                   for j in victim_jobs) else None
-            snap = wait_until(moved, timeout, "the victim's jobs RUNNING elsewhere",
-                              interval=0.05)
-            running_at = [get(f"{survivor}/jobs/{j}")["timestamps"]["RUNNING"] / 1000
-                          for j in victim_jobs]
-            others = sum(1 for j, r in snap.items() if j not in victim_jobs
-                         and (r["attempt"], r["restarts"]) !=
-                         (before[j]["attempt"], before[j]["restarts"]))
+            kill = kill_peer(c.urls, ns, kind == "leader", timeout)
             jobs_per_peer = sorted(len(x["jobs"]) for x in ns.values())
         _peer_pids_dead(pids)
     finally:
         if not leftovers():
             shutil.rmtree(base, ignore_errors=True)
+    others = kill["others_restarted"]
     return {"kind": kind, "jobs": k, "jobs_per_peer": jobs_per_peer,
-            "failover_s": max(running_at) - t_kill if running_at else 0.0,
-            "moved": len(victim_jobs), "restarted": len(victim_jobs) + others,
-            "surviving_restarted": others, "victim_was_leader": victim == leader,
+            "failover_s": kill["failover_s"],
+            "moved": kill["moved"], "restarted": kill["moved"] + others,
+            "surviving_restarted": others, "victim_was_leader": kill["victim"] == kill["leader"],
             "rss_idle": sorted(rss_idle.values()), "rss_jobs": sorted(rss_jobs.values()),
-            "leader_rss_jobs": rss_jobs[leader]}
+            "leader_rss_jobs": rss_jobs[kill["leader"]]}
 
 
 def ours_failover(run_dir: str, profile: str, ks: list[int], trials: int,
@@ -701,7 +685,6 @@ def ours_submission(run_dir: str, runs: int, jobs: int, clients_list: list[int],
             out["rss_idle"] = [rss_mb(p) for p in pids]
             tag = uuid.uuid4().hex[:8]
 
-            final = {"FINISHED", "FAILED", "CANCELED"}
             for run in range(-1, runs):  # run -1: warm-up, not measured
                 for clients in clients_list if run >= 0 else [max(clients_list)]:
                     async def post_one(session, i, run=run, clients=clients):
@@ -721,11 +704,7 @@ def ours_submission(run_dir: str, runs: int, jobs: int, clients_list: list[int],
                     res = asyncio.run(closed_loop(post_one, jobs if run >= 0 else warmup,
                                                   clients))
                     ids = res.pop("ids")
-                    rows = wait_until(
-                        lambda: (lambda rs: rs if all(j in rs and rs[j]["state"] in final
-                                                      for j in ids) else None)(
-                            snapshot(c.urls[0])),
-                        300, "our trivial jobs ended", interval=0.3)
+                    rows = wait_ended(lambda: snapshot(c.urls[0]), ids, "our trivial jobs ended")
                     res.update(completion(rows, ids, res["t_start"]))
                     res["run"] = run
                     log(f"ours submission: {json.dumps(res)}")
