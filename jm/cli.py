@@ -59,12 +59,20 @@ def cmd_submit(client: Client, a: argparse.Namespace) -> int:
         else:
             out(job_id)
         return EXIT_OK
-    if not a.json:
-        out(job_id)
-    deadline = None if a.timeout is None else start + a.timeout
-    progress = not a.json and (a.progress or sys.stderr.isatty())
-    job = wait_for_end(client, job_id, deadline, a.timeout, progress=progress)
+    try:  # from here on, Ctrl-C leaves the submitted job running and says which it is
+        if not a.json:
+            out(job_id)
+        deadline = None if a.timeout is None else start + a.timeout
+        progress = not a.json and (a.progress or sys.stderr.isatty())
+        job = wait_for_end(client, job_id, deadline, a.timeout, progress=progress)
+    except KeyboardInterrupt:
+        raise _interrupted(job_id) from None
     return report_end(client, job, a.json, expect="FINISHED")
+
+
+def _interrupted(job_id: str) -> CliError:
+    return CliError(f"interrupted; job {job_id} keeps running (stop it with: "
+                    f"jm cancel {job_id})", EXIT_INTERRUPTED)
 
 
 def wait_for_end(client: Client, job_id: str, deadline: Optional[float],
@@ -94,8 +102,7 @@ def wait_for_end(client: Client, job_id: str, deadline: Optional[float],
             time.sleep(pause)
             interval = min(interval * 1.5, 1.0)
     except KeyboardInterrupt:
-        raise CliError(f"interrupted; job {job_id} keeps running (stop it with: "
-                       f"jm cancel {job_id})", EXIT_INTERRUPTED)
+        raise _interrupted(job_id) from None
 
 
 def report_end(client: Client, job: dict, as_json: bool, expect: str) -> int:

@@ -130,7 +130,14 @@ class Client:
         self.timeout = timeout
         self.token = token
         self.attempts = 0          # attempts made by the last request
-        self._opener = None
+        self.min_index = 0         # the highest X-JM-Index seen: every peer asked later
+        self._opener = None        # answers with at least that much applied
+
+    def _saw_index(self, headers: Any) -> None:
+        try:
+            self.min_index = max(self.min_index, int(headers.get("X-JM-Index", "")))
+        except (AttributeError, TypeError, ValueError):
+            pass
 
     def _open(self, method: str, url: str, data: Optional[bytes], headers: dict,
               timeout: float) -> tuple[int, Any]:
@@ -139,11 +146,15 @@ class Client:
         import urllib.request
         if self._opener is None:
             self._opener = urllib.request.build_opener()
+        if self.min_index:
+            headers = dict(headers, **{"X-JM-Min-Index": str(self.min_index)})
         req = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
             with self._opener.open(req, timeout=timeout) as resp:
+                self._saw_index(resp.headers)
                 return resp.status, _parse_body(resp.read())
         except urllib.error.HTTPError as exc:
+            self._saw_index(exc.headers)
             try:
                 body = _parse_body(exc.read())
             except (OSError, http.client.HTTPException):

@@ -11,7 +11,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
-from jm.zygote import Exited, Guard, Lease, Ready, Spawn, Spawned, pack, unpack
+from jm.zygote import (PARENT_ENV, Exited, Guard, Lease, Ready, Spawn, Spawned, pack,
+                       unpack)
 
 log = logging.getLogger("jm.executor")
 
@@ -54,7 +55,8 @@ class Executor:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "jm.zygote",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
-            env=dict(os.environ, JM_ZYGOTE_PRELOAD=self.preload, JM_JOB_NICE=str(self.nice)),
+            env=dict(os.environ, JM_ZYGOTE_PRELOAD=self.preload, JM_JOB_NICE=str(self.nice),
+                     **{PARENT_ENV: str(os.getpid())}),
             limit=2 ** 20)  # the zygote sets its own parent-death signal
         stderr.close()
         self._reader = asyncio.create_task(self._read_loop(self.proc))
@@ -179,7 +181,15 @@ class Executor:
             try:
                 await asyncio.wait_for(self.proc.wait(), 5)
             except asyncio.TimeoutError:
-                self.proc.kill()
-                await self.proc.wait()
+                log.error("the zygote did not exit within 5 s of EOF; killing it (pid %d)",
+                          self.proc.pid)
+                try:
+                    self.proc.kill()  # its job processes die with it (parent-death signal)
+                except ProcessLookupError:
+                    pass
+                try:
+                    await asyncio.wait_for(self.proc.wait(), 5)
+                except asyncio.TimeoutError:
+                    log.error("zygote pid %d not reaped", self.proc.pid)
         if self._reader:
             self._reader.cancel()

@@ -26,6 +26,7 @@ log = logging.getLogger("jm.jobmaster")
 
 
 _last_seq = 0
+STOP_WAIT = 5.0  # seconds a stopping JobMaster waits for its cancelled tasks
 
 
 def next_report_seq() -> int:
@@ -135,11 +136,11 @@ class JobMaster:
         tasks = [t for t in [self.task, *self._savepoint_tasks.values()] if t and not t.done()]
         for t in tasks:
             t.cancel()
-        for t in tasks:
-            try:
-                await t
-            except (asyncio.CancelledError, Exception):
-                pass
+        if tasks:  # bounded: a task that ignores its cancellation must not hold the peer
+            _, late = await asyncio.wait(tasks, timeout=STOP_WAIT)
+            if late:
+                self.log.error("job %s: %d task(s) did not stop within %.0f s", self.job_id,
+                               len(late), STOP_WAIT)
 
     def _send(self, status: str, result: Any = None, failure: Any = None) -> asyncio.Future:
         return asyncio.ensure_future(self.env.reporter.submit(StatusReport(

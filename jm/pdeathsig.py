@@ -4,18 +4,16 @@ $JM_NICE (if set) lowers the priority of CMD. Used instead of subprocess's preex
 (pysyncobj's tick thread): Linux keeps PR_SET_PDEATHSIG across execve.
 """
 import os
-import signal
 import sys
 
-from jm.zygote import set_pdeathsig
+from jm.zygote import die_with_parent
 
 
 def main() -> None:
     if len(sys.argv) < 2:
         print("usage: python -m jm.pdeathsig CMD [ARGS...]", file=sys.stderr)
         sys.exit(2)
-    set_pdeathsig(signal.SIGKILL)
-    if os.getppid() == 1:  # the parent is already gone
+    if not die_with_parent():  # the parent is already gone
         sys.exit(1)
     nice = int(os.environ.pop("JM_NICE", "0") or 0)
     if nice:  # job work (a Spark JVM) yields the CPU to the peer's Raft and heartbeats

@@ -95,7 +95,8 @@ class Peer:
                              {m.raft_addr: m.node_id for m in self.masters})
         self.raft.start_watch()
         app = make_app(self, self.conf["rest.max-body-size"], token=self.token,
-                       secret=self.secret, metrics=self.metrics)
+                       secret=self.secret, metrics=self.metrics,
+                       wait_timeout=self.conf["rest.write-timeout"])
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
         site = web.TCPSite(self.runner, self.conf["rest.bind-address"] or self.me.host,
@@ -170,26 +171,46 @@ class Peer:
         jp = await self.executor.spawn(params)
         await asyncio.wait_for(jp.exited, self.conf["spark.connect.startup-timeout"])
 
-    async def stop(self) -> None:
+    async def stop(self, timeout: float = 20.0) -> None:
+        """Stop every component in reverse order, each within what is left of `timeout`:
+        a component that does not stop in time is logged and left behind, and the
+        processes this peer started (zygote and job processes, Spark JVM) are killed by
+        pid in any case, so stopping a peer cannot hang."""
         log.info("peer %s stopping", self.node)
+        deadline = time.monotonic() + timeout
         for t in self._tasks:
             t.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        steps = [("background tasks", lambda: asyncio.gather(*self._tasks,
+                                                            return_exceptions=True))]
         if self.rm:
-            await self.rm.close()
+            steps.append(("resource manager", self.rm.close))
         if self.dispatcher:
-            await self.dispatcher.close()
-        for batcher in (self.reporter, self.submitter):
+            steps.append(("dispatcher", self.dispatcher.close))
+        for name, batcher in (("reporter", self.reporter), ("submitter", self.submitter)):
             if batcher:
-                await batcher.close()
-        await self.executor.close()
+                steps.append((name, batcher.close))
+        steps.append(("executor", self.executor.close))
         if self.spark:
-            await self.spark.close()
+            steps.append(("spark connect server", self.spark.close))
         if self.runner:
-            await self.runner.cleanup()
+            steps.append(("rest server", self.runner.cleanup))
+        for name, step in steps:
+            await _bounded(step(), deadline, f"peer {self.node}: stopping the {name}")
+        self.kill_processes()
         if self.raft:
-            await asyncio.get_running_loop().run_in_executor(None, self.raft.destroy)
+            await _bounded(_in_thread(self.raft.destroy), deadline,
+                           f"peer {self.node}: stopping Raft")
         log.info("peer %s stopped", self.node)
+
+    def kill_processes(self) -> None:
+        """SIGKILL the processes this peer started that are still alive (by pid); the job
+        processes die with their zygote (parent-death signal)."""
+        for proc in (self.executor.proc, self.spark.proc if self.spark else None):
+            if proc is not None and proc.returncode is None:
+                try:
+                    proc.kill()
+                except ProcessLookupError:
+                    pass
 
     # ---- job environment --------------------------------------------------------------
     def spark_ready(self) -> bool:
@@ -246,6 +267,12 @@ class Peer:
             raise RaftUnavailable("no Raft leader reachable from this peer at the moment; "
                                   "retry, or use another peer")
 
+    def applied_index(self) -> int:
+        return self.raft.applied_index()
+
+    async def wait_applied(self, index: int, timeout: float) -> bool:
+        return await self.raft.wait_applied(index, timeout)
+
     def _max_slots(self) -> int:
         with self.raft.read() as st:
             return max([p.slots for p in st.peers.values()] + [self.conf["jobmanager.slots"]])
@@ -253,12 +280,7 @@ class Peer:
     async def submit_job(self, spec: Any, request_id: str) -> dict:
         spec = validate_spec(spec, self._max_slots())
         self._writable()
-        for p in spec["pyfiles"]:
-            if p.startswith("artifact:"):
-                with self.raft.read() as st:
-                    if p[len("artifact:"):] not in st.artifacts:
-                        raise ApiError(400, f"pyfiles: unknown artifact {p}; upload it with "
-                                            "POST /artifacts first")
+        await self._known_artifacts(spec["pyfiles"])
         if spec.get("savepoint-path"):
             try:
                 read_metadata(spec["savepoint-path"])
@@ -268,6 +290,21 @@ class Peer:
         if not res.ok:
             raise ApiError(409 if res.code == "exists" else 400, res.error)
         return {"jobid": res.value["jobid"]}
+
+    async def _known_artifacts(self, refs: list[str]) -> None:
+        """400 unless every `artifact:` reference is known. An id this replica does not know
+        yet may have been acknowledged by another peer a moment ago: one barrier through
+        the log settles it before the answer is no."""
+        def missing() -> list[str]:
+            with self.raft.read() as st:
+                return [p for p in refs
+                        if p.startswith("artifact:") and p[len("artifact:"):] not in st.artifacts]
+        if missing():
+            await self.raft.barrier(self.conf["rest.write-timeout"])
+            unknown = missing()
+            if unknown:
+                raise ApiError(400, *(f"pyfiles: unknown artifact {p}; upload it with "
+                                      "POST /artifacts first" for p in unknown))
 
     async def _write(self, command: Any) -> Any:
         """One Raft command for a REST write; refusals become 404/409/400."""
@@ -450,6 +487,47 @@ class Peer:
                 "leader": leader, "registered": self.registered.is_set(),
                 "spark-ready": bool(self.spark and self.spark.ready.is_set()),
                 "spark-remote": self.spark_remote()}
+
+
+async def _bounded(aw, deadline: float, what: str) -> None:
+    """Await `aw` until the monotonic `deadline` (at least a moment); log what did not end.
+    Unlike wait_for, it does not wait for a late step to honour its cancellation."""
+    task = asyncio.ensure_future(aw)
+    done, _ = await asyncio.wait({task}, timeout=max(0.05, deadline - time.monotonic()))
+    if not done:
+        task.cancel()
+        log.error("%s: not done in time; going on", what)
+    elif not task.cancelled() and task.exception() is not None:
+        log.error("%s failed: %r", what, task.exception())
+
+
+def _in_thread(fn) -> asyncio.Future:
+    """Run a blocking call in a daemon thread (never the loop's default executor, whose
+    shutdown would wait for a call that hangs)."""
+    import threading
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+
+    def run() -> None:
+        try:
+            out, err = fn(), None
+        except BaseException as exc:  # handed to the loop
+            out, err = None, exc
+        try:
+            loop.call_soon_threadsafe(_settle, fut, out, err)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+    threading.Thread(target=run, name="jm-blocking", daemon=True).start()
+    return fut
+
+
+def _settle(fut: asyncio.Future, out: Any, err: Optional[BaseException]) -> None:
+    if fut.done():
+        return
+    if err is not None:
+        fut.set_exception(err)
+    else:
+        fut.set_result(out)
 
 
 class LogFormat(logging.Formatter):

@@ -17,6 +17,8 @@ import sys
 import time
 from typing import Callable, Optional
 
+from jm.zygote import PARENT_ENV
+
 
 log = logging.getLogger("jm.spark")
 
@@ -94,6 +96,7 @@ class SparkConnectServer:
         env["SPARK_HOME"] = spark_home()
         env["SPARK_LOCAL_IP"] = "127.0.0.1"
         env["JM_NICE"] = str(self.nice)
+        env[PARENT_ENV] = str(os.getpid())  # jm.pdeathsig: the JVM dies with this peer
         env.setdefault("SPARK_LOG_DIR", self.log_dir)
         conf_dir = os.path.join(self.log_dir, "spark-conf")
         os.makedirs(conf_dir, exist_ok=True)
@@ -162,15 +165,19 @@ class SparkConnectServer:
 
     async def close(self) -> None:
         self._closing = True
+        if self._task:  # first, so that it starts no new server meanwhile
+            self._task.cancel()
+            await asyncio.wait({self._task}, timeout=5)
         if self.proc and self.proc.returncode is None:
             self.proc.terminate()
             try:
                 await asyncio.wait_for(self.proc.wait(), 10)
             except asyncio.TimeoutError:
                 self.proc.kill()
-                await self.proc.wait()
-        if self._task:
-            self._task.cancel()
+                try:
+                    await asyncio.wait_for(self.proc.wait(), 5)
+                except asyncio.TimeoutError:
+                    log.error("Spark Connect server pid %d not reaped", self.proc.pid)
         try:
             os.unlink(self.ready_file)
         except FileNotFoundError:

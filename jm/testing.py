@@ -100,9 +100,15 @@ class MiniCluster:
                 raise TimeoutError(f"MiniCluster: {what} not within {timeout:g} s")
             await asyncio.sleep(0.05)
 
-    async def stop(self) -> None:
-        await asyncio.gather(*(p.stop() for p in self.peers), return_exceptions=True)
-        self.peers = []
+    async def stop(self, timeout: float = 30.0) -> None:
+        """Stop every peer within `timeout` seconds (each peer bounds its own steps); the
+        processes they started are killed by pid whatever happened."""
+        peers, self.peers = self.peers, []
+        if peers:
+            await asyncio.wait([asyncio.ensure_future(p.stop()) for p in peers],
+                               timeout=timeout)
+        for p in peers:
+            p.kill_processes()
         if self._own_base:  # a temporary folder we made (a given base_dir is kept)
             import shutil
             shutil.rmtree(self.base, ignore_errors=True)

@@ -15,6 +15,7 @@ import ctypes
 import dataclasses
 import gc
 import os
+import select
 import selectors
 import signal
 import struct
@@ -80,6 +81,9 @@ def unpack(body: bytes):
     return MESSAGES[name](**fields)
 
 
+PARENT_ENV = "JM_PARENT_PID"  # set by whoever starts us: the pid we must die with
+
+
 def set_pdeathsig(sig: int = signal.SIGKILL) -> None:
     """Ask Linux to send `sig` to this process when its parent dies."""
     try:
@@ -89,11 +93,39 @@ def set_pdeathsig(sig: int = signal.SIGKILL) -> None:
         pass
 
 
+def die_with_parent(expected: int | None = None) -> bool:
+    """Arm the parent-death signal; False if the parent is already gone (it died before
+    the signal was armed, so it will never come). `expected` is the parent's pid (else
+    $JM_PARENT_PID); without one, a parent of pid 1 counts as gone."""
+    set_pdeathsig(signal.SIGKILL)
+    if expected is None:
+        env = os.environ.pop(PARENT_ENV, "")
+        expected = int(env) if env.isdigit() else None
+    ppid = os.getppid()
+    return ppid == expected if expected is not None else ppid != 1
+
+
 PRELOADS = {
     "pyspark": ("pyspark.sql.connect.session", "pyspark.sql.connect.functions", "pandas",
                 "pyarrow", "json", "traceback", "jm.jobrun"),
     "none": ("json", "traceback", "jm.jobrun"),
 }
+
+
+IDLE_WAIT = 1.0  # seconds: the longest the loop sleeps when nothing is due
+
+
+def wait_timeout(now: float, lease_until: float, idle: float = IDLE_WAIT) -> float:
+    """How long the main loop may block in select (pure; `now` is CLOCK_MONOTONIC).
+
+    Until the lease runs out: until just past its end (at most `idle`), so that the
+    job processes are killed on time. Once it has run out, the kill is done (every later
+    spawn is refused at once) and only the peer (stdin) or a child (SIGCHLD) can change
+    anything: wait `idle`, never 0, so a fenced zygote sleeps instead of spinning."""
+    left = lease_until - now
+    if left < 0 or left == float("inf"):
+        return idle
+    return min(idle, left + 0.001)
 
 
 def _warm_imports(preload: str) -> None:
@@ -104,7 +136,7 @@ def _warm_imports(preload: str) -> None:
             print(f"[zygote] warm import of {name} failed: {exc}", file=sys.stderr, flush=True)
 
 
-def _child(params: dict, fds_to_close: list[int]) -> None:
+def _child(params: dict, fds_to_close: list[int], zygote_pid: int) -> None:
     """In the forked child: become the job process. Never returns."""
     code = 1
     try:
@@ -117,7 +149,8 @@ def _child(params: dict, fds_to_close: list[int]) -> None:
         for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
         os.setpgid(0, 0)
-        set_pdeathsig(signal.SIGKILL)
+        if not die_with_parent(zygote_pid):
+            os._exit(1)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.close(devnull)
@@ -144,8 +177,7 @@ def _child(params: dict, fds_to_close: list[int]) -> None:
 
 
 def main() -> None:
-    set_pdeathsig(signal.SIGKILL)
-    if os.getppid() == 1:
+    if not die_with_parent():
         sys.exit(0)
     # user code yields the CPU to the JobManager peer (heartbeats, REST, Raft)
     nice = int(os.environ.get("JM_JOB_NICE", "0") or 0)
@@ -182,7 +214,7 @@ def main() -> None:
                 data = data[n:]
             except BlockingIOError:  # the peer is not reading (frozen?): keep fencing
                 enforce_lease()
-                time.sleep(0.01)
+                select.select([], [stdout_fd], [], wait_timeout(time.monotonic(), lease_until))
 
     def reap() -> None:
         while children:
@@ -221,13 +253,12 @@ def main() -> None:
                     except OSError:
                         continue
 
-    send(Ready(os.getpid()))
+    my_pid = os.getpid()
+    send(Ready(my_pid))
     running = True
     while running:
         enforce_lease()
-        timeout = 1.0 if lease_until == float("inf") else \
-            max(0.0, min(1.0, lease_until - time.monotonic() + 0.001))
-        for skey, _ in sel.select(timeout):
+        for skey, _ in sel.select(wait_timeout(time.monotonic(), lease_until)):
             if skey.data == "sig":
                 try:
                     os.read(wake_r, 4096)
@@ -260,7 +291,7 @@ def main() -> None:
                         continue
                     pid = os.fork()
                     if pid == 0:
-                        _child(msg.params, [stdin_fd, stdout_fd, wake_r, wake_w])
+                        _child(msg.params, [stdin_fd, stdout_fd, wake_r, wake_w], my_pid)
                     children[pid] = msg.key
                     send(Spawned(msg.key, pid))
         reap()

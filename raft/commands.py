@@ -170,10 +170,16 @@ class DrainPeer:
     time: float
 
 
+@dataclass(frozen=True)
+class Barrier:
+    """Changes nothing: once a peer has applied it, it has applied every command that was
+    committed before it was sent (a read point for "has anyone acknowledged X?")."""
+
+
 COMMAND_TYPES = {cls.__name__: cls for cls in (
     RegisterPeer, Heartbeat, DeclarePeerDead, SubmitJob, SubmitJobs, Assignment, AssignJobs,
     StatusReport, ReportStatuses, CancelJob, PurgeJobs, AddArtifact, TriggerSavepoint,
-    CompleteSavepoint, Move, MoveJobs, ReleaseJob, DrainPeer)}
+    CompleteSavepoint, Move, MoveJobs, ReleaseJob, DrainPeer, Barrier)}
 
 _EXT_COMMAND = 1  # msgpack ext type: our dataclasses; user dicts stay plain dicts
 

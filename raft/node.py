@@ -91,6 +91,7 @@ class RaftHost:
         self.load_hooks: list[Callable[[], None]] = []  # after a snapshot load (tick thread)
         self.leader_listeners: list[Callable[[Optional[str]], None]] = []  # leader changes
         self._notify_pending = False
+        self._index_waiters: list[tuple[int, asyncio.Future]] = []  # (index, set when applied)
         self._notify_lock = threading.Lock()
         self._last_leader: Optional[str] = None
         self._watch_task: Optional[asyncio.Task] = None
@@ -137,6 +138,17 @@ class RaftHost:
     def _wake(self) -> None:
         for ev in self._subscribers:
             ev.set()
+        if self._index_waiters:
+            applied = self.applied_index()
+            keep = []
+            for index, fut in self._index_waiters:
+                if fut.done():
+                    continue
+                if index <= applied:
+                    fut.set_result(True)
+                else:
+                    keep.append((index, fut))
+            self._index_waiters = keep
 
     def subscribe(self) -> asyncio.Event:
         """An event set whenever the state may have changed (or leadership moved)."""
@@ -164,6 +176,29 @@ class RaftHost:
                 last_applied = applied
                 self._wake()
             await asyncio.sleep(0.05)
+
+    def applied_index(self) -> int:
+        """How many commands this replica has applied. Every replica applies the same log,
+        and the count is part of the replicated state (snapshots carry it), so index N
+        names the same point of the history on every peer (X-JM-Index)."""
+        return self.consumer.state.applied
+
+    async def wait_applied(self, index: int, timeout: float) -> bool:
+        """Until this replica has applied `index`; False if not within `timeout` s."""
+        if self.applied_index() >= index:
+            return True
+        fut = self.loop.create_future()
+        self._index_waiters.append((index, fut))
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            return self.applied_index() >= index
+
+    async def barrier(self, timeout: float) -> None:
+        """Until this replica has applied everything committed before now: one no-op
+        through the log (a linearizable read point). RaftUnavailable if no leader."""
+        from raft.commands import Barrier
+        await self.submit(Barrier(), timeout)
 
     def leader(self) -> Optional[str]:
         """Node id of the current leader, or None."""

@@ -591,4 +591,5 @@ _HANDLERS = {
     c.MoveJobs: _move_jobs,
     c.ReleaseJob: _release_job,
     c.DrainPeer: _drain_peer,
+    c.Barrier: lambda st, cmd: Result(True),
 }

@@ -45,11 +45,15 @@ class Gateway(Protocol):
     def artifact_file(self, artifact_id: str) -> str | None: ...
     def view(self, name: str, *args: Any) -> Any: ...
     def health(self) -> dict: ...
+    def applied_index(self) -> int: ...
+    async def wait_applied(self, index: int, timeout: float) -> bool: ...
 
 
 GATEWAY: web.AppKey["Gateway"] = web.AppKey("gateway")
 METRICS: web.AppKey[Any] = web.AppKey("metrics")
 MAX_BODY: web.AppKey[int] = web.AppKey("max_body", int)
+INDEX_HEADER = "X-JM-Index"          # answers: the Raft index this peer has applied
+MIN_INDEX_HEADER = "X-JM-Min-Index"  # requests: answer only once you have applied this
 
 
 def error_response(status: int, errors: list[str], headers: dict | None = None) -> web.Response:
@@ -132,6 +136,38 @@ async def errors_middleware(request: web.Request, handler):
     except Exception:
         log.exception("internal error on %s %s", request.method, request.path)
         return error_response(500, ["internal server error; see the peer's log"])
+
+
+def consistency_middleware(wait_timeout: float):
+    """Read what anyone acknowledged, on any peer (the index protocol of Consul and Nomad):
+    every answer carries the index this peer has applied (`X-JM-Index`, added when the
+    response is prepared, so a write's answer carries an index at or after the write);
+    a request with `X-JM-Min-Index: N` is answered only once this peer has applied N,
+    waiting at most `wait_timeout` (rest.write-timeout), else 503 with Retry-After."""
+    @web.middleware
+    async def middleware(request: web.Request, handler):
+        raw = request.headers.get(MIN_INDEX_HEADER)
+        if raw is not None:
+            try:
+                want = int(raw.strip())
+                if want < 0:
+                    raise ValueError
+            except ValueError:
+                raise ApiError(400, f"{MIN_INDEX_HEADER} must be a non-negative integer "
+                                    f"(an {INDEX_HEADER} you were sent), not {raw!r}")
+            gw = request.app[GATEWAY]
+            if not await gw.wait_applied(want, wait_timeout):
+                raise ApiError(503, f"this peer has applied index {gw.applied_index()}, not yet "
+                                    f"{want} ({MIN_INDEX_HEADER}); retry, or ask another peer",
+                               headers={"Retry-After": "1"})
+        return await handler(request)
+    return middleware
+
+
+async def _add_index(request: web.Request, response: web.StreamResponse) -> None:
+    gw = request.app.get(GATEWAY)
+    if gw is not None:
+        response.headers[INDEX_HEADER] = str(gw.applied_index())
 
 
 async def _json_body(request: web.Request, optional: bool = False) -> Any:
@@ -363,11 +399,14 @@ async def index(request: web.Request) -> web.StreamResponse:
 
 
 def make_app(gateway: Gateway, max_body: int, token: Optional[str] = None,
-             secret: Optional[str] = None, metrics: Any = None) -> web.Application:
+             secret: Optional[str] = None, metrics: Any = None,
+             wait_timeout: float = 5.0) -> web.Application:
     # aiohttp's own limit is a little above ours so that our handlers answer 413 in JSON
     app = web.Application(middlewares=[metrics_middleware, errors_middleware,
-                                       auth_middleware(token, secret)],
+                                       auth_middleware(token, secret),
+                                       consistency_middleware(wait_timeout)],
                           client_max_size=max_body + 1024)
+    app.on_response_prepare.append(_add_index)
     app[GATEWAY] = gateway
     app[MAX_BODY] = max_body
     app[METRICS] = metrics

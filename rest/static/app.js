@@ -27,14 +27,20 @@ class ApiError extends Error {
   constructor(status, errors) { super(errors.join("; ")); this.status = status; }
 }
 
+// the highest X-JM-Index seen: what this page has read or written must stay visible
+let minIndex = 0;
+
 async function api(method, path, body, raw) {
   const headers = {};
+  if (minIndex > 0) headers["X-JM-Min-Index"] = String(minIndex);
   const token = localStorage.getItem("jm-token");
   if (token) headers["Authorization"] = `Bearer ${token}`;
   let payload;
   if (raw) { payload = raw; }
   else if (body !== undefined) { payload = JSON.stringify(body); headers["Content-Type"] = "application/json"; }
   const resp = await fetch(path, {method, headers, body: payload});
+  const index = parseInt(resp.headers.get("X-JM-Index") || "", 10);
+  if (index > minIndex) minIndex = index;
   const text = await resp.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch (e) { data = text; }

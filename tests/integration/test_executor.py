@@ -72,3 +72,29 @@ async def test_zygote_death_kills_its_jobs_and_is_replaced(tmp_path):
         assert await asyncio.wait_for(jp2.exited, 30) == (0, 0, False)
     finally:
         await ex.close()
+
+
+async def test_fenced_zygote_sleeps_instead_of_spinning(tmp_path):
+    """With its lease run out (a frozen or cut-off peer), the zygote has nothing to do
+    until the peer speaks again: its CPU time stays near zero."""
+    import psutil
+    ex = Executor(str(tmp_path / "log"), preload="none")
+    await ex.start()
+    try:
+        ex.set_lease(time.monotonic() + 60)
+        jp = await ex.spawn(_params(tmp_path, "s", "jobs_fixture:sleepy", {"seconds": 120}))
+        ex.set_lease(time.monotonic() - 1.0)  # expired
+        assert (await asyncio.wait_for(jp.exited, 10))[2] is True
+        zygote = psutil.Process(ex.zygote_pid)
+        before = zygote.cpu_times()
+        t0 = time.monotonic()
+        await asyncio.sleep(5.0)  # the window over which CPU use is measured
+        after = zygote.cpu_times()
+        used = (after.user + after.system) - (before.user + before.system)
+        assert used < 0.25, f"fenced zygote used {used:.2f} s of CPU in {time.monotonic() - t0:.1f} s"
+        # and it still answers: renewed, it runs jobs again
+        ex.set_lease(time.monotonic() + 60)
+        jp2 = await ex.spawn(_params(tmp_path, "q", "jobs_fixture:quick"))
+        assert await asyncio.wait_for(jp2.exited, 30) == (0, 0, False)
+    finally:
+        await ex.close()

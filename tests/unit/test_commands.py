@@ -43,6 +43,7 @@ SAMPLES = [
     c.MoveJobs((c.Move("job-1", "n1", "n2", 3), c.Move("job-2", "n1", "n3", 1)), "drain", 6.0),
     c.ReleaseJob("job-1", 3, "n1", 7.0),
     c.DrainPeer("n1", True, 8.0),
+    c.Barrier(),
 ]
 
 

@@ -730,3 +730,16 @@ def report_seq(st, job_id, epoch, node, status, seq):
     res = st.apply(c.ReportStatuses((c.StatusReport(job_id, epoch, node, status, 6.0,
                                                     seq=seq),)))
     return res.value[0]
+
+
+def test_barrier_changes_nothing_but_the_applied_count():
+    import copy
+    from raft.commands import Barrier
+    st = ClusterState()
+    st.apply(c.SubmitJob("j", {"name": "x"}, 1.0))
+    before = copy.deepcopy(st.__dict__)
+    res = st.apply(Barrier())
+    assert res.ok
+    after = dict(st.__dict__)
+    assert after.pop("applied") == before.pop("applied") + 1
+    assert after == before

@@ -1,0 +1,99 @@
+"""Read what anyone acknowledged, on any peer: X-JM-Index / X-JM-Min-Index and the barrier
+behind artifact checks, through real peers (real Raft, REST, job processes)."""
+import json
+import os
+
+import aiohttp
+
+from tests.conftest import InProcessCluster
+from tests.helpers import apoll, multipart
+
+FIX = os.path.dirname(os.path.abspath(__file__)) + "/"
+
+
+async def call(method, url, body=None, raw=None, headers=None):
+    """-> (status, body, X-JM-Index)"""
+    hdrs = dict(headers or {})
+    data = raw
+    if body is not None:
+        data = json.dumps(body).encode()
+        hdrs["Content-Type"] = "application/json"
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=20)) as s:
+        async with s.request(method, url, data=data, headers=hdrs) as resp:
+            text = await resp.read()
+            return resp.status, (json.loads(text) if text else None), \
+                int(resp.headers["X-JM-Index"])
+
+
+async def upload(url, name, content, headers=None):
+    raw, ctype = multipart(name, content)
+    s, b, idx = await call("POST", url + "/artifacts", raw=raw,
+                           headers={"Content-Type": ctype, **(headers or {})})
+    assert s == 201, b
+    return b, idx
+
+
+async def test_upload_on_one_peer_submit_and_read_on_others(tmp_path):
+    c = InProcessCluster(str(tmp_path), 3, {"rest.write-timeout": "3 s"})
+    try:
+        await c.start()
+        seen = 0
+        for i in range(12):
+            art, idx = await upload(c.url(i % 3), f"job{i}.py",
+                                    b"def main(ctx):\n    return %d\n" % i)
+            assert idx > seen  # the write moved the index on
+            seen = idx
+            # the next request goes to another peer, carrying the index: never a 400
+            s, b, idx = await call("POST", c.url((i + 1) % 3) + "/jobs",
+                                   {"entry": f"job{i}:main", "pyfiles": [art["pyfile"]]},
+                                   headers={"X-JM-Min-Index": str(seen)})
+            assert s == 202, b
+            seen = max(seen, idx)
+            # ... and the third peer shows the job that was acknowledged: never a 404
+            s, j, idx = await call("GET", c.url((i + 2) % 3) + f"/jobs/{b['jobid']}",
+                                   headers={"X-JM-Min-Index": str(seen)})
+            assert s == 200 and j["jid"] == b["jobid"], j
+            assert idx >= seen
+    finally:
+        await c.stop()
+
+
+async def test_unknown_artifact_is_checked_against_the_log_before_400(tmp_path):
+    """A client that sends no index (a later CLI call, curl) still never gets a spurious
+    400: a peer that does not know an artifact goes through one barrier first."""
+    c = InProcessCluster(str(tmp_path), 3)
+    try:
+        await c.start()
+        for i in range(10):
+            art, _ = await upload(c.url(0), f"late{i}.py", b"def main(ctx):\n    return 1\n")
+            s, b, _ = await call("POST", c.url(1 + i % 2) + "/jobs",
+                                 {"entry": f"late{i}:main", "pyfiles": [art["pyfile"]]})
+            assert s == 202, b
+        # an artifact nobody uploaded is still a 400 that names it, after the barrier
+        bogus = "artifact:sha256:" + "0" * 64
+        s, b, _ = await call("POST", c.url(2) + "/jobs",
+                             {"entry": "x:main", "pyfiles": [bogus]})
+        assert s == 400 and bogus in b["errors"][0]
+    finally:
+        await c.stop()
+
+
+async def test_index_from_the_future_is_503_and_garbage_is_400(tmp_path):
+    c = InProcessCluster(str(tmp_path), 2, {"rest.write-timeout": "500 ms"})
+    try:
+        await c.start()
+        s, b, idx = await call("GET", c.url(0) + "/overview")
+        async with aiohttp.ClientSession() as session:
+            async with session.get(c.url(1) + "/overview",
+                                   headers={"X-JM-Min-Index": str(idx + 10 ** 6)}) as resp:
+                assert resp.status == 503 and resp.headers["Retry-After"] == "1"
+                assert "not yet" in (await resp.json())["errors"][0]
+        s, b, _ = await call("GET", c.url(1) + "/jobs", headers={"X-JM-Min-Index": "x"})
+        assert s == 400 and "X-JM-Min-Index" in b["errors"][0]
+        # the peer is none the worse for it
+        await apoll(lambda: c.peers[1].raft.applied_index() >= idx, 10, what="applied")
+        s, b, _ = await call("GET", c.url(1) + "/overview",
+                             headers={"X-JM-Min-Index": str(idx)})
+        assert s == 200
+    finally:
+        await c.stop()
