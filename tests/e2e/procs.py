@@ -56,12 +56,14 @@ class ProcessCluster:
 
     def stop(self) -> None:
         pids = self.pids()
-        self.run("stop-cluster.sh")
-        for pid in pids:  # never leave a peer behind, also when stop failed
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        try:
+            self.run("stop-cluster.sh")
+        finally:
+            for pid in pids:  # never leave a peer behind, also when stop failed or hung
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
     def peer_pid(self, i: int) -> int:
         host, rest, _ = self.lines[i].split(":")

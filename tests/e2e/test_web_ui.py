@@ -6,6 +6,7 @@ to docs/screenshots with JM_UPDATE_SCREENSHOTS=1."""
 import os
 import signal
 import time
+import urllib.request
 
 import pytest
 
@@ -90,6 +91,10 @@ def test_dashboard_submit_cancel_and_failover(cluster, browser, tmp_path):
     poll(lambda: "ui job started" in text_of(d, "#log"), 30, what="the live log tail")
     poll(lambda: http("GET", c.urls[1] + f"/jobs/{jid}")[1]["name"] == "from-the-ui", 10,
          what="the job on another peer")
+    # the page keeps the highest X-JM-Index it was sent (and sends it back)
+    with urllib.request.urlopen(c.urls[0] + "/overview", timeout=10) as resp:
+        applied = int(resp.headers["X-JM-Index"])
+    assert 0 < d.execute_script("return minIndex;") <= applied
     shot(d, tmp_path, "job")
 
     # jobs page lists it
