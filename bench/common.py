@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 import urllib.request
 
-from jm.localcluster import local_lines, wait_until, write_conf  # noqa: F401
+from jm.local.localcluster import local_lines, wait_until, write_conf  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -130,7 +130,7 @@ def cpu_seconds(pids: list[int]) -> dict:
         out["peers"] += t.user + t.system
         for child in p.children():
             ct = child.cpu_times()
-            kind = "zygotes" if "jm.zygote" in " ".join(child.cmdline()) else "spark"
+            kind = "zygotes" if "jm.runtime.zygote" in " ".join(child.cmdline()) else "spark"
             out[kind] += ct.user + ct.system
             if kind == "zygotes":
                 out["jobs"] += ct.children_user + ct.children_system

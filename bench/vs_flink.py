@@ -80,7 +80,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import ROOT, BenchCluster, _interrupt, get, median, pct, wait_until  # noqa: E402
 from bench.failover import PROFILES, kill_peer, nodes, post, snapshot  # noqa: E402
 from bench.submit import JOB as TRIVIAL_JOB  # noqa: E402
-from jm.localcluster import free_ports  # noqa: E402
+from jm.local.localcluster import free_ports  # noqa: E402
 
 FLINK_VERSION = "2.3.0"
 FLINK_DIR = os.path.join(ROOT, "bench", ".flink")

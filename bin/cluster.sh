@@ -5,7 +5,7 @@
 set -uo pipefail
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/config.sh"
 ACTION="${1:?usage: cluster.sh start|stop [-D key=value ...]}"; shift
-PEERS="$("$JM_PYTHON" -m jm.launcher peers --conf-dir "$JM_CONF_DIR")" || exit 2
+PEERS="$("$JM_PYTHON" -m jm.local.launcher peers --conf-dir "$JM_CONF_DIR")" || exit 2
 status=0
 for peer in $PEERS; do
     host="${peer%%:*}"

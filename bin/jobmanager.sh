@@ -20,7 +20,7 @@ while [ $# -gt 0 ]; do
 done
 PEER_ARGS=(); [ -n "$PEER" ] && PEER_ARGS=(--peer "$PEER")
 
-RESOLVED="$("$JM_PYTHON" -m jm.launcher resolve --conf-dir "$JM_CONF_DIR" "${PEER_ARGS[@]}" "${ARGS[@]}")" || exit 2
+RESOLVED="$("$JM_PYTHON" -m jm.local.launcher resolve --conf-dir "$JM_CONF_DIR" "${PEER_ARGS[@]}" "${ARGS[@]}")" || exit 2
 read -r PEER PID_FILE LOG_FILE <<< "$RESOLVED"
 
 # alive = exists, is not a zombie, and is a jobmanager peer (not a reused PID)
@@ -29,7 +29,7 @@ is_peer_alive() {
     [ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || return 1
     state="$(sed -e 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)"
     [ "$state" != "Z" ] && [ "$state" != "X" ] || return 1
-    tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "jm.peer"
+    tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "jm.cluster.peer"
 }
 
 running_pid() {
@@ -43,13 +43,13 @@ case "$ACTION" in
         if pid="$(running_pid)"; then
             echo "jobmanager $PEER is already running (pid $pid)." >&2; exit 1
         fi
-        nohup "$JM_PYTHON" -m jm.peer --conf-dir "$JM_CONF_DIR" --peer "$PEER" "${ARGS[@]}" \
+        nohup "$JM_PYTHON" -m jm.cluster.peer --conf-dir "$JM_CONF_DIR" --peer "$PEER" "${ARGS[@]}" \
             >> "$LOG_FILE" 2>&1 < /dev/null &
         echo $! > "$PID_FILE"
         echo "Starting jobmanager $PEER (pid $!, log $LOG_FILE)."
         ;;
     start-foreground)
-        exec "$JM_PYTHON" -m jm.peer --conf-dir "$JM_CONF_DIR" --peer "$PEER" "${ARGS[@]}"
+        exec "$JM_PYTHON" -m jm.cluster.peer --conf-dir "$JM_CONF_DIR" --peer "$PEER" "${ARGS[@]}"
         ;;
     stop)
         if ! pid="$(running_pid)"; then

@@ -13,5 +13,5 @@ fi
 .venv/bin/python -m pip install -q -e . >/dev/null
 echo "==> starting the peers listed in conf/masters"
 bin/start-cluster.sh "$@" || echo "    (some peers were already running; using them)"
-exec .venv/bin/python -m jm.quickstart --conf-dir "${JM_CONF_DIR:-$HERE/conf}" \
+exec .venv/bin/python -m jm.local.quickstart --conf-dir "${JM_CONF_DIR:-$HERE/conf}" \
     --input "$HERE/examples/data/words.txt" --example "$HERE/examples/wordcount.py"

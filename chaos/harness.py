@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from chaos.netns import TestNet
-from jm.localcluster import local_lines, wait_until, write_conf
+from jm.local.localcluster import local_lines, wait_until, write_conf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TERMINAL = {"FINISHED", "FAILED", "CANCELED"}

@@ -28,7 +28,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Optional
 
-from jm.localcluster import free_ports, local_lines, write_conf
+from jm.local.localcluster import free_ports, local_lines, write_conf
 
 TERMINAL = ("FINISHED", "FAILED", "CANCELED")
 
@@ -60,7 +60,7 @@ class MiniCluster:
     # ---- lifecycle on the caller's loop -------------------------------------------------
     async def start(self) -> "MiniCluster":
         from jm.config import load_config
-        from jm.peer import Peer
+        from jm.cluster.peer import Peer
         masters = self.masters()
         spark_port = free_ports(1)[0] if self.spark else None
         for i, m in enumerate(masters):

@@ -16,7 +16,7 @@ from typing import Any, Optional, Protocol
 
 from aiohttp import web
 
-from jm.spec import SpecError
+from jm.policy.spec import SpecError
 from raft.node import RaftUnavailable
 
 log = logging.getLogger("jm.rest")

@@ -9,7 +9,7 @@ import urllib.error
 import urllib.request
 from typing import Any, Callable
 
-from jm.localcluster import free_ports, local_lines, wait_until, write_conf  # noqa: F401
+from jm.local.localcluster import free_ports, local_lines, wait_until, write_conf  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -21,9 +21,9 @@ import time
 import uuid
 from typing import Any, Optional
 
-from jm.cli_ops import add_commands
-from jm.cli_spec import IDENT_RE, canonical_name, build_spec, upload
-from jm.cli_http import (DEFAULT_ADDRESS, masters_addresses, DEFAULT_TIMEOUT, EXIT_API, EXIT_INTERRUPTED,
+from jm.client.cli_ops import add_commands
+from jm.client.cli_spec import IDENT_RE, canonical_name, build_spec, upload
+from jm.client.cli_http import (DEFAULT_ADDRESS, masters_addresses, DEFAULT_TIMEOUT, EXIT_API, EXIT_INTERRUPTED,
                          EXIT_OK, EXIT_USAGE, ApiError, CliError, Client, UsageError, _q,
                          compact, fmt_duration, fmt_time, one_line, out, print_json,
                          table)

@@ -7,7 +7,7 @@ import time
 import uuid
 from typing import Any, Callable, Optional
 
-from jm.cli_http import (EXIT_INTERRUPTED, EXIT_OK, CliError, Client, UsageError, _q,
+from jm.client.cli_http import (EXIT_INTERRUPTED, EXIT_OK, CliError, Client, UsageError, _q,
                          fmt_size, fmt_time, out, print_json, table)
 
 

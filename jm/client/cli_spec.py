@@ -10,7 +10,7 @@ import sys
 import uuid
 from typing import Optional
 
-from jm.cli_http import ApiError, CliError, Client, UsageError, one_line
+from jm.client.cli_http import ApiError, CliError, Client, UsageError, one_line
 
 CODE_SUFFIXES = (".py", ".zip", ".egg")
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

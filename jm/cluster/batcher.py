@@ -10,7 +10,7 @@ from raft.commands import encode
 from raft.node import RaftUnavailable
 from raft.state import Result
 
-log = logging.getLogger("jm.batcher")
+log = logging.getLogger("jm.cluster.batcher")
 
 
 class Batcher:

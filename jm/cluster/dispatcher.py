@@ -10,9 +10,9 @@ import asyncio
 import logging
 
 from raft import state as S
-from jm.jobmaster import Intents, JobEnv, JobMaster
+from jm.cluster.jobmaster import Intents, JobEnv, JobMaster
 
-log = logging.getLogger("jm.dispatcher")
+log = logging.getLogger("jm.cluster.dispatcher")
 
 
 class Dispatcher:

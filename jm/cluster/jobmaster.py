@@ -17,12 +17,12 @@ from typing import Any, Awaitable, Callable, Optional
 from raft import state as S
 from raft.commands import CompleteSavepoint, ReleaseJob, ReportStatuses, StatusReport
 from raft.node import RaftUnavailable
-from jm.batcher import Batcher
-from jm.executor import ExecutorLost, JobProcess
-from jm.restart import RestartStrategy, RestartTracker, on_failure
-from jm.savepoint import SavepointError, new_location, restore, snapshot
+from jm.cluster.batcher import Batcher
+from jm.runtime.executor import ExecutorLost, JobProcess
+from jm.policy.restart import RestartStrategy, RestartTracker, on_failure
+from jm.cluster.savepoint import SavepointError, new_location, restore, snapshot
 
-log = logging.getLogger("jm.jobmaster")
+log = logging.getLogger("jm.cluster.jobmaster")
 
 
 _last_seq = 0
@@ -57,7 +57,7 @@ class JobEnv:
     clock: Callable[[], float]
     lease_valid: Callable[[], bool] = lambda: True
     commit: Optional[Callable[[Any], Awaitable[Any]]] = None  # one Raft command -> Result
-    metrics: Any = None  # jm.metrics.PeerMetrics
+    metrics: Any = None  # jm.cluster.metrics.PeerMetrics
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Callable, Optional
 from raft.commands import Heartbeat, RegisterPeer
 from raft.node import RaftUnavailable
 
-log = logging.getLogger("jm.peer")
+log = logging.getLogger("jm.cluster.peer")
 
 MAX_IN_FLIGHT = 4
 NO_LEADER_RETRY = 0.1  # seconds between tries while the cluster elects a leader

@@ -1,7 +1,7 @@
 """One JobManager peer: wires Raft, REST, Dispatcher, ResourceManager, executor and
 Spark together, starts them in order and stops them in reverse order.
 
-Run as `python -m jm.peer --conf-dir conf [--peer host:rest:raft] [-D key=value ...]`.
+Run as `python -m jm.cluster.peer --conf-dir conf [--peer host:rest:raft] [-D key=value ...]`.
 """
 from __future__ import annotations
 
@@ -18,26 +18,27 @@ from typing import Any, Optional
 
 from aiohttp import web
 
-from jm import joblogs, views
-from jm.blobs import BlobError, BlobStore, safe_name
+from jm.runtime import joblogs
+from jm.policy import views
+from jm.cluster.blobs import BlobError, BlobStore, safe_name
 from jm.config import (Config, ConfigError, PeerAddress, choose_self, load_config,
                        parse_overrides, read_masters)
-from jm.dispatcher import Dispatcher
-from jm.savepoint import SavepointError, read_metadata
-from jm.executor import Executor
-from jm.batcher import Batcher
-from jm.jobmaster import JobEnv, make_reporter
-from jm.lease import Lease
-from jm.metrics import Gauges, PeerMetrics
-from jm.resourcemanager import RebalanceConfig, ResourceManager, rebalance_round, to_command
-from jm.spec import validate_spec
-from jm.sparkserver import SparkConnectServer, free_port
+from jm.cluster.dispatcher import Dispatcher
+from jm.cluster.savepoint import SavepointError, read_metadata
+from jm.runtime.executor import Executor
+from jm.cluster.batcher import Batcher
+from jm.cluster.jobmaster import JobEnv, make_reporter
+from jm.cluster.lease import Lease
+from jm.cluster.metrics import Gauges, PeerMetrics
+from jm.cluster.resourcemanager import RebalanceConfig, ResourceManager, rebalance_round, to_command
+from jm.policy.spec import validate_spec
+from jm.runtime.sparkserver import SparkConnectServer, free_port
 from raft.commands import (AddArtifact, CancelJob, DrainPeer, Heartbeat, RegisterPeer, SubmitJob,
                            SubmitJobs, TriggerSavepoint)
 from raft.node import RaftHost, RaftSettings, RaftUnavailable
 from rest.app import ApiError, make_app
 
-log = logging.getLogger("jm.peer")
+log = logging.getLogger("jm.cluster.peer")
 _NEVER = asyncio.Event()  # `registered` before the lease loop exists
 
 

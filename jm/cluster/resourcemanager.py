@@ -1,8 +1,8 @@
 """ResourceManager: active on the Raft leader only. Places waiting jobs on live peers
-(pure policy in jm.placement), declares peers dead after `heartbeat.timeout` without a
+(pure policy in jm.policy.placement), declares peers dead after `heartbeat.timeout` without a
 heartbeat, counted from when this peer applied it (a new leader keeps what it applied as a
 follower, and gives every peer a grace from its takeover), moves the streaming jobs of
-draining peers away and rebalances (pure policy in jm.rebalance)."""
+draining peers away and rebalances (pure policy in jm.policy.rebalance)."""
 from __future__ import annotations
 
 import asyncio
@@ -17,8 +17,8 @@ from raft.commands import (Assignment, AssignJobs, DeclarePeerDead, Heartbeat, M
                            PurgeJobs, RegisterPeer)
 from raft.state import ClusterState, expired_jobs
 from raft.node import RaftUnavailable
-from jm.placement import PeerLoad, Waiting, place
-from jm.rebalance import JobInfo, PeerInfo, PlannedMove, plan_drain, plan_rebalance
+from jm.policy.placement import PeerLoad, Waiting, place
+from jm.policy.rebalance import JobInfo, PeerInfo, PlannedMove, plan_drain, plan_rebalance
 
 log = logging.getLogger("jm.rm")
 

@@ -1,8 +1,8 @@
 """Helpers for bin/jobmanager.sh: validate the config and resolve a peer's files.
 
-`python -m jm.launcher resolve --conf-dir DIR [--peer H:R:F] [-D k=v ...]` prints
+`python -m jm.local.launcher resolve --conf-dir DIR [--peer H:R:F] [-D k=v ...]` prints
 `<peer> <pid file> <log file>` or one error line (exit 2).
-`python -m jm.launcher peers --conf-dir DIR` prints the masters lines.
+`python -m jm.local.launcher peers --conf-dir DIR` prints the masters lines.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from jm.config import ConfigError, choose_self, load_config, parse_overrides, re
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="jm.launcher")
+    ap = argparse.ArgumentParser(prog="jm.local.launcher")
     ap.add_argument("action", choices=["resolve", "peers"])
     ap.add_argument("--conf-dir", required=True)
     ap.add_argument("--peer")

@@ -11,7 +11,7 @@ import urllib.request
 import uuid
 
 from jm.config import ConfigError, read_masters
-from jm.localcluster import wait_until
+from jm.local.localcluster import wait_until
 
 TERMINAL = {"FINISHED", "FAILED", "CANCELED"}
 

@@ -5,7 +5,7 @@ import re
 import uuid
 from typing import Any
 
-from jm.restart import validate_override
+from jm.policy.restart import validate_override
 
 FIELDS = {"name", "entry", "pyfiles", "args", "sql", "jobid", "slots", "restart-strategy",
           "savepoint-path", "job-type"}

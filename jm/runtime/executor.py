@@ -11,10 +11,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
-from jm.zygote import (PARENT_ENV, Exited, Guard, Lease, Ready, Spawn, Spawned, pack,
+from jm.runtime.zygote import (PARENT_ENV, Exited, Guard, Lease, Ready, Spawn, Spawned, pack,
                        unpack)
 
-log = logging.getLogger("jm.executor")
+log = logging.getLogger("jm.runtime.executor")
 
 
 @dataclass
@@ -53,7 +53,7 @@ class Executor:
         loop = asyncio.get_running_loop()
         self._ready = loop.create_future()
         self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "jm.zygote",
+            sys.executable, "-m", "jm.runtime.zygote",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
             env=dict(os.environ, JM_ZYGOTE_PRELOAD=self.preload, JM_JOB_NICE=str(self.nice),
                      **{PARENT_ENV: str(os.getpid())}),

@@ -1,4 +1,4 @@
-"""`python -m jm.pdeathsig CMD ARGS...`: exec CMD so that it is killed when our parent dies.
+"""`python -m jm.runtime.pdeathsig CMD ARGS...`: exec CMD so that it is killed when our parent dies.
 
 $JM_NICE (if set) lowers the priority of CMD. Used instead of subprocess's preexec_fn, which is not safe in a process with threads
 (pysyncobj's tick thread): Linux keeps PR_SET_PDEATHSIG across execve.
@@ -6,12 +6,12 @@ $JM_NICE (if set) lowers the priority of CMD. Used instead of subprocess's preex
 import os
 import sys
 
-from jm.zygote import die_with_parent
+from jm.runtime.zygote import die_with_parent
 
 
 def main() -> None:
     if len(sys.argv) < 2:
-        print("usage: python -m jm.pdeathsig CMD [ARGS...]", file=sys.stderr)
+        print("usage: python -m jm.runtime.pdeathsig CMD [ARGS...]", file=sys.stderr)
         sys.exit(2)
     if not die_with_parent():  # the parent is already gone
         sys.exit(1)

@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Callable, Optional
 
-from jm.zygote import PARENT_ENV
+from jm.runtime.zygote import PARENT_ENV
 
 
 log = logging.getLogger("jm.spark")
@@ -96,7 +96,7 @@ class SparkConnectServer:
         env["SPARK_HOME"] = spark_home()
         env["SPARK_LOCAL_IP"] = "127.0.0.1"
         env["JM_NICE"] = str(self.nice)
-        env[PARENT_ENV] = str(os.getpid())  # jm.pdeathsig: the JVM dies with this peer
+        env[PARENT_ENV] = str(os.getpid())  # jm.runtime.pdeathsig: the JVM dies with this peer
         env.setdefault("SPARK_LOG_DIR", self.log_dir)
         conf_dir = os.path.join(self.log_dir, "spark-conf")
         os.makedirs(conf_dir, exist_ok=True)
@@ -125,7 +125,7 @@ class SparkConnectServer:
             started = time.monotonic()
             try:
                 self.proc = await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "jm.pdeathsig", *self._command(),
+                    sys.executable, "-m", "jm.runtime.pdeathsig", *self._command(),
                     stdout=out, stderr=out, env=self._env())
             finally:
                 out.close()

@@ -1,6 +1,6 @@
 """The warm job-process parent ("zygote").
 
-Started once per peer with `python -m jm.zygote`. It imports the heavy modules a
+Started once per peer with `python -m jm.runtime.zygote`. It imports the heavy modules a
 job needs (pyspark's Connect client, pandas, pyarrow) once, freezes the GC, and
 then forks one child per job attempt on request, so that a job starts in
 milliseconds. It never opens a Spark/gRPC channel itself (gRPC is not fork-safe).
@@ -107,8 +107,8 @@ def die_with_parent(expected: int | None = None) -> bool:
 
 PRELOADS = {
     "pyspark": ("pyspark.sql.connect.session", "pyspark.sql.connect.functions", "pandas",
-                "pyarrow", "json", "traceback", "jm.jobrun"),
-    "none": ("json", "traceback", "jm.jobrun"),
+                "pyarrow", "json", "traceback", "jm.runtime.jobrun"),
+    "none": ("json", "traceback", "jm.runtime.jobrun"),
 }
 
 
@@ -163,7 +163,7 @@ def _child(params: dict, fds_to_close: list[int], zygote_pid: int) -> None:
         sys.stderr = open(2, "w", buffering=1, closefd=False)
         if params.get("cwd"):
             os.chdir(params["cwd"])
-        from jm.jobrun import run_job
+        from jm.runtime.jobrun import run_job
         code = run_job(params)
     except BaseException:
         import traceback

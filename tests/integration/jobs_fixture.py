@@ -52,7 +52,7 @@ def ticker(ctx):
     uncommitted batch overwrites it), then commits/n. It resumes after the last committed
     batch, so an attempt that moves (or resumes from a savepoint) loses nothing and
     duplicates nothing. Each output records the attempt that wrote it."""
-    from jm.savepoint import last_committed
+    from jm.cluster.savepoint import last_committed
     q = os.path.join(ctx.checkpoint_dir, "ticks")
     out = ctx.args["output"]
     for d in (os.path.join(q, "offsets"), os.path.join(q, "commits"), out):

@@ -22,7 +22,7 @@ async def jm(*args: str, env: dict | None = None, timeout: float = 90.0,
     e.pop("JM_ADDRESS", None)
     e.update(env or {})
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "jm.cli", *args, cwd=ROOT, env=e,
+        sys.executable, "-m", "jm.client.cli", *args, cwd=ROOT, env=e,
         stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
@@ -159,8 +159,13 @@ async def test_cancel_sleepy_job(cluster3):
     assert_one_error_line(rc, err, 1, "CANCELED")
 
     # Ctrl-C while waiting: exit 130, one line, and the job keeps running
+    # as from a terminal: SIGINT raises KeyboardInterrupt even where the test runner was
+    # started with SIGINT ignored (a background job of a non-interactive shell, inherited)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "jm.cli", "--address", c.url(0), "submit", "--entry",
+        sys.executable, "-c", "import runpy, signal, sys; "
+        "signal.signal(signal.SIGINT, signal.default_int_handler); sys.argv[0] = 'jm'; "
+        "runpy.run_module('jm.client.cli', run_name='__main__')",
+        "--address", c.url(0), "submit", "--entry",
         "jobs_fixture:wait_for_stop", "--pyfile", FIX + "/", "--wait", cwd=ROOT,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     jid3 = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip()

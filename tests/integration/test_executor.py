@@ -3,7 +3,7 @@ import asyncio
 import os
 import time
 
-from jm.executor import Executor
+from jm.runtime.executor import Executor
 from tests.helpers import apoll
 
 FIX = os.path.dirname(os.path.abspath(__file__)) + "/"

@@ -1,4 +1,4 @@
-"""Unit tests for jm/blobs.py: safe artifact names and the content-addressed store."""
+"""Unit tests for jm/cluster/blobs.py: safe artifact names and the content-addressed store."""
 from __future__ import annotations
 
 import hashlib
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from jm.blobs import BlobError, BlobStore, safe_name
+from jm.cluster.blobs import BlobError, BlobStore, safe_name
 
 
 @pytest.mark.parametrize("given,expected", [

@@ -4,7 +4,7 @@ import http.server
 import json
 import threading
 
-from jm.cli import main
+from jm.client.cli import main
 
 
 class _Peer(http.server.BaseHTTPRequestHandler):

@@ -336,15 +336,15 @@ def test_lease_must_outlast_a_leader_election():
 def test_log_format_lines_carry_job_and_epoch():
     import json
     import logging
-    from jm.peer import LogFormat
-    rec = logging.LogRecord("jm.jobmaster", logging.INFO, __file__, 1, "job %s up", ("j1",), None)
+    from jm.cluster.peer import LogFormat
+    rec = logging.LogRecord("jm.cluster.jobmaster", logging.INFO, __file__, 1, "job %s up", ("j1",), None)
     rec.job, rec.epoch = "j1", 3
     text = LogFormat("text", "n1").format(rec)
-    assert text.endswith("INFO jm.jobmaster: job j1 up [job=j1 epoch=3]")
+    assert text.endswith("INFO jm.cluster.jobmaster: job j1 up [job=j1 epoch=3]")
     obj = json.loads(LogFormat("json", "n1").format(rec))
     assert obj["job"] == "j1" and obj["epoch"] == 3 and obj["node"] == "n1"
     assert obj["message"] == "job j1 up" and obj["level"] == "INFO"
-    plain = logging.LogRecord("jm.peer", logging.WARNING, __file__, 1, "hello", (), None)
+    plain = logging.LogRecord("jm.cluster.peer", logging.WARNING, __file__, 1, "hello", (), None)
     assert "job" not in json.loads(LogFormat("json", "n1").format(plain))
     with pytest.raises(ConfigError, match="^jobmanager.log.format:"):
         cfg(**{"jobmanager.log.format": "xml"})

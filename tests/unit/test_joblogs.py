@@ -1,7 +1,7 @@
-"""Unit tests for jm/joblogs.py: an attempt's runs read as one stream."""
+"""Unit tests for jm/runtime/joblogs.py: an attempt's runs read as one stream."""
 import os
 
-from jm.joblogs import attempt_files, read
+from jm.runtime.joblogs import attempt_files, read
 
 
 def write(folder, name, text):

@@ -1,11 +1,11 @@
-"""Unit and property tests for the pure rebalancing and drain policy (jm/rebalance.py)."""
+"""Unit and property tests for the pure rebalancing and drain policy (jm/policy/rebalance.py)."""
 from __future__ import annotations
 
 from collections import Counter
 
 from hypothesis import given, settings, strategies as hs
 
-from jm.rebalance import JobInfo, PeerInfo, deviations, plan_drain, plan_rebalance, spread
+from jm.policy.rebalance import JobInfo, PeerInfo, deviations, plan_drain, plan_rebalance, spread
 
 
 def cluster(layout: dict[str, int], slots: int = 8, weights: dict | None = None,

@@ -1,4 +1,4 @@
-"""Unit tests for jm/savepoint.py on a checkpoint laid out like Spark's."""
+"""Unit tests for jm/cluster/savepoint.py on a checkpoint laid out like Spark's."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from jm.savepoint import (SavepointError, last_committed, new_location, read_metadata, restore,
+from jm.cluster.savepoint import (SavepointError, last_committed, new_location, read_metadata, restore,
                           snapshot)
 
 

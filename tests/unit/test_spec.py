@@ -1,11 +1,11 @@
-"""Unit tests for jm/spec.py: validation and normalisation of submitted job specs."""
+"""Unit tests for jm/policy/spec.py: validation and normalisation of submitted job specs."""
 from __future__ import annotations
 
 import re
 
 import pytest
 
-from jm.spec import JOBID_RE, SpecError, new_job_id, validate_spec
+from jm.policy.spec import JOBID_RE, SpecError, new_job_id, validate_spec
 
 GOOD_ART = "artifact:sha256:" + "0123456789abcdef" * 4
 
