@@ -12,41 +12,14 @@ import os
 import re
 import time
 import uuid
-from typing import Any, Optional, Protocol
+from typing import Any, Optional
 
 from aiohttp import web
 
-from jm.policy.spec import SpecError
-from raft.node import RaftUnavailable
+from rest.gateway import ApiError, Gateway
 
 log = logging.getLogger("jm.rest")
 STATIC = os.path.join(os.path.dirname(__file__), "static")
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, *errors: str, headers: dict | None = None) -> None:
-        super().__init__("; ".join(errors))
-        self.status = status
-        self.errors = list(errors)
-        self.headers = headers or {}
-
-
-class Gateway(Protocol):
-    """What the REST layer may ask of a peer."""
-    async def submit_job(self, spec: Any, request_id: str) -> dict: ...
-    async def cancel_job(self, job_id: str) -> str: ...
-    async def trigger_savepoint(self, job_id: str, trigger_id: str, target: Optional[str],
-                                stop: bool) -> dict: ...
-    async def drain_node(self, node: str, drain: bool) -> dict: ...
-    async def rebalance(self) -> dict: ...
-    async def job_logs(self, job_id: str, attempt: Optional[int], offset: int,
-                       tail: Optional[int], local: bool) -> dict: ...
-    async def add_artifact(self, filename: str, data: bytes) -> dict: ...
-    def artifact_file(self, artifact_id: str) -> str | None: ...
-    def view(self, name: str, *args: Any) -> Any: ...
-    def health(self) -> dict: ...
-    def applied_index(self) -> int: ...
-    async def wait_applied(self, index: int, timeout: float) -> bool: ...
 
 
 GATEWAY: web.AppKey["Gateway"] = web.AppKey("gateway")
@@ -117,10 +90,6 @@ async def errors_middleware(request: web.Request, handler):
         return await handler(request)
     except ApiError as exc:
         return error_response(exc.status, exc.errors, exc.headers)
-    except SpecError as exc:
-        return error_response(400, exc.errors)
-    except RaftUnavailable as exc:
-        return error_response(503, [str(exc)], {"Retry-After": "1"})
     except web.HTTPRequestEntityTooLarge as exc:
         return error_response(413, [f"request body too large (limit rest.max-body-size, "
                                     f"{exc.max_size} bytes)"])

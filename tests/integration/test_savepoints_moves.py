@@ -231,7 +231,8 @@ async def test_manual_rebalance(tmp_path):
         await apoll(balanced, 60, what="2 jobs per peer")
         s, b = await ahttp("POST", c.url(1) + "/cluster/rebalance")
         assert b == {"moves": [], "refused": []}
-        for o in outs:
+        for o in outs:  # RUNNING is reported before the job writes: wait for its output
+            await wait_batches(o, 2)
             batches(o)
     finally:
         await c.stop()
@@ -258,7 +259,8 @@ async def test_on_join_rebalance_after_undrain(tmp_path):
         await apoll(spread_ok, 60, what="on-join rebalance")
         for jid in ids:
             await wait_state(c, jid, "RUNNING")
-        for o in outs:
+        for o in outs:  # RUNNING is reported before the job writes: wait for its output
+            await wait_batches(o, 2)
             batches(o)
     finally:
         await c.stop()

@@ -1,0 +1,304 @@
+"""The REST gateway of a peer: what `rest/` may ask of it (the `Gateway` protocol in
+rest/gateway.py), answered from the local replica or written through Raft.
+
+Reads come from this peer's replica; writes are Raft commands acknowledged once applied
+here. Failures leave as `ApiError`s with their HTTP status: a bad spec is 400, no
+leader or an unknown outcome is 503 with Retry-After (RaftUnavailable)."""
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import time
+from typing import Any, Optional
+
+from jm.cluster.blobs import BlobError, safe_name
+from jm.cluster.resourcemanager import rebalance_round, to_command
+from jm.cluster.savepoint import SavepointError, read_metadata
+from jm.policy import views
+from jm.policy.spec import SpecError, validate_spec
+from jm.runtime import joblogs
+from raft.commands import AddArtifact, CancelJob, DrainPeer, SubmitJob, TriggerSavepoint
+from raft.node import RaftUnavailable
+from rest.gateway import ApiError
+
+
+def _api_errors(fn):
+    """A gateway write's failures as HTTP errors: 400 for a bad spec, 503 (retry) when
+    there is no leader or the write's outcome is unknown."""
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kw: Any) -> Any:
+        try:
+            return await fn(*args, **kw)
+        except SpecError as exc:
+            raise ApiError(400, *exc.errors)
+        except RaftUnavailable as exc:
+            raise ApiError(503, str(exc), headers={"Retry-After": "1"})
+    return wrapper
+
+
+class PeerGateway:
+    """Implements rest.gateway.Gateway for one peer (the peer's parts are read through
+    it, never changed, except by committing commands)."""
+
+    def __init__(self, peer: Any) -> None:
+        self.peer = peer
+        self.node = peer.node
+        self.conf = peer.conf
+        self.blobs = peer.blobs
+        self.log_dir = peer.log_dir
+        self.peer_headers = peer.peer_headers
+
+    raft = property(lambda self: self.peer.raft)
+    lease = property(lambda self: self.peer.lease)
+    spark = property(lambda self: self.peer.spark)
+    executor = property(lambda self: self.peer.executor)
+    submitter = property(lambda self: self.peer.submitter)
+    registered = property(lambda self: self.peer.registered)
+
+    def lease_valid(self) -> bool:
+        return self.peer.lease_valid()
+
+    def spark_remote(self) -> Optional[str]:
+        return self.peer.spark_remote()
+
+    def _leader(self) -> Optional[str]:
+        """The Raft leader as far as this peer can tell. An isolated pysyncobj follower
+        keeps naming its last leader (it starts no election while connected to nobody),
+        so a peer whose lease has run out knows no leader."""
+        if self.lease is not None and self.lease.expired():
+            return None
+        return self.raft.leader() if self.raft else None
+
+    def _writable(self) -> None:
+        if self._leader() is None:
+            raise RaftUnavailable("no Raft leader reachable from this peer at the moment; "
+                                  "retry, or use another peer")
+
+    def applied_index(self) -> int:
+        return self.raft.applied_index()
+
+    async def wait_applied(self, index: int, timeout: float) -> bool:
+        return await self.raft.wait_applied(index, timeout)
+
+    def _max_slots(self) -> int:
+        with self.raft.read() as st:
+            return max([p.slots for p in st.peers.values()] + [self.conf["jobmanager.slots"]])
+
+    @_api_errors
+    async def submit_job(self, spec: Any, request_id: str) -> dict:
+        spec = validate_spec(spec, self._max_slots())
+        self._writable()
+        await self._known_artifacts(spec["pyfiles"])
+        if spec.get("savepoint-path"):
+            try:
+                read_metadata(spec["savepoint-path"])
+            except SavepointError as exc:
+                raise ApiError(400, f"savepoint-path: {exc}")
+        res = await self.submitter.submit(SubmitJob(spec["jobid"], spec, time.time(), request_id))
+        if not res.ok:
+            raise ApiError(409 if res.code == "exists" else 400, res.error)
+        return {"jobid": res.value["jobid"]}
+
+    async def _known_artifacts(self, refs: list[str]) -> None:
+        """400 unless every `artifact:` reference is known. An id this replica does not know
+        yet may have been acknowledged by another peer a moment ago: one barrier through
+        the log settles it before the answer is no."""
+        def missing() -> list[str]:
+            with self.raft.read() as st:
+                return [p for p in refs
+                        if p.startswith("artifact:") and p[len("artifact:"):] not in st.artifacts]
+        if missing():
+            await self.raft.barrier(self.conf["rest.write-timeout"])
+            unknown = missing()
+            if unknown:
+                raise ApiError(400, *(f"pyfiles: unknown artifact {p}; upload it with "
+                                      "POST /artifacts first" for p in unknown))
+
+    async def _write(self, command: Any) -> Any:
+        """One Raft command for a REST write; refusals become 404/409/400."""
+        self._writable()
+        res = await self.raft.submit(command, self.conf["rest.write-timeout"])
+        if not res.ok:
+            raise ApiError({"not-found": 404, "conflict": 409}.get(res.code, 400), res.error)
+        return res.value
+
+    @_api_errors
+    async def cancel_job(self, job_id: str) -> str:
+        return await self._write(CancelJob(job_id, time.time()))
+
+    @_api_errors
+    async def trigger_savepoint(self, job_id: str, trigger_id: str, target: Optional[str],
+                                stop: bool) -> dict:
+        out = await self._write(TriggerSavepoint(job_id, trigger_id, target, stop, time.time()))
+        return {"request-id": out["request-id"]}
+
+    @_api_errors
+    async def drain_node(self, node: str, drain: bool) -> dict:
+        jobs = await self._write(DrainPeer(node, drain, time.time()))
+        with self.raft.read() as st:
+            state = views.peer_state(st, st.peers[node])
+        return {"node": node, "state": state, "jobs": jobs}
+
+    @_api_errors
+    async def rebalance(self) -> dict:
+        """One rebalance round now, planned from this peer's replica (the state machine
+        re-checks every move when it commits)."""
+        self._writable()
+        with self.raft.read() as st:
+            moves = rebalance_round(st, self.conf["rebalance.threshold"],
+                                    self.conf["rebalance.max-moves-per-round"])
+        planned = [{"job": m.job_id, "from": m.source, "to": m.target} for m in moves]
+        if not moves:
+            return {"moves": [], "refused": []}
+        res = await self.raft.submit(to_command(moves, "rebalance", time.time()),
+                                     self.conf["rest.write-timeout"])
+        done = [p for p, r in zip(planned, res.value) if r.ok]
+        refused = [dict(p, reason=r.error) for p, r in zip(planned, res.value) if not r.ok]
+        return {"moves": done, "refused": refused}
+
+    @_api_errors
+    async def add_artifact(self, filename: str, data: bytes) -> dict:
+        self._writable()
+        try:
+            name = safe_name(filename)
+            art_id = "sha256:" + hashlib.sha256(data).hexdigest()
+            with self.raft.read() as st:
+                known = st.artifacts.get(art_id)
+            # one name per content: keep the cluster's, so every peer imports it alike
+            art_id, name = self.blobs.put(known.name if known else name, data)
+        except BlobError as exc:
+            raise ApiError(400, str(exc))
+        res = await self.raft.submit(AddArtifact(art_id, name, len(data), self.node, time.time()),
+                                     self.conf["rest.write-timeout"])
+        if not res.ok:
+            raise ApiError(400, res.error)
+        return {"id": art_id, "name": name, "size": len(data), "pyfile": f"artifact:{art_id}"}
+
+    def artifact_file(self, artifact_id: str) -> Optional[str]:
+        with self.raft.read() as st:
+            art = st.artifacts.get(artifact_id)
+        if art is None:
+            return None
+        try:
+            return self.blobs.local_path(artifact_id, art.name)
+        except BlobError:
+            return None
+
+    def view(self, name: str, *args: Any) -> Any:
+        now = time.time()
+        leader = self._leader()
+        with self.raft.read() as st:
+            if name == "overview":
+                return views.overview(st, leader)
+            if name == "nodes":
+                return views.nodes(st, leader)
+            if name == "jobs":
+                return views.jobs_list(st)
+            if name == "jobs-overview":
+                return views.jobs_overview(st, now)
+            if name == "artifacts":
+                return views.artifacts(st)
+            job = st.jobs.get(args[0]) if args else None
+            if job is None:
+                return None
+            if name == "job":
+                return views.job_detail(job, now)
+            if name == "exceptions":
+                return views.job_exceptions(job)
+            if name == "result":
+                return views.job_result(job)
+            if name == "savepoints":
+                return views.job_savepoints(job)
+            if name == "savepoint":
+                return views.savepoint_status(job, args[1])
+        raise KeyError(name)
+
+    @_api_errors
+    async def job_logs(self, job_id: str, attempt: Optional[int], offset: int,
+                       tail: Optional[int], local: bool) -> dict:
+        """An attempt's log, read here or fetched from the peer that ran the attempt."""
+        with self.raft.read() as st:
+            job = st.jobs.get(job_id)
+            if job is None:
+                raise ApiError(404, f"job {job_id} not found")
+            if not job.attempts:
+                raise ApiError(404, f"job {job_id} has not run yet; it has no logs")
+            attempt = attempt or job.attempts[-1].epoch
+            rec = next((a for a in job.attempts if a.epoch == attempt), None)
+            if rec is None:
+                raise ApiError(404, f"job {job_id} has no attempt {attempt} (attempts "
+                                    f"1-{job.attempts[-1].epoch})")
+            peer = st.peers.get(rec.node)
+            url = f"http://{peer.host}:{peer.rest_port}" if peer else None
+        out = {"job": job_id, "attempt": attempt, "node": rec.node, "ended": rec.end is not None}
+        if rec.node == self.node:
+            files = joblogs.attempt_files(self.log_dir, job_id, attempt)
+            out.update(joblogs.read(files, offset, tail))
+            return out
+        if local or url is None:
+            raise ApiError(404, f"the logs of attempt {attempt} are on peer {rec.node}")
+        import aiohttp
+        query = {"attempt": str(attempt), "local": "1"}
+        if tail is not None:
+            query["tail"] = str(tail)
+        else:
+            query["offset"] = str(offset)
+        try:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10),
+                                             headers=self.peer_headers) as session:
+                async with session.get(f"{url}/jobs/{job_id}/logs", params=query) as resp:
+                    body = await resp.json(content_type=None)
+                    if resp.status != 200:
+                        errors = body.get("errors") if isinstance(body, dict) else None
+                        raise ApiError(resp.status if resp.status in (400, 401, 404) else 503,
+                                       *(errors or [f"peer {rec.node}: HTTP {resp.status}"]))
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError) as exc:
+            raise ApiError(503, f"the logs of attempt {attempt} are on peer {rec.node}, "
+                                f"which did not answer: {exc or type(exc).__name__}",
+                           headers={"Retry-After": "1"})
+        return body
+
+    def gauges(self) -> dict:
+        """Prometheus gauges, read at scrape time."""
+        leader = self._leader()
+        with self.raft.read() as st:
+            by_state: dict[str, int] = {}
+            for job in st.jobs.values():
+                by_state[job.status] = by_state.get(job.status, 0) + 1
+            peers: dict[str, int] = {}
+            for p in st.peers.values():
+                k = views.peer_state(st, p)
+                peers[k] = peers.get(k, 0) + 1
+            used = st.slots_used(self.node)
+            mine = len(st.jobs_of(self.node))
+        sync = self.raft.syncobj
+        spark_up = (self.spark.ready.is_set() if self.spark else
+                    bool(self.conf["spark.remote"]))
+        return {
+            "jm_jobs": ("Jobs by state (cluster-wide, this peer's replica)", ("state",),
+                        [((k,), v) for k, v in sorted(by_state.items())]),
+            "jm_peers": ("Peers by state", ("state",), [((k,), v) for k, v in sorted(peers.items())]),
+            "jm_raft_term": ("Raft term", (), [((), sync.raftCurrentTerm)]),
+            "jm_raft_commit_index": ("Raft commit index", (), [((), sync.raftCommitIndex)]),
+            "jm_raft_last_applied": ("Raft entries applied here", (), [((), sync.raftLastApplied)]),
+            "jm_raft_leader": ("1 if this peer is the Raft leader", (),
+                               [((), 1 if leader == self.node else 0)]),
+            "jm_job_processes": ("Job processes alive on this peer", (),
+                                 [((), self.executor.running())]),
+            "jm_jobs_assigned": ("Jobs assigned to this peer", (), [((), mine)]),
+            "jm_slots_used": ("Slots used on this peer (with moves on their way)", (),
+                              [((), used)]),
+            "jm_slots": ("Slots of this peer", (), [((), self.conf["jobmanager.slots"])]),
+            "jm_spark_connect_up": ("1 if this peer's Spark Connect is ready", (),
+                                    [((), 1 if spark_up else 0)]),
+            "jm_lease_valid": ("1 if this peer holds a valid lease", (),
+                               [((), 1 if self.lease_valid() else 0)]),
+        }
+
+    def health(self) -> dict:
+        leader = self._leader()
+        return {"ok": leader is not None and self.registered.is_set(), "node": self.node,
+                "leader": leader, "registered": self.registered.is_set(),
+                "spark-ready": bool(self.spark and self.spark.ready.is_set()),
+                "spark-remote": self.spark_remote()}
