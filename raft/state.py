@@ -3,140 +3,18 @@
 `ClusterState.apply(command)` is deterministic: no I/O, no clock, no randomness.
 It never raises (a raising apply is a poison pill in pysyncobj); bad commands get
 an error `Result` instead. Every peer applies the same log and ends in the same state.
+The records it holds and the job states are in raft/records.py.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from raft import commands as c
-
-# Flink's job states
-CREATED = "CREATED"
-INITIALIZING = "INITIALIZING"
-RUNNING = "RUNNING"
-RESTARTING = "RESTARTING"
-CANCELLING = "CANCELLING"
-CANCELED = "CANCELED"
-FAILED = "FAILED"
-FINISHED = "FINISHED"
-
-TERMINAL = frozenset({CANCELED, FAILED, FINISHED})
-REPORTABLE = frozenset({INITIALIZING, RUNNING, RESTARTING, CANCELED, FAILED, FINISHED})
-
-ALIVE = "ALIVE"
-DEAD = "DEAD"
-
-MAX_FAILURES_KEPT = 20
-MAX_SAVEPOINTS_KEPT = 20
-
-STREAMING = "streaming"
-BATCH = "batch"
-
-# savepoint request states (Flink's async operation status)
-IN_PROGRESS = "IN_PROGRESS"
-COMPLETED = "COMPLETED"
-
-
-@dataclass
-class Result:
-    ok: bool
-    value: Any = None
-    error: Optional[str] = None
-    code: Optional[str] = None  # "exists", "not-found", "conflict", "stale", "invalid"
-
-    @staticmethod
-    def fail(code: str, error: str) -> "Result":
-        return Result(False, None, error, code)
-
-
-@dataclass
-class PeerRecord:
-    id: str
-    host: str
-    rest_port: int
-    raft_port: int
-    pid: int
-    slots: int
-    state: str = ALIVE
-    registered_at: float = 0.0
-    last_heartbeat: float = 0.0
-    declared_dead_at: Optional[float] = None
-    weight: float = 0.0     # 0: proportional to slots
-    ready: bool = True      # its Spark is up
-    draining: bool = False  # gets no new work; its jobs move away
-
-    @property
-    def share_weight(self) -> float:
-        return self.weight if self.weight > 0 else float(self.slots)
-
-
-@dataclass
-class AttemptRecord:
-    epoch: int
-    node: str
-    start: float
-    end: Optional[float] = None
-    reason: Optional[str] = None  # finished, failed, cancelled, stopped, peer-lost, moved
-
-
-@dataclass
-class SavepointRecord:
-    id: str
-    stop: bool
-    target: Optional[str]
-    requested: float
-    status: str = IN_PROGRESS
-    location: Optional[str] = None
-    failure: Optional[str] = None
-    completed: Optional[float] = None
-
-
-@dataclass
-class JobRecord:
-    id: str
-    name: str
-    spec: dict
-    submitted_at: float
-    request_id: str = ""
-    status: str = CREATED
-    node: Optional[str] = None       # current owner (None while unassigned)
-    last_node: Optional[str] = None  # where it ran last, kept after it ends
-    epoch: int = 0
-    restarts: int = 0
-    timestamps: dict = field(default_factory=dict)  # status -> first time entered
-    end_time: Optional[float] = None
-    result: Any = None
-    failures: list = field(default_factory=list)
-    failure_count: int = 0
-    attempts: list = field(default_factory=list)
-    cancel_requested: bool = False
-    move_to: Optional[str] = None        # a planned move in progress (target peer)
-    moves: int = 0
-    savepoints: dict = field(default_factory=dict)  # trigger id -> SavepointRecord
-    stop_trigger: Optional[str] = None   # a stop-with-savepoint in progress
-    savepoint_location: Optional[str] = None  # the last completed savepoint
-    report_seq: int = 0  # the highest StatusReport.seq applied in this epoch
-
-    @property
-    def slots(self) -> int:
-        return int(self.spec.get("slots", 1) or 1)
-
-    @property
-    def streaming(self) -> bool:
-        return self.spec.get("job-type") == STREAMING
-
-    def pending_savepoints(self) -> list:
-        return [sp for sp in self.savepoints.values() if sp.status == IN_PROGRESS]
-
-
-@dataclass
-class ArtifactRecord:
-    id: str
-    name: str
-    size: int
-    nodes: list
-    created: float
+from raft.records import (  # noqa: F401  (re-exported: raft.state is the public view)
+    CREATED, INITIALIZING, RUNNING, RESTARTING, CANCELLING, CANCELED, FAILED, FINISHED,
+    TERMINAL, REPORTABLE, ALIVE, DEAD, MAX_FAILURES_KEPT, MAX_SAVEPOINTS_KEPT, STREAMING,
+    BATCH, IN_PROGRESS, COMPLETED, Result, PeerRecord, AttemptRecord, SavepointRecord,
+    JobRecord, ArtifactRecord)
 
 
 class ClusterState:
@@ -411,19 +289,6 @@ def _purge(state: ClusterState, cmd: c.PurgeJobs) -> Result:
             del state.request_ids[job.request_id]
         purged.append(job_id)
     return Result(True, purged)
-
-
-def expired_jobs(state: ClusterState, now: float, expiration: float, capacity: int,
-                 limit: int = 5000) -> list[str]:
-    """Pure: ended jobs older than `expiration`, plus the oldest ended jobs beyond
-    `capacity` ended jobs kept."""
-    ended = [(j.end_time or 0.0, j.id) for j in state.jobs.values() if j.status in TERMINAL]
-    ended.sort()
-    out = [jid for t, jid in ended if now - t > expiration]
-    keep = ended[len(out):]
-    if len(keep) > capacity:
-        out += [jid for _, jid in keep[:len(keep) - capacity]]
-    return out[:limit]
 
 
 def _add_artifact(state: ClusterState, cmd: c.AddArtifact) -> Result:

@@ -15,7 +15,8 @@ from typing import Callable, Optional
 from raft import state as S
 from raft.commands import (Assignment, AssignJobs, DeclarePeerDead, Heartbeat, Move, MoveJobs,
                            PurgeJobs, RegisterPeer)
-from raft.state import ClusterState, expired_jobs
+from jm.policy.retention import expired_jobs
+from raft.state import ClusterState
 from raft.node import RaftUnavailable
 from jm.policy.placement import PeerLoad, Waiting, place
 from jm.policy.rebalance import JobInfo, PeerInfo, PlannedMove, plan_drain, plan_rebalance

@@ -664,7 +664,7 @@ def test_submit_jobs_group_commit_gives_one_result_each():
 
 
 def test_purge_forgets_only_ended_jobs_and_expiry_is_pure():
-    from raft.state import expired_jobs
+    from jm.policy.retention import expired_jobs
     st = ClusterState()
     reg(st, "n1")
     for i, t in enumerate((10.0, 20.0, 30.0)):
