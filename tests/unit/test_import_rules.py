@@ -1,0 +1,124 @@
+"""The dependency directions of docs/architecture.md, checked on every module's imports
+(top-level and inside functions), following our own modules transitively:
+
+* raft/ imports nothing of ours outside raft/;
+* jm/policy/ is pure: no aiohttp, pysyncobj, pyspark, asyncio or clock (time, datetime),
+  and nothing of the peer's services or the job runtime;
+* jm/client/ is the standard library only (no server code, no third-party package);
+* rest/ imports nothing of ours but its gateway protocol (rest/gateway.py);
+* pyspark is imported only by the job runtime (jm/runtime/).
+"""
+import ast
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OURS = ("jm", "raft", "rest", "chaos")
+
+
+def _modules() -> dict[str, str]:
+    out = {}
+    for top in OURS:
+        for folder, _, files in os.walk(os.path.join(ROOT, top)):
+            for f in files:
+                if f.endswith(".py"):
+                    path = os.path.join(folder, f)
+                    rel = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+                    out[rel[:-len(".__init__")] if rel.endswith(".__init__") else rel] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def imports_of(module: str) -> set[str]:
+    """Absolute names imported anywhere in the module (`from a import b` gives a.b if
+    that is a module of ours, else a)."""
+    tree = ast.parse(open(MODULES[module]).read())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names
+                       if f"{node.module}.{a.name}" in MODULES)
+    return out
+
+
+def closure(module: str) -> set[str]:
+    """Everything the module imports, through our own modules."""
+    seen, todo, out = set(), [module], set()
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        for name in imports_of(m):
+            out.add(name)
+            if name in MODULES:
+                todo.append(name)
+    return out
+
+
+def _top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def _under(name: str, prefixes) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _in(pkg: str) -> list[str]:
+    return sorted(m for m in MODULES if _under(m, [pkg]))
+
+
+def test_the_packages_are_there():
+    for pkg in ("raft", "rest", "jm.policy", "jm.client", "jm.cluster", "jm.runtime"):
+        assert len(_in(pkg)) >= 2, pkg
+
+
+@pytest.mark.parametrize("module", _in("raft"))
+def test_raft_imports_nothing_of_ours_outside_raft(module):
+    bad = {n for n in closure(module) if _top(n) in OURS and _top(n) != "raft"}
+    assert not bad, f"{module} imports {sorted(bad)}"
+
+
+POLICY_FORBIDDEN = ("aiohttp", "pysyncobj", "pyspark", "asyncio", "time", "datetime",
+                    "jm.cluster", "jm.runtime", "jm.client", "jm.local", "raft.node", "rest")
+
+
+@pytest.mark.parametrize("module", _in("jm.policy"))
+def test_policy_is_pure(module):
+    bad = {n for n in closure(module) if _under(n, POLICY_FORBIDDEN)}
+    assert not bad, f"{module} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("module", _in("jm.client"))
+def test_client_is_standard_library_only(module):
+    bad = {n for n in closure(module)
+           if not _under(n, ["jm.client"]) and _top(n) not in sys.stdlib_module_names}
+    assert not bad, f"{module} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("module", _in("rest"))
+def test_rest_imports_only_its_gateway_protocol(module):
+    bad = {n for n in closure(module) if _top(n) in OURS and not _under(n, ["rest"])}
+    assert not bad, f"{module} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not _under(m, ["jm.runtime"])))
+def test_pyspark_only_in_the_job_runtime(module):
+    bad = {n for n in imports_of(module) if _under(n, ["pyspark"])}
+    assert not bad, f"{module} imports {sorted(bad)}"
+
+
+def test_the_checker_sees_what_it_must():
+    """Imports through our own modules count (peer -> raft.node -> pysyncobj), and so do
+    imports inside functions (the gateway imports aiohttp only where it fetches logs)."""
+    assert "pysyncobj" in closure("jm.cluster.peer")
+    assert "pysyncobj" not in imports_of("jm.cluster.peer")
+    assert "aiohttp" in imports_of("jm.cluster.gateway")
+    assert _under("aiohttp.web", POLICY_FORBIDDEN) and not _under("aiohttpx", ["aiohttp"])
