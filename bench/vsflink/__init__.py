@@ -1,0 +1,1 @@
+"""bench/vs_flink.py in parts: procs (set-up, processes, HTTP), flink, ours, report."""
