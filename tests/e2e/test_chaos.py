@@ -11,7 +11,7 @@ import pytest
 from chaos.netns import available
 from tests.helpers import ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1000)]  # chaos runs + Spark
 
 
 def test_short_chaos_scenario_keeps_every_invariant(tmp_path):
