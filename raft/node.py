@@ -240,8 +240,12 @@ class RaftHost:
             raise RaftUnavailable("the write was not committed in time; its outcome is unknown")
 
     def destroy(self) -> None:
+        """Stop the node (blocking: call it from a thread, not the loop)."""
         if self._watch_task is not None:
-            self._watch_task.cancel()
+            try:  # the task belongs to the loop: cancel it there
+                self.loop.call_soon_threadsafe(self._watch_task.cancel)
+            except RuntimeError:  # the loop is closed already
+                pass
         self.syncobj.destroy_synchronous()
 
 

@@ -360,12 +360,31 @@ def main(argv: Optional[list[str]] = None) -> int:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     except ImportError:
         pass
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
     try:
-        asyncio.run(_serve(peer))
+        loop.run_until_complete(_serve(peer))
     except OSError as exc:
         print(f"jobmanager: cannot start: {exc}", file=sys.stderr)
         return 1
+    finally:
+        _close_loop(loop, 5.0)
     return 0
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop, timeout: float) -> None:
+    """Like asyncio.run's ending, but bounded: tasks still running after the peer stopped
+    are cancelled and given `timeout` seconds; one that ignores its cancellation does not
+    keep the process from exiting."""
+    tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for t in tasks:
+        t.cancel()
+    if tasks:
+        loop.run_until_complete(asyncio.wait(tasks, timeout=timeout))
+    try:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        loop.close()
 
 
 if __name__ == "__main__":
