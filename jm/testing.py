@@ -105,8 +105,13 @@ class MiniCluster:
         processes they started are killed by pid whatever happened."""
         peers, self.peers = self.peers, []
         if peers:
-            await asyncio.wait([asyncio.ensure_future(p.stop()) for p in peers],
-                               timeout=timeout)
+            done, _ = await asyncio.wait([asyncio.ensure_future(p.stop()) for p in peers],
+                                         timeout=timeout)
+            for t in done:
+                if not t.cancelled() and t.exception() is not None:
+                    import logging
+                    logging.getLogger("jm.testing").error("stopping a peer failed: %r",
+                                                          t.exception())
         for p in peers:
             p.kill_processes()
         if self._own_base:  # a temporary folder we made (a given base_dir is kept)

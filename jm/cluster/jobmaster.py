@@ -137,7 +137,10 @@ class JobMaster:
         for t in tasks:
             t.cancel()
         if tasks:  # bounded: a task that ignores its cancellation must not hold the peer
-            _, late = await asyncio.wait(tasks, timeout=STOP_WAIT)
+            done, late = await asyncio.wait(tasks, timeout=STOP_WAIT)
+            for t in done:  # retrieved: an error while stopping is not news
+                if not t.cancelled():
+                    t.exception()
             if late:
                 self.log.error("job %s: %d task(s) did not stop within %.0f s", self.job_id,
                                len(late), STOP_WAIT)

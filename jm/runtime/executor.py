@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from jm.runtime.zygote import (PARENT_ENV, Exited, Guard, Lease, Ready, Spawn, Spawned, pack,
-                       unpack)
+                               unpack)
 
 log = logging.getLogger("jm.runtime.executor")
 
