@@ -53,6 +53,7 @@ class Scenario:
     load_rate: float = 5.0          # submissions/s per client during the faults
     settle: float = 20.0            # max wait after healing for every job to run again
     streaming: int = 0              # streaming example jobs (real Spark on every peer)
+    min_faults: int = 0             # go on past `duration` until this many faults were made
     settings: dict = field(default_factory=dict)
 
 

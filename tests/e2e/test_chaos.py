@@ -19,7 +19,7 @@ def test_short_chaos_scenario_keeps_every_invariant(tmp_path):
     out = tmp_path / "report"
     r = subprocess.run([sys.executable, "-m", "chaos", "run", "--duration", "75",
                         "--jobs", "9", "--fault-every", "10", "--seed", "11",
-                        "--faults", faults, "--out", str(out)],
+                        "--faults", faults, "--min-faults", "5", "--out", str(out)],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     report = json.loads((out / "report.json").read_text())
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -44,7 +44,7 @@ def test_streaming_job_survives_chaos_exactly_once(tmp_path):
     out = tmp_path / "report"
     r = subprocess.run([sys.executable, "-m", "chaos", "run", "--duration", "70",
                         "--jobs", "3", "--fault-every", "12", "--seed", "5", "--streaming", "1",
-                        "--faults", "kill-owner", "--out", str(out)],
+                        "--faults", "kill-owner", "--min-faults", "2", "--out", str(out)],
                        cwd=ROOT, capture_output=True, text=True, timeout=900)
     report = json.loads((out / "report.json").read_text())
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
