@@ -19,9 +19,14 @@ class InProcessCluster(MiniCluster):
 
 @pytest.fixture
 async def cluster3(tmp_path):
+    """3 started peers; the test's requests (tests.helpers.ahttp / http) read on any peer
+    what any peer acknowledged (X-JM-Min-Index), as the CLI and the web UI do."""
+    from tests.helpers import consistent_session, end_session
     c = InProcessCluster(str(tmp_path), 3)
+    consistent_session(c.urls)
     try:
         await c.start()
         yield c
     finally:
+        end_session(c.urls)
         await c.stop()

@@ -22,6 +22,40 @@ def make_conf(base: str, n: int, settings: dict | None = None) -> tuple[str, lis
     return write_conf(base, lines, values), lines
 
 
+# Read-your-writes across peers, as the CLI and the web UI do it: requests to the peers of
+# one registered cluster carry the highest X-JM-Index seen so far (X-JM-Min-Index).
+_SESSIONS: dict[str, list[int]] = {}  # "host:port" -> the shared [index] of its cluster
+
+
+def _netloc(url: str) -> str:
+    from urllib.parse import urlsplit
+    return urlsplit(url).netloc
+
+
+def consistent_session(urls: list[str]) -> None:
+    """From now on, requests to these peers read what any of them acknowledged."""
+    cell = [0]
+    for u in urls:
+        _SESSIONS[_netloc(u)] = cell
+
+
+def end_session(urls: list[str]) -> None:
+    for u in urls:
+        _SESSIONS.pop(_netloc(u), None)
+
+
+def _session_headers(url: str, headers: dict) -> list[int] | None:
+    cell = _SESSIONS.get(_netloc(url))
+    if cell is not None and cell[0] and "X-JM-Min-Index" not in headers:
+        headers["X-JM-Min-Index"] = str(cell[0])
+    return cell
+
+
+def _saw(cell: list[int] | None, value: str | None) -> None:
+    if cell is not None and value and value.isdigit():
+        cell[0] = max(cell[0], int(value))
+
+
 def poll(fn: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05,
          what: str = "condition") -> Any:
     """Call fn until it returns a truthy value (errors mean "not up yet"); fail the test
@@ -52,14 +86,18 @@ async def apoll(fn: Callable[[], Any], timeout: float = 30.0, interval: float = 
 def http(method: str, url: str, body: Any = None, headers: dict | None = None,
          raw: bytes | None = None, timeout: float = 10.0) -> tuple[int, Any]:
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    hdrs = dict(headers or {})
+    cell = _session_headers(url, hdrs)
+    req = urllib.request.Request(url, data=data, method=method, headers=hdrs)
     if data is not None and raw is None:
         req.add_header("Content-Type", "application/json")
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
+            _saw(cell, resp.headers.get("X-JM-Index"))
             text = resp.read()
             return resp.status, json.loads(text) if text else None
     except urllib.error.HTTPError as exc:
+        _saw(cell, exc.headers.get("X-JM-Index"))
         text = exc.read()
         try:
             return exc.code, json.loads(text)
@@ -80,12 +118,14 @@ async def ahttp(method: str, url: str, body: Any = None, headers: dict | None = 
     """Async HTTP for in-process tests (the peers share the test's event loop)."""
     import aiohttp
     hdrs = dict(headers or {})
+    cell = _session_headers(url, hdrs)
     data = raw
     if body is not None and raw is None:
         data = json.dumps(body).encode()
         hdrs.setdefault("Content-Type", "application/json")
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as s:
         async with s.request(method, url, data=data, headers=hdrs) as resp:
+            _saw(cell, resp.headers.get("X-JM-Index"))
             text = await resp.read()
             try:
                 return resp.status, json.loads(text) if text else None
