@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -30,6 +31,7 @@ from typing import Any, Optional
 
 from jm.local.localcluster import free_ports, local_lines, write_conf
 
+log = logging.getLogger("jm.testing")
 TERMINAL = ("FINISHED", "FAILED", "CANCELED")
 
 
@@ -109,9 +111,7 @@ class MiniCluster:
                                          timeout=timeout)
             for t in done:
                 if not t.cancelled() and t.exception() is not None:
-                    import logging
-                    logging.getLogger("jm.testing").error("stopping a peer failed: %r",
-                                                          t.exception())
+                    log.error("stopping a peer failed: %r", t.exception())
         for p in peers:
             p.kill_processes()
         if self._own_base:  # a temporary folder we made (a given base_dir is kept)

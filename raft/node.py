@@ -17,7 +17,7 @@ from typing import Any, Callable, Optional
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
-from raft.commands import decode, encode
+from raft.commands import Barrier, decode, encode
 from raft.state import ClusterState, Result
 
 log = logging.getLogger("jm.raft")
@@ -197,7 +197,6 @@ class RaftHost:
     async def barrier(self, timeout: float) -> None:
         """Until this replica has applied everything committed before now: one no-op
         through the log (a linearizable read point). RaftUnavailable if no leader."""
-        from raft.commands import Barrier
         await self.submit(Barrier(), timeout)
 
     def leader(self) -> Optional[str]:
