@@ -195,6 +195,8 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "spark.connect.startup-timeout": (parse_duration, "180 s"),
     "spark.driver.memory": (_str, "1g"),
     "spark.log.level": (_str, "WARN"),
+    # a classic job's application with no executor for this long says so (GET /jobs/{id})
+    "spark.executor-wait-warning": (parse_duration, "30 s"),
     "sql.max-result-rows": (_int(0), 1000),
     "raft.min-timeout": (parse_duration, "400 ms"),
     "raft.max-timeout": (parse_duration, "1000 ms"),

@@ -83,6 +83,10 @@ class StatusReport:
     # increasing per reporting process: a batch committed twice (its first commit's answer
     # was lost, then it was retried) applies once; 0 = no sequence (always applied)
     seq: int = 0
+    # details of the attempt's Spark application ({"spark-app-id", "spark-ui",
+    # "executors", "waiting", "restart"}); a report with info and the job's current status
+    # changes only the attempt's details
+    info: Any = None
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,7 @@ class AttemptRecord:
     start: float
     end: Optional[float] = None
     reason: Optional[str] = None  # finished, failed, cancelled, stopped, peer-lost, moved
+    spark: Optional[list] = None  # the attempt's Spark applications, one per restart
 
 
 @dataclass

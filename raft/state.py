@@ -223,6 +223,10 @@ def _report_one(state: ClusterState, r: c.StatusReport) -> Result:
         if r.seq <= job.report_seq:
             return Result(True, "duplicate")  # applied already (a retried batch)
         job.report_seq = r.seq
+    if r.info is not None:
+        _attempt_info(job, r)
+        if r.status == job.status and r.failure is None:
+            return Result(True)
     if r.failure is not None:
         entry = dict(r.failure)
         job.failure_count += 1
@@ -243,6 +247,19 @@ def _report_one(state: ClusterState, r: c.StatusReport) -> Result:
         job.restarts += 1
     state._set_status(job, r.status, r.time)
     return Result(True)
+
+
+MAX_SPARK_APPS = 10  # per attempt (one per restart in place)
+
+
+def _attempt_info(job: JobRecord, r: c.StatusReport) -> None:
+    if not isinstance(r.info, dict):
+        raise TypeError("a report's info must be a mapping")
+    attempt = job.attempts[-1] if job.attempts else None
+    if attempt is None or attempt.epoch != r.epoch:
+        return
+    apps = [a for a in (attempt.spark or []) if a.get("restart") != r.info.get("restart")]
+    attempt.spark = (apps + [dict(r.info)])[-MAX_SPARK_APPS:]
 
 
 def _each(state: ClusterState, items: Any, kind: type, handler) -> Result:

@@ -18,11 +18,12 @@ import argparse
 import os
 import sys
 import time
-import uuid
 from typing import Any, Optional
 
 from jm.client.cli_ops import add_commands
-from jm.client.cli_spec import IDENT_RE, canonical_name, build_spec, upload
+from jm.client.cli_run import add_run
+from jm.client.cli_spec import (IDENT_RE, build_spec, canonical_name, post_job,
+                                print_submitted, upload)
 from jm.client.cli_http import (DEFAULT_ADDRESS, masters_addresses, DEFAULT_TIMEOUT, EXIT_API, EXIT_INTERRUPTED,
                          EXIT_OK, EXIT_USAGE, ApiError, CliError, Client, UsageError, _q,
                          compact, fmt_duration, fmt_time, one_line, out, print_json,
@@ -48,16 +49,10 @@ def cmd_submit(client: Client, a: argparse.Namespace) -> int:
                                "not an importable module name; change the file or use "
                                "--entry module:function")
             spec["entry"] = f"{stem}:{spec['entry'].split(':', 1)[1]}"
-    request_id = uuid.uuid4().hex
-    res = client.request("POST", "/jobs", spec, headers={"X-Request-Id": request_id})
-    if not isinstance(res, dict) or not res.get("jobid"):
-        raise CliError(f"unexpected answer to the submission: {one_line(res, 200)}")
+    res = post_job(client, spec)
     job_id = res["jobid"]
     if not a.wait:
-        if a.json:
-            print_json(res)
-        else:
-            out(job_id)
+        print_submitted(res, a.json)
         return EXIT_OK
     try:  # from here on, Ctrl-C leaves the submitted job running and says which it is
         if not a.json:
@@ -387,6 +382,7 @@ def make_parser() -> argparse.ArgumentParser:
     r = add("result", "print a finished job's result (JSON)", cmd_result)
     r.add_argument("jobid", metavar="JOBID")
     add_commands(add, upload)
+    add_run(add, upload)
     return p
 
 
@@ -394,7 +390,7 @@ def run(argv: Optional[list[str]]) -> int:
     parser = make_parser()
     a = parser.parse_args(argv)
     if not getattr(a, "command", None):
-        raise UsageError("missing command; one of submit, list, status, cancel, savepoint, "
+        raise UsageError("missing command; one of submit, run, list, status, cancel, savepoint, "
                          "stop, cluster, rebalance, drain, exceptions, result, artifacts, "
                          "upload (see 'jm --help')")
     a.json = bool(getattr(a, "json", False))

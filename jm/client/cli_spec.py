@@ -10,7 +10,8 @@ import sys
 import uuid
 from typing import Optional
 
-from jm.client.cli_http import ApiError, CliError, Client, UsageError, one_line
+from jm.client.cli_http import (ApiError, CliError, Client, UsageError, one_line, out,
+                                print_json)
 
 CODE_SUFFIXES = (".py", ".zip", ".egg")
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -70,12 +71,19 @@ def parse_args_kv(pairs: list[str], args_json: Optional[str]) -> Optional[dict]:
             raise UsageError(f"--args-json is not valid JSON: {exc}")
         if not isinstance(args, dict):
             raise UsageError("--args-json must be a JSON object like '{\"key\": \"value\"}'")
+    args.update(parse_pairs(pairs, "--arg"))
+    return args
+
+
+def parse_pairs(pairs: list[str], option: str) -> dict:
+    """KEY=VALUE options (the value may contain '=') as a dict."""
+    out: dict = {}
     for kv in pairs:
         key, sep, value = kv.partition("=")
         if not sep or not key.strip():
-            raise UsageError(f"--arg {kv!r}: expected KEY=VALUE")
-        args[key.strip()] = value
-    return args
+            raise UsageError(f"{option} {kv!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
 
 
 def parse_restart(text: str) -> dict:
@@ -182,3 +190,19 @@ def build_spec(a: argparse.Namespace) -> tuple[dict, Optional[str]]:
     if a.streaming:
         spec["job-type"] = "streaming"
     return spec, upload_path
+
+
+def post_job(client: Client, spec: dict) -> dict:
+    """POST the spec (with a request id, so a retried request makes one job); the answer
+    with its job id."""
+    res = client.request("POST", "/jobs", spec, headers={"X-Request-Id": uuid.uuid4().hex})
+    if not isinstance(res, dict) or not res.get("jobid"):
+        raise CliError(f"unexpected answer to the submission: {one_line(res, 200)}")
+    return res
+
+
+def print_submitted(res: dict, as_json: bool) -> None:
+    if as_json:
+        print_json(res)
+    else:
+        out(res["jobid"])

@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import os
 import time
+import zipfile
 from typing import Any, Optional
 
 from jm.cluster.blobs import BlobError, safe_name
@@ -89,7 +91,13 @@ class PeerGateway:
     async def submit_job(self, spec: Any, request_id: str) -> dict:
         spec = validate_spec(spec, self._max_slots())
         self._writable()
-        await self._known_artifacts(spec["pyfiles"])
+        script = spec.get("script")
+        if script and not script.startswith("artifact:"):
+            problem = await asyncio.to_thread(script_problem, script)
+            if problem:
+                raise ApiError(400, f"script: {problem}")
+        await self._known_artifacts([("pyfiles", p) for p in spec["pyfiles"]]
+                                    + ([("script", script)] if script else []))
         if spec.get("savepoint-path"):
             try:
                 read_metadata(spec["savepoint-path"])
@@ -100,20 +108,20 @@ class PeerGateway:
             raise ApiError(409 if res.code == "exists" else 400, res.error)
         return {"jobid": res.value["jobid"]}
 
-    async def _known_artifacts(self, refs: list[str]) -> None:
-        """400 unless every `artifact:` reference is known. An id this replica does not know
-        yet may have been acknowledged by another peer a moment ago: one barrier through
-        the log settles it before the answer is no."""
-        def missing() -> list[str]:
+    async def _known_artifacts(self, refs: list[tuple[str, str]]) -> None:
+        """400 unless every `artifact:` reference (field, ref) is known. An id this replica
+        does not know yet may have been acknowledged by another peer a moment ago: one
+        barrier through the log settles it before the answer is no."""
+        def missing() -> list[tuple[str, str]]:
             with self.raft.read() as st:
-                return [p for p in refs
+                return [(f, p) for f, p in refs
                         if p.startswith("artifact:") and p[len("artifact:"):] not in st.artifacts]
         if missing():
             await self.raft.barrier(self.conf["rest.write-timeout"])
             unknown = missing()
             if unknown:
-                raise ApiError(400, *(f"pyfiles: unknown artifact {p}; upload it with "
-                                      "POST /artifacts first" for p in unknown))
+                raise ApiError(400, *(f"{f}: unknown artifact {p}; upload it with "
+                                      "POST /artifacts first" for f, p in unknown))
 
     async def _write(self, command: Any) -> Any:
         """One Raft command for a REST write; refusals become 404/409/400."""
@@ -302,3 +310,20 @@ class PeerGateway:
                 "leader": leader, "registered": self.registered.is_set(),
                 "spark-ready": bool(self.spark and self.spark.ready.is_set()),
                 "spark-remote": self.spark_remote()}
+
+
+def script_problem(path: str) -> Optional[str]:
+    """Why a script path given at submission cannot run (checked on the receiving peer;
+    every peer must be able to read it), or None."""
+    if not os.path.isfile(path):
+        return f"{path} is not a file on the peer that received the job"
+    if not os.access(path, os.R_OK):
+        return f"{path} is not readable"
+    if path.endswith(".zip"):
+        try:
+            with zipfile.ZipFile(path) as z:
+                if "__main__.py" not in z.namelist():
+                    return f"{path} has no __main__.py at its top level"
+        except (OSError, zipfile.BadZipFile) as exc:
+            return f"{path} is not a readable zip file: {exc}"
+    return None

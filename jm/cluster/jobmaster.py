@@ -19,6 +19,7 @@ from raft.commands import CompleteSavepoint, ReleaseJob, ReportStatuses, StatusR
 from raft.node import RaftUnavailable
 from jm.cluster.batcher import Batcher
 from jm.runtime.executor import ExecutorLost, JobProcess
+from jm.runtime.sparkapp import INFO_FILE
 from jm.policy.restart import RestartStrategy, RestartTracker, on_failure
 from jm.cluster.savepoint import SavepointError, new_location, restore, snapshot
 
@@ -58,6 +59,7 @@ class JobEnv:
     lease_valid: Callable[[], bool] = lambda: True
     commit: Optional[Callable[[Any], Awaitable[Any]]] = None  # one Raft command -> Result
     metrics: Any = None  # jm.cluster.metrics.PeerMetrics
+    spark_conf_dir: Optional[str] = None  # SPARK_CONF_DIR for jobs' drivers
 
 
 @dataclass(frozen=True)
@@ -145,14 +147,16 @@ class JobMaster:
                 self.log.error("job %s: %d task(s) did not stop within %.0f s", self.job_id,
                                len(late), STOP_WAIT)
 
-    def _send(self, status: str, result: Any = None, failure: Any = None) -> asyncio.Future:
+    def _send(self, status: str, result: Any = None, failure: Any = None,
+              info: Optional[dict] = None) -> asyncio.Future:
         return asyncio.ensure_future(self.env.reporter.submit(StatusReport(
             self.job_id, self.epoch, self.env.node, status, self.env.clock(), result, failure,
-            next_report_seq())))
+            next_report_seq(), info)))
 
     async def _report(self, status: str, result: Any = None, failure: Any = None,
-                      sent: Optional[asyncio.Future] = None) -> None:
-        r = await (sent or self._send(status, result, failure))
+                      sent: Optional[asyncio.Future] = None, info: Optional[dict] = None
+                      ) -> None:
+        r = await (sent or self._send(status, result, failure, info))
         if r.ok and status == S.RESTARTING and self.env.metrics is not None:
             self.env.metrics.restarts.inc()
         if not r.ok:
@@ -164,11 +168,20 @@ class JobMaster:
                     "exception": f"the job's result could not be stored: {r.error}",
                     "traceback": "", "final": True})
 
-    def _params(self, pyfiles: list[str], run_dir: str) -> dict:
+    def _params(self, pyfiles: list[str], run_dir: str, script: Optional[str] = None) -> dict:
         conf = self.env.conf
         return {
             "job_id": self.job_id, "attempt": self.epoch, "node": self.env.node,
+            "name": self.spec.get("name"), "streaming": self.streaming,
             "entry": self.spec.get("entry"), "sql": self.spec.get("sql"),
+            "script": script, "argv": self.spec.get("argv") or [],
+            "spark_mode": self.spec.get("spark-mode") or "connect",
+            "spark_conf": self.spec.get("spark-conf") or {},
+            "spark_master": conf["spark.master"],
+            "spark_defaults": conf.spark_conf,
+            "driver_host": self.env.node.rsplit(":", 1)[0],
+            "spark_conf_dir": self.env.spark_conf_dir,
+            "spark_waiting_after": conf["spark.executor-wait-warning"],
             "args": self.spec.get("args") or {}, "pyfiles": pyfiles,
             "log_path": os.path.join(self.env.log_dir, "jobs", self.job_id,
                                      f"attempt-{self.epoch}-{self.restart_index}.log"),
@@ -225,9 +238,13 @@ class JobMaster:
             failure = None
             try:
                 pyfiles = await self.env.resolve_pyfiles(self.spec.get("pyfiles") or [])
+                script = None
+                if self.spec.get("script"):
+                    script = (await self.env.resolve_pyfiles([self.spec["script"]]))[0]
                 await self._restore()
                 self.session_id = str(uuid.uuid4())
-                self.process = await self.env.executor.spawn(self._params(pyfiles, run_dir))
+                self.process = await self.env.executor.spawn(
+                    self._params(pyfiles, run_dir, script))
             except (ExecutorLost, OSError, ValueError, LookupError) as exc:
                 failure = {"exception": f"{type(exc).__name__}: {exc}", "traceback": ""}
             except SavepointError as exc:  # no restart brings a missing savepoint back
@@ -243,7 +260,11 @@ class JobMaster:
                 refused = self.process.pid <= 0  # the zygote runs nothing without a lease
                 if not refused:
                     await self._report(S.RUNNING)
-                outcome = await self._wait_or_intent(run_dir)
+                watch = asyncio.create_task(self._watch_spark(run_dir))
+                try:
+                    outcome = await self._wait_or_intent(run_dir)
+                finally:
+                    watch.cancel()
                 if outcome is None:  # stopped for a request (cancel, stop, move)
                     result = (_read_json(os.path.join(run_dir, "result.json")) or {}).get("result")
                     intent = self._intent()  # None: the request was withdrawn meanwhile
@@ -279,6 +300,26 @@ class JobMaster:
             await self._report(S.RESTARTING, failure=failure)
             self.restart_index += 1
             await self._wait_for_intent(decision.delay)
+
+    async def _watch_spark(self, run_dir: str) -> None:
+        """Report the attempt's Spark application (id, UI, executors, a note when it waits
+        for resources) whenever the job process writes new details."""
+        if self.spec.get("spark-mode") != "classic":
+            return
+        path = os.path.join(run_dir, INFO_FILE)
+        last: Any = None
+        delay = 0.1
+        while True:
+            await asyncio.sleep(delay)
+            info = _read_json(path)
+            if info is not None and info != last:
+                last = info
+                info = {k: str(v)[:500] if isinstance(v, str) else v for k, v in info.items()}
+                try:
+                    await self._report(S.RUNNING, info=dict(info, restart=self.restart_index))
+                except Fenced:
+                    return
+            delay = min(1.0, delay * 1.5)
 
     async def _wait_for_intent(self, timeout: Optional[float]) -> None:
         """Wait until a request (cancel, stop, move) arrives, at most `timeout` seconds."""

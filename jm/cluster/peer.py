@@ -28,7 +28,7 @@ from jm.cluster.resourcemanager import RebalanceConfig, ResourceManager
 from jm.config import (Config, ConfigError, PeerAddress, choose_self, load_config,
                        parse_overrides, read_masters)
 from jm.runtime.executor import Executor
-from jm.runtime.sparkserver import SparkConnectServer, free_port
+from jm.runtime.sparkserver import SparkConnectServer, free_port, spark_conf_dir
 from raft.commands import AddArtifact, Heartbeat, RegisterPeer, SubmitJobs
 from raft.node import RaftHost, RaftSettings, RaftUnavailable
 from rest.app import make_app
@@ -120,7 +120,7 @@ class Peer:
         env = JobEnv(self.node, self.conf, self.executor, self.reporter, self.resolve_pyfiles,
                      self.spark_remote, spark_ready_file if self.spark else None,
                      self.log_dir, self.data_dir, time.time, self.lease_valid, self._commit,
-                     self.metrics)
+                     self.metrics, spark_conf_dir(self.log_dir, self.conf["spark.log.level"]))
         self.dispatcher = Dispatcher(self.raft, env)
         self.rm = ResourceManager(self.raft, self.conf["heartbeat.timeout"],
                                   self.conf["rest.write-timeout"],

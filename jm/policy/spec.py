@@ -8,8 +8,15 @@ from typing import Any
 from jm.policy.restart import validate_override
 
 FIELDS = {"name", "entry", "pyfiles", "args", "sql", "jobid", "slots", "restart-strategy",
-          "savepoint-path", "job-type"}
+          "savepoint-path", "job-type", "script", "argv", "spark-mode", "spark-conf"}
 JOB_TYPES = ("batch", "streaming")
+SPARK_MODES = ("classic", "connect")
+# Spark properties a job may not set: where its driver runs and what fences it are the
+# cluster's (a driver elsewhere, or another master, would escape the attempt's fencing)
+FORBIDDEN_SPARK_KEYS = ("spark.master", "spark.remote", "spark.submit.deployMode",
+                        "spark.api.mode", "spark.connect.grpc.binding.port")
+FORBIDDEN_SPARK_PREFIXES = ("spark.jm.",)
+SCRIPT_SUFFIXES = (".py", ".zip")
 ENTRY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 JOBID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 ARTIFACT_RE = re.compile(r"^artifact:sha256:[0-9a-f]{64}$")
@@ -37,13 +44,16 @@ def validate_spec(spec: Any, max_slots: int | None = None) -> dict:
     unknown = sorted(set(spec) - FIELDS)
     if unknown:
         errors.append(f"unknown field(s): {', '.join(unknown)}")
-    entry, sql = spec.get("entry"), spec.get("sql")
-    if (entry is None) == (sql is None):
-        errors.append("give exactly one of 'entry' (module:function) and 'sql'")
+    entry, sql, script = spec.get("entry"), spec.get("sql"), spec.get("script")
+    if sum(x is not None for x in (entry, sql, script)) != 1:
+        errors.append("give exactly one of 'entry' (module:function), 'sql' and 'script' "
+                      "(a .py or .zip application)")
     if entry is not None and (not isinstance(entry, str) or not ENTRY_RE.fullmatch(entry)):
         errors.append("entry must look like 'package.module:function'")
     if sql is not None and (not isinstance(sql, str) or not sql.strip()):
         errors.append("sql must be a non-empty string")
+    errors += _script_errors(script, spec.get("argv"))
+    errors += _spark_errors(spec.get("spark-mode"), spec.get("spark-conf"))
     name = spec.get("name")
     if name is not None and (not isinstance(name, str) or not name.strip()
                              or len(name) > MAX_NAME):
@@ -64,15 +74,8 @@ def validate_spec(spec: Any, max_slots: int | None = None) -> dict:
         errors.append("pyfiles must be a list of strings")
     else:
         for p in pyfiles:
-            if p.startswith("artifact:"):
-                if not ARTIFACT_RE.fullmatch(p):
-                    errors.append(f"pyfiles: {p!r} is not artifact:sha256:<64 hex digits>")
-            elif not p.startswith("/"):
-                errors.append(f"pyfiles: {p!r} must be an absolute path every peer can read "
-                              "or an artifact:sha256:... id")
-            elif not (p.endswith(".py") or p.endswith(".zip") or p.endswith(".egg")
-                      or p.endswith("/")):
-                errors.append(f"pyfiles: {p!r} must be a .py, .zip or .egg file or a directory/")
+            errors += _code_ref_errors("pyfiles", p, (".py", ".zip", ".egg", "/"),
+                                       "a .py, .zip or .egg file or a directory/")
     args = spec.get("args", {})
     if not isinstance(args, dict):
         errors.append("args must be a JSON object")
@@ -81,7 +84,8 @@ def validate_spec(spec: Any, max_slots: int | None = None) -> dict:
         errors.append("job-type must be 'batch' (the default) or 'streaming' (moved by "
                       "rebalancing and drain, savepoints)")
     elif sql is not None and job_type == "streaming":
-        errors.append("a SQL job is a batch job; job-type 'streaming' needs an entry")
+        errors.append("a SQL job is a batch job; job-type 'streaming' needs an entry or a "
+                      "script")
     sp = spec.get("savepoint-path")
     if sp is not None and (not isinstance(sp, str) or not sp.startswith("/")):
         errors.append("savepoint-path must be an absolute path (a savepoint's location)")
@@ -101,8 +105,77 @@ def validate_spec(spec: Any, max_slots: int | None = None) -> dict:
     out["job-type"] = job_type
     out.setdefault("args", {})
     out.setdefault("pyfiles", [])
+    if script is not None:
+        out.setdefault("argv", [])
+    out["spark-mode"] = spec.get("spark-mode") or ("classic" if script is not None
+                                                   else "connect")
+    if out.get("spark-conf") is not None:
+        out["spark-conf"] = {k: spark_value(v) for k, v in out["spark-conf"].items()}
     if rs is not None:
         out["restart-strategy"] = rs
     if not out.get("name"):
-        out["name"] = entry or "sql"
+        out["name"] = entry or (script_name(script) if script is not None else "sql")
     return out
+
+
+def script_name(script: str) -> str:
+    """The file name of a script path (an artifact's name is only known to the store)."""
+    return script.rsplit("/", 1)[-1] if not script.startswith("artifact:") else "script"
+
+
+def spark_value(value: Any) -> str:
+    """A Spark property value as Spark reads it (true/false, not True/False)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _code_ref_errors(field: str, ref: str, suffixes: tuple, what: str) -> list[str]:
+    """Problems of one code reference: an artifact id, or an absolute path of `what`."""
+    if ref.startswith("artifact:"):
+        if not ARTIFACT_RE.fullmatch(ref):
+            return [f"{field}: {ref!r} is not artifact:sha256:<64 hex digits>"]
+    elif not ref.startswith("/"):
+        return [f"{field}: {ref!r} must be an absolute path every peer can read "
+                "or an artifact:sha256:... id"]
+    elif not ref.endswith(suffixes):
+        return [f"{field}: {ref!r} must be {what}"]
+    return []
+
+
+def _script_errors(script: Any, argv: Any) -> list[str]:
+    errors = []
+    if script is not None:
+        if not isinstance(script, str) or not script:
+            errors.append("script must be a string: an absolute path of a .py or .zip file "
+                          "or an artifact:sha256:... id")
+        else:
+            errors += _code_ref_errors("script", script, SCRIPT_SUFFIXES,
+                                       "a .py file or a .zip with a __main__.py")
+    if argv is not None:
+        if script is None:
+            errors.append("argv is for script jobs (an entry job reads 'args')")
+        elif not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+            errors.append("argv must be a list of strings")
+    return errors
+
+
+def _spark_errors(mode: Any, conf: Any) -> list[str]:
+    errors = []
+    if mode is not None and mode not in SPARK_MODES:
+        errors.append(f"spark-mode must be one of {', '.join(SPARK_MODES)} (got {mode!r})")
+    if conf is None:
+        return errors
+    if not isinstance(conf, dict):
+        return errors + ["spark-conf must be an object of Spark properties "
+                         "({\"spark.executor.memory\": \"2g\"})"]
+    for key, value in conf.items():
+        if not key.startswith("spark."):
+            errors.append(f"spark-conf: {key!r} is not a Spark property (spark.*)")
+        elif key in FORBIDDEN_SPARK_KEYS or key.startswith(FORBIDDEN_SPARK_PREFIXES):
+            errors.append(f"spark-conf: {key} is set by the cluster and cannot be changed "
+                          "by a job")
+        if value is None or isinstance(value, (dict, list)):
+            errors.append(f"spark-conf: the value of {key!r} must be a string, number or "
+                          "boolean")
+    return errors

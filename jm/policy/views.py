@@ -79,8 +79,7 @@ def job_detail(job: JobRecord, now: float) -> dict:
     out.update({
         "spec": job.spec,
         "timestamps": {k: _ms(v) for k, v in job.timestamps.items()},
-        "attempts": [{"attempt": a.epoch, "node": a.node, "start-time": _ms(a.start),
-                      "end-time": _ms(a.end), "end-reason": a.reason} for a in job.attempts],
+        "attempts": [_attempt(a) for a in job.attempts],
         "cancel-requested": job.cancel_requested,
         "failures": job.failure_count,
         "result": job.result,
@@ -90,6 +89,20 @@ def job_detail(job: JobRecord, now: float) -> dict:
         "stop-request": job.stop_trigger,
         "savepoint": job.savepoint_location,
     })
+    return out
+
+
+def _attempt(a) -> dict:
+    out = {"attempt": a.epoch, "node": a.node, "start-time": _ms(a.start),
+           "end-time": _ms(a.end), "end-reason": a.reason}
+    apps = getattr(a, "spark", None)
+    if apps:  # the latest Spark application of the attempt, and all of them
+        latest = apps[-1]
+        out["spark-app-id"] = latest.get("spark-app-id")
+        out["spark-ui"] = latest.get("spark-ui")
+        if latest.get("waiting"):
+            out["spark-waiting"] = latest["waiting"]
+        out["spark-apps"] = [dict(app) for app in apps]
     return out
 
 

@@ -9,6 +9,7 @@ import datetime
 import decimal
 import importlib
 import json
+import builtins
 import os
 import signal
 import socket
@@ -16,6 +17,8 @@ import sys
 import threading
 import time
 import traceback
+import types
+import zipfile
 from typing import Any, Optional
 
 
@@ -34,11 +37,16 @@ class JobContext:
         self._session_id: Optional[str] = params.get("session_id")
         self._spark_ready_file: Optional[str] = params.get("spark_ready_file")
         self._spark_wait: float = float(params.get("spark_wait", 180.0))
+        self.spark_mode: str = params.get("spark_mode") or "connect"
         self._spark = None
 
     @property
     def spark(self):
-        """A Spark Connect SparkSession, created on first use."""
+        """The job's SparkSession, created on first use: a session of the job's own
+        application (classic mode), or a Spark Connect session (connect mode)."""
+        if self.spark_mode == "classic":
+            from jm.runtime.sparkapp import classic_session
+            return classic_session()
         if self._spark is None:
             if not self._spark_remote:
                 raise RuntimeError("no Spark is configured for this peer "
@@ -145,11 +153,15 @@ def _write_json(path: str, obj: Any) -> None:
     os.replace(tmp, path)
 
 
-def _load_entry(entry: str, pyfiles: list[str]):
+def _add_pyfiles(pyfiles: list[str]) -> None:
     for p in reversed(pyfiles):
         path = os.path.dirname(p) if p.endswith(".py") else p.rstrip("/") or p
         if path not in sys.path:
             sys.path.insert(0, path)
+
+
+def _load_entry(entry: str, pyfiles: list[str]):
+    _add_pyfiles(pyfiles)
     module_name, func_name = entry.split(":", 1)
     module = importlib.import_module(module_name)
     func = getattr(module, func_name, None)
@@ -158,18 +170,128 @@ def _load_entry(entry: str, pyfiles: list[str]):
     return func
 
 
+def run_script(path: str, argv: list[str], pyfiles: list[str]):
+    """Run a .py file or a .zip with a __main__.py as __main__, as `python app.py ARGS`
+    and spark-submit do: sys.argv is [the script's file name, *argv]; the script's folder
+    (or the zip) is first on sys.path, then the pyfiles; `__file__` is its full path."""
+    _add_pyfiles(pyfiles)
+    if path.endswith(".zip"):
+        with zipfile.ZipFile(path) as z:
+            source = z.read("__main__.py")
+        filename = os.path.join(path, "__main__.py")
+        sys.path.insert(0, path)
+    else:
+        with open(path, "rb") as f:
+            source = f.read()
+        filename = path
+        sys.path.insert(0, os.path.dirname(path))
+    code = compile(source, filename, "exec", dont_inherit=True)
+    main = types.ModuleType("__main__")
+    main.__file__ = filename
+    main.__builtins__ = builtins  # type: ignore[attr-defined]
+    sys.modules["__main__"] = main  # functions defined in it pickle by value (UDFs)
+    sys.argv = [os.path.basename(path), *argv]
+    exec(code, main.__dict__)
+    return None
+
+
+def _start_driver(params: dict, ctx: JobContext):
+    """Classic mode: the job's own driver JVM, then a thread reporting its application."""
+    from jm.runtime.sparkapp import INFO_FILE, InfoWatcher, app_info, start_driver
+    start_driver(params, params.get("name") or ctx.job_id, params.get("pyfiles") or [])
+    watcher = InfoWatcher(os.path.join(os.path.dirname(params["result_path"]), INFO_FILE),
+                          app_info, float(params.get("spark_waiting_after", 30.0)))
+    watcher.start()
+    return watcher
+
+
+def _connect_session(ctx: JobContext, conf: dict) -> None:
+    """Connect mode for a script: its `SparkSession.builder.getOrCreate()` returns this
+    job's session on the peer's Spark Connect server (SPARK_REMOTE with the job's
+    session id), with the job's properties set where Spark allows it at runtime."""
+    if not ctx._spark_remote:
+        return  # no Spark here: a script that asks for a session gets pyspark's error
+    ctx._wait_for_spark()
+    os.environ["SPARK_REMOTE"] = with_session(ctx._spark_remote, ctx._session_id)
+    if not conf:
+        return
+    spark = ctx.spark
+    for key, value in conf.items():
+        try:
+            spark.conf.set(key, value)
+        except Exception as exc:  # a static property: only a server start sets it
+            print(f"[jm] spark-conf {key} not applied to the Connect session: "
+                  f"{str(exc).splitlines()[0][:300]}", file=sys.stderr, flush=True)
+
+
+def _script_session(ctx: JobContext):
+    """The session a script made (or was given), for stopping its streaming queries."""
+    try:
+        if ctx.spark_mode == "connect":
+            if ctx._spark is not None:
+                return ctx._spark
+            from pyspark.sql.connect.session import SparkSession as RemoteSession
+            return RemoteSession._get_default_session()
+        from pyspark.sql import SparkSession
+        return SparkSession._instantiatedSession
+    except Exception:
+        return None
+
+
+def _stop_handler(ctx: JobContext, script: bool, streaming: bool):
+    """SIGTERM (a cancel, stop or move): entry jobs see ctx.stop_requested. A script is
+    stopped as Ctrl-C stops it under spark-submit: its Spark jobs are cancelled and
+    KeyboardInterrupt is raised in it; a streaming script's queries are stopped instead,
+    so its awaitTermination() returns and it ends by itself."""
+    def handler(signum, frame):
+        if ctx.stop_requested.is_set():
+            return
+        ctx.stop_requested.set()
+        if not script:
+            return
+        session = _script_session(ctx)
+        if streaming and session is not None:
+            threading.Thread(target=_stop_queries_quietly, args=(session,),
+                             daemon=True).start()
+            return
+        from jm.runtime.sparkapp import interrupt_driver
+        interrupt_driver()
+        raise KeyboardInterrupt("stopped by the JobManager (cancel, stop or move)")
+    return handler
+
+
+def _stop_queries_quietly(session) -> None:
+    try:
+        stop_queries(session)
+    except Exception as exc:
+        print(f"[jm] stopping the streaming queries failed: {exc}", file=sys.stderr,
+              flush=True)
+
+
 def run_job(params: dict) -> int:
     """Run one attempt; write result.json or error.json; return the exit code."""
     ctx = JobContext(params)
-    signal.signal(signal.SIGTERM, lambda *_: ctx.stop_requested.set())
+    os.environ.update({"JM_JOB_ID": ctx.job_id, "JM_ATTEMPT": str(ctx.attempt),
+                       "JM_CHECKPOINT_DIR": ctx.checkpoint_dir})
+    script = params.get("script")
+    signal.signal(signal.SIGTERM, _stop_handler(ctx, script is not None,
+                                                bool(params.get("streaming"))))
     result_path, error_path = params["result_path"], params["error_path"]
+    classic = ctx.spark_mode == "classic" and not params.get("cleanup_session")
+    watcher = None
     print(f"[jm] job {ctx.job_id} attempt {ctx.attempt} on {ctx.node} pid {os.getpid()}",
           flush=True)
     try:
+        if classic:
+            watcher = _start_driver(params, ctx)
+        elif script is not None:
+            _connect_session(ctx, params.get("spark_conf") or {})
         if params.get("cleanup_session"):
             value = cleanup_session(dict(params, session_id=params["cleanup_session"]))
         elif params.get("sql"):
             value = run_sql(ctx, params["sql"], int(params.get("max_result_rows", 1000)))
+        elif script is not None:
+            value = run_script(script, params.get("argv") or [], params.get("pyfiles") or [])
         else:
             func = _load_entry(params["entry"], params.get("pyfiles") or [])
             value = func(ctx)
@@ -199,6 +321,11 @@ def run_job(params: dict) -> int:
         return 1
     finally:
         ctx.close()
+        if classic:
+            from jm.runtime.sparkapp import stop_driver
+            stop_driver()
+        if watcher is not None:
+            watcher.done.set()
         try:
             sys.stdout.flush()
             sys.stderr.flush()

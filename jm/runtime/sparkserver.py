@@ -44,6 +44,27 @@ def port_open(host: str, port: int) -> bool:
         return False
 
 
+def spark_conf_dir(log_dir: str, log_level: str) -> str:
+    """A SPARK_CONF_DIR for the JVMs a peer starts (its Connect server, jobs' drivers):
+    Spark's log at `spark.log.level`, on stderr."""
+    conf_dir = os.path.join(log_dir, "spark-conf")
+    os.makedirs(conf_dir, exist_ok=True)
+    path = os.path.join(conf_dir, "log4j2.properties")
+    text = (f"rootLogger.level = {log_level.lower()}\n"
+            "rootLogger.appenderRef.stdout.ref = console\n"
+            "appender.console.type = Console\nappender.console.name = console\n"
+            "appender.console.target = SYSTEM_ERR\n"
+            "appender.console.layout.type = PatternLayout\n"
+            "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n\n"
+            "logger.connect.name = org.apache.spark.sql.connect\n"
+            "logger.connect.level = info\n")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    return conf_dir
+
+
 class SparkConnectServer:
     def __init__(self, port: int, master: str, log_dir: str, ready_file: str,
                  driver_memory: str, extra_conf: dict, log_level: str,
@@ -98,17 +119,7 @@ class SparkConnectServer:
         env["JM_NICE"] = str(self.nice)
         env[PARENT_ENV] = str(os.getpid())  # jm.runtime.pdeathsig: the JVM dies with this peer
         env.setdefault("SPARK_LOG_DIR", self.log_dir)
-        conf_dir = os.path.join(self.log_dir, "spark-conf")
-        os.makedirs(conf_dir, exist_ok=True)
-        with open(os.path.join(conf_dir, "log4j2.properties"), "w") as f:
-            f.write(f"rootLogger.level = {self.log_level.lower()}\n"
-                    "rootLogger.appenderRef.stdout.ref = console\n"
-                    "appender.console.type = Console\nappender.console.name = console\n"
-                    "appender.console.target = SYSTEM_ERR\n"
-                    "appender.console.layout.type = PatternLayout\n"
-                    "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n\n"
-                    "logger.connect.name = org.apache.spark.sql.connect\n"
-                    "logger.connect.level = info\n")
+        conf_dir = spark_conf_dir(self.log_dir, self.log_level)
         env["SPARK_CONF_DIR"] = conf_dir
         return env
 

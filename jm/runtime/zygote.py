@@ -128,6 +128,15 @@ def wait_timeout(now: float, lease_until: float, idle: float = IDLE_WAIT) -> flo
     return min(idle, left + 0.001)
 
 
+def kill_group(pgid: int) -> None:
+    """SIGKILL every process left in a job process's group (not the zygote's own)."""
+    try:
+        if pgid != os.getpgid(0):
+            os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
 def _warm_imports(preload: str) -> None:
     for name in PRELOADS.get(preload, PRELOADS["pyspark"]):
         try:
@@ -218,10 +227,16 @@ def main() -> None:
 
     def reap() -> None:
         while children:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
+            try:  # look first, reap after: while it is a zombie its pid (and process
+                # group id) cannot be reused, so the group kill below hits only its own
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
             except ChildProcessError:
                 return
+            if info is None or info.si_pid == 0:
+                return
+            if info.si_pid in children:
+                kill_group(info.si_pid)  # what the attempt left: its Spark driver JVM...
+            pid, status = os.waitpid(info.si_pid, os.WNOHANG)
             if pid == 0:
                 return
             key = children.pop(pid, None)

@@ -30,13 +30,13 @@ def test_minimal_entry_spec_normalised():
     assert re.fullmatch(r"[0-9a-f]{32}", out["jobid"])
     assert out == {"entry": "pipelines.clicks:main", "jobid": out["jobid"], "slots": 1,
                    "args": {}, "pyfiles": [], "name": "pipelines.clicks:main",
-                   "job-type": "batch"}
+                   "job-type": "batch", "spark-mode": "connect"}
 
 
 def test_minimal_sql_spec_named_sql():
     out = validate_spec({"sql": "SELECT 1", "jobid": "q1"})
     assert out == {"sql": "SELECT 1", "jobid": "q1", "slots": 1, "args": {}, "pyfiles": [],
-                   "name": "sql", "job-type": "batch"}
+                   "name": "sql", "job-type": "batch", "spark-mode": "connect"}
 
 
 def test_full_spec_kept_and_nones_dropped():
@@ -50,7 +50,7 @@ def test_full_spec_kept_and_nones_dropped():
                    "pyfiles": [GOOD_ART, "/shared/p.zip", "/x.py", "/lib.egg", "/dir/"],
                    "args": {"a": 1}, "jobid": "My_job-1", "slots": 3,
                    "restart-strategy": {"type": "fixed-delay", "attempts": 2},
-                   "job-type": "batch"}
+                   "job-type": "batch", "spark-mode": "connect"}
     assert spec["restart-strategy"] == {"type": "FixedDelay", "attempts": 2}  # not mutated
 
 
@@ -198,3 +198,58 @@ def test_every_problem_reported_at_once():
                       "pyfiles": "x", "savepoint-path": 1, "name": "", "extra": 1,
                       "restart-strategy": {"type": "?"}})
     assert len(errs) == 10
+
+
+# ---- script jobs (application mode) ---------------------------------------------------------
+def test_script_spec_normalised_classic_by_default():
+    out = validate_spec({"script": "/apps/etl.py", "argv": ["in", "--out", "x"],
+                         "spark-conf": {"spark.executor.memory": "2g", "spark.x.flag": True,
+                                        "spark.sql.shuffle.partitions": 4}})
+    assert out["spark-mode"] == "classic" and out["name"] == "etl.py"
+    assert out["argv"] == ["in", "--out", "x"]
+    assert out["spark-conf"] == {"spark.executor.memory": "2g", "spark.x.flag": "true",
+                                 "spark.sql.shuffle.partitions": "4"}
+    art = validate_spec({"script": GOOD_ART, "spark-mode": "connect"})
+    assert art["argv"] == [] and art["spark-mode"] == "connect" and art["name"] == "script"
+    assert validate_spec({"script": "/a/app.zip"})["name"] == "app.zip"
+
+
+def test_entry_and_sql_may_ask_for_classic():
+    assert validate_spec({"entry": "m:f", "spark-mode": "classic"})["spark-mode"] == "classic"
+    assert validate_spec({"sql": "SELECT 1", "spark-mode": "classic"})["spark-mode"] == "classic"
+
+
+def test_streaming_script_allowed():
+    assert validate_spec({"script": "/a.py", "job-type": "streaming"})["job-type"] == "streaming"
+
+
+@pytest.mark.parametrize("spec,pattern", [
+    ({"script": "/a.py", "entry": "m:f"}, "exactly one of"),
+    ({"script": "/a.py", "sql": "SELECT 1"}, "exactly one of"),
+    ({"script": "/a.txt"}, "must be a .py file or a .zip"),
+    ({"script": "a.py"}, "absolute path"),
+    ({"script": ""}, "script must be a string"),
+    ({"script": 5}, "script must be a string"),
+    ({"script": "artifact:sha256:abc"}, "not artifact:sha256:<64 hex"),
+    ({"script": "/a.py", "argv": "x y"}, "argv must be a list of strings"),
+    ({"script": "/a.py", "argv": ["x", 1]}, "argv must be a list of strings"),
+    ({"entry": "m:f", "argv": ["x"]}, "argv is for script jobs"),
+    ({"script": "/a.py", "spark-mode": "yarn"}, "spark-mode must be one of classic, connect"),
+    ({"script": "/a.py", "spark-conf": ["a"]}, "spark-conf must be an object"),
+    ({"script": "/a.py", "spark-conf": {"executor.memory": "1g"}}, "not a Spark property"),
+    ({"script": "/a.py", "spark-conf": {"spark.master": "local"}}, "spark.master is set by the "
+                                                                    "cluster"),
+    ({"script": "/a.py", "spark-conf": {"spark.submit.deployMode": "cluster"}},
+     "spark.submit.deployMode is set by the cluster"),
+    ({"script": "/a.py", "spark-conf": {"spark.jm.job-id": "x"}}, "spark.jm.job-id is set"),
+    ({"script": "/a.py", "spark-conf": {"spark.a": None}}, "must be a string, number"),
+    ({"script": "/a.py", "spark-conf": {"spark.a": {"b": 1}}}, "must be a string, number"),
+])
+def test_bad_script_specs(spec, pattern):
+    one_error(spec, pattern)
+
+
+def test_every_script_problem_listed():
+    errs = errors_of({"script": "rel.txt", "argv": [1], "spark-mode": "x",
+                      "spark-conf": {"spark.master": "y", "spark.remote": "z", "foo": 1}})
+    assert len(errs) == 6, errs

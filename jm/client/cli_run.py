@@ -1,0 +1,237 @@
+"""jm run: submit a PySpark application the way spark-submit does. Standard library only.
+
+    jm run APP.py [ARGS...] [--conf K=V]... [--py-files A.py,B.zip] [--name N]
+           [--mode classic|connect] [--streaming] [--wait]
+
+What is local (the application, its --py-files) is uploaded first. jm's options may
+stand before APP or anywhere after it; everything after `--` goes to the application
+as it is (for an application option that has the name of one of jm's).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any, Callable, Optional
+
+from jm.client.cli_http import (EXIT_INTERRUPTED, EXIT_OK, ApiError, CliError, Client,
+                                UsageError, _q, one_line, print_json)
+from jm.client.cli_spec import parse_pairs, parse_restart, post_job, print_submitted
+
+# jm run's options after APP: name -> takes a value
+RUN_OPTIONS = {"--conf": True, "--py-files": True, "--name": True, "--mode": True,
+               "--jobid": True, "--slots": True, "--restart-strategy": True,
+               "--streaming": False, "--wait": False, "--progress": False,
+               "--address": True, "-a": True, "--token": True, "--timeout": True,
+               "--json": False}
+APP_SUFFIXES = (".py", ".zip")
+
+
+def split_app_args(tokens: list[str]) -> tuple[list[str], list[str]]:
+    """(jm's options, the application's arguments) from what follows APP (pure)."""
+    ours: list[str] = []
+    app: list[str] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok == "--":
+            app.extend(tokens[i + 1:])
+            break
+        name = tok.split("=", 1)[0]
+        if name in RUN_OPTIONS:
+            ours.append(tok)
+            if RUN_OPTIONS[name] and "=" not in tok:
+                if i + 1 >= len(tokens):
+                    raise UsageError(f"{tok} needs a value")
+                ours.append(tokens[i + 1])
+                i += 1
+        else:
+            app.append(tok)
+        i += 1
+    return ours, app
+
+
+def parse_conf(pairs: list[str]) -> dict:
+    return parse_pairs(pairs, "--conf")
+
+
+def _code(client: Client, path: str, upload: Callable[[Client, str], dict],
+          what: str) -> str:
+    """An artifact id for a local file (uploaded), or the reference as given."""
+    if path.startswith("artifact:"):
+        return path
+    if not os.path.isfile(path):
+        raise UsageError(f"{what} {path}: no such file")
+    return upload(client, path)["pyfile"]
+
+
+def build_run_spec(a: argparse.Namespace) -> dict:
+    """The job spec from jm run's options, before anything is uploaded (pure checks)."""
+    if not (a.app.startswith("artifact:") or a.app.endswith(APP_SUFFIXES)):
+        raise UsageError(f"{a.app}: the application must be a .py file or a .zip with a "
+                         "__main__.py")
+    spec: dict[str, Any] = {"argv": list(a.app_args)}
+    conf = parse_conf(a.conf)
+    if conf:
+        spec["spark-conf"] = conf
+    if a.mode:
+        spec["spark-mode"] = a.mode
+    spec["name"] = a.name or (os.path.basename(a.app) if not a.app.startswith("artifact:")
+                              else None)
+    if spec["name"] is None:
+        del spec["name"]
+    if a.streaming:
+        spec["job-type"] = "streaming"
+    if a.jobid:
+        spec["jobid"] = a.jobid
+    if a.slots is not None:
+        spec["slots"] = a.slots
+    if a.restart_strategy:
+        spec["restart-strategy"] = parse_restart(a.restart_strategy)
+    return spec
+
+
+def cmd_run(client: Client, a: argparse.Namespace, upload: Callable[[Client, str], dict]
+            ) -> int:
+    spec = build_run_spec(a)
+    pyfiles = [p for group in a.py_files for p in group.split(",") if p.strip()]
+    spec["script"] = _code(client, a.app, upload, "application")
+    spec["pyfiles"] = [_code(client, p, upload, "--py-files") for p in pyfiles]
+    res = post_job(client, spec)
+    job_id = res["jobid"]
+    if not a.wait:
+        print_submitted(res, a.json)
+        return EXIT_OK
+    print(f"[jm] job {job_id} submitted; its driver's output follows", file=sys.stderr,
+          flush=True)
+    try:
+        job = follow(client, job_id, sys.stdout.write)
+    except KeyboardInterrupt:
+        raise CliError(f"interrupted; job {job_id} keeps running (stop it with: "
+                       f"jm cancel {job_id})", EXIT_INTERRUPTED) from None
+    state = job.get("state")
+    if a.json:
+        print_json(job)
+    if state == "FINISHED":
+        return EXIT_OK
+    root = None
+    if state == "FAILED":
+        try:
+            root = client.get(f"/jobs/{_q(job_id)}/exceptions").get("root-exception")
+        except ApiError:
+            pass
+    raise CliError(f"job {job_id} ended {state}" + (f": {one_line(root, 300)}" if root else "")
+                   + (f" (details: jm exceptions {job_id})" if state == "FAILED" else ""))
+
+
+def follow(client: Client, job_id: str, write: Callable[[str], Any],
+           sleep: Callable[[float], None] = time.sleep) -> dict:
+    """Write the job's output, attempt after attempt, until it ends; return the job."""
+    attempt: Optional[int] = None
+    offset = 0
+    pause = 0.1
+    while True:
+        job = client.get(f"/jobs/{_q(job_id)}")
+        attempts = [t["attempt"] for t in job.get("attempts") or []]
+        if attempt is None and attempts:
+            attempt = attempts[0]
+        if attempt is not None:
+            try:
+                res = client.get(f"/jobs/{_q(job_id)}/logs?attempt={attempt}&offset={offset}")
+            except ApiError as exc:  # its peer is gone: its output is with it
+                write(f"[jm] the output of attempt {attempt} is not reachable: {exc}\n")
+                res = {"text": "", "ended": True, "next-offset": offset}
+            text = res.get("text", "")
+            if text:
+                write(text)
+                pause = 0.1
+            offset = res.get("next-offset", offset)
+            if res.get("truncated"):
+                continue
+            newer = [n for n in attempts if n > attempt]
+            if res.get("ended") and newer:
+                attempt, offset = min(newer), 0
+                node = next(t["node"] for t in job["attempts"] if t["attempt"] == attempt)
+                write(f"[jm] attempt {attempt} on {node}\n")
+                continue
+            if res.get("ended") and job.get("state") in ("FINISHED", "FAILED", "CANCELED"):
+                return job
+        elif job.get("state") in ("FINISHED", "FAILED", "CANCELED"):
+            return job
+        try:
+            sys.stdout.flush()
+        except Exception:
+            pass
+        sleep(pause)
+        pause = min(pause * 1.5, 1.0)
+
+
+def add_run(add: Callable[..., argparse.ArgumentParser],
+            upload: Callable[[Client, str], dict]) -> None:
+    p = add("run", "run a PySpark application as spark-submit does (uploads it first)",
+            lambda client, a: cmd_run(client, _merge(p, a), upload),
+            formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.description = (
+        "run a PySpark application, as spark-submit does; prints its job id.\n\n"
+        "  jm run app.py ARG... --conf spark.executor.memory=2g --py-files lib.zip --wait\n\n"
+        "jm's options may stand before APP or after it; after '--' everything goes to the\n"
+        "application. The application is its own Spark application (--mode classic, the\n"
+        "default) or a session on its peer's Spark Connect server (--mode connect).")
+    p.add_argument("app", metavar="APP", help="the application: a .py file or a .zip with a "
+                                              "__main__.py (local, or artifact:sha256:...)")
+    p.add_argument("app_args", nargs=argparse.REMAINDER, metavar="ARGS",
+                   help="the application's arguments (its sys.argv[1:])")
+    _run_options(p)
+
+
+def _run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--conf", action="append", default=[], metavar="K=V",
+                   help="a Spark property of the job's application; repeatable")
+    p.add_argument("--py-files", action="append", default=[], metavar="A.py,B.zip",
+                   help="modules for the driver and the executors (comma-separated; "
+                        "local files are uploaded); repeatable")
+    p.add_argument("--name", help="the job's name (and spark.app.name; default: APP's name)")
+    p.add_argument("--mode", choices=("classic", "connect"),
+                   help="classic: its own Spark application (default); connect: a session "
+                        "on the peer's Spark Connect server")
+    p.add_argument("--streaming", action="store_true",
+                   help="a streaming application: moved with savepoints, checkpoint in "
+                        "$JM_CHECKPOINT_DIR")
+    p.add_argument("--jobid", metavar="ID", help="a fixed job id")
+    p.add_argument("--slots", type=int, metavar="N", help="slots the job takes (default 1)")
+    p.add_argument("--restart-strategy", metavar="TYPE|JSON",
+                   help="none, fixed-delay, exponential-delay, failure-rate or a JSON object")
+    p.add_argument("--wait", action="store_true",
+                   help="print the driver's output as it comes; exit 0 only if the job "
+                        "FINISHED")
+    p.add_argument("--progress", action="store_true", help=argparse.SUPPRESS)
+
+
+class _OptionsAfterApp(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        raise UsageError(f"{message} (see 'jm run --help')")
+
+
+def _merge(parser: argparse.ArgumentParser, a: argparse.Namespace) -> argparse.Namespace:
+    """jm's options found after APP, merged into those given before it."""
+    ours, app = split_app_args(a.app_args)
+    a.app_args = app
+    if not ours:
+        return a
+    for opt in ("--address", "-a", "--token", "--timeout"):
+        if any(t.split("=", 1)[0] == opt for t in ours):
+            raise UsageError(f"{opt} must stand before APP (see 'jm run --help')")
+    mini = _OptionsAfterApp(prog="jm run", add_help=False, allow_abbrev=False)
+    _run_options(mini)
+    mini.add_argument("--json", action="store_true")
+    later = mini.parse_args(ours)
+    a.conf = list(a.conf) + later.conf
+    a.py_files = list(a.py_files) + later.py_files
+    for key in ("name", "mode", "jobid", "slots", "restart_strategy"):
+        if getattr(later, key) is not None:
+            setattr(a, key, getattr(later, key))
+    for key in ("streaming", "wait", "json"):
+        if getattr(later, key):
+            setattr(a, key, True)
+    return a

@@ -1,0 +1,160 @@
+"""A real Spark standalone cluster (one Master, N Workers) from pyspark's own
+distribution, on 127.0.0.1, for tests and benchmarks: started with `spark-class` in the
+foreground, each daemon in its own process group, stopped by pid (with the executors
+its workers started).
+
+    with StandaloneCluster(base_dir, workers=2) as sc:
+        sc.master_url          # spark://127.0.0.1:PORT, for spark.master
+        sc.status()            # the master's JSON: workers, activeapps, completedapps
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+from typing import Any, Callable, Optional
+
+from jm.local.localcluster import free_ports
+
+
+def _spark_home() -> str:
+    import importlib.util
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("pyspark is not installed")
+    return list(spec.submodule_search_locations)[0]
+
+
+class StandaloneCluster:
+    def __init__(self, base_dir: str, workers: int = 2, cores: int = 1,
+                 memory: str = "1g") -> None:
+        self.base = base_dir
+        self.n_workers = workers
+        self.cores = cores
+        self.memory = memory
+        ports = free_ports(2 + workers)
+        self.master_port, self.master_ui = ports[0], ports[1]
+        self.worker_uis = ports[2:]
+        self.procs: list[subprocess.Popen] = []
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://127.0.0.1:{self.master_port}"
+
+    @property
+    def ui_url(self) -> str:
+        return f"http://127.0.0.1:{self.master_ui}"
+
+    def _env(self) -> dict:
+        home = _spark_home()
+        conf_dir = os.path.join(self.base, "conf")
+        os.makedirs(conf_dir, exist_ok=True)
+        with open(os.path.join(conf_dir, "log4j2.properties"), "w") as f:
+            f.write("rootLogger.level = warn\nrootLogger.appenderRef.stdout.ref = console\n"
+                    "appender.console.type = Console\nappender.console.name = console\n"
+                    "appender.console.target = SYSTEM_ERR\n"
+                    "appender.console.layout.type = PatternLayout\n"
+                    "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n"
+                    "logger.master.name = org.apache.spark.deploy\n"
+                    "logger.master.level = info\n")
+        env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP="127.0.0.1",
+                   SPARK_CONF_DIR=conf_dir, SPARK_LOG_DIR=os.path.join(self.base, "logs"),
+                   SPARK_WORKER_DIR=os.path.join(self.base, "work"))
+        for key in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_SUBMIT_ARGS"):
+            env.pop(key, None)
+        return env
+
+    def _daemon(self, name: str, args: list[str]) -> None:
+        os.makedirs(os.path.join(self.base, "logs"), exist_ok=True)
+        with open(os.path.join(self.base, "logs", f"{name}.log"), "ab") as out:
+            self.procs.append(subprocess.Popen(
+                [os.path.join(_spark_home(), "bin", "spark-class"), *args],
+                stdout=out, stderr=out, env=self._env(), start_new_session=True))
+
+    def start(self, timeout: float = 120.0) -> "StandaloneCluster":
+        try:
+            self._daemon("master", ["org.apache.spark.deploy.master.Master",
+                                    "--host", "127.0.0.1", "--port", str(self.master_port),
+                                    "--webui-port", str(self.master_ui)])
+            self.wait(lambda: self.status().get("status") == "ALIVE", timeout,
+                      "the Spark master to start")
+            for i, ui in enumerate(self.worker_uis):
+                self._daemon(f"worker-{i}", ["org.apache.spark.deploy.worker.Worker",
+                                             self.master_url, "--host", "127.0.0.1",
+                                             "--cores", str(self.cores), "--memory", self.memory,
+                                             "--webui-port", str(ui),
+                                             "--work-dir", os.path.join(self.base, f"work-{i}")])
+            self.wait(lambda: self.alive_workers() == self.n_workers, timeout,
+                      f"{self.n_workers} Spark workers to register")
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait(self, cond: Callable[[], Any], timeout: float, what: str) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                value = cond()
+            except (OSError, ValueError):
+                value = None
+            if value:
+                return value
+            for p in self.procs:
+                if p.poll() is not None:
+                    raise RuntimeError(f"a Spark daemon exited with code {p.returncode} "
+                                       f"while waiting for {what} (logs in {self.base}/logs)")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out waiting for {what} (logs in {self.base}/logs)")
+            time.sleep(0.2)
+
+    def _json(self, url: str) -> dict:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return json.loads(resp.read())
+
+    def status(self) -> dict:
+        """The master's JSON status (workers, activeapps, completedapps)."""
+        return self._json(f"{self.ui_url}/json/")
+
+    def alive_workers(self) -> int:
+        return sum(1 for w in self.status().get("workers", []) if w.get("state") == "ALIVE")
+
+    def active_apps(self, name: Optional[str] = None) -> list[dict]:
+        apps = self.status().get("activeapps", [])
+        return [a for a in apps if name is None or a.get("name") == name]
+
+    def executors_of(self, app_id: str) -> list[dict]:
+        """Executors the workers ran for an application (running or finished)."""
+        found = []
+        for ui in self.worker_uis:
+            w = self._json(f"http://127.0.0.1:{ui}/json/")
+            for e in w.get("executors", []) + w.get("finishedexecutors", []):
+                if e.get("appid") == app_id:
+                    found.append(dict(e, worker=w.get("id")))
+        return found
+
+    def stop(self) -> None:
+        """Kill every daemon's process group (a worker's executors are in its group)."""
+        for p in reversed(self.procs):
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        for p in self.procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        self.procs = []
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def __enter__(self) -> "StandaloneCluster":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

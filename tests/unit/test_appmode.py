@@ -1,0 +1,179 @@
+"""Unit tests of application mode's pure parts: the driver's spark-submit arguments and
+properties, the waiting note, the info watcher, the attempt's Spark details in the
+replicated state and its view, and jm run's command line."""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+
+import pytest
+
+from jm.client.cli_http import UsageError
+from jm.client.cli_run import build_run_spec, parse_conf, split_app_args
+from jm.policy import views
+from jm.runtime.sparkapp import InfoWatcher, driver_conf, submit_args, waiting
+from raft import commands as c
+from raft import state as S
+from raft.state import ClusterState
+
+
+# ---- the driver -------------------------------------------------------------------------
+def test_submit_args_ship_code_files_only():
+    args = submit_args("spark://m:7077", "my job", {"spark.b": "2", "spark.a": "x y"},
+                       ["/a/helpers.py", "/a/lib.zip", "/a/dir/", "/a/x.egg"])
+    assert args == ["--master", "spark://m:7077", "--name", "my job",
+                    "--conf", "spark.a=x y", "--conf", "spark.b=2",
+                    "--py-files", "/a/helpers.py,/a/lib.zip,/a/x.egg", "pyspark-shell"]
+    # what the gateway launch reads back from PYSPARK_SUBMIT_ARGS
+    assert shlex.split(shlex.join(args)) == args
+    assert submit_args("local[1]", "n", {}, [])[-1] == "pyspark-shell"
+    assert "--py-files" not in submit_args("local[1]", "n", {}, ["/d/"])
+
+
+def test_driver_conf_layers_and_fencing_keys():
+    params = {"job_id": "j1", "attempt": 3, "driver_host": "10.0.0.5",
+              "spark_defaults": {"spark.ui.port": "4050", "spark.executor.memory": "1g"},
+              "spark_conf": {"spark.executor.memory": "2g", "spark.jm.job-id": "forged"}}
+    conf = driver_conf(params)
+    assert conf["spark.executor.memory"] == "2g"          # the job's own wins
+    assert conf["spark.ui.port"] == "4050"                # the cluster's default wins ours
+    assert conf["spark.driver.host"] == "10.0.0.5"
+    assert conf["spark.jm.job-id"] == "j1" and conf["spark.jm.attempt"] == "3"
+    assert driver_conf({"job_id": "j", "attempt": 1})["spark.ui.showConsoleProgress"] == "false"
+
+
+def test_waiting_note_only_for_a_cluster_app_without_executors():
+    info = {"spark-app-id": "app-1", "master": "spark://m:7077", "executors": 0}
+    assert waiting(info, 29.9, 30) == {}
+    note = waiting(info, 31, 30)["waiting"]
+    assert "no executor granted by spark://m:7077 for 31 s" in note
+    assert waiting(dict(info, executors=2), 100, 30) == {}
+    assert waiting({"spark-app-id": "local-1", "master": "local[2]"}, 100, 30) == {}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_info_watcher_writes_changes_and_the_waiting_note(tmp_path):
+    path = str(tmp_path / "spark.json")
+    clock = Clock()
+    current: dict = {"info": None}
+    w = InfoWatcher(path, lambda: current["info"], waiting_after=30, clock=clock)
+    w.poll()
+    assert not (tmp_path / "spark.json").exists()       # no application yet
+    current["info"] = {"spark-app-id": "app-1", "master": "spark://m", "executors": 0}
+    w.poll()
+    assert json.loads(open(path).read()) == current["info"]
+    clock.t += 31
+    w.poll()
+    assert "waiting" in json.loads(open(path).read())
+    current["info"] = dict(current["info"], executors=1)
+    w.poll()
+    assert "waiting" not in json.loads(open(path).read())
+    current["info"] = {"spark-app-id": "app-2", "master": "spark://m", "executors": 0}
+    clock.t += 10
+    w.poll()  # a new application: its own 30 s
+    assert json.loads(open(path).read())["spark-app-id"] == "app-2"
+    assert "waiting" not in json.loads(open(path).read())
+
+    def broken():
+        raise RuntimeError("py4j gone")
+    InfoWatcher(path, broken, 30).poll()  # a stopping driver is not an error
+
+
+# ---- the attempt's Spark details in the replicated state --------------------------------
+@pytest.fixture
+def running():
+    st = ClusterState()
+    st.apply(c.RegisterPeer("n1", "h", 8000, 9000, 1, 2, 1.0))
+    st.apply(c.SubmitJob("j1", {"script": "/a.py", "slots": 1}, 2.0, ""))
+    st.apply(c.AssignJobs((c.Assignment("j1", "n1", 0),), 3.0))
+    report(st, c.StatusReport("j1", 1, "n1", S.RUNNING, 4.0))
+    return st
+
+
+def report(st, r):
+    res = st.apply(c.ReportStatuses((r,)))
+    assert res.ok
+    return res.value[0]
+
+
+def test_info_report_records_the_app_without_changing_the_status(running):
+    job = running.jobs["j1"]
+    running_since = job.timestamps[S.RUNNING]
+    info = {"spark-app-id": "app-1", "spark-ui": "http://h:4040", "restart": 0}
+    assert report(running, c.StatusReport("j1", 1, "n1", S.RUNNING, 9.0, info=info)).ok
+    assert job.status == S.RUNNING and job.timestamps[S.RUNNING] == running_since
+    assert job.attempts[-1].spark == [info]
+    # the same restart's update replaces; a restart in place adds
+    report(running, c.StatusReport("j1", 1, "n1", S.RUNNING, 9.5,
+                                   info=dict(info, executors=2)))
+    report(running, c.StatusReport("j1", 1, "n1", S.RUNNING, 10.0,
+                                   info={"spark-app-id": "app-2", "restart": 1}))
+    assert [a["spark-app-id"] for a in job.attempts[-1].spark] == ["app-1", "app-2"]
+    assert job.attempts[-1].spark[0]["executors"] == 2
+    view = views.job_detail(job, 11.0)["attempts"][-1]
+    assert view["spark-app-id"] == "app-2" and len(view["spark-apps"]) == 2
+
+
+def test_info_of_a_stale_attempt_is_refused(running):
+    r = report(running, c.StatusReport("j1", 7, "n1", S.RUNNING, 9.0,
+                                       info={"spark-app-id": "x", "restart": 0}))
+    assert not r.ok and r.code == "stale"
+    assert running.jobs["j1"].attempts[-1].spark is None
+
+
+def test_junk_info_is_invalid_not_raised(running):
+    r = report(running, c.StatusReport("j1", 1, "n1", S.RUNNING, 9.0, info=["x"]))
+    assert not r.ok and r.code == "invalid"
+
+
+def test_info_round_trips_through_the_codec():
+    r = c.StatusReport("j1", 1, "n1", S.RUNNING, 9.0, info={"spark-app-id": "a"})
+    assert c.decode(c.encode(c.ReportStatuses((r,)))).reports[0] == r
+
+
+def test_waiting_note_in_the_view(running):
+    report(running, c.StatusReport("j1", 1, "n1", S.RUNNING, 9.0, info={
+        "spark-app-id": "app-1", "restart": 0, "waiting": "no executor granted"}))
+    view = views.job_detail(running.jobs["j1"], 10.0)["attempts"][-1]
+    assert view["spark-waiting"] == "no executor granted"
+
+
+# ---- jm run's command line ---------------------------------------------------------------
+def test_split_app_args():
+    assert split_app_args(["in.json", "--wait", "out", "--conf", "spark.a=1",
+                           "--py-files=h.py", "-v", "--", "--wait", "--name", "x"]) == (
+        ["--wait", "--conf", "spark.a=1", "--py-files=h.py"],
+        ["in.json", "out", "-v", "--wait", "--name", "x"])
+    with pytest.raises(UsageError, match="--conf needs a value"):
+        split_app_args(["--conf"])
+
+
+def test_parse_conf():
+    assert parse_conf(["spark.a=1", "spark.b=x=y"]) == {"spark.a": "1", "spark.b": "x=y"}
+    with pytest.raises(UsageError, match="expected KEY=VALUE"):
+        parse_conf(["spark.a"])
+
+
+def ns(**kw):
+    base = dict(app="/x/app.py", app_args=[], conf=[], py_files=[], name=None, mode=None,
+                streaming=False, jobid=None, slots=None, restart_strategy=None)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def test_build_run_spec():
+    spec = build_run_spec(ns(app_args=["a", "b"], conf=["spark.x=1"], mode="connect",
+                             streaming=True, restart_strategy="none"))
+    assert spec == {"argv": ["a", "b"], "spark-conf": {"spark.x": "1"}, "spark-mode": "connect",
+                    "name": "app.py", "job-type": "streaming",
+                    "restart-strategy": {"type": "none"}}
+    with pytest.raises(UsageError, match="must be a .py file or a .zip"):
+        build_run_spec(ns(app="/x/app.txt"))
