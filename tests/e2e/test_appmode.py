@@ -1,0 +1,185 @@
+"""Application mode end to end: a real Spark standalone cluster (a Master and two Workers
+from pyspark's own distribution), 3 peers started with bin/ scripts whose spark.master is
+that cluster, unmodified spark-submit style applications run with `jm run`; their
+executors run on the workers; an application is fenced with its attempt (a SIGKILLed
+peer's application is gone before the next attempt's registers; a cancel leaves none)."""
+import os
+import re
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from jm.local.standalone import StandaloneCluster
+from tests.e2e.procs import ProcessCluster
+from tests.helpers import ROOT, http, poll
+
+pytestmark = pytest.mark.slow
+EXAMPLES = os.path.join(ROOT, "examples")
+TERMINAL = {"FINISHED", "FAILED", "CANCELED"}
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory):
+    sa = StandaloneCluster(str(tmp_path_factory.mktemp("standalone")), workers=2, cores=1,
+                           memory="1g")
+    try:
+        sa.start(timeout=180)
+        yield sa
+    finally:
+        sa.stop()
+        for pid in sa.pids():
+            assert not os.path.exists(f"/proc/{pid}"), f"Spark daemon {pid} left behind"
+
+
+@pytest.fixture(scope="module")
+def cluster(spark, tmp_path_factory):
+    c = ProcessCluster(str(tmp_path_factory.mktemp("appmode")), 3, {
+        "spark.master": spark.master_url, "spark.connect.embedded": False,
+        "restart-strategy.type": "none", "spark.executor-wait-warning": "3 s",
+        "spark.conf.spark.executor.memory": "512m"})
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def jm(c, *args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "jm.client.cli", *args], cwd=ROOT,
+                          env=c.env, capture_output=True, text=True, timeout=timeout)
+
+
+def job_of(stderr: str) -> str:
+    m = re.search(r"\[jm\] job ([0-9a-f]{32}) submitted", stderr)
+    assert m, stderr
+    return m.group(1)
+
+
+def job(c, jid, peer=0):
+    s, b = http("GET", f"{c.urls[peer]}/jobs/{jid}")
+    assert s == 200, b
+    return b
+
+
+def test_pi_runs_unchanged_with_executors_on_the_workers(cluster, spark):
+    r = jm(cluster, "run", os.path.join(EXAMPLES, "pi.py"), "4", "--wait")
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-2000:])
+    assert re.search(r"Pi is roughly 3\.1\d*", r.stdout), r.stdout[-3000:]
+    jid = job_of(r.stderr)
+    attempt = job(cluster, jid, peer=2)["attempts"][-1]
+    app_id = attempt["spark-app-id"]
+    assert app_id.startswith("app-"), attempt
+    assert attempt["spark-ui"].startswith("http://127.0.0.1:")
+    executors = spark.executors_of(app_id)
+    assert executors, f"no executor of {app_id} ran on a worker"
+    assert {e["worker"] for e in executors} <= {w["id"] for w in spark.status()["workers"]}
+    done = [a for a in spark.status()["completedapps"] if a["id"] == app_id]
+    assert done and done[0]["name"] == "PythonPi"  # the script's own appName
+
+
+def test_etl_udf_from_py_files_runs_on_the_executors(cluster, spark, tmp_path):
+    out = str(tmp_path / "etl-out")
+    r = jm(cluster, "run", os.path.join(EXAMPLES, "etl.py"), "-", out,
+           "--py-files", os.path.join(EXAMPLES, "etl_helpers.py"), "--name", "etl-e2e",
+           "--conf", "spark.sql.shuffle.partitions=2", "--wait")
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-2000:])
+    lines = [ln for ln in r.stdout.splitlines() if "\t" in ln]
+    assert lines == ["DE\t6\t76.5", "FR\t6\t90.0", "US\t6\t99.0", "unknown\t3\t49.5"], lines
+    assert any(f.endswith(".parquet") for f in os.listdir(out))
+    jid = job_of(r.stderr)
+    info = job(cluster, jid)
+    assert info["name"] == "etl-e2e" and info["spec"]["spark-conf"] == {
+        "spark.sql.shuffle.partitions": "2"}
+    assert spark.executors_of(info["attempts"][-1]["spark-app-id"])
+
+
+LONG_APP = """
+import time
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.getOrCreate()
+while True:
+    spark.sparkContext.parallelize(range(4), 2).map(lambda x: time.sleep(0.3) or x).count()
+"""
+
+
+def test_application_fenced_across_a_peer_kill_and_gone_after_cancel(cluster, spark,
+                                                                     tmp_path):
+    app = tmp_path / "forever.py"
+    app.write_text(LONG_APP)
+    name = "fence-probe"
+    s, b = http("POST", cluster.urls[1] + "/jobs", {"script": str(app), "name": name})
+    assert s == 202, b
+    jid = b["jobid"]
+    first = poll(lambda: [a for a in spark.active_apps(name) if a["state"] == "RUNNING"], 180,
+                 interval=0.2, what="the first attempt's application running")[0]["id"]
+    poll(lambda: job(cluster, jid)["attempts"][-1].get("spark-app-id") == first, 60,
+         what="the attempt's application id reported")
+
+    most, stop = [0], threading.Event()
+    seen: set = set()
+
+    def watch():  # the master's application list, every 100 ms, until told to stop
+        while not stop.is_set():
+            try:
+                apps = spark.active_apps(name)
+            except OSError:
+                apps = None
+            if apps is not None:
+                most[0] = max(most[0], len(apps))
+                seen.update(a["id"] for a in apps)
+            stop.wait(0.1)
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        owner = job(cluster, jid)["node"]
+        victim = next(i for i, line in enumerate(cluster.lines)
+                      if line.endswith(":" + owner.split(":")[1]))
+        os.kill(cluster.peer_pid(victim), 9)
+        survivor = (victim + 1) % 3
+        second = poll(lambda: [a["id"] for a in spark.active_apps(name)
+                               if a["id"] != first], 240, interval=0.2,
+                      what="the next attempt's application registered")[0]
+        poll(lambda: job(cluster, jid, survivor)["attempts"][-1].get("spark-app-id") == second,
+             60, what="the new attempt's application id reported")
+        s, b = http("PATCH", f"{cluster.urls[survivor]}/jobs/{jid}?mode=cancel")
+        assert s == 202, b
+        poll(lambda: job(cluster, jid, survivor)["state"] == "CANCELED", 60,
+             what="the job cancelled")
+        poll(lambda: not spark.active_apps(name), 30, interval=0.1,
+             what="no application of the cancelled job at the master")
+    finally:
+        stop.set()
+        watcher.join(5)
+    assert most[0] <= 1, f"{most[0]} live applications of one job at once"
+    assert {first, second} <= seen
+    attempts = job(cluster, jid, survivor)["attempts"]
+    assert [a.get("spark-app-id") for a in attempts][-2:] == [first, second]
+    cluster.start_peer(victim)
+    cluster.wait_healthy(victim)
+
+
+def test_a_job_waiting_for_executors_says_so(cluster, spark, tmp_path):
+    """Two applications want every core of the Spark cluster: the second waits and its
+    attempt says why."""
+    app = tmp_path / "hog.py"
+    app.write_text(LONG_APP)
+    ids = []
+    for name in ("hog-1", "hog-2"):
+        s, b = http("POST", cluster.urls[0] + "/jobs", {"script": str(app), "name": name})
+        assert s == 202, b
+        ids.append(b["jobid"])
+    try:
+        def waiting():
+            notes = [job(cluster, j)["attempts"][-1].get("spark-waiting") for j in ids]
+            return [n for n in notes if n]
+        notes = poll(waiting, 180, interval=0.5, what="a waiting note on one of the jobs")
+        assert "no executor granted by spark://127.0.0.1" in notes[0]
+    finally:
+        for j in ids:
+            http("PATCH", f"{cluster.urls[0]}/jobs/{j}?mode=cancel")
+        for j in ids:
+            poll(lambda j=j: job(cluster, j)["state"] in TERMINAL, 60, what=f"{j} ended")
+        poll(lambda: not [a for a in spark.active_apps() if a["name"].startswith("hog-")], 30,
+             what="the hogs' applications gone")
