@@ -192,6 +192,9 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "spark.remote": (_opt_str, None),
     "spark.connect.embedded": (_bool, True),
     "spark.connect.port": (_int(0), 0),
+    # cores the peer's Connect server takes from a Spark cluster (its application's
+    # spark.cores.max; 0: no limit); with local[...] masters it does not apply
+    "spark.connect.cores": (_int(0), 1),
     "spark.connect.startup-timeout": (parse_duration, "180 s"),
     "spark.driver.memory": (_str, "1g"),
     "spark.log.level": (_str, "WARN"),

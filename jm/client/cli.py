@@ -155,8 +155,14 @@ def cmd_status(client: Client, a: argparse.Namespace) -> int:
               ("duration", fmt_duration(job.get("duration")))]
     if spec.get("sql"):
         fields.append(("sql", one_line(spec["sql"], 200)))
+    elif spec.get("script"):
+        fields.append(("script", spec["script"]))
+        fields.append(("argv", " ".join(spec.get("argv") or []) or "-"))
     else:
         fields.append(("entry", spec.get("entry")))
+    fields.append(("spark mode", spec.get("spark-mode") or "connect"))
+    if spec.get("spark-conf"):
+        fields.append(("spark conf", compact(spec["spark-conf"])))
     if spec.get("pyfiles"):
         fields.append(("pyfiles", ", ".join(spec["pyfiles"])))
     if spec.get("args"):
@@ -179,9 +185,15 @@ def cmd_status(client: Client, a: argparse.Namespace) -> int:
     attempts = job.get("attempts") or []
     if attempts:
         out("")
-        out(table(["ATTEMPT", "NODE", "START", "END", "END-REASON"],
+        out(table(["ATTEMPT", "NODE", "START", "END", "END-REASON", "SPARK-APP"],
                   [[t.get("attempt"), t.get("node"), fmt_time(t.get("start-time")),
-                    fmt_time(t.get("end-time")), t.get("end-reason")] for t in attempts]))
+                    fmt_time(t.get("end-time")), t.get("end-reason"),
+                    t.get("spark-app-id") or "-"] for t in attempts]))
+        for t in attempts:
+            if t.get("spark-waiting") and t.get("end-time", -1) < 0:
+                out(f"attempt {t.get('attempt')}: {t['spark-waiting']}")
+            if t.get("spark-ui") and t.get("end-time", -1) < 0:
+                out(f"attempt {t.get('attempt')}: Spark UI {t['spark-ui']}")
     if job.get("state") == "FINISHED":
         out("")
         out(f"result: {compact(job.get('result'))}")

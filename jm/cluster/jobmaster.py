@@ -439,7 +439,8 @@ class JobMaster:
     async def _cleanup_session(self, run_dir: str) -> None:
         """A killed job process leaves its streaming queries running in the Spark Connect
         server: stop them (through its session) before anyone else runs this job."""
-        if not self.session_id or not self.env.spark_remote():
+        if (not self.session_id or not self.env.spark_remote()
+                or self.spec.get("spark-mode") == "classic"):  # its queries died with its driver
             return
         params = self._params([], run_dir)
         params.update({"entry": None, "sql": None, "cleanup_session": self.session_id,

@@ -28,7 +28,8 @@ from jm.cluster.resourcemanager import RebalanceConfig, ResourceManager
 from jm.config import (Config, ConfigError, PeerAddress, choose_self, load_config,
                        parse_overrides, read_masters)
 from jm.runtime.executor import Executor
-from jm.runtime.sparkserver import SparkConnectServer, free_port, spark_conf_dir
+from jm.runtime.sparkserver import (SparkConnectServer, free_port, server_conf,
+                                    spark_conf_dir)
 from raft.commands import AddArtifact, Heartbeat, RegisterPeer, SubmitJobs
 from raft.node import RaftHost, RaftSettings, RaftUnavailable
 from rest.app import make_app
@@ -106,7 +107,9 @@ class Peer:
             port = self.conf["spark.connect.port"] or free_port()
             self.spark = SparkConnectServer(
                 port, self.conf["spark.master"], self.log_dir, spark_ready_file,
-                self.conf["spark.driver.memory"], self.conf.spark_conf,
+                self.conf["spark.driver.memory"],
+                server_conf(self.conf["spark.master"], self.conf.spark_conf,
+                            self.conf["spark.connect.cores"]),
                 self.conf["spark.log.level"], self.conf["spark.connect.startup-timeout"],
                 self._spark_warmup, on_start=lambda pid: self.executor.guard([pid]),
                 nice=self.conf["jobmanager.executor.nice"],

@@ -97,7 +97,28 @@ def start_driver(params: dict, name: str, pyfiles: list[str]) -> None:
         os.environ["SPARK_CONF_DIR"] = params["spark_conf_dir"]
     _fence_gateway_launch()
     from pyspark import SparkContext
-    SparkContext._ensure_initialized()
+    try:
+        SparkContext._ensure_initialized()
+    except Exception as exc:  # say why in the job's exceptions, not only in its log
+        raise DriverStartError(f"the Spark driver did not start ({exc}); its JVM said:\n"
+                               f"{_log_tail(params.get('log_path'))}") from None
+
+
+class DriverStartError(RuntimeError):
+    pass
+
+
+def _log_tail(path: Optional[str], limit: int = 1200) -> str:
+    """The end of the attempt's log, where the driver JVM wrote its error."""
+    if not path:
+        return "(no log)"
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - limit))
+            return f.read().decode("utf-8", "replace").strip() or "(nothing)"
+    except OSError as exc:
+        return f"(its log could not be read: {exc})"
 
 
 def stop_driver() -> None:

@@ -44,6 +44,16 @@ def port_open(host: str, port: int) -> bool:
         return False
 
 
+def server_conf(master: str, conf: dict, cores: int) -> dict:
+    """The Connect server's Spark properties (pure): on a Spark cluster its application
+    takes at most `cores` cores, so that the servers of several peers and the jobs' own
+    applications all get some (a standalone application otherwise takes every core)."""
+    out = dict(conf)
+    if cores > 0 and not master.startswith("local"):
+        out.setdefault("spark.cores.max", str(cores))
+    return out
+
+
 def spark_conf_dir(log_dir: str, log_level: str) -> str:
     """A SPARK_CONF_DIR for the JVMs a peer starts (its Connect server, jobs' drivers):
     Spark's log at `spark.log.level`, on stderr."""

@@ -22,6 +22,16 @@ function dur(ms) {
   if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
   return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
 }
+// an attempt's Spark application: its id (linked to its UI while it runs) and a waiting note
+const sparkApp = (a) => {
+  if (!a["spark-app-id"]) return "";
+  const running = a["end-time"] === undefined || a["end-time"] === null || a["end-time"] < 0;
+  const ui = running ? a["spark-ui"] : null;
+  const id = ui && /^https?:\/\//.test(ui)
+    ? `<a href="${esc(ui)}" target="_blank" rel="noopener">${esc(a["spark-app-id"])}</a>`
+    : esc(a["spark-app-id"]);
+  return a["spark-waiting"] ? `${id} <span class="warn">${esc(a["spark-waiting"])}</span>` : id;
+};
 
 class ApiError extends Error {
   constructor(status, errors) { super(errors.join("; ")); this.status = status; }
@@ -186,7 +196,7 @@ const views = {
       $("#btn-stop").disabled = ended || j["job-type"] !== "streaming";
       $("#attempts tbody").innerHTML = j.attempts.map((a) => `<tr><td>${a.attempt}</td>
         <td>${esc(a.node)}</td><td>${when(a["start-time"])}</td><td>${when(a["end-time"])}</td>
-        <td>${esc(a["end-reason"] || "")}</td></tr>`).join("");
+        <td>${esc(a["end-reason"] || "")}</td><td>${sparkApp(a)}</td></tr>`).join("");
       $("#result").textContent = j.state === "FINISHED" ? JSON.stringify(j.result, null, 2) : "-";
       $("#spec").textContent = JSON.stringify(j.spec, null, 2);
       $("#exceptions").innerHTML = ex["all-exceptions"].length ? ex["all-exceptions"].map((e) =>

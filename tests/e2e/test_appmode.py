@@ -75,6 +75,9 @@ def test_pi_runs_unchanged_with_executors_on_the_workers(cluster, spark):
     executors = spark.executors_of(app_id)
     assert executors, f"no executor of {app_id} ran on a worker"
     assert {e["worker"] for e in executors} <= {w["id"] for w in spark.status()["workers"]}
+    status = jm(cluster, "status", jid)
+    assert status.returncode == 0 and app_id in status.stdout, status.stdout
+    assert re.search(r"spark mode:\s+classic", status.stdout), status.stdout
     done = [a for a in spark.status()["completedapps"] if a["id"] == app_id]
     assert done and done[0]["name"] == "PythonPi"  # the script's own appName
 

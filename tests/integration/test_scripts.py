@@ -167,3 +167,15 @@ async def test_driver_child_dies_with_its_job_process(cluster3, tmp_path):
     await apoll(lambda: not _alive(child), 10, what=f"the driver stand-in {child} killed")
     s, exc = await ahttp("GET", cluster3.url(0) + f"/jobs/{jid}/exceptions")
     assert "signal SIGKILL" in exc["root-exception"]
+
+
+async def test_a_driver_that_cannot_start_fails_with_the_jvms_own_error(cluster3, tmp_path):
+    app = _script(tmp_path, "never_starts.py", "raise AssertionError('not reached')\n")
+    jid = await _submit(cluster3, {"script": app, "spark-conf": {
+        "spark.driver.memory": "1x"}})
+    job = await _ended(cluster3, jid, timeout=120)
+    assert job["state"] == "FAILED"
+    s, exc = await ahttp("GET", cluster3.url(1) + f"/jobs/{jid}/exceptions")
+    root = exc["root-exception"]
+    assert root.startswith("DriverStartError: the Spark driver did not start"), root
+    assert "Invalid maximum heap size: -Xmx1x" in root, root

@@ -177,3 +177,12 @@ def test_build_run_spec():
                     "restart-strategy": {"type": "none"}}
     with pytest.raises(UsageError, match="must be a .py file or a .zip"):
         build_run_spec(ns(app="/x/app.txt"))
+
+
+def test_connect_server_takes_few_cores_of_a_cluster():
+    from jm.runtime.sparkserver import server_conf
+    assert server_conf("spark://m:7077", {"spark.a": "1"}, 1) == {"spark.a": "1",
+                                                                 "spark.cores.max": "1"}
+    assert server_conf("spark://m:7077", {"spark.cores.max": "4"}, 1)["spark.cores.max"] == "4"
+    assert server_conf("local[*]", {}, 1) == {}
+    assert server_conf("yarn", {}, 0) == {}
