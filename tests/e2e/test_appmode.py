@@ -5,6 +5,7 @@ executors run on the workers; an application is fenced with its attempt (a SIGKI
 peer's application is gone before the next attempt's registers; a cancel leaves none)."""
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -107,11 +108,14 @@ while True:
 """
 
 
-def test_application_fenced_across_a_peer_kill_and_gone_after_cancel(cluster, spark,
-                                                                     tmp_path):
+@pytest.mark.parametrize("fault", ["kill", "freeze"])
+def test_application_fenced_across_a_lost_peer_and_gone_after_cancel(cluster, spark,
+                                                                    tmp_path, fault):
+    """kill: SIGKILL of the owner (its driver dies with it); freeze: SIGSTOP of the owner
+    (its zygote kills the attempt's group, driver included, when the lease runs out)."""
     app = tmp_path / "forever.py"
     app.write_text(LONG_APP)
-    name = "fence-probe"
+    name = f"fence-{fault}"
     s, b = http("POST", cluster.urls[1] + "/jobs", {"script": str(app), "name": name})
     assert s == 202, b
     jid = b["jobid"]
@@ -135,17 +139,21 @@ def test_application_fenced_across_a_peer_kill_and_gone_after_cancel(cluster, sp
             stop.wait(0.1)
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
+    poll(lambda: first in seen, 30, what="the watcher sees the first application")
+    owner = job(cluster, jid)["node"]
+    victim = next(i for i, line in enumerate(cluster.lines)
+                  if line.endswith(":" + owner.split(":")[1]))
+    victim_pid = cluster.peer_pid(victim)
+    survivor = (victim + 1) % 3
+    os.kill(victim_pid, signal.SIGKILL if fault == "kill" else signal.SIGSTOP)
     try:
-        owner = job(cluster, jid)["node"]
-        victim = next(i for i, line in enumerate(cluster.lines)
-                      if line.endswith(":" + owner.split(":")[1]))
-        os.kill(cluster.peer_pid(victim), 9)
-        survivor = (victim + 1) % 3
         second = poll(lambda: [a["id"] for a in spark.active_apps(name)
                                if a["id"] != first], 240, interval=0.2,
                       what="the next attempt's application registered")[0]
         poll(lambda: job(cluster, jid, survivor)["attempts"][-1].get("spark-app-id") == second,
              60, what="the new attempt's application id reported")
+        if fault == "freeze":
+            os.kill(victim_pid, signal.SIGCONT)  # back, fenced: it must not run the job
         s, b = http("PATCH", f"{cluster.urls[survivor]}/jobs/{jid}?mode=cancel")
         assert s == 202, b
         poll(lambda: job(cluster, jid, survivor)["state"] == "CANCELED", 60,
@@ -155,11 +163,14 @@ def test_application_fenced_across_a_peer_kill_and_gone_after_cancel(cluster, sp
     finally:
         stop.set()
         watcher.join(5)
+        if fault == "freeze":
+            os.kill(victim_pid, signal.SIGCONT)
     assert most[0] <= 1, f"{most[0]} live applications of one job at once"
     assert {first, second} <= seen
     attempts = job(cluster, jid, survivor)["attempts"]
     assert [a.get("spark-app-id") for a in attempts][-2:] == [first, second]
-    cluster.start_peer(victim)
+    if fault == "kill":
+        cluster.start_peer(victim)
     cluster.wait_healthy(victim)
 
 
