@@ -160,7 +160,10 @@ class Executor:
     def kill(jp: JobProcess, sig: int = signal.SIGKILL) -> None:
         if jp.pid <= 0:  # not forked yet: killpg(0) would hit our own process group
             return
-        for fn in (os.killpg, os.kill):
+        # SIGKILL ends the attempt's whole group (its driver JVM too); a graceful signal
+        # goes to the job process alone, which stops its driver itself (a JVM that got
+        # SIGTERM would run its shutdown hooks under the running code)
+        for fn in ((os.killpg, os.kill) if sig == signal.SIGKILL else (os.kill,)):
             try:
                 fn(jp.pid, sig)
                 return
