@@ -38,6 +38,7 @@ class JobContext:
         self._spark_ready_file: Optional[str] = params.get("spark_ready_file")
         self._spark_wait: float = float(params.get("spark_wait", 180.0))
         self.spark_mode: str = params.get("spark_mode") or "connect"
+        self._pyfiles: list[str] = list(params.get("pyfiles") or [])
         self._spark = None
 
     @property
@@ -55,6 +56,9 @@ class JobContext:
             from pyspark.sql import SparkSession
             url = with_session(self._spark_remote, self._session_id)
             self._spark = SparkSession.builder.remote(url).getOrCreate()
+            shipped = [p for p in self._pyfiles if p.endswith((".py", ".zip", ".egg"))]
+            if shipped:  # as spark-submit --py-files: importable by UDFs on the executors
+                self._spark.addArtifacts(*shipped, pyfile=True)
         return self._spark
 
     def _wait_for_spark(self) -> None:
@@ -213,9 +217,9 @@ def _connect_session(ctx: JobContext, conf: dict) -> None:
         return  # no Spark here: a script that asks for a session gets pyspark's error
     ctx._wait_for_spark()
     os.environ["SPARK_REMOTE"] = with_session(ctx._spark_remote, ctx._session_id)
-    if not conf:
+    if not conf and not ctx._pyfiles:
         return
-    spark = ctx.spark
+    spark = ctx.spark  # the script's getOrCreate() returns it, pyfiles added
     for key, value in conf.items():
         try:
             spark.conf.set(key, value)

@@ -126,6 +126,9 @@ class SparkConnectServer:
         env = dict(os.environ)
         env["SPARK_HOME"] = spark_home()
         env["SPARK_LOCAL_IP"] = "127.0.0.1"
+        # Python UDFs run in workers of this interpreter (pyarrow and the job's modules
+        # are installed here; the system python3 may have neither)
+        env.setdefault("PYSPARK_PYTHON", sys.executable)
         env["JM_NICE"] = str(self.nice)
         env[PARENT_ENV] = str(os.getpid())  # jm.runtime.pdeathsig: the JVM dies with this peer
         env.setdefault("SPARK_LOG_DIR", self.log_dir)

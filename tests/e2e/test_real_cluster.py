@@ -80,6 +80,23 @@ def test_sql_job_keeps_rows(cluster):
     assert res["result"]["rows"] == [[i, i * i] for i in range(10)]
 
 
+def test_connect_mode_application_with_a_udf_from_py_files(cluster, tmp_path):
+    """examples/etl.py unchanged, in connect mode: a session on the peer's Connect server;
+    its --py-files module reaches the server's Python workers (the UDF imports it)."""
+    import subprocess
+    import sys
+    out = str(tmp_path / "etl-connect")
+    r = subprocess.run([sys.executable, "-m", "jm.client.cli", "run",
+                        os.path.join(ROOT, "examples", "etl.py"), "-", out, "--mode", "connect",
+                        "--py-files", os.path.join(ROOT, "examples", "etl_helpers.py"),
+                        "--wait"], cwd=ROOT, env=cluster.env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-2000:])
+    lines = [ln for ln in r.stdout.splitlines() if "\t" in ln]
+    assert lines == ["DE\t6\t76.5", "FR\t6\t90.0", "US\t6\t99.0", "unknown\t3\t49.5"], lines
+    assert any(f.endswith(".parquet") for f in os.listdir(out))
+
+
 def test_spark_server_crash_restarts_server_and_the_jobs_using_it(cluster):
     import psutil
     s, b = http("POST", cluster.urls[0] + "/jobs",
