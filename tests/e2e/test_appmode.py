@@ -99,6 +99,38 @@ def test_etl_udf_from_py_files_runs_on_the_executors(cluster, spark, tmp_path):
     assert spark.executors_of(info["attempts"][-1]["spark-app-id"])
 
 
+def test_an_entry_job_in_classic_mode_has_its_own_application(cluster, spark):
+    s, b = http("POST", cluster.urls[2] + "/jobs", {
+        "entry": "rdd_entry:main", "spark-mode": "classic", "name": "rdd-entry",
+        "pyfiles": [os.path.join(ROOT, "tests", "e2e", "apps", "rdd_entry.py")]})
+    assert s == 202, b
+    done = poll(lambda: (lambda j: j if j["state"] in TERMINAL else None)(
+        job(cluster, b["jobid"])), 240, interval=0.3, what="the classic entry job ended")
+    assert done["state"] == "FINISHED", http("GET", f"{cluster.urls[0]}/jobs/{b['jobid']}"
+                                                     "/exceptions")[1]
+    result = done["result"]
+    assert result["total"] == 3 * sum(range(100)) and result["seen"] == 100
+    assert result["name"] == "rdd-entry" and result["app"].startswith("app-")
+    assert done["attempts"][-1]["spark-app-id"] == result["app"]
+    assert spark.executors_of(result["app"])
+
+
+def test_the_examples_run_unchanged_with_spark_submit(tmp_path):
+    from jm.local.standalone import _spark_home
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+    for key in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_SUBMIT_ARGS"):
+        env.pop(key, None)
+    submit = [os.path.join(_spark_home(), "bin", "spark-submit"), "--master", "local[1]",
+              "--conf", "spark.ui.enabled=false"]
+    r = subprocess.run(submit + [os.path.join(EXAMPLES, "pi.py"), "2"], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "Pi is roughly" in r.stdout, r.stderr[-2000:]
+    r = subprocess.run(submit + ["--py-files", os.path.join(EXAMPLES, "etl_helpers.py"),
+                                 os.path.join(EXAMPLES, "etl.py"), "-", str(tmp_path / "o")],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "DE\t6\t76.5" in r.stdout, r.stderr[-2000:]
+
+
 LONG_APP = """
 import time
 from pyspark.sql import SparkSession
