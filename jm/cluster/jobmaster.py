@@ -319,6 +319,8 @@ class JobMaster:
                     await self._report(S.RUNNING, info=dict(info, restart=self.restart_index))
                 except Fenced:
                     return
+                except Exception:  # the details are informative: never fail the attempt
+                    self.log.exception("job %s: reporting its Spark application", self.job_id)
             delay = min(1.0, delay * 1.5)
 
     async def _wait_for_intent(self, timeout: Optional[float]) -> None:

@@ -5,11 +5,11 @@ when the job touches `ctx.spark` (or is a SQL job), never before the fork.
 """
 from __future__ import annotations
 
+import builtins
 import datetime
 import decimal
 import importlib
 import json
-import builtins
 import os
 import signal
 import socket
@@ -214,7 +214,7 @@ def _connect_session(ctx: JobContext, conf: dict) -> None:
     job's session on the peer's Spark Connect server (SPARK_REMOTE with the job's
     session id), with the job's properties set where Spark allows it at runtime."""
     if not ctx._spark_remote:
-        return  # no Spark here: a script that asks for a session gets pyspark's error
+        return  # no Spark Connect for this peer (README, Known limits)
     ctx._wait_for_spark()
     os.environ["SPARK_REMOTE"] = with_session(ctx._spark_remote, ctx._session_id)
     if not conf and not ctx._pyfiles:
