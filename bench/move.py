@@ -175,8 +175,7 @@ def main() -> int:
                            interval=0.2)
         finally:
             feeder.finish()
-        res = wait_sink(lambda sql: sql_rows(c, sql), sink, feeder.events,
-                        lambda fn, t, what: wait_until(fn, t, what, interval=2))
+        res = wait_sink(lambda sql: sql_rows(c, sql), sink, feeder.events, interval=2)
         sink_check = {"windows": res["windows"], "duplicated": res["duplicated"],
                       "wrong_or_missing": res["missing"] + res["wrong"]}
     summary = {"profile": args.profile, "sink": sink_check}

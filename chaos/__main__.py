@@ -115,7 +115,7 @@ def finish_streaming(c: ChaosCluster, feeds: list, jobs: list, log) -> Optional[
     errors, moves = [], {}
     for k, (feed, jid) in enumerate(zip(feeds, jobs)):
         feed.finish()
-        res = wait_sink(c.sql_rows, os.path.join(c.base, f"agg{k}"), feed.events, _wait)
+        res = wait_sink(c.sql_rows, os.path.join(c.base, f"agg{k}"), feed.events)
         job = call("GET", c.alive_url() + f"/jobs/{jid}")[1]
         moves[jid] = len(job.get("attempts") or []) - 1
         log(f"streaming {jid[:8]}: {res['windows']} windows expected, {res['rows']} rows, "
@@ -200,6 +200,9 @@ def run(sc: Scenario, out: str) -> int:
         # at least min_faults, however long each takes (a restarted peer's Spark JVM is
         # slow to start on a busy machine): the test asks for a count, not for speed
         while time.time() < end_at or len(faults) < sc.min_faults:
+            if time.time() >= end_at:  # past the duration: a bounded amount of events,
+                for feed in feeds:      # however long the remaining faults take
+                    feed.halt.set()
             kind = rnd.choice(sc.faults)
             hold = rnd.uniform(timeout + 1, timeout + 4) if kind != "pause" else \
                 rnd.uniform(lease + 0.5, timeout + 4)

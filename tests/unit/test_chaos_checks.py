@@ -62,3 +62,34 @@ def test_restart_in_place_without_fault_is_flagged():
     assert "stopped from" in checks.check_survivors_untouched(probes, [], 0.5)[0]
     pause = [{"kind": "pause", "node": "a", "start": 3.2, "end": 5.5, "jobs": ["j"]}]
     assert checks.check_survivors_untouched(probes, pause, 0.5) == []
+
+
+def _sink_case():
+    from chaos.streaming import BASE_TS, expected
+    import datetime
+    events = [{"user": f"u{i % 2}", "ts": (BASE_TS + datetime.timedelta(minutes=i)).isoformat(),
+               "amount": 1} for i in range(4)]
+    rows = [(datetime.datetime.fromisoformat(w).isoformat(), u, e, a)
+            for (w, u), (e, a) in sorted(expected(events).items())]
+    return events, rows
+
+
+def test_wait_sink_waits_while_the_sink_grows_and_stops_when_it_stalls():
+    from chaos.streaming import wait_sink
+    events, rows = _sink_case()
+    answers = iter([OSError("peer down"), rows[:1], rows[:2], rows[:2], rows[:3], rows])
+
+    def growing(sql):
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+    res = wait_sink(growing, "/sink", events, stall=30, interval=0)
+    assert res["ok"] and res["rows"] == 4
+    calls = []
+
+    def stuck(sql):
+        calls.append(sql)
+        return rows[:2]
+    res = wait_sink(stuck, "/sink", events, stall=0.2, interval=0.01)
+    assert not res["ok"] and res["missing"] == 2 and len(calls) >= 2
