@@ -20,6 +20,19 @@ def get(url: str, timeout: float = 5) -> dict:
         return json.loads(resp.read())
 
 
+def request(method: str, url: str, body: dict | None = None, timeout: float = 30) -> dict:
+    """One JSON request to a peer's REST API; the JSON answer ({} for an empty one)."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read() or b"{}")
+
+
+def post(url: str, body: dict | None) -> dict:
+    return request("POST", url, body, timeout=10)
+
+
 def pct(values: list[float], p: float) -> float:
     if not values:
         return float("nan")

@@ -18,7 +18,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.common import ROOT, BenchCluster, get, median, pct, wait_until  # noqa: E402
+from bench.common import ROOT, BenchCluster, get, median, pct, post, wait_until  # noqa: E402
 
 PROFILES = {
     "default": {},
@@ -28,14 +28,6 @@ PROFILES = {
              "raft.max-timeout": "400 ms", "raft.append-entries-period": "30 ms",
              "raft.leader-fallback-timeout": "400 ms"},
 }
-
-
-def post(url: str, body: dict) -> dict:
-    import urllib.request
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return json.loads(resp.read())
 
 
 def snapshot(url: str) -> dict:

@@ -27,20 +27,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.common import ROOT, BenchCluster, get, median, pct, wait_until  # noqa: E402
+from bench.common import ROOT, BenchCluster, get, median, pct, request, wait_until  # noqa: E402
 from bench.failover import PROFILES, nodes, post  # noqa: E402
 from chaos.streaming import EventFeed, wait_sink  # noqa: E402
 
 EXAMPLE = os.path.join(ROOT, "examples", "streaming_events.py")
-
-
-def request(method: str, url: str, body: dict | None = None) -> dict:
-    import urllib.request
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        return json.loads(resp.read() or b"{}")
 
 
 def commits(checkpoint: str) -> dict[int, float]:

@@ -13,17 +13,9 @@ import json
 import os
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.common import ROOT, BenchCluster, get, wait_until  # noqa: E402
-
-
-def post(url: str, body: dict) -> dict:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return json.loads(resp.read())
+from bench.common import ROOT, BenchCluster, get, post, wait_until  # noqa: E402
 
 
 def main() -> int:
