@@ -29,9 +29,10 @@ import psutil
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import ROOT, BenchCluster, get, median, wait_until  # noqa: E402
+from bench.common import ROOT, BenchCluster, get, median, post, request, wait_until  # noqa: E402
 from jm.config import KEYS  # noqa: E402
-from jm.local.standalone import StandaloneCluster, _spark_home  # noqa: E402
+from jm.local.standalone import StandaloneCluster, spark_env  # noqa: E402
+from jm.runtime.sparkserver import spark_home  # noqa: E402
 
 SHORT_APP = """
 import sys
@@ -56,15 +57,6 @@ open(sys.argv[1], "w").write(repr(time.time()))
 """
 
 
-def post(url: str, body, method: str = "POST") -> dict:
-    import urllib.request
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return json.loads(resp.read())
-
-
 def write(path: str, text: str) -> str:
     with open(path, "w") as f:
         f.write(text)
@@ -87,13 +79,10 @@ def all_app_ids(sa: StandaloneCluster) -> set:
 
 def spark_submit_trial(sa: StandaloneCluster, app: str, name: str, log: str) -> float:
     known = all_app_ids(sa)
-    env = dict(os.environ, SPARK_HOME=_spark_home(), SPARK_LOCAL_IP="127.0.0.1",
-               PYSPARK_PYTHON=sys.executable)
-    for key in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_SUBMIT_ARGS"):
-        env.pop(key, None)
+    env = spark_env()
     with open(log, "ab") as out:
         t0 = time.time()
-        proc = subprocess.Popen([os.path.join(_spark_home(), "bin", "spark-submit"),
+        proc = subprocess.Popen([os.path.join(spark_home(), "bin", "spark-submit"),
                                  "--master", sa.master_url, "--conf", "spark.ui.port=0",
                                  "--conf", "spark.driver.host=127.0.0.1", app, name],
                                 stdout=out, stderr=out, env=env, start_new_session=True)
@@ -145,7 +134,7 @@ def failover_trial(c: BenchCluster, sa: StandaloneCluster, app: str, name: str) 
         return next((a for a in apps if a["id"] != first["id"]), None)
     nxt = wait_until(second, 240, "the next attempt's application", interval=0.1)
     out = {"failover_s": nxt["starttime"] / 1000 - t_kill, "max_live_apps": most}
-    post(f"{survivor}/jobs/{jid}?mode=cancel", None, method="PATCH")
+    request("PATCH", f"{survivor}/jobs/{jid}?mode=cancel")
     wait_ended(survivor, jid)
     wait_until(lambda: not sa.active_apps(name), 60, "no application left after cancel")
     subprocess.run([os.path.join(ROOT, "bin", "jobmanager.sh"), "start", line], env=c.env,
@@ -188,7 +177,7 @@ def memory_phase(sa: StandaloneCluster, app: str, seconds: float) -> dict:
         zyg = rss_mb([p.pid for p in peer.children() if "jm.runtime.zygote" in
                       " ".join(p.cmdline())])
         for jid in ids:
-            post(f"{c.urls[0]}/jobs/{jid}?mode=cancel", None, method="PATCH")
+            request("PATCH", f"{c.urls[0]}/jobs/{jid}?mode=cancel")
         for jid in ids:
             wait_ended(c.urls[0], jid)
     return {"peer_idle_rss_mb": round(idle, 1), "peer_peak_rss_mb": round(peak, 1),

@@ -13,19 +13,24 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import urllib.request
 from typing import Any, Callable, Optional
 
 from jm.local.localcluster import free_ports
+from jm.runtime.sparkserver import spark_conf_dir, spark_home
 
 
-def _spark_home() -> str:
-    import importlib.util
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("pyspark is not installed")
-    return list(spec.submodule_search_locations)[0]
+def spark_env(**extra: str) -> dict:
+    """The environment for Spark's own launch scripts (spark-class, spark-submit) on
+    loopback: this interpreter for Python workers, and nothing of a Connect client or a
+    pyspark gateway (which would turn a submitted application into something else)."""
+    env = dict(os.environ, SPARK_HOME=spark_home(), SPARK_LOCAL_IP="127.0.0.1",
+               PYSPARK_PYTHON=sys.executable, **extra)
+    for key in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_SUBMIT_ARGS"):
+        env.pop(key, None)
+    return env
 
 
 class StandaloneCluster:
@@ -49,29 +54,16 @@ class StandaloneCluster:
         return f"http://127.0.0.1:{self.master_ui}"
 
     def _env(self) -> dict:
-        home = _spark_home()
-        conf_dir = os.path.join(self.base, "conf")
-        os.makedirs(conf_dir, exist_ok=True)
-        with open(os.path.join(conf_dir, "log4j2.properties"), "w") as f:
-            f.write("rootLogger.level = warn\nrootLogger.appenderRef.stdout.ref = console\n"
-                    "appender.console.type = Console\nappender.console.name = console\n"
-                    "appender.console.target = SYSTEM_ERR\n"
-                    "appender.console.layout.type = PatternLayout\n"
-                    "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n"
-                    "logger.master.name = org.apache.spark.deploy\n"
-                    "logger.master.level = info\n")
-        env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP="127.0.0.1",
-                   SPARK_CONF_DIR=conf_dir, SPARK_LOG_DIR=os.path.join(self.base, "logs"),
-                   SPARK_WORKER_DIR=os.path.join(self.base, "work"))
-        for key in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_SUBMIT_ARGS"):
-            env.pop(key, None)
-        return env
+        return spark_env(SPARK_CONF_DIR=spark_conf_dir(self.base, "WARN",
+                                                       "org.apache.spark.deploy"),
+                         SPARK_LOG_DIR=os.path.join(self.base, "logs"),
+                         SPARK_WORKER_DIR=os.path.join(self.base, "work"))
 
     def _daemon(self, name: str, args: list[str]) -> None:
         os.makedirs(os.path.join(self.base, "logs"), exist_ok=True)
         with open(os.path.join(self.base, "logs", f"{name}.log"), "ab") as out:
             self.procs.append(subprocess.Popen(
-                [os.path.join(_spark_home(), "bin", "spark-class"), *args],
+                [os.path.join(spark_home(), "bin", "spark-class"), *args],
                 stdout=out, stderr=out, env=self._env(), start_new_session=True))
 
     def start(self, timeout: float = 120.0) -> "StandaloneCluster":

@@ -54,9 +54,10 @@ def server_conf(master: str, conf: dict, cores: int) -> dict:
     return out
 
 
-def spark_conf_dir(log_dir: str, log_level: str) -> str:
+def spark_conf_dir(log_dir: str, log_level: str,
+                   info_logger: str = "org.apache.spark.sql.connect") -> str:
     """A SPARK_CONF_DIR for the JVMs a peer starts (its Connect server, jobs' drivers):
-    Spark's log at `spark.log.level`, on stderr."""
+    Spark's log at `spark.log.level`, on stderr, with `info_logger` at INFO."""
     conf_dir = os.path.join(log_dir, "spark-conf")
     os.makedirs(conf_dir, exist_ok=True)
     path = os.path.join(conf_dir, "log4j2.properties")
@@ -66,8 +67,8 @@ def spark_conf_dir(log_dir: str, log_level: str) -> str:
             "appender.console.target = SYSTEM_ERR\n"
             "appender.console.layout.type = PatternLayout\n"
             "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n\n"
-            "logger.connect.name = org.apache.spark.sql.connect\n"
-            "logger.connect.level = info\n")
+            f"logger.info.name = {info_logger}\n"
+            "logger.info.level = info\n")
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         f.write(text)

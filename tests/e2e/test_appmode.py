@@ -116,11 +116,10 @@ def test_an_entry_job_in_classic_mode_has_its_own_application(cluster, spark):
 
 
 def test_the_examples_run_unchanged_with_spark_submit(tmp_path):
-    from jm.local.standalone import _spark_home
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
-    for key in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_SUBMIT_ARGS"):
-        env.pop(key, None)
-    submit = [os.path.join(_spark_home(), "bin", "spark-submit"), "--master", "local[1]",
+    from jm.local.standalone import spark_env
+    from jm.runtime.sparkserver import spark_home
+    env = spark_env()
+    submit = [os.path.join(spark_home(), "bin", "spark-submit"), "--master", "local[1]",
               "--conf", "spark.ui.enabled=false"]
     r = subprocess.run(submit + [os.path.join(EXAMPLES, "pi.py"), "2"], env=env,
                        capture_output=True, text=True, timeout=300)
