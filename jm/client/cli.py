@@ -25,11 +25,10 @@ from jm.client.cli_run import add_run
 from jm.client.cli_spec import (IDENT_RE, build_spec, canonical_name, post_job,
                                 print_submitted, upload)
 from jm.client.cli_http import (DEFAULT_ADDRESS, masters_addresses, DEFAULT_TIMEOUT, EXIT_API, EXIT_INTERRUPTED,
-                         EXIT_OK, EXIT_USAGE, ApiError, CliError, Client, UsageError, _q,
+                         EXIT_OK, EXIT_USAGE, TERMINAL, ApiError, CliError, Client, UsageError, _q,
                          compact, fmt_duration, fmt_time, one_line, out, print_json,
-                         table)
+                         table, root_exception, end_error, interrupted)
 
-TERMINAL = ("FINISHED", "FAILED", "CANCELED")
 
 
 # ---- submit ---------------------------------------------------------------------------
@@ -61,13 +60,8 @@ def cmd_submit(client: Client, a: argparse.Namespace) -> int:
         progress = not a.json and (a.progress or sys.stderr.isatty())
         job = wait_for_end(client, job_id, deadline, a.timeout, progress=progress)
     except KeyboardInterrupt:
-        raise _interrupted(job_id) from None
+        raise interrupted(job_id) from None
     return report_end(client, job, a.json, expect="FINISHED")
-
-
-def _interrupted(job_id: str) -> CliError:
-    return CliError(f"interrupted; job {job_id} keeps running (stop it with: "
-                    f"jm cancel {job_id})", EXIT_INTERRUPTED)
 
 
 def wait_for_end(client: Client, job_id: str, deadline: Optional[float],
@@ -97,17 +91,12 @@ def wait_for_end(client: Client, job_id: str, deadline: Optional[float],
             time.sleep(pause)
             interval = min(interval * 1.5, 1.0)
     except KeyboardInterrupt:
-        raise _interrupted(job_id) from None
+        raise interrupted(job_id) from None
 
 
 def report_end(client: Client, job: dict, as_json: bool, expect: str) -> int:
     job_id, state = job.get("jid"), job.get("state")
-    root = None
-    if state == "FAILED":
-        try:
-            root = client.get(f"/jobs/{_q(job_id)}/exceptions").get("root-exception")
-        except ApiError:
-            root = None
+    root = root_exception(client, job_id) if state == "FAILED" else None
     if as_json:
         print_json(job)
     else:
@@ -118,10 +107,7 @@ def report_end(client: Client, job: dict, as_json: bool, expect: str) -> int:
             out(str(root))
     if state == expect:
         return EXIT_OK
-    if state == "FAILED":
-        raise CliError(f"job {job_id} ended FAILED" + (f": {one_line(root, 300)}" if root else "")
-                       + f" (details: jm exceptions {job_id})")
-    raise CliError(f"job {job_id} ended {state}")
+    raise end_error(job_id, state, root)
 
 
 # ---- other commands -------------------------------------------------------------------

@@ -11,6 +11,7 @@ DEFAULT_TIMEOUT = 30.0          # retry budget of one request, seconds
 MAX_ATTEMPTS = 5                # per request, on connection errors and 503
 ATTEMPT_TIMEOUT = 15.0          # socket timeout of one attempt
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+TERMINAL = ("FINISHED", "FAILED", "CANCELED")  # the states a job ends in
 
 
 # ---- errors ---------------------------------------------------------------------------
@@ -287,3 +288,27 @@ def fmt_size(n: Any) -> str:
 
 def compact(obj: Any) -> str:
     return json.dumps(obj)
+
+
+# ---- how a watched job ended -------------------------------------------------------------
+
+def root_exception(client: "Client", job_id: str) -> Any:
+    """A failed job's root exception, or None if it cannot be read."""
+    try:
+        return client.get(f"/jobs/{_q(job_id)}/exceptions").get("root-exception")
+    except ApiError:
+        return None
+
+
+def end_error(job_id: str, state: Any, root: Any) -> CliError:
+    """The one-line error for a job that did not end as the command expected."""
+    if state == "FAILED":
+        return CliError(f"job {job_id} ended FAILED" + (f": {one_line(root, 300)}" if root
+                                                         else "")
+                        + f" (details: jm exceptions {job_id})")
+    return CliError(f"job {job_id} ended {state}")
+
+
+def interrupted(job_id: str) -> CliError:
+    return CliError(f"interrupted; job {job_id} keeps running (stop it with: "
+                    f"jm cancel {job_id})", EXIT_INTERRUPTED)

@@ -3,11 +3,13 @@ artifacts, upload."""
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 import uuid
 from typing import Any, Callable, Optional
 
-from jm.client.cli_http import (EXIT_INTERRUPTED, EXIT_OK, CliError, Client, UsageError, _q,
+from jm.client.cli_http import (EXIT_INTERRUPTED, EXIT_OK, TERMINAL, ApiError, CliError,
+                         Client, UsageError, _q,
                          fmt_size, fmt_time, out, print_json, table)
 
 
@@ -144,7 +146,6 @@ def cmd_artifacts(client: Client, a: argparse.Namespace) -> int:
 def cmd_logs(client: Client, a: argparse.Namespace) -> int:
     """Print an attempt's log; with -f, follow the job (into its next attempts) until it
     ends."""
-    import sys
     path = f"/jobs/{_q(a.jobid)}/logs"
     attempt = a.attempt
     query = f"?tail={a.tail}" if a.tail is not None else "?offset=0"
@@ -158,28 +159,63 @@ def cmd_logs(client: Client, a: argparse.Namespace) -> int:
     sys.stdout.flush()
     if not a.follow:
         return EXIT_OK
-    attempt, offset = res.get("attempt"), res.get("next-offset", 0)
     try:
-        while True:
-            res = client.get(f"{path}?attempt={attempt}&offset={offset}")
-            sys.stdout.write(res.get("text", ""))
-            sys.stdout.flush()
-            offset = res.get("next-offset", offset)
-            if res.get("truncated"):
-                continue  # more is there already
-            if res.get("ended"):
-                job = client.get(f"/jobs/{_q(a.jobid)}")
-                newer = [t["attempt"] for t in job.get("attempts") or []
-                         if t.get("attempt", 0) > attempt]
-                if newer:
-                    attempt, offset = min(newer), 0
-                    out(f"--- attempt {attempt} on {job['attempts'][attempt - 1]['node']}")
-                    continue
-                if job.get("state") in ("FINISHED", "FAILED", "CANCELED"):
-                    return EXIT_OK
-            time.sleep(0.5)
+        follow_logs(client, a.jobid, sys.stdout.write, res.get("attempt"),
+                    res.get("next-offset", 0),
+                    announce=lambda n, node: out(f"--- attempt {n} on {node}"))
     except KeyboardInterrupt:
-        return EXIT_OK
+        pass
+    return EXIT_OK
+
+
+def follow_logs(client: Client, job_id: str, write: Callable[[str], Any],
+                attempt: Optional[int] = None, offset: int = 0,
+                announce: Callable[[int, str], Any] = lambda n, node: None,
+                lost_ok: bool = False, sleep: Callable[[float], None] = time.sleep) -> dict:
+    """Write a job's output from `attempt` (default: its first) at `offset`, attempt after
+    attempt (`announce` names each next one), until the job has ended; return the job.
+    With `lost_ok`, an attempt whose peer cannot serve its log is noted and skipped."""
+    pause = 0.1
+    while True:
+        if attempt is None:
+            job = client.get(f"/jobs/{_q(job_id)}")
+            if job.get("attempts"):
+                attempt = job["attempts"][0]["attempt"]
+            elif job.get("state") in TERMINAL:
+                return job
+            else:
+                sleep(pause)
+                pause = min(pause * 1.5, 1.0)
+                continue
+        try:
+            res = client.get(f"/jobs/{_q(job_id)}/logs?attempt={attempt}&offset={offset}")
+        except ApiError as exc:
+            if not lost_ok:
+                raise
+            write(f"[jm] the output of attempt {attempt} is not reachable: {exc}\n")
+            res = {"text": "", "ended": True, "next-offset": offset}
+        if res.get("text"):
+            write(res["text"])
+            pause = 0.1
+        offset = res.get("next-offset", offset)
+        if res.get("truncated"):
+            continue  # more is there already
+        if res.get("ended"):
+            job = client.get(f"/jobs/{_q(job_id)}")
+            newer = [t for t in job.get("attempts") or [] if t.get("attempt", 0) > attempt]
+            if newer:
+                nxt = min(newer, key=lambda t: t["attempt"])
+                attempt, offset = nxt["attempt"], 0
+                announce(attempt, nxt["node"])
+                continue
+            if job.get("state") in TERMINAL:
+                return job
+        try:
+            sys.stdout.flush()
+        except Exception:
+            pass
+        sleep(pause)
+        pause = min(pause * 1.5, 1.0)
 
 
 def add_commands(add: Callable[..., argparse.ArgumentParser],

@@ -12,11 +12,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
-from jm.client.cli_http import (EXIT_INTERRUPTED, EXIT_OK, ApiError, CliError, Client,
-                                UsageError, _q, one_line, print_json)
+from jm.client.cli_http import (EXIT_OK, Client, UsageError, end_error, interrupted,
+                                print_json, root_exception)
+from jm.client.cli_ops import follow_logs
 from jm.client.cli_spec import parse_pairs, parse_restart, post_job, print_submitted
 
 # jm run's options after APP: name -> takes a value
@@ -106,65 +106,17 @@ def cmd_run(client: Client, a: argparse.Namespace, upload: Callable[[Client, str
     print(f"[jm] job {job_id} submitted; its driver's output follows", file=sys.stderr,
           flush=True)
     try:
-        job = follow(client, job_id, sys.stdout.write)
+        job = follow_logs(client, job_id, sys.stdout.write, lost_ok=True,
+                          announce=lambda n, node: print(f"[jm] attempt {n} on {node}",
+                                                         flush=True))
     except KeyboardInterrupt:
-        raise CliError(f"interrupted; job {job_id} keeps running (stop it with: "
-                       f"jm cancel {job_id})", EXIT_INTERRUPTED) from None
-    state = job.get("state")
+        raise interrupted(job_id) from None
     if a.json:
         print_json(job)
-    if state == "FINISHED":
+    if job.get("state") == "FINISHED":
         return EXIT_OK
-    root = None
-    if state == "FAILED":
-        try:
-            root = client.get(f"/jobs/{_q(job_id)}/exceptions").get("root-exception")
-        except ApiError:
-            pass
-    raise CliError(f"job {job_id} ended {state}" + (f": {one_line(root, 300)}" if root else "")
-                   + (f" (details: jm exceptions {job_id})" if state == "FAILED" else ""))
-
-
-def follow(client: Client, job_id: str, write: Callable[[str], Any],
-           sleep: Callable[[float], None] = time.sleep) -> dict:
-    """Write the job's output, attempt after attempt, until it ends; return the job."""
-    attempt: Optional[int] = None
-    offset = 0
-    pause = 0.1
-    while True:
-        job = client.get(f"/jobs/{_q(job_id)}")
-        attempts = [t["attempt"] for t in job.get("attempts") or []]
-        if attempt is None and attempts:
-            attempt = attempts[0]
-        if attempt is not None:
-            try:
-                res = client.get(f"/jobs/{_q(job_id)}/logs?attempt={attempt}&offset={offset}")
-            except ApiError as exc:  # its peer is gone: its output is with it
-                write(f"[jm] the output of attempt {attempt} is not reachable: {exc}\n")
-                res = {"text": "", "ended": True, "next-offset": offset}
-            text = res.get("text", "")
-            if text:
-                write(text)
-                pause = 0.1
-            offset = res.get("next-offset", offset)
-            if res.get("truncated"):
-                continue
-            newer = [n for n in attempts if n > attempt]
-            if res.get("ended") and newer:
-                attempt, offset = min(newer), 0
-                node = next(t["node"] for t in job["attempts"] if t["attempt"] == attempt)
-                write(f"[jm] attempt {attempt} on {node}\n")
-                continue
-            if res.get("ended") and job.get("state") in ("FINISHED", "FAILED", "CANCELED"):
-                return job
-        elif job.get("state") in ("FINISHED", "FAILED", "CANCELED"):
-            return job
-        try:
-            sys.stdout.flush()
-        except Exception:
-            pass
-        sleep(pause)
-        pause = min(pause * 1.5, 1.0)
+    root = root_exception(client, job_id) if job.get("state") == "FAILED" else None
+    raise end_error(job_id, job.get("state"), root)
 
 
 def add_run(add: Callable[..., argparse.ArgumentParser],
