@@ -260,11 +260,13 @@ class JobMaster:
                 refused = self.process.pid <= 0  # the zygote runs nothing without a lease
                 if not refused:
                     await self._report(S.RUNNING)
-                watch = asyncio.create_task(self._watch_spark(run_dir))
+                watch = (asyncio.create_task(self._watch_spark(run_dir))
+                         if self.spec.get("spark-mode") == "classic" else None)
                 try:
                     outcome = await self._wait_or_intent(run_dir)
                 finally:
-                    watch.cancel()
+                    if watch is not None:
+                        watch.cancel()
                 if outcome is None:  # stopped for a request (cancel, stop, move)
                     result = (_read_json(os.path.join(run_dir, "result.json")) or {}).get("result")
                     intent = self._intent()  # None: the request was withdrawn meanwhile
@@ -303,9 +305,7 @@ class JobMaster:
 
     async def _watch_spark(self, run_dir: str) -> None:
         """Report the attempt's Spark application (id, UI, executors, a note when it waits
-        for resources) whenever the job process writes new details."""
-        if self.spec.get("spark-mode") != "classic":
-            return
+        for resources) whenever the job process (classic mode) writes new details."""
         path = os.path.join(run_dir, INFO_FILE)
         last: Any = None
         delay = 0.1

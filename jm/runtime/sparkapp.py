@@ -54,21 +54,17 @@ def driver_conf(params: dict) -> dict:
     return conf
 
 
-def _set_pdeathsig() -> None:
-    import ctypes
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)
-    except OSError:
-        pass
-
-
 def _fence_gateway_launch() -> None:
     """Make pyspark's gateway launch give the driver JVM a parent-death signal (pyspark
     replaces any preexec_fn passed to it, so its Popen is wrapped)."""
+    import ctypes
     from pyspark import java_gateway
     if getattr(java_gateway.Popen, "_jm_fenced", False):
         return
     original = java_gateway.Popen
+    # resolved here: the forked child only calls it (no import or dlopen between fork
+    # and exec, where another thread may have held a lock)
+    prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
 
     def popen(cmd, **kwargs):
         before = kwargs.get("preexec_fn")
@@ -76,7 +72,7 @@ def _fence_gateway_launch() -> None:
         def preexec():
             if before is not None:
                 before()
-            _set_pdeathsig()
+            prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
         kwargs["preexec_fn"] = preexec
         return original(cmd, **kwargs)
     popen._jm_fenced = True  # type: ignore[attr-defined]
