@@ -259,7 +259,18 @@ def _attempt_info(job: JobRecord, r: c.StatusReport) -> None:
     if attempt is None or attempt.epoch != r.epoch:
         return
     apps = [a for a in (attempt.spark or []) if a.get("restart") != r.info.get("restart")]
-    attempt.spark = (apps + [dict(r.info)])[-MAX_SPARK_APPS:]
+    info = dict(r.info)
+    prev = next((a for a in attempt.spark or [] if a.get("restart") == info.get("restart")
+                 and a.get("spark-app-id") == info.get("spark-app-id")), None) or {}
+    if info.get("waiting"):  # since when it says so
+        same = prev.get("waiting") == info["waiting"]
+        info["waiting-since"] = prev.get("waiting-since", r.time) if same else r.time
+    elif prev.get("waiting"):  # it waited until now: the exception history keeps that
+        info["waited"] = {"note": prev["waiting"], "since": prev.get("waiting-since"),
+                          "until": r.time}
+    elif prev.get("waited"):
+        info["waited"] = prev["waited"]
+    attempt.spark = (apps + [info])[-MAX_SPARK_APPS:]
 
 
 def _each(state: ClusterState, items: Any, kind: type, handler) -> Result:

@@ -74,12 +74,14 @@ def wait_for_end(client: Client, job_id: str, deadline: Optional[float],
         while True:
             job = client.get(f"/jobs/{_q(job_id)}")
             state = job.get("state")
-            now_seen = (state, job.get("node"), job.get("attempt"))
+            now_seen = (state, job.get("node"), job.get("attempt"), job.get("spark-waiting"))
             if progress and now_seen != seen:
                 seen = now_seen
                 where = f" on {job.get('node')}" if job.get("node") else ""
                 attempt = f" (attempt {job.get('attempt')})" if job.get("attempt") else ""
-                print(f"{time.monotonic() - start:7.1f} s  {state}{where}{attempt}",
+                note = (f", waiting for Spark resources: {job['spark-waiting']}"
+                        if job.get("spark-waiting") else "")
+                print(f"{time.monotonic() - start:7.1f} s  {state}{where}{attempt}{note}",
                       file=sys.stderr, flush=True)
             if state in TERMINAL:
                 return job
@@ -133,7 +135,10 @@ def cmd_status(client: Client, a: argparse.Namespace) -> int:
         print_json(job)
         return EXIT_OK
     spec = job.get("spec") or {}
-    fields = [("job", job.get("jid")), ("name", job.get("name")), ("state", job.get("state")),
+    state = job.get("state")
+    if job.get("spark-waiting"):
+        state = f"{state}, waiting for Spark resources"
+    fields = [("job", job.get("jid")), ("name", job.get("name")), ("state", state),
               ("node", job.get("node") or "-"), ("attempt", job.get("attempt")),
               ("restarts", job.get("restarts")),
               ("submitted", fmt_time(job.get("start-time"))),

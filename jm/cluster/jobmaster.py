@@ -60,6 +60,9 @@ class JobEnv:
     commit: Optional[Callable[[Any], Awaitable[Any]]] = None  # one Raft command -> Result
     metrics: Any = None  # jm.cluster.metrics.PeerMetrics
     spark_conf_dir: Optional[str] = None  # SPARK_CONF_DIR for jobs' drivers
+    # the peer's Connect server application on a Spark cluster (id, UI, executors, a
+    # waiting note), None otherwise
+    spark_info: Callable[[], Optional[dict]] = lambda: None
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,10 @@ class JobMaster:
         self.session_id: Optional[str] = None
         self.task: Optional[asyncio.Task] = None
         self.restart_index = 0
+        self.connect = spec.get("spark-mode") != "classic"
+        self._live: Optional[int] = None      # the restart whose RUNNING was reported
+        self._told_waiting = False            # its server's waiting note was reported
+        self._info_tasks: set[asyncio.Task] = set()
         self._savepoint_tasks: dict[str, asyncio.Task] = {}
         self.log = logging.LoggerAdapter(log, {"job": job_id, "epoch": epoch})
 
@@ -135,7 +142,8 @@ class JobMaster:
         """Stop without reporting (the job moved away, or this peer is fenced/stopping)."""
         if self.process:
             self.env.executor.kill(self.process, signal.SIGKILL)
-        tasks = [t for t in [self.task, *self._savepoint_tasks.values()] if t and not t.done()]
+        tasks = [t for t in [self.task, *self._savepoint_tasks.values(), *self._info_tasks]
+                 if t and not t.done()]
         for t in tasks:
             t.cancel()
         if tasks:  # bounded: a task that ignores its cancellation must not hold the peer
@@ -260,11 +268,14 @@ class JobMaster:
                 refused = self.process.pid <= 0  # the zygote runs nothing without a lease
                 if not refused:
                     await self._report(S.RUNNING)
-                watch = (asyncio.create_task(self._watch_spark(run_dir))
-                         if self.spec.get("spark-mode") == "classic" else None)
+                    self._live, self._told_waiting = self.restart_index, False
+                    self.note_server(self.env.spark_info())
+                watch = (None if self.connect
+                         else asyncio.create_task(self._watch_spark(run_dir)))
                 try:
                     outcome = await self._wait_or_intent(run_dir)
                 finally:
+                    self._live = None
                     if watch is not None:
                         watch.cancel()
                 if outcome is None:  # stopped for a request (cancel, stop, move)
@@ -314,14 +325,38 @@ class JobMaster:
             info = _read_json(path)
             if info is not None and info != last:
                 last = info
-                info = {k: str(v)[:500] if isinstance(v, str) else v for k, v in info.items()}
-                try:
-                    await self._report(S.RUNNING, info=dict(info, restart=self.restart_index))
-                except Fenced:
+                if not await self._report_info(self._info_report(info)):
                     return
-                except Exception:  # the details are informative: never fail the attempt
-                    self.log.exception("job %s: reporting its Spark application", self.job_id)
             delay = min(1.0, delay * 1.5)
+
+    def note_server(self, info: Optional[dict]) -> None:
+        """A connect-mode job runs on its peer's Connect server: while that server's
+        application waits for executors on the Spark cluster, so does the job, and its
+        attempt says so (reported when the note appears and when it goes, nothing
+        otherwise: no write per job on the way in)."""
+        if not self.connect or self._live is None or info is None:
+            return
+        waiting = bool(info.get("waiting"))
+        if waiting or self._told_waiting:
+            self._told_waiting = waiting
+            # sent now, in order: it cannot overtake the attempt's end
+            task = asyncio.create_task(self._report_info(self._info_report(info)))
+            self._info_tasks.add(task)
+            task.add_done_callback(self._info_tasks.discard)
+
+    def _info_report(self, info: dict) -> asyncio.Future:
+        info = {k: str(v)[:500] if isinstance(v, str) else v for k, v in info.items()}
+        return self._send(S.RUNNING, info=dict(info, restart=self.restart_index))
+
+    async def _report_info(self, sent: asyncio.Future) -> bool:
+        """Await a report of Spark details for the running attempt; False once fenced."""
+        try:
+            await self._report(S.RUNNING, sent=sent)
+        except Fenced:
+            return False
+        except Exception:  # the details are informative: never fail the attempt
+            self.log.exception("job %s: reporting its Spark application", self.job_id)
+        return True
 
     async def _wait_for_intent(self, timeout: Optional[float]) -> None:
         """Wait until a request (cancel, stop, move) arrives, at most `timeout` seconds."""

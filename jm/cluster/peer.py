@@ -113,7 +113,9 @@ class Peer:
                 self.conf["spark.log.level"], self.conf["spark.connect.startup-timeout"],
                 self._spark_warmup, on_start=lambda pid: self.executor.guard([pid]),
                 nice=self.conf["jobmanager.executor.nice"],
-                on_ready_change=lambda: self.lease and self.lease.now.set())
+                on_ready_change=lambda: self.lease and self.lease.now.set(),
+                waiting_after=self.conf["spark.executor-wait-warning"],
+                on_info=self._spark_info_changed)
             self.spark.start()
         self.reporter = make_reporter(self.raft, self.conf["rest.write-timeout"])
         self.reporter.start()
@@ -123,7 +125,8 @@ class Peer:
         env = JobEnv(self.node, self.conf, self.executor, self.reporter, self.resolve_pyfiles,
                      self.spark_remote, spark_ready_file if self.spark else None,
                      self.log_dir, self.data_dir, time.time, self.lease_valid, self._commit,
-                     self.metrics, spark_conf_dir(self.log_dir, self.conf["spark.log.level"]))
+                     self.metrics, spark_conf_dir(self.log_dir, self.conf["spark.log.level"]),
+                     lambda: self.spark.info if self.spark else None)
         self.dispatcher = Dispatcher(self.raft, env)
         self.rm = ResourceManager(self.raft, self.conf["heartbeat.timeout"],
                                   self.conf["rest.write-timeout"],
@@ -154,6 +157,13 @@ class Peer:
         return RegisterPeer(self.node, self.me.host, self.me.rest_port, self.me.raft_port,
                             os.getpid(), self.conf["jobmanager.slots"], time.time(),
                             self.conf["jobmanager.weight"], self.spark_ready())
+
+    def _spark_info_changed(self, info: dict) -> None:
+        """The Connect server's application changed or started or stopped waiting for
+        executors: its connect-mode jobs say so."""
+        if self.dispatcher is not None:
+            for master in list(self.dispatcher.masters.values()):
+                master.note_server(info)
 
     def lease_valid(self) -> bool:
         return self.lease is not None and self.lease.valid()

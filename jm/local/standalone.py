@@ -44,6 +44,7 @@ class StandaloneCluster:
         self.master_port, self.master_ui = ports[0], ports[1]
         self.worker_uis = ports[2:]
         self.procs: list[subprocess.Popen] = []
+        self.workers: dict[int, subprocess.Popen] = {}
 
     @property
     def master_url(self) -> str:
@@ -73,18 +74,33 @@ class StandaloneCluster:
                                     "--webui-port", str(self.master_ui)])
             self.wait(lambda: self.status().get("status") == "ALIVE", timeout,
                       "the Spark master to start")
-            for i, ui in enumerate(self.worker_uis):
-                self._daemon(f"worker-{i}", ["org.apache.spark.deploy.worker.Worker",
-                                             self.master_url, "--host", "127.0.0.1",
-                                             "--cores", str(self.cores), "--memory", self.memory,
-                                             "--webui-port", str(ui),
-                                             "--work-dir", os.path.join(self.base, f"work-{i}")])
+            for i in range(self.n_workers):
+                self.start_worker(i)
             self.wait(lambda: self.alive_workers() == self.n_workers, timeout,
                       f"{self.n_workers} Spark workers to register")
         except BaseException:
             self.stop()
             raise
         return self
+
+    def start_worker(self, i: int) -> None:
+        """Start worker `i` (again): it registers with the master by itself."""
+        self._daemon(f"worker-{i}", ["org.apache.spark.deploy.worker.Worker",
+                                     self.master_url, "--host", "127.0.0.1",
+                                     "--cores", str(self.cores), "--memory", self.memory,
+                                     "--webui-port", str(self.worker_uis[i]),
+                                     "--work-dir", os.path.join(self.base, f"work-{i}")])
+        self.workers[i] = self.procs[-1]
+
+    def kill_worker(self, i: int) -> None:
+        """SIGKILL worker `i` and its executors (its process group), as a lost host."""
+        proc = self.workers.pop(i)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        proc.wait(10)
+        self.procs.remove(proc)
 
     def wait(self, cond: Callable[[], Any], timeout: float, what: str) -> Any:
         deadline = time.monotonic() + timeout
@@ -141,6 +157,7 @@ class StandaloneCluster:
             except subprocess.TimeoutExpired:
                 pass
         self.procs = []
+        self.workers = {}
 
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]

@@ -74,8 +74,19 @@ def jobs_overview(st: ClusterState, now: float) -> dict:
     return {"jobs": [job_row(j, now) for j in st.jobs.values()]}
 
 
+def spark_waiting(job: JobRecord) -> Optional[str]:
+    """What the job's live attempt waits for on the Spark cluster, if anything."""
+    a = job.attempts[-1] if job.attempts else None
+    if a is None or a.end is not None or job.status in S.TERMINAL or not a.spark:
+        return None
+    return a.spark[-1].get("waiting")
+
+
 def job_detail(job: JobRecord, now: float) -> dict:
     out = job_row(job, now)
+    note = spark_waiting(job)
+    if note:
+        out["spark-waiting"] = note
     out.update({
         "spec": job.spec,
         "timestamps": {k: _ms(v) for k, v in job.timestamps.items()},
@@ -129,12 +140,40 @@ def savepoint_status(job: JobRecord, request_id: str) -> Optional[dict]:
     return None if sp is None else _savepoint(sp)
 
 
+def _waits(job: JobRecord) -> list[dict]:
+    """Each time an attempt's Spark application waited for executors, as an exception
+    entry that is not a failure (Flink shows NoResourceAvailableException likewise)."""
+    out = []
+    for a in job.attempts:
+        for app in a.spark or []:
+            waited = app.get("waited") if isinstance(app.get("waited"), dict) else {}
+            note = app.get("waiting") or waited.get("note")
+            if not note:
+                continue
+            entry = {"attempt": a.epoch, "node": a.node,
+                     "timestamp": _ms(app.get("waiting-since", waited.get("since"))),
+                     "exception": "SparkResourcesUnavailable: " + note, "stacktrace": "",
+                     "final": False, "reason": None, "failure": False,
+                     "spark-app-id": app.get("spark-app-id")}
+            if not app.get("waiting"):
+                entry["reason"] = "executors granted later"
+                entry["resolved-at"] = _ms(waited.get("until"))
+            out.append(entry)
+    return out
+
+
 def job_exceptions(job: JobRecord) -> dict:
     entries = [{"attempt": f.get("attempt"), "node": f.get("node"),
                 "timestamp": _ms(f.get("time")), "exception": f.get("exception"),
                 "stacktrace": f.get("traceback", ""), "final": bool(f.get("final")),
-                "reason": f.get("reason")} for f in reversed(job.failures)]
-    root = entries[0] if entries else None
+                "reason": f.get("reason"), "failure": True} for f in reversed(job.failures)]
+    # newest first; a failure before a note of the same moment
+    entries = sorted(entries + _waits(job), key=lambda e: (e["timestamp"], e["failure"]),
+                     reverse=True)
+    if job.status in S.TERMINAL:  # how it ended, not what it once waited for
+        root = next((e for e in entries if e["failure"]), None)
+    else:
+        root = entries[0] if entries else None
     return {"root-exception": root["exception"] if root else None,
             "timestamp": root["timestamp"] if root else None,
             "all-exceptions": entries, "truncated": job.failure_count > len(entries)}

@@ -211,8 +211,7 @@ class InfoWatcher(threading.Thread):
         self.clock = clock
         self.done = threading.Event()
         self._last: Optional[dict] = None
-        self._app: Optional[str] = None
-        self._since = 0.0
+        self._idle = IdleSince()
 
     def poll(self) -> None:
         try:
@@ -221,10 +220,7 @@ class InfoWatcher(threading.Thread):
             return
         if info is None:
             return
-        now = self.clock()
-        if info["spark-app-id"] != self._app:
-            self._app, self._since = info["spark-app-id"], now
-        info = dict(info, **waiting(info, now - self._since, self.waiting_after))
+        info = dict(info, **self._idle.note(info, self.clock(), self.waiting_after))
         if info != self._last:
             write_info(self.path, info)
             self._last = info
@@ -236,12 +232,33 @@ class InfoWatcher(threading.Thread):
             delay = 0.1 if self._last is None else 1.0
 
 
+class IdleSince:
+    """Since when an application has had no executor (pure: the clock is given); a new
+    application starts afresh."""
+
+    def __init__(self) -> None:
+        self.app: Optional[str] = None
+        self.since: Optional[float] = None
+
+    def note(self, info: dict, now: float, after: float) -> dict:
+        """The waiting note for `info` observed at `now` ({} while it has executors)."""
+        if info.get("spark-app-id") != self.app:
+            self.app, self.since = info.get("spark-app-id"), None
+        if info.get("executors", 1) > 0:
+            self.since = None
+            return {}
+        if self.since is None:
+            self.since = now
+        return waiting(info, now - self.since, after)
+
+
 def waiting(info: dict, age: float, after: float) -> dict:
     """A 'waiting' note when a cluster application has had no executor for `after`
-    seconds (pure)."""
+    seconds (pure). Its text does not change while it waits (one report, not one a
+    second)."""
     if info.get("executors", 1) > 0 or age < after:
         return {}
-    return {"waiting": f"no executor granted by {info.get('master')} for {int(age)} s: the "
-                       "Spark cluster has no free cores or memory for this application "
-                       "(see its master's UI; spark.cores.max and spark.executor.memory "
-                       "size what it asks for)"}
+    return {"waiting": f"no executor granted by {info.get('master')} for {int(after)} s "
+                       "or more: the Spark cluster has no free cores or memory for this "
+                       "application (see its master's UI; spark.cores.max and "
+                       "spark.executor.memory size what it asks for)"}

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import logging
 import os
 import socket
 import sys
 import time
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
+import aiohttp
+
+from jm.runtime.sparkapp import IdleSince
 from jm.runtime.zygote import PARENT_ENV
 
 
@@ -54,6 +58,17 @@ def server_conf(master: str, conf: dict, cores: int) -> dict:
     return out
 
 
+def server_info(master: str, ui_url: str, apps: Any, executors: Any) -> Optional[dict]:
+    """The server's application from its UI's REST answers (pure): its id, UI and how many
+    executors it has (the driver is not one); None while it has no application."""
+    if not isinstance(apps, list) or not apps or not isinstance(apps[0], dict):
+        return None
+    count = sum(1 for e in executors if isinstance(e, dict) and e.get("id") != "driver"
+                ) if isinstance(executors, list) else 0
+    return {"spark-app-id": str(apps[0].get("id")), "spark-ui": ui_url, "master": master,
+            "executors": count, "shared": "the peer's Spark Connect server"}
+
+
 def spark_conf_dir(log_dir: str, log_level: str,
                    info_logger: str = "org.apache.spark.sql.connect") -> str:
     """A SPARK_CONF_DIR for the JVMs a peer starts (its Connect server, jobs' drivers):
@@ -81,8 +96,16 @@ class SparkConnectServer:
                  driver_memory: str, extra_conf: dict, log_level: str,
                  startup_timeout: float, warmup: Callable,
                  on_start: Callable[[int], None] = lambda pid: None, nice: int = 0,
-                 on_ready_change: Callable[[], None] = lambda: None) -> None:
+                 on_ready_change: Callable[[], None] = lambda: None,
+                 waiting_after: float = 30.0,
+                 on_info: Callable[[dict], None] = lambda info: None) -> None:
         self.port = port
+        # on a Spark cluster the server's UI (loopback) says whether it has executors
+        self.on_cluster = not master.startswith("local")
+        self.ui_port: Optional[int] = None  # a free one at every start
+        self.waiting_after = waiting_after
+        self.on_info = on_info
+        self.info: Optional[dict] = None  # its application, and a note when it waits
         self.nice = nice
         self.on_ready_change = on_ready_change
         self.master = master
@@ -99,6 +122,7 @@ class SparkConnectServer:
         self.restarts = 0
         self.generation = 0       # bumps on every (re)start: jobs of an old JVM are stale
         self._task: Optional[asyncio.Task] = None
+        self._monitor_task: Optional[asyncio.Task] = None
         self._closing = False
 
     @property
@@ -115,13 +139,59 @@ class SparkConnectServer:
                "--master", self.master, "--driver-memory", self.driver_memory,
                "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
                "--conf", f"spark.connect.grpc.binding.port={self.port}",
-               "--conf", "spark.ui.enabled=false",
+               *self._ui_conf(),
                "--conf", "spark.driver.host=127.0.0.1",
                "--conf", "spark.driver.bindAddress=127.0.0.1"]
         for k, v in self.extra_conf.items():
             cmd += ["--conf", f"{k}={v}"]
         cmd.append("spark-internal")
         return cmd
+
+    def _ui_conf(self) -> list[str]:
+        if not self.on_cluster:
+            return ["--conf", "spark.ui.enabled=false"]
+        # bounded: a server answers many short statements (spark.conf.* may raise these)
+        return ["--conf", "spark.ui.enabled=true", "--conf", f"spark.ui.port={self.ui_port}",
+                "--conf", "spark.ui.retainedJobs=100", "--conf", "spark.ui.retainedStages=100",
+                "--conf", "spark.sql.ui.retainedExecutions=100"]
+
+    @property
+    def ui_url(self) -> Optional[str]:
+        return None if self.ui_port is None else f"http://127.0.0.1:{self.ui_port}"
+
+    async def _get(self, http: aiohttp.ClientSession, path: str) -> Any:
+        async with http.get(f"{self.ui_url}/api/v1/{path}") as resp:
+            if resp.status != 200:
+                return None
+            return json.loads(await resp.read())
+
+    async def _monitor(self, proc: asyncio.subprocess.Process) -> None:
+        """While the server runs on a Spark cluster: its application and executors, from
+        its UI every second; `on_info` hears when its application or waiting note
+        changes (the JobMasters of connect-mode jobs report it)."""
+        idle = IdleSince()
+        last: Any = None
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
+            while proc.returncode is None:
+                info = None
+                try:
+                    apps = await self._get(http, "applications")
+                    if apps:
+                        info = server_info(self.master, self.ui_url, apps, await self._get(
+                            http, f"applications/{apps[0]['id']}/executors"))
+                except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError,
+                        TypeError):
+                    info = None
+                if info is not None:
+                    info.update(idle.note(info, time.monotonic(), self.waiting_after))
+                    self.info = info
+                    if (info["spark-app-id"], info.get("waiting")) != last:
+                        last = (info["spark-app-id"], info.get("waiting"))
+                        try:
+                            self.on_info(info)
+                        except Exception:
+                            log.exception("handing on the Connect server's application")
+                await asyncio.sleep(1.0)
 
     def _env(self) -> dict:
         env = dict(os.environ)
@@ -148,6 +218,8 @@ class SparkConnectServer:
             os.makedirs(self.log_dir, exist_ok=True)
             out = open(os.path.join(self.log_dir, "spark-connect.log"), "ab")
             started = time.monotonic()
+            if self.on_cluster:
+                self.ui_port = free_port()
             try:
                 self.proc = await asyncio.create_subprocess_exec(
                     sys.executable, "-m", "jm.runtime.pdeathsig", *self._command(),
@@ -157,6 +229,8 @@ class SparkConnectServer:
             log.info("Spark Connect server starting on port %d (pid %d, master %s)",
                      self.port, self.proc.pid, self.master)
             self.on_start(self.proc.pid)
+            self._monitor_task = (asyncio.create_task(self._monitor(self.proc))
+                                  if self.on_cluster else None)
             while self.proc.returncode is None and not port_open("127.0.0.1", self.port):
                 if time.monotonic() - started > self.startup_timeout:
                     log.error("Spark Connect server not up within %.0f s; restarting",
@@ -180,6 +254,7 @@ class SparkConnectServer:
                     log.info("Spark Connect server ready at %s after %.1f s", self.url,
                              time.monotonic() - started)
             code = await self.proc.wait()
+            await self._stop_monitor()
             self.ready.clear()
             self.on_ready_change()
             if self._closing:
@@ -188,11 +263,19 @@ class SparkConnectServer:
             log.error("Spark Connect server exited with code %s; restarting", code)
             await asyncio.sleep(min(5.0, 0.5 * self.restarts))
 
+    async def _stop_monitor(self) -> None:
+        task, self._monitor_task = self._monitor_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task}, timeout=5)
+        self.info = None
+
     async def close(self) -> None:
         self._closing = True
         if self._task:  # first, so that it starts no new server meanwhile
             self._task.cancel()
             await asyncio.wait({self._task}, timeout=5)
+        await self._stop_monitor()
         if self.proc and self.proc.returncode is None:
             self.proc.terminate()
             try:

@@ -186,7 +186,9 @@ const views = {
                                               api("GET", `${path}/savepoints`)]);
       $("#job-title").innerHTML = `${esc(j.name)} <span class="muted">${esc(j.jid)}</span>`;
       $("#job-facts").innerHTML = [
-        ["state", badge(j.state)], ["peer", esc(j.node || "-")], ["attempt", j.attempt],
+        ["state", badge(j.state) + (j["spark-waiting"]
+          ? ` <span class="warn" title="${esc(j["spark-waiting"])}">waiting for Spark resources</span>`
+          : "")], ["peer", esc(j.node || "-")], ["attempt", j.attempt],
         ["restarts", j.restarts], ["moves", j.moves || 0], ["type", esc(j["job-type"])],
         ["started", when(j["start-time"])], ["duration", dur(j.duration)],
       ].map(([k, v]) => `<div><b class="${k === "state" ? "state" : ""}">${v}</b><span>${k}</span></div>`).join("");
@@ -201,7 +203,7 @@ const views = {
       $("#spec").textContent = JSON.stringify(j.spec, null, 2);
       $("#exceptions").innerHTML = ex["all-exceptions"].length ? ex["all-exceptions"].map((e) =>
         `<details><summary>attempt ${e.attempt} on ${esc(e.node)} at ${when(e.timestamp)}:
-          ${esc(e.exception)}${e.final ? " (final)" : ""}</summary>
+          ${esc(e.exception)}${e.final ? " (final)" : ""}${e.failure === false ? " (not a failure)" : ""}</summary>
           <pre>${esc(e.stacktrace)}</pre></details>`).join("") : "none";
       $("#savepoints tbody").innerHTML = sps.savepoints.map((s) => {
         const op = s.operation || {};

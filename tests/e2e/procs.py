@@ -74,3 +74,17 @@ class ProcessCluster:
     def start_peer(self, i: int) -> None:
         r = self.run("jobmanager.sh", "start", self.lines[i])
         assert r.returncode == 0, r.stderr
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[-1][:1] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
+
+def assert_gone(pids: list[int], what: str, timeout: float = 30.0) -> None:
+    """Every process of `pids` has ended (a SIGKILL is delivered asynchronously)."""
+    poll(lambda: not [p for p in pids if _running(p)], timeout,
+         what=f"{what} {[p for p in pids if _running(p)]} gone")

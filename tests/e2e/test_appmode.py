@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from jm.local.standalone import StandaloneCluster
-from tests.e2e.procs import ProcessCluster
+from tests.e2e.procs import ProcessCluster, assert_gone
 from tests.helpers import ROOT, http, poll
 
 pytestmark = pytest.mark.slow
@@ -29,9 +29,9 @@ def spark(tmp_path_factory):
         sa.start(timeout=180)
         yield sa
     finally:
+        pids = sa.pids()  # known before the stop (it forgets them)
         sa.stop()
-        for pid in sa.pids():
-            assert not os.path.exists(f"/proc/{pid}"), f"Spark daemon {pid} left behind"
+        assert_gone(pids, "Spark daemons")
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +89,9 @@ def test_etl_udf_from_py_files_runs_on_the_executors(cluster, spark, tmp_path):
            "--py-files", os.path.join(EXAMPLES, "etl_helpers.py"), "--name", "etl-e2e",
            "--conf", "spark.sql.shuffle.partitions=2", "--wait")
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-2000:])
-    lines = [ln for ln in r.stdout.splitlines() if "\t" in ln]
+    # the script's rows (the driver's output also carries Spark's own log: an ERROR with a
+    # stack trace when a late executor message meets a stopped context, under load)
+    lines = [ln for ln in r.stdout.splitlines() if re.fullmatch(r"\w+\t\d+\t[\d.]+", ln)]
     assert lines == ["DE\t6\t76.5", "FR\t6\t90.0", "US\t6\t99.0", "unknown\t3\t49.5"], lines
     assert any(f.endswith(".parquet") for f in os.listdir(out))
     jid = job_of(r.stderr)

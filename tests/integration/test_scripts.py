@@ -179,3 +179,52 @@ async def test_a_driver_that_cannot_start_fails_with_the_jvms_own_error(cluster3
     root = exc["root-exception"]
     assert root.startswith("DriverStartError: the Spark driver did not start"), root
     assert "Invalid maximum heap size: -Xmx1x" in root, root
+
+
+async def test_connect_jobs_say_when_their_peers_server_waits_for_executors(cluster3):
+    """The JobMaster path of a Connect server without executors (the real server on a
+    real Spark cluster is in tests/e2e/test_connect_standalone.py): the connect-mode jobs
+    running on that peer say so while it lasts, classic ones do not, and the exception
+    history keeps it."""
+    fix = os.path.join(os.path.dirname(__file__), "jobs_fixture.py")
+    spec = {"entry": "jobs_fixture:wait_for_stop", "pyfiles": [fix]}
+    connect = await _submit(cluster3, spec)
+    classic = await _submit(cluster3, dict(spec, **{"spark-mode": "classic"}))
+
+    async def running(jid):
+        s, b = await ahttp("GET", cluster3.url(0) + f"/jobs/{jid}")
+        return b if b["state"] == "RUNNING" and b["attempts"] else None
+    jobs = {jid: await apoll(lambda j=jid: running(j), 60, what=f"{jid} running")
+            for jid in (connect, classic)}
+    owner = {p.node: p for p in cluster3.peers}
+    server = {"spark-app-id": "app-1", "master": "spark://m:7077", "executors": 0,
+              "shared": "the peer's Spark Connect server"}
+    for jid in (connect, classic):  # each job's own peer hears from its server
+        owner[jobs[jid]["node"]]._spark_info_changed(server)  # fine: nothing to say
+    note = "no executor granted by spark://m:7077 for 30 s or more: ..."
+    for jid in (connect, classic):
+        owner[jobs[jid]["node"]]._spark_info_changed(dict(server, waiting=note))
+
+    async def detail(jid, key):
+        s, b = await ahttp("GET", cluster3.url(1) + f"/jobs/{jid}")
+        return b if b.get(key) else None
+    waiting = await apoll(lambda: detail(connect, "spark-waiting"), 30,
+                          what="the connect job's waiting note")
+    assert waiting["spark-waiting"] == note and waiting["state"] == "RUNNING"
+    assert waiting["attempts"][-1]["spark-app-id"] == "app-1"
+    s, ex = await ahttp("GET", cluster3.url(2) + f"/jobs/{connect}/exceptions")
+    assert ex["root-exception"] == "SparkResourcesUnavailable: " + note, ex
+    s, other = await ahttp("GET", cluster3.url(0) + f"/jobs/{classic}")
+    assert "spark-waiting" not in other and "spark-app-id" not in other["attempts"][-1]
+
+    owner[jobs[connect]["node"]]._spark_info_changed(dict(server, executors=1))
+
+    async def cleared():
+        b = (await ahttp("GET", cluster3.url(0) + f"/jobs/{connect}"))[1]
+        return b if "spark-waiting" not in b else None
+    await apoll(cleared, 30, what="the waiting note gone once executors came")
+    s, ex = await ahttp("GET", cluster3.url(0) + f"/jobs/{connect}/exceptions")
+    assert ex["all-exceptions"][0]["reason"] == "executors granted later", ex
+    for jid in (connect, classic):
+        await ahttp("PATCH", cluster3.url(0) + f"/jobs/{jid}?mode=cancel")
+        assert (await _ended(cluster3, jid))["state"] == "CANCELED"

@@ -12,7 +12,8 @@ import pytest
 from jm.client.cli_http import UsageError
 from jm.client.cli_run import build_run_spec, parse_conf, split_app_args
 from jm.policy import views
-from jm.runtime.sparkapp import InfoWatcher, driver_conf, submit_args, waiting
+from jm.runtime.sparkapp import IdleSince, InfoWatcher, driver_conf, submit_args, waiting
+from jm.runtime.sparkserver import server_info
 from raft import commands as c
 from raft import state as S
 from raft.state import ClusterState
@@ -47,7 +48,8 @@ def test_waiting_note_only_for_a_cluster_app_without_executors():
     info = {"spark-app-id": "app-1", "master": "spark://m:7077", "executors": 0}
     assert waiting(info, 29.9, 30) == {}
     note = waiting(info, 31, 30)["waiting"]
-    assert "no executor granted by spark://m:7077 for 31 s" in note
+    assert "no executor granted by spark://m:7077 for 30 s or more" in note
+    assert waiting(info, 95, 30) == {"waiting": note}  # one note, not one per second
     assert waiting(dict(info, executors=2), 100, 30) == {}
     assert waiting({"spark-app-id": "local-1", "master": "local[2]"}, 100, 30) == {}
 
@@ -76,6 +78,13 @@ def test_info_watcher_writes_changes_and_the_waiting_note(tmp_path):
     current["info"] = dict(current["info"], executors=1)
     w.poll()
     assert "waiting" not in json.loads(open(path).read())
+    clock.t += 100
+    current["info"] = dict(current["info"], executors=0)  # its executors lost: 30 s anew
+    w.poll()
+    assert "waiting" not in json.loads(open(path).read())
+    clock.t += 30
+    w.poll()
+    assert "waiting" in json.loads(open(path).read())
     current["info"] = {"spark-app-id": "app-2", "master": "spark://m", "executors": 0}
     clock.t += 10
     w.poll()  # a new application: its own 30 s
@@ -85,6 +94,29 @@ def test_info_watcher_writes_changes_and_the_waiting_note(tmp_path):
     def broken():
         raise RuntimeError("py4j gone")
     InfoWatcher(path, broken, 30).poll()  # a stopping driver is not an error
+
+
+def test_idle_since_counts_from_the_first_poll_without_executors():
+    idle = IdleSince()
+    app = {"spark-app-id": "a", "master": "yarn", "executors": 0}
+    assert idle.note(app, 10.0, 5) == {}
+    assert idle.note(app, 14.9, 5) == {}
+    assert "waiting" in idle.note(app, 15.0, 5)
+    assert idle.note(dict(app, executors=3), 16.0, 5) == {}
+    assert idle.note({"spark-app-id": "a", "master": "local[2]"}, 99.0, 5) == {}
+
+
+def test_server_info_from_the_ui_rest_answers():
+    apps = [{"id": "app-7", "name": "Spark Connect server"}]
+    execs = [{"id": "driver"}, {"id": "0"}, {"id": "1"}]
+    info = server_info("spark://m:7077", "http://127.0.0.1:4041", apps, execs)
+    assert info == {"spark-app-id": "app-7", "spark-ui": "http://127.0.0.1:4041",
+                    "master": "spark://m:7077", "executors": 2,
+                    "shared": "the peer's Spark Connect server"}
+    assert server_info("yarn", "u", apps, [{"id": "driver"}])["executors"] == 0
+    assert server_info("yarn", "u", apps, None)["executors"] == 0  # not answered yet
+    assert server_info("yarn", "u", [], execs) is None
+    assert server_info("yarn", "u", {"error": 1}, execs) is None
 
 
 # ---- the attempt's Spark details in the replicated state --------------------------------
@@ -139,11 +171,42 @@ def test_info_round_trips_through_the_codec():
     assert c.decode(c.encode(c.ReportStatuses((r,)))).reports[0] == r
 
 
-def test_waiting_note_in_the_view(running):
+def test_waiting_note_in_the_view_and_the_exceptions(running):
+    job = running.jobs["j1"]
+    assert "spark-waiting" not in views.job_detail(job, 5.0)
     report(running, c.StatusReport("j1", 1, "n1", S.RUNNING, 9.0, info={
         "spark-app-id": "app-1", "restart": 0, "waiting": "no executor granted"}))
-    view = views.job_detail(running.jobs["j1"], 10.0)["attempts"][-1]
-    assert view["spark-waiting"] == "no executor granted"
+    report(running, c.StatusReport("j1", 1, "n1", S.RUNNING, 12.0, info={
+        "spark-app-id": "app-1", "restart": 0, "waiting": "no executor granted",
+        "executors": 0}))  # the same note again: it waits since the first
+    detail = views.job_detail(job, 13.0)
+    assert detail["attempts"][-1]["spark-waiting"] == "no executor granted"
+    assert detail["spark-waiting"] == "no executor granted" and detail["state"] == S.RUNNING
+    assert job.attempts[-1].spark[-1]["waiting-since"] == 9.0
+    ex = views.job_exceptions(job)
+    assert ex["root-exception"] == "SparkResourcesUnavailable: no executor granted"
+    assert ex["timestamp"] == 9000
+    assert ex["all-exceptions"][0]["failure"] is False
+    assert ex["all-exceptions"][0]["spark-app-id"] == "app-1"
+    # executors granted: the job no longer waits; the exception history keeps the wait
+    report(running, c.StatusReport("j1", 1, "n1", S.RUNNING, 20.0, info={
+        "spark-app-id": "app-1", "restart": 0, "executors": 1}))
+    assert "spark-waiting" not in views.job_detail(job, 21.0)
+    report(running, c.StatusReport("j1", 1, "n1", S.RUNNING, 22.0, info={
+        "spark-app-id": "app-1", "restart": 0, "executors": 2}))
+    ex = views.job_exceptions(job)
+    assert ex["root-exception"] == "SparkResourcesUnavailable: no executor granted"
+    assert ex["all-exceptions"][0]["resolved-at"] == 20000
+    assert ex["all-exceptions"][0]["timestamp"] == 9000
+    # a failure after a wait is the root exception of the ended job
+    report(running, c.StatusReport("j1", 1, "n1", S.RUNNING, 30.0, info={
+        "spark-app-id": "app-1", "restart": 0, "waiting": "no executor granted"}))
+    report(running, c.StatusReport("j1", 1, "n1", S.FAILED, 40.0, failure={
+        "exception": "ValueError: bad", "traceback": "", "final": True}))
+    ex = views.job_exceptions(job)
+    assert ex["root-exception"] == "ValueError: bad"
+    assert [e["failure"] for e in ex["all-exceptions"]] == [True, False]
+    assert "spark-waiting" not in views.job_detail(job, 41.0)
 
 
 # ---- jm run's command line ---------------------------------------------------------------

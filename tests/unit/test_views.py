@@ -130,9 +130,10 @@ def test_job_exceptions_newest_first(st):
     assert ex["truncated"] is False
     assert ex["all-exceptions"] == [
         {"attempt": 1, "node": "n2", "timestamp": 23000, "exception": "KeyError: second",
-         "stacktrace": "tb2", "final": True, "reason": "restart strategy is none"},
+         "stacktrace": "tb2", "final": True, "reason": "restart strategy is none",
+         "failure": True},
         {"attempt": 1, "node": "n2", "timestamp": 22000, "exception": "ValueError: first",
-         "stacktrace": "tb1", "final": False, "reason": None},
+         "stacktrace": "tb1", "final": False, "reason": None, "failure": True},
     ]
 
 
