@@ -201,6 +201,12 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # a classic job's application with no executor for this long says so (GET /jobs/{id})
     "spark.executor-wait-warning": (parse_duration, "30 s"),
     "sql.max-result-rows": (_int(0), 1000),
+    # the SQL gateway (Flink SQL Gateway REST API on every peer)
+    "sql-gateway.session.idle-timeout": (parse_duration, "10 min"),
+    "sql-gateway.max-sessions": (_int(0), 200),      # per peer; 0: no limit
+    "sql-gateway.worker-threads": (_int(1), 16),    # statements run at once per peer
+    "sql-gateway.page-rows": (_int(1), 1000),       # rows per result page
+    "sql-gateway.fetch-wait": (parse_duration, "1 s"),  # a fetch waits this long for rows
     "raft.min-timeout": (parse_duration, "400 ms"),
     "raft.max-timeout": (parse_duration, "1000 ms"),
     "raft.append-entries-period": (parse_duration, "50 ms"),

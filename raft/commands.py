@@ -180,10 +180,41 @@ class Barrier:
     committed before it was sent (a read point for "has anyone acknowledged X?")."""
 
 
+@dataclass(frozen=True)
+class OpenSqlSession:
+    """Open a SQL gateway session held by `node` (chosen by the receiving peer); refused
+    if that peer is not alive or already holds `limit` sessions (0: no limit)."""
+    handle: str
+    name: str
+    properties: dict
+    node: str
+    time: float
+    limit: int = 0
+
+
+@dataclass(frozen=True)
+class CloseSqlSessions:
+    handles: tuple
+    time: float
+    reason: str = "closed"
+
+
+@dataclass(frozen=True)
+class AddSqlStatement:
+    """A state-defining statement that succeeded in a session (SET, USE, a temporary
+    view...): kept in order for the session's next holder. Fenced by node and epoch."""
+    handle: str
+    node: str
+    epoch: int
+    statement: str
+    time: float
+
+
 COMMAND_TYPES = {cls.__name__: cls for cls in (
     RegisterPeer, Heartbeat, DeclarePeerDead, SubmitJob, SubmitJobs, Assignment, AssignJobs,
     StatusReport, ReportStatuses, CancelJob, PurgeJobs, AddArtifact, TriggerSavepoint,
-    CompleteSavepoint, Move, MoveJobs, ReleaseJob, DrainPeer, Barrier)}
+    CompleteSavepoint, Move, MoveJobs, ReleaseJob, DrainPeer, Barrier, OpenSqlSession,
+    CloseSqlSessions, AddSqlStatement)}
 
 _EXT_COMMAND = 1  # msgpack ext type: our dataclasses; user dicts stay plain dicts
 

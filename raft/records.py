@@ -133,3 +133,19 @@ class ArtifactRecord:
     size: int
     nodes: list
     created: float
+
+
+@dataclass
+class SqlSessionRecord:
+    """A SQL gateway session: which peer holds it (its Spark session lives in that
+    peer's Connect server) and the statements that define its state, in order, so that
+    another peer can rebuild it. `epoch` bumps at every move (statements from an older
+    holder are stale)."""
+    handle: str
+    name: str
+    properties: dict
+    node: Optional[str]
+    created: float
+    epoch: int = 1
+    statements: list = field(default_factory=list)
+    moves: int = 0

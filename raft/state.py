@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from raft import commands as c
+from raft import sessions as sql
 from raft.records import (  # noqa: F401  (re-exported: raft.state is the public view)
     CREATED, INITIALIZING, RUNNING, RESTARTING, CANCELLING, CANCELED, FAILED, FINISHED,
     TERMINAL, REPORTABLE, ALIVE, DEAD, MAX_FAILURES_KEPT, MAX_SAVEPOINTS_KEPT, STREAMING,
     BATCH, IN_PROGRESS, COMPLETED, Result, PeerRecord, AttemptRecord, SavepointRecord,
-    JobRecord, ArtifactRecord)
+    JobRecord, ArtifactRecord, SqlSessionRecord)
 
 
 class ClusterState:
@@ -31,7 +32,14 @@ class ClusterState:
         self.incoming: dict[str, dict[str, int]] = {}
         # jobs waiting for placement, in submission order
         self.pending: dict[str, None] = {}
+        # SQL gateway sessions (raft/sessions.py): handle -> SqlSessionRecord
+        self.sessions: dict[str, SqlSessionRecord] = {}
         self.applied: int = 0
+
+    def __setstate__(self, data: dict) -> None:
+        """A snapshot from an older version lacks the newer tables."""
+        self.__dict__.update(data)
+        self.__dict__.setdefault("sessions", {})
 
     # ---- queries (pure, read-only) -------------------------------------------------
     def slots_used(self, node: str) -> int:
@@ -123,6 +131,7 @@ def _register_peer(state: ClusterState, cmd: c.RegisterPeer) -> Result:
         peer.weight, peer.ready = float(cmd.weight), bool(cmd.ready)
         peer.registered_at = peer.last_heartbeat = cmd.time
     state.assigned.setdefault(cmd.node, {})
+    sql.place_orphans(state)
     return Result(True, cmd.node)
 
 
@@ -166,6 +175,7 @@ def _declare_dead(state: ClusterState, cmd: c.DeclarePeerDead) -> Result:
         return Result.fail("stale", f"peer {cmd.node} was heard from after the decision")
     peer.state = DEAD
     peer.declared_dead_at = cmd.time
+    sql.move_sessions_of(state, cmd.node, cmd.time)
     return Result(True, _requeue_jobs_of(state, cmd.node, cmd.time, "peer-lost"))
 
 
@@ -485,4 +495,5 @@ _HANDLERS = {
     c.ReleaseJob: _release_job,
     c.DrainPeer: _drain_peer,
     c.Barrier: lambda st, cmd: Result(True),
+    **sql.HANDLERS,
 }

@@ -404,4 +404,6 @@ def make_app(gateway: Gateway, max_body: int, token: Optional[str] = None,
     r.add_post("/artifacts", post_artifact)
     r.add_get("/artifacts", get_artifacts)
     r.add_get("/artifacts/{artifact_id}/content", get_artifact_content)
+    from rest import sql
+    sql.add_routes(app)
     return app

@@ -22,6 +22,7 @@ from typing import Any, Optional
 
 from jm.client.cli_ops import add_commands
 from jm.client.cli_run import add_run
+from jm.client.cli_sql import add_sql
 from jm.client.cli_spec import (IDENT_RE, build_spec, canonical_name, post_job,
                                 print_submitted, upload)
 from jm.client.cli_http import (DEFAULT_ADDRESS, masters_addresses, DEFAULT_TIMEOUT, EXIT_API, EXIT_INTERRUPTED,
@@ -386,6 +387,7 @@ def make_parser() -> argparse.ArgumentParser:
     r.add_argument("jobid", metavar="JOBID")
     add_commands(add, upload)
     add_run(add, upload)
+    add_sql(add)
     return p
 
 
@@ -395,7 +397,7 @@ def run(argv: Optional[list[str]]) -> int:
     if not getattr(a, "command", None):
         raise UsageError("missing command; one of submit, run, list, status, cancel, savepoint, "
                          "stop, cluster, rebalance, drain, exceptions, result, artifacts, "
-                         "upload (see 'jm --help')")
+                         "upload, sql (see 'jm --help')")
     a.json = bool(getattr(a, "json", False))
     a.timeout = getattr(a, "timeout", None)
     address = (getattr(a, "address", None) or os.environ.get("JM_ADDRESS")

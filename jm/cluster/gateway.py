@@ -56,6 +56,7 @@ class PeerGateway:
     spark = property(lambda self: self.peer.spark)
     executor = property(lambda self: self.peer.executor)
     submitter = property(lambda self: self.peer.submitter)
+    sql = property(lambda self: self.peer.sql)
     registered = property(lambda self: self.peer.registered)
 
     def lease_valid(self) -> bool:

@@ -28,6 +28,7 @@ from jm.cluster.resourcemanager import RebalanceConfig, ResourceManager
 from jm.config import (Config, ConfigError, PeerAddress, choose_self, load_config,
                        parse_overrides, read_masters)
 from jm.runtime.executor import Executor
+from jm.cluster.sqlgateway import SqlGateway
 from jm.runtime.sparkserver import (SparkConnectServer, free_port, server_conf,
                                     spark_conf_dir)
 from raft.commands import AddArtifact, Heartbeat, RegisterPeer, SubmitJobs
@@ -71,6 +72,8 @@ class Peer:
         self.dispatcher: Optional[Dispatcher] = None
         self.rm: Optional[ResourceManager] = None
         self.lease: Optional[Lease] = None
+        self.sql = SqlGateway(self)
+        self._guarded: dict[str, int] = {}  # processes the zygote kills with the lease
         self._tasks: list[asyncio.Task] = []
         self.started_at = time.time()
         self.token = conf.rest_token()
@@ -111,7 +114,7 @@ class Peer:
                 server_conf(self.conf["spark.master"], self.conf.spark_conf,
                             self.conf["spark.connect.cores"]),
                 self.conf["spark.log.level"], self.conf["spark.connect.startup-timeout"],
-                self._spark_warmup, on_start=lambda pid: self.executor.guard([pid]),
+                self._spark_warmup, on_start=lambda pid: self.guard("spark", pid),
                 nice=self.conf["jobmanager.executor.nice"],
                 on_ready_change=lambda: self.lease and self.lease.now.set(),
                 waiting_after=self.conf["spark.executor-wait-warning"],
@@ -145,6 +148,7 @@ class Peer:
         self._tasks.append(asyncio.create_task(self.lease.watchdog()))
         self.dispatcher.start()
         self.rm.start()
+        self.sql.start()
         log.info("peer %s up: REST %s, Raft %s, pid %d", self.node, self.me.rest_url,
                  self.me.raft_addr, os.getpid())
 
@@ -157,6 +161,12 @@ class Peer:
         return RegisterPeer(self.node, self.me.host, self.me.rest_port, self.me.raft_port,
                             os.getpid(), self.conf["jobmanager.slots"], time.time(),
                             self.conf["jobmanager.weight"], self.spark_ready())
+
+    def guard(self, name: str, pid: int) -> None:
+        """`pid` (the Connect server, the SQL worker) dies with the job processes when the
+        lease runs out."""
+        self._guarded[name] = pid
+        self.executor.guard(list(self._guarded.values()))
 
     def _spark_info_changed(self, info: dict) -> None:
         """The Connect server's application changed or started or stopped waiting for
@@ -194,6 +204,7 @@ class Peer:
                                                             return_exceptions=True))]
         if self.rm:
             steps.append(("resource manager", self.rm.close))
+        steps.append(("SQL gateway", self.sql.close))
         if self.dispatcher:
             steps.append(("dispatcher", self.dispatcher.close))
         for name, batcher in (("reporter", self.reporter), ("submitter", self.submitter)):
@@ -215,7 +226,9 @@ class Peer:
     def kill_processes(self) -> None:
         """SIGKILL the processes this peer started that are still alive (by pid); the job
         processes die with their zygote (parent-death signal)."""
-        for proc in (self.executor.proc, self.spark.proc if self.spark else None):
+        worker = self.sql.worker
+        for proc in (self.executor.proc, self.spark.proc if self.spark else None,
+                     worker.proc if worker else None):
             if proc is not None and proc.returncode is None:
                 try:
                     proc.kill()

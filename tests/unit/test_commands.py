@@ -44,6 +44,11 @@ SAMPLES = [
     c.ReleaseJob("job-1", 3, "n1", 7.0),
     c.DrainPeer("n1", True, 8.0),
     c.Barrier(),
+    c.OpenSqlSession("5f0c1a52-0000-4000-8000-000000000001", "bi",
+                     {"spark.sql.shuffle.partitions": "4"}, "127.0.0.1:6123", 1700000009.0, 200),
+    c.CloseSqlSessions(("5f0c1a52-0000-4000-8000-000000000001",), 1700000010.0, "idle"),
+    c.AddSqlStatement("5f0c1a52-0000-4000-8000-000000000001", "127.0.0.1:6123", 2,
+                      "CREATE TEMP VIEW v AS SELECT 1", 1700000011.0),
 ]
 
 

@@ -1,0 +1,126 @@
+"""A SQL gateway session seen from a client (standard library only): open it on any peer,
+run statements, read their pages, cancel, close. `jm sql` and the DB-API module
+(jm/client/dbapi.py) are built on it; any peer of `address` (comma-separated) serves any
+session, so a client simply moves on to the next peer when one does not answer."""
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator, Optional
+from urllib.parse import quote
+
+from jm.client.cli_http import ApiError, Client
+
+API = "/v1"
+
+
+class StatementFailed(Exception):
+    """The statement ran and failed (Spark's message), or was cancelled."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Result:
+    """One statement's outcome: its columns (Flink column infos) and an iterator over its
+    rows, read from the gateway a page at a time."""
+
+    def __init__(self, session: "SqlSession", op: str, first: dict) -> None:
+        self.session = session
+        self.op = op
+        self.columns: list[dict] = (first.get("results") or {}).get("columns") or []
+        self.kind = first.get("resultKind", "SUCCESS")
+        self.is_query = bool(first.get("isQueryResult"))
+        self._page = first
+        self.done = False
+
+    @property
+    def names(self) -> list[str]:
+        return [c.get("name") for c in self.columns]
+
+    def rows(self) -> Iterator[list]:
+        page = self._page
+        while True:
+            if page.get("resultType") == "PAYLOAD":
+                for d in (page.get("results") or {}).get("data") or []:
+                    yield d.get("fields")
+            nxt = page.get("nextResultUri")
+            if not nxt or page.get("resultType") == "EOS":
+                self.done = True
+                return
+            page = self.session._get(nxt)
+            if page.get("resultType") == "PAYLOAD" and not self.columns:
+                self.columns = (page.get("results") or {}).get("columns") or []
+
+
+class SqlSession:
+    def __init__(self, client: Client, properties: Optional[dict] = None,
+                 name: str = "") -> None:
+        self.client = client
+        body: dict[str, Any] = {"properties": {k: str(v) for k, v in (properties or {}).items()}}
+        if name:
+            body["sessionName"] = name
+        self.handle = client.request("POST", f"{API}/sessions", body)["sessionHandle"]
+        self.running: Optional[str] = None   # the operation in flight (for a cancel)
+
+    @property
+    def _base(self) -> str:
+        return f"{API}/sessions/{quote(self.handle, safe='')}"
+
+    def _get(self, uri: str) -> dict:
+        try:
+            return self.client.get(uri)
+        except ApiError as exc:
+            raise StatementFailed("; ".join(exc.errors), exc.status)
+
+    def execute(self, statement: str, config: Optional[dict] = None) -> Result:
+        """Run a statement; return once its first page (or its error) is there."""
+        body: dict[str, Any] = {"statement": statement}
+        if config:
+            body["executionConfig"] = {k: str(v) for k, v in config.items()}
+        op = self.client.request("POST", f"{self._base}/statements", body)["operationHandle"]
+        self.running = op
+        try:
+            uri = f"{self._base}/operations/{quote(op, safe='')}/result/0?rowFormat=JSON"
+            while True:
+                page = self._get(uri)
+                if page.get("resultType") != "NOT_READY":
+                    return Result(self, op, page)
+                uri = page.get("nextResultUri") or uri
+        finally:
+            self.running = None
+
+    def cancel(self, op: Optional[str] = None) -> None:
+        op = op or self.running
+        if op:
+            try:
+                self.client.request("POST", f"{self._base}/operations/{quote(op, safe='')}/cancel",
+                                    budget=5)
+            except Exception:
+                pass
+
+    def close_operation(self, op: str) -> None:
+        try:
+            self.client.request("DELETE", f"{self._base}/operations/{quote(op, safe='')}/close",
+                                budget=5)
+        except Exception:
+            pass
+
+    def heartbeat(self) -> None:
+        self.client.request("POST", f"{self._base}/heartbeat")
+
+    def info(self) -> dict:
+        return self.client.get(self._base)
+
+    def close(self) -> None:
+        try:
+            self.client.request("DELETE", self._base, budget=5)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+
+
+def timed(fn, *args: Any) -> tuple[Any, float]:
+    start = time.perf_counter()
+    value = fn(*args)
+    return value, time.perf_counter() - start

@@ -1,0 +1,402 @@
+"""The SQL gateway of a peer (Flink SQL Gateway's REST API, rest/sql.py): sessions placed
+on peers like jobs, each a Spark Connect session in its peer's SQL worker, and their
+operations.
+
+What is replicated (raft/sessions.py): which peer holds each session and the
+statements that define its state (SET, USE, temporary views...), so that another peer
+can rebuild it. What is not: operations and their rows, which live on the holder only;
+a statement costs no Raft round trip unless it defines session state.
+
+A request for a session held by another peer raises `Forward` with that peer's URL
+(rest/sql.py proxies it); a session unknown to the replicated state is a 404.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+import uuid
+from typing import Any, Optional
+
+from jm.policy import sqlresult
+from jm.policy.sqlstmt import READ, STATE, classify, temp_views
+from jm.runtime import sqlproto as P
+from jm.runtime.sqlclient import SqlWorker, StatementError, WorkerLost
+from raft import sessions as S
+from raft.commands import AddSqlStatement, CloseSqlSessions, OpenSqlSession
+from raft.node import RaftUnavailable
+from rest.gateway import ApiError, Forward
+
+log = logging.getLogger("jm.sql")
+
+RUNNING, FINISHED, ERROR, CANCELED, CLOSED = "RUNNING", "FINISHED", "ERROR", "CANCELED", "CLOSED"
+MAX_OPS_PER_SESSION = 1000
+
+
+class Operation:
+    def __init__(self, op_id: str, statement: str, kind: str) -> None:
+        self.id = op_id
+        self.statement = statement
+        self.kind = kind
+        self.status = RUNNING
+        self.error: Optional[str] = None
+        self.columns: list = []
+        self.has_content = False
+        self.page: Optional[dict] = None      # rows of token `served` (kept for a retry)
+        self.served = -1                      # the last token answered
+        self.eos = False                      # no page after the current one
+        self.done = asyncio.Event()
+        self.task: Optional[asyncio.Task] = None
+        self.lock = asyncio.Lock()            # one fetch at a time
+
+
+class LocalSession:
+    def __init__(self, handle: str, epoch: int, now: float) -> None:
+        self.handle = handle
+        self.epoch = epoch
+        self.last_access = now
+        self.generation = 0                   # the worker generation it is open in
+        self.server = 0                       # the Spark server generation it is open in
+        self.opening: Optional[asyncio.Future] = None
+        self.ops: dict[str, Operation] = {}
+
+
+class SqlGateway:
+    def __init__(self, peer: Any) -> None:
+        self.peer = peer
+        self.node = peer.node
+        self.conf = peer.conf
+        self.local: dict[str, LocalSession] = {}
+        self.worker: Optional[SqlWorker] = None
+        self._task: Optional[asyncio.Task] = None
+        self._wake: Optional[asyncio.Event] = None
+        self.clock = time.monotonic
+
+    # ---- lifecycle --------------------------------------------------------------------
+    def start(self) -> None:
+        self._wake = self.peer.raft.subscribe()
+        self._task = asyncio.create_task(self._loop())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.wait({self._task}, timeout=5)
+        for s in self.local.values():
+            for op in s.ops.values():
+                if op.task is not None:
+                    op.task.cancel()
+        if self.worker is not None:
+            await self.worker.close()
+
+    def _worker(self) -> SqlWorker:
+        remote = self.peer.spark_remote()
+        if not remote:
+            raise ApiError(503, "this peer has no Spark Connect server (spark.connect.embedded "
+                                "is false and spark.remote is unset)")
+        if self.worker is None:
+            self.worker = SqlWorker(remote, self.conf["sql-gateway.worker-threads"],
+                                    os.path.join(self.peer.log_dir, "sql-worker.log"),
+                                    self.conf["jobmanager.executor.nice"],
+                                    on_start=lambda pid: self.peer.guard("sql-worker", pid))
+        return self.worker
+
+    async def _loop(self) -> None:
+        """Follow the replicated sessions (new ones here are opened ahead of their first
+        statement; moved or closed ones are let go) and expire idle ones."""
+        while True:
+            try:
+                await asyncio.wait_for(self._wake.wait(), 2.0)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+            try:
+                await self._reconcile()
+            except Exception:
+                log.exception("SQL sessions reconcile failed")
+
+    async def _reconcile(self) -> None:
+        now = self.clock()
+        with self.peer.raft.read() as st:
+            mine = {h: s.epoch for h, s in st.sessions.items() if s.node == self.node}
+        for handle, s in list(self.local.items()):
+            if mine.get(handle) != s.epoch:
+                self._drop_local(handle, release=handle not in mine)
+        for handle, epoch in mine.items():
+            if handle not in self.local:
+                self.local[handle] = LocalSession(handle, epoch, now)
+                if self.peer.lease_valid() and self.peer.spark_remote():
+                    asyncio.ensure_future(self._open_quietly(handle))
+        idle = self.conf["sql-gateway.session.idle-timeout"]
+        expired = tuple(h for h, s in self.local.items()
+                        if now - s.last_access > idle
+                        and not any(op.status == RUNNING for op in s.ops.values()))
+        if expired and self.peer.lease_valid():
+            log.info("closing %d idle SQL session(s)", len(expired))
+            await self._commit(CloseSqlSessions(expired, time.time(), "idle"))
+
+    def _drop_local(self, handle: str, release: bool) -> None:
+        s = self.local.pop(handle, None)
+        if s is None:
+            return
+        for op in s.ops.values():
+            if op.task is not None and not op.task.done():
+                op.task.cancel()
+        if self.worker is not None and self.worker.alive and s.generation:
+            asyncio.ensure_future(self._quiet(P.CloseSession(handle, release)))
+
+    async def _quiet(self, message: Any) -> None:
+        try:
+            await self.worker.call(message, timeout=30)
+        except Exception:
+            pass
+
+    async def _open_quietly(self, handle: str) -> None:
+        try:
+            await self._ensure_open(handle)
+        except Exception as exc:
+            log.warning("opening SQL session %s ahead of use failed: %s", handle, exc)
+
+    async def _ensure_open(self, handle: str) -> LocalSession:
+        s = self.local.get(handle)
+        if s is None:
+            raise ApiError(404, f"session {handle} does not exist")
+        worker = self._worker()
+        if (s.generation and s.generation == worker.generation and worker.alive
+                and s.server == self._server_generation()):
+            return s
+        if s.opening is None or s.opening.done():
+            s.opening = asyncio.ensure_future(self._open(s, worker))
+        await asyncio.shield(s.opening)
+        return s
+
+    def _server_generation(self) -> int:
+        """The peer's Spark Connect server restarts lose its sessions: they are rebuilt."""
+        return self.peer.spark.generation if self.peer.spark is not None else 0
+
+    async def _open(self, s: LocalSession, worker: SqlWorker) -> None:
+        server = self._server_generation()
+        if s.generation == worker.generation and worker.alive:  # open in a lost server
+            await worker.call(P.CloseSession(s.handle, release=False))
+        with self.peer.raft.read() as st:
+            rec = st.sessions.get(s.handle)
+            if rec is None:
+                raise ApiError(404, f"session {s.handle} does not exist")
+            props, replay = dict(rec.properties), tuple(rec.statements)
+        res = await worker.call(P.OpenSession(s.handle, props, replay))
+        s.generation, s.server = worker.generation, server
+        if res.get("errors"):
+            log.warning("SQL session %s rebuilt with errors: %s", s.handle, res["errors"])
+
+    async def _commit(self, command: Any) -> Any:
+        try:
+            res = await self.peer.raft.submit(command, self.conf["rest.write-timeout"])
+        except RaftUnavailable as exc:
+            raise ApiError(503, str(exc), headers={"Retry-After": "1"})
+        return res
+
+    # ---- where a session is -----------------------------------------------------------
+    def _record(self, handle: str):
+        with self.peer.raft.read() as st:
+            rec = st.sessions.get(handle)
+            if rec is None:
+                raise ApiError(404, f"session {handle} does not exist (closed, expired or "
+                                    "never opened)")
+            peer = st.peers.get(rec.node) if rec.node else None
+            return rec, (f"http://{peer.host}:{peer.rest_port}" if peer else None)
+
+    def _held_here(self, handle: str, forwarded: bool) -> LocalSession:
+        rec, url = self._record(handle)
+        if rec.node != self.node:
+            if url is None or forwarded:
+                raise ApiError(503, f"session {handle} is moving to another peer; retry",
+                               headers={"Retry-After": "1"})
+            raise Forward(url)
+        s = self.local.get(handle)
+        if s is None or s.epoch != rec.epoch:  # applied here, not reconciled yet
+            s = self.local[handle] = LocalSession(handle, rec.epoch, self.clock())
+        s.last_access = self.clock()
+        return s
+
+    # ---- sessions -----------------------------------------------------------------------
+    async def open_session(self, body: dict) -> dict:
+        props = body.get("properties") or {}
+        name = body.get("sessionName") or ""
+        if not isinstance(props, dict) or not all(isinstance(k, str) for k in props):
+            raise ApiError(400, "properties must be an object of string keys")
+        if not isinstance(name, str):
+            raise ApiError(400, "sessionName must be a string")
+        props = {k: str(v) for k, v in props.items()}
+        limit = self.conf["sql-gateway.max-sessions"]
+        handle = str(uuid.uuid4())
+        with self.peer.raft.read() as st:
+            counts = S.session_counts(st)
+            ready = {p.id for p in st.alive_peers() if not p.draining and p.ready}
+        room = [n for n in counts if n in ready and (limit <= 0 or counts[n] < limit)]
+        if not room:
+            raise ApiError(503, "every peer holds sql-gateway.max-sessions sessions (or none "
+                                "is ready); retry later", headers={"Retry-After": "2"})
+        node = min(room, key=lambda n: (counts[n], n != self.node, n))
+        res = await self._commit(OpenSqlSession(handle, name, props, node, time.time(), limit))
+        if not res.ok:
+            raise ApiError(503 if res.code in ("full", "unavailable") else 400, res.error,
+                           headers={"Retry-After": "1"})
+        return {"sessionHandle": handle}
+
+    def session_info(self, handle: str) -> dict:
+        rec, _ = self._record(handle)
+        return {"properties": dict(rec.properties), "sessionName": rec.name, "node": rec.node,
+                "state-statements": len(rec.statements), "moves": rec.moves}
+
+    async def heartbeat(self, handle: str, forwarded: bool) -> dict:
+        self._held_here(handle, forwarded)
+        return {}
+
+    async def close_session(self, handle: str) -> dict:
+        self._record(handle)
+        res = await self._commit(CloseSqlSessions((handle,), time.time(), "closed"))
+        if not res.ok:
+            raise ApiError(400, res.error)
+        return {"status": "CLOSED"}
+
+    # ---- operations ---------------------------------------------------------------------
+    async def execute(self, handle: str, body: dict, forwarded: bool) -> dict:
+        statement = body.get("statement")
+        config = body.get("executionConfig") or {}
+        if not isinstance(statement, str) or not statement.strip():
+            raise ApiError(400, "statement must be a non-empty string")
+        if not isinstance(config, dict):
+            raise ApiError(400, "executionConfig must be an object")
+        s = self._held_here(handle, forwarded)
+        if not self.peer.lease_valid():
+            raise ApiError(503, "this peer has lost its lease; retry", headers={"Retry-After": "1"})
+        self._worker()
+        if len(s.ops) >= MAX_OPS_PER_SESSION:
+            self._forget_old_ops(s)
+        rec, _ = self._record(handle)
+        op = Operation(str(uuid.uuid4()), statement,
+                       classify(statement, temp_views(rec.statements)))
+        s.ops[op.id] = op
+        op.task = asyncio.create_task(self._run(s, op, {str(k): str(v)
+                                                         for k, v in config.items()}))
+        return {"operationHandle": op.id}
+
+    def _forget_old_ops(self, s: LocalSession) -> None:
+        for op_id in [i for i, op in s.ops.items() if op.status != RUNNING][:len(s.ops) // 2]:
+            s.ops.pop(op_id, None)
+
+    async def _run(self, s: LocalSession, op: Operation, config: dict) -> None:
+        try:
+            await self._ensure_open(s.handle)
+            page = await self.worker.call(P.Execute(s.handle, op.id, op.statement, config,
+                                                    self.conf["sql-gateway.page-rows"]))
+            if op.kind == STATE:
+                res = await self._commit(AddSqlStatement(s.handle, self.node, s.epoch,
+                                                         op.statement, time.time()))
+                if not res.ok:
+                    raise StatementError(f"the statement ran but the session could not "
+                                         f"keep it: {res.error}")
+            op.columns = sqlresult.columns(page.get("schema"))
+            op.has_content = bool(op.columns) and (bool(page["rows"]) or op.kind == READ)
+            op.page, op.eos = page, bool(page.get("eos"))
+            if op.status == RUNNING:
+                op.status = FINISHED
+        except asyncio.CancelledError:
+            if op.status == RUNNING:
+                op.status = CANCELED
+            raise
+        except (StatementError, WorkerLost, ApiError) as exc:
+            if op.status == RUNNING:
+                op.status, op.error = ERROR, _message(exc)
+        except Exception as exc:
+            log.exception("SQL operation %s failed", op.id)
+            if op.status == RUNNING:
+                op.status, op.error = ERROR, f"{type(exc).__name__}: {exc}"
+        finally:
+            op.done.set()
+
+    def _op(self, handle: str, op_id: str, forwarded: bool) -> tuple[LocalSession, Operation]:
+        s = self._held_here(handle, forwarded)
+        op = s.ops.get(op_id)
+        if op is None:
+            raise ApiError(404, f"operation {op_id} does not exist in session {handle}")
+        return s, op
+
+    def status(self, handle: str, op_id: str, forwarded: bool) -> dict:
+        _, op = self._op(handle, op_id, forwarded)
+        return {"status": op.status}
+
+    async def cancel(self, handle: str, op_id: str, forwarded: bool) -> dict:
+        _, op = self._op(handle, op_id, forwarded)
+        if op.status == RUNNING:
+            op.status = CANCELED
+            if self.worker is not None and self.worker.alive:
+                await self._quiet(P.Cancel(op.id))
+            if op.task is not None:
+                op.task.cancel()
+        return {"status": op.status}
+
+    async def close_operation(self, handle: str, op_id: str, forwarded: bool) -> dict:
+        s, op = self._op(handle, op_id, forwarded)
+        await self.cancel(handle, op_id, forwarded)
+        s.ops.pop(op_id, None)
+        if self.worker is not None and self.worker.alive and not op.eos:
+            asyncio.ensure_future(self._quiet(P.CloseOperation(op.id)))
+        op.status = CLOSED
+        return {"status": CLOSED}
+
+    async def fetch(self, handle: str, op_id: str, token: int, row_format: str,
+                    forwarded: bool, base: str) -> dict:
+        s, op = self._op(handle, op_id, forwarded)
+        if row_format not in ("JSON", "PLAIN_TEXT"):
+            raise ApiError(400, f"rowFormat {row_format!r} is not supported (JSON, PLAIN_TEXT)")
+        uri = f"{base}/sessions/{handle}/operations/{op_id}/result/%d?rowFormat={row_format}"
+        if not op.done.is_set():
+            try:
+                await asyncio.wait_for(asyncio.shield(op.done.wait()),
+                                       self.conf["sql-gateway.fetch-wait"])
+            except asyncio.TimeoutError:
+                return {"resultType": "NOT_READY", "isQueryResult": op.kind == READ,
+                        "resultKind": "SUCCESS_WITH_CONTENT", "results": sqlresult.results([], []),
+                        "nextResultUri": uri % token}
+        if op.status == ERROR:
+            raise ApiError(400, op.error or "the statement failed")
+        if op.status in (CANCELED, CLOSED):
+            raise ApiError(409, f"operation {op_id} was {op.status.lower()}")
+        async with op.lock:
+            if token == op.served + 1:
+                if token > 0:
+                    if op.eos:
+                        op.page = {"rows": [], "eos": True, "end": True}
+                    else:
+                        op.page = await self._next_page(op)
+                        op.eos = bool(op.page.get("eos"))
+                op.served = token
+            elif token != op.served:
+                raise ApiError(400, f"result token {token} is out of order: the next one is "
+                                    f"{op.served + 1} (or {op.served} again)")
+            page = op.page or {"rows": []}
+        rows = page.get("rows") or []
+        if row_format == "PLAIN_TEXT":
+            rows = [[None if v is None else str(v) for v in row] for row in rows]
+        out = {"resultType": "EOS" if page.get("end") else "PAYLOAD",
+               "isQueryResult": op.kind == READ,
+               "resultKind": "SUCCESS_WITH_CONTENT" if op.has_content else "SUCCESS",
+               "results": sqlresult.results(op.columns, rows)}
+        out["results"]["rowFormat"] = row_format
+        if not page.get("end"):
+            out["nextResultUri"] = uri % (token + 1)
+        return out
+
+    async def _next_page(self, op: Operation) -> dict:
+        try:
+            return await self.worker.call(P.Fetch(op.id, self.conf["sql-gateway.page-rows"]))
+        except (StatementError, WorkerLost) as exc:
+            op.status, op.error = ERROR, _message(exc)
+            raise ApiError(400, op.error)
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, ApiError):
+        return "; ".join(exc.errors)
+    return str(exc)

@@ -1,0 +1,146 @@
+"""The peer's side of its SQL worker process (jm/runtime/sqlworker.py): starts it (with the
+parent-death signal, so it dies with the peer), sends requests and matches the replies.
+If the worker dies, every request in flight fails with WorkerLost and the next request
+starts a new worker (`generation` tells the gateway its sessions must be opened again)."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import struct
+import sys
+from typing import Any, Callable, Optional
+
+from jm.runtime import sqlproto as P
+from jm.runtime.zygote import PARENT_ENV
+
+log = logging.getLogger("jm.sql.worker")
+
+
+class WorkerLost(Exception):
+    pass
+
+
+class StatementError(Exception):
+    """The worker answered with an error (Spark's message)."""
+
+
+class SqlWorker:
+    def __init__(self, remote: str, threads: int, log_path: str, nice: int = 0,
+                 on_start: Callable[[int], None] = lambda pid: None) -> None:
+        self.remote = remote
+        self.threads = threads
+        self.log_path = log_path
+        self.nice = nice
+        self.on_start = on_start
+        self.proc: Optional[asyncio.subprocess.Process] = None
+        self.generation = 0
+        self._pending: dict[int, asyncio.Future] = {}
+        self._next_id = 0
+        self._reader: Optional[asyncio.Task] = None
+        self._starting: Optional[asyncio.Future] = None
+        self._closing = False
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None
+
+    async def _ensure(self) -> None:
+        if self.alive:
+            return
+        if self._closing:
+            raise WorkerLost("the SQL worker is stopping")
+        if self._starting is None or self._starting.done():
+            self._starting = asyncio.ensure_future(self._start())
+        await asyncio.shield(self._starting)
+
+    async def _start(self) -> None:
+        os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
+        env = dict(os.environ, JM_NICE=str(self.nice), PYTHONUNBUFFERED="1")
+        env[PARENT_ENV] = str(os.getpid())
+        with open(self.log_path, "ab") as err:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "jm.runtime.pdeathsig", sys.executable, "-m",
+                "jm.runtime.sqlworker", self.remote, str(self.threads),
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=err,
+                env=env, limit=P.MAX_FRAME)
+        self.generation += 1
+        self.on_start(self.proc.pid)
+        log.info("SQL worker started (pid %d, generation %d)", self.proc.pid, self.generation)
+        self._reader = asyncio.create_task(self._read(self.proc))
+
+    async def _read(self, proc: asyncio.subprocess.Process) -> None:
+        try:
+            while True:
+                head = await proc.stdout.readexactly(4)
+                (size,) = struct.unpack(">I", head)
+                body = await proc.stdout.readexactly(size)
+                try:
+                    request_id, reply = P.unpack(body)
+                except Exception:
+                    log.exception("undecodable reply from the SQL worker")
+                    continue
+                fut = self._pending.pop(request_id, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(reply)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            if proc.returncode is None:
+                try:
+                    proc.kill()
+                except ProcessLookupError:
+                    pass
+            code = await proc.wait()
+            if not self._closing:
+                log.error("SQL worker exited with code %s", code)
+            pending, self._pending = self._pending, {}
+            for fut in pending.values():
+                if not fut.done():
+                    fut.set_exception(WorkerLost(f"the SQL worker exited with code {code}"))
+
+    async def call(self, message: Any, timeout: Optional[float] = None) -> Any:
+        """Send one request; its value, or StatementError with the worker's message."""
+        await self._ensure()
+        proc = self.proc
+        self._next_id += 1
+        request_id = self._next_id
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = fut
+        try:
+            proc.stdin.write(P.pack(request_id, message))
+            await proc.stdin.drain()
+        except (ConnectionError, RuntimeError) as exc:
+            self._pending.pop(request_id, None)
+            raise WorkerLost(f"the SQL worker is gone: {exc}")
+        try:
+            reply = await (asyncio.wait_for(fut, timeout) if timeout else fut)
+        finally:
+            self._pending.pop(request_id, None)
+        if not reply.ok:
+            raise StatementError(reply.error or "error")
+        return reply.value
+
+    async def close(self, timeout: float = 5.0) -> None:
+        self._closing = True
+        proc = self.proc
+        if proc is None:
+            return
+        if proc.returncode is None:
+            try:
+                proc.stdin.close()  # the worker ends at the end of its input
+            except Exception:
+                pass
+            try:
+                await asyncio.wait_for(proc.wait(), timeout)
+            except asyncio.TimeoutError:
+                proc.kill()
+        if self._reader is not None:
+            await asyncio.wait({self._reader}, timeout=timeout)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            try:
+                self.proc.kill()
+            except ProcessLookupError:
+                pass

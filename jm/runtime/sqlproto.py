@@ -1,0 +1,108 @@
+"""Messages between a peer and its SQL worker process (typed, msgpack on the wire): a
+frame is a 4-byte big-endian length and the msgpack of [request id, type name, fields].
+The worker answers every request with one Reply carrying the same id."""
+from __future__ import annotations
+
+import dataclasses
+import struct
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, Optional
+
+import msgpack
+
+MAX_FRAME = 256 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class OpenSession:
+    """Attach to (or create) the Spark Connect session `session` and rebuild its state:
+    `properties` set, then the state-defining statements in `replay` run in order."""
+    session: str
+    properties: dict = field(default_factory=dict)
+    replay: tuple = ()
+
+
+@dataclass(frozen=True)
+class Execute:
+    """Run a statement; the reply comes with its first page (or its error)."""
+    session: str
+    op: str
+    statement: str
+    config: dict = field(default_factory=dict)
+    page_rows: int = 1000
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """The next page of an operation's rows."""
+    op: str
+    page_rows: int = 1000
+
+
+@dataclass(frozen=True)
+class Cancel:
+    op: str
+
+
+@dataclass(frozen=True)
+class CloseOperation:
+    op: str
+
+
+@dataclass(frozen=True)
+class CloseSession:
+    session: str
+    release: bool = True  # end it in the Spark server too (not when it moved away)
+
+
+@dataclass(frozen=True)
+class Reply:
+    ok: bool
+    value: Any = None
+    error: Optional[str] = None
+
+
+TYPES = {cls.__name__: cls for cls in (OpenSession, Execute, Fetch, Cancel, CloseOperation,
+                                       CloseSession, Reply)}
+
+
+def pack(request_id: int, message: Any) -> bytes:
+    name = type(message).__name__
+    if name not in TYPES:
+        raise TypeError(f"not a SQL worker message: {message!r}")
+    fields = {f.name: getattr(message, f.name) for f in dataclasses.fields(message)}
+    body = msgpack.packb([request_id, name, fields], use_bin_type=True)
+    return struct.pack(">I", len(body)) + body
+
+
+def unpack(body: bytes) -> tuple[int, Any]:
+    request_id, name, fields = msgpack.unpackb(body, raw=False, strict_map_key=False)
+    cls = TYPES.get(name)
+    if cls is None or not isinstance(fields, dict):
+        raise ValueError(f"unknown SQL worker message {name!r}")
+    known = {f.name for f in dataclasses.fields(cls)}
+    kwargs = {k: tuple(v) if k == "replay" else v for k, v in fields.items() if k in known}
+    return request_id, cls(**kwargs)
+
+
+def _read_exact(stream: BinaryIO, n: int) -> bytes:
+    parts, got = [], 0
+    while got < n:
+        chunk = stream.read(n - got)
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def read_frame(stream: BinaryIO) -> Optional[bytes]:
+    """One frame's body from a blocking stream; None at its end."""
+    head = _read_exact(stream, 4)
+    if len(head) < 4:
+        return None
+    (size,) = struct.unpack(">I", head)
+    if size > MAX_FRAME:
+        raise ValueError(f"frame of {size} bytes")
+    body = _read_exact(stream, size)
+    return body if len(body) == size else None

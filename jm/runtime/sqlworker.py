@@ -1,0 +1,228 @@
+"""The SQL gateway's worker: one process per peer that holds the Spark Connect sessions of
+the gateway sessions placed on that peer and runs their statements, so that a statement
+costs no job process and the peer itself never opens a Spark channel.
+
+    python -m jm.runtime.sqlworker SPARK_REMOTE THREADS
+
+Requests come as frames (jm/runtime/sqlproto.py) on stdin; replies go out on the
+process's original stdout (Spark's and the user's prints go to stderr, the peer's log).
+Each request runs on a thread of a pool; a statement's rows are read from Spark a page
+at a time (`toLocalIterator`), so a large result never sits whole in this process.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import threading
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Optional
+
+from jm.runtime import sqlproto as P
+
+MAX_ERROR = 16000
+
+
+def error_text(exc: BaseException) -> str:
+    """Spark's own message first (its JVM stack trace, if any, after it)."""
+    msg = str(exc).strip() or type(exc).__name__
+    name = type(exc).__name__
+    return (msg if msg.startswith(name) else f"{name}: {msg}")[:MAX_ERROR]
+
+
+def with_session(remote: str, session: str) -> str:
+    sep = ";" if "/;" in remote else ("" if remote.endswith("/") else "/") + ";"
+    return f"{remote}{sep}session_id={session}"
+
+
+class Operation:
+    def __init__(self, session: str, tag: str) -> None:
+        self.session = session
+        self.tag = tag
+        self.rows: Any = None        # the iterator over the result's rows
+        self.width = 0
+        self.lock = threading.Lock()  # one page at a time
+        self.closed = False
+
+
+class Worker:
+    def __init__(self, remote: str, out) -> None:
+        self.remote = remote
+        self.out = out
+        self.out_lock = threading.Lock()
+        self.sessions: dict[str, Any] = {}
+        self.session_locks: dict[str, threading.Lock] = {}
+        self.ops: dict[str, Operation] = {}
+        self.lock = threading.Lock()
+
+    # ---- replies --------------------------------------------------------------------
+    def reply(self, request_id: int, reply: P.Reply) -> None:
+        frame = P.pack(request_id, reply)
+        with self.out_lock:
+            self.out.write(frame)
+            self.out.flush()
+
+    def handle(self, request_id: int, message: Any) -> None:
+        try:
+            value = getattr(self, "on_" + type(message).__name__)(message)
+            reply = P.Reply(True, value)
+        except BaseException as exc:  # every request is answered
+            reply = P.Reply(False, None, error_text(exc))
+        try:
+            self.reply(request_id, reply)
+        except (BrokenPipeError, ValueError):
+            os._exit(0)  # the peer is gone
+
+    # ---- sessions -------------------------------------------------------------------
+    def _session(self, handle: str):
+        spark = self.sessions.get(handle)
+        if spark is None:
+            raise LookupError(f"session {handle} is not open in this worker")
+        return spark
+
+    def on_OpenSession(self, m: P.OpenSession) -> dict:
+        from pyspark.sql import SparkSession
+        with self.lock:
+            lock = self.session_locks.setdefault(m.session, threading.Lock())
+        with lock:
+            if m.session in self.sessions:
+                return {"replayed": 0, "errors": []}
+            spark = SparkSession.builder.remote(with_session(self.remote, m.session)).create()
+            errors = []
+            for key, value in (m.properties or {}).items():
+                try:
+                    spark.conf.set(str(key), str(value))
+                except Exception as exc:
+                    errors.append(f"property {key}: {error_text(exc)[:500]}")
+            for statement in m.replay:
+                try:
+                    spark.sql(statement).collect()
+                except Exception as exc:
+                    errors.append(f"{statement[:200]}: {error_text(exc)[:500]}")
+            self.sessions[m.session] = spark
+            return {"replayed": len(m.replay), "errors": errors}
+
+    def on_CloseSession(self, m: P.CloseSession) -> bool:
+        spark = self.sessions.pop(m.session, None)
+        for op_id, op in list(self.ops.items()):
+            if op.session == m.session:
+                self._drop(op_id)
+        if spark is None:
+            return False
+        if m.release:
+            try:
+                spark.stop()  # ends the session in the server (temp views, settings)
+            except Exception:
+                pass
+        else:
+            try:
+                spark.client.close()
+            except Exception:
+                pass
+        return True
+
+    # ---- operations -----------------------------------------------------------------
+    def on_Execute(self, m: P.Execute) -> dict:
+        spark = self._session(m.session)
+        op = Operation(m.session, "jm-op-" + m.op)
+        with self.lock:
+            self.ops[m.op] = op
+        spark.addTag(op.tag)  # thread-local: this statement's RPCs, for a cancel
+        try:
+            for key, value in (m.config or {}).items():
+                spark.conf.set(str(key), str(value))
+            df = spark.sql(m.statement)
+            schema = df.schema
+            op.width = len(schema.fields)
+            op.rows = iter(df.toLocalIterator()) if op.width else iter(())
+            page = self._page(op, m.page_rows)
+        except BaseException:
+            self._drop(m.op)
+            raise
+        finally:
+            spark.removeTag(op.tag)
+        return {"schema": schema.jsonValue(), **page}
+
+    def _page(self, op: Operation, n: int) -> dict:
+        from jm.runtime.jobrun import jsonable
+        rows: list = []
+        with op.lock:
+            if op.rows is None or op.closed:
+                return {"rows": [], "eos": True}
+            for row in op.rows:
+                rows.append([jsonable(v) for v in row])
+                if len(rows) >= n:
+                    break
+            else:
+                op.rows = None
+        return {"rows": rows, "eos": op.rows is None}
+
+    def on_Fetch(self, m: P.Fetch) -> dict:
+        op = self.ops.get(m.op)
+        if op is None:
+            raise LookupError(f"operation {m.op} is not open in this worker")
+        page = self._page(op, m.page_rows)
+        if page["eos"]:
+            self._drop(m.op)
+        return page
+
+    def on_Cancel(self, m: P.Cancel) -> bool:
+        op = self.ops.get(m.op)
+        if op is None:
+            return False
+        spark = self.sessions.get(op.session)
+        if spark is not None:
+            try:
+                spark.interruptTag(op.tag)
+            except Exception:
+                pass
+        self._drop(m.op)
+        return True
+
+    def on_CloseOperation(self, m: P.CloseOperation) -> bool:
+        return self._drop(m.op)
+
+    def _drop(self, op_id: str) -> bool:
+        with self.lock:
+            op = self.ops.pop(op_id, None)
+        if op is None:
+            return False
+        op.closed = True
+        rows, op.rows = op.rows, None
+        close = getattr(rows, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:
+                pass
+        return True
+
+
+def main(argv: Optional[list] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    remote, threads = argv[0], int(argv[1]) if len(argv) > 1 else 16
+    out = os.fdopen(os.dup(1), "wb")  # the protocol's; fd 1 becomes the log
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    stdin = os.fdopen(0, "rb", buffering=0)
+    worker = Worker(remote, out)
+    pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="jm-sql")
+    importlib.import_module("pyspark.sql.connect.session")  # once, before any request
+    while True:
+        try:
+            body = P.read_frame(stdin)
+        except (OSError, ValueError):
+            body = None
+        if body is None:
+            os._exit(0)  # the peer closed the pipe (or died): nothing to hand over
+        try:
+            request_id, message = P.unpack(body)
+        except Exception:
+            traceback.print_exc()
+            continue
+        pool.submit(worker.handle, request_id, message)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

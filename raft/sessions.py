@@ -1,0 +1,101 @@
+"""SQL gateway sessions in the replicated state (pure, like raft/state.py): which peer
+holds each session, and the statements that rebuild it elsewhere. A session whose peer
+is declared dead moves at once to the live peer holding the fewest sessions; one that
+finds no live peer waits (node None) for the next peer to register."""
+from __future__ import annotations
+
+from typing import Optional
+
+from raft import commands as c
+from raft.records import ALIVE, Result, SqlSessionRecord
+
+MAX_SESSION_STATEMENTS = 500          # state-defining statements kept per session
+MAX_STATEMENT_CHARS = 64 * 1024
+
+
+def sessions_of(state, node: str) -> list[str]:
+    return [h for h, s in state.sessions.items() if s.node == node]
+
+
+def session_counts(state) -> dict[str, int]:
+    counts = {p.id: 0 for p in state.peers.values() if p.state == ALIVE}
+    for s in state.sessions.values():
+        if s.node in counts:
+            counts[s.node] += 1
+    return counts
+
+
+def least_loaded(state, exclude: Optional[str] = None) -> Optional[str]:
+    """The live, non-draining peer holding the fewest sessions (ties: by id), or None."""
+    counts = session_counts(state)
+    live = [p.id for p in state.peers.values()
+            if p.state == ALIVE and not p.draining and p.id != exclude]
+    if not live:
+        return None
+    return min(live, key=lambda n: (counts.get(n, 0), n))
+
+
+def move_sessions_of(state, node: str, time: float) -> list[str]:
+    """The sessions held by `node` (declared dead or restarted) go to other peers."""
+    moved = []
+    for handle in sessions_of(state, node):
+        s = state.sessions[handle]
+        s.node = least_loaded(state, exclude=node)
+        s.epoch += 1
+        s.moves += 1
+        moved.append(handle)
+    return moved
+
+
+def place_orphans(state) -> None:
+    """Sessions without a peer (none was alive when theirs died) go to live peers."""
+    for s in state.sessions.values():
+        if s.node is None:
+            s.node = least_loaded(state)
+            if s.node is None:
+                return
+
+
+def open_session(state, cmd: c.OpenSqlSession) -> Result:
+    if cmd.handle in state.sessions:
+        s = state.sessions[cmd.handle]
+        return Result(True, {"handle": s.handle, "node": s.node, "duplicate": True})
+    peer = state.peers.get(cmd.node)
+    if peer is None or peer.state != ALIVE:
+        return Result.fail("unavailable", f"peer {cmd.node} is not alive")
+    if not isinstance(cmd.properties, dict):
+        return Result.fail("invalid", "session properties must be a mapping")
+    if cmd.limit > 0 and session_counts(state).get(cmd.node, 0) >= cmd.limit:
+        return Result.fail("full", f"peer {cmd.node} holds {cmd.limit} sessions already")
+    state.sessions[cmd.handle] = SqlSessionRecord(cmd.handle, cmd.name, dict(cmd.properties),
+                                                  cmd.node, cmd.time)
+    return Result(True, {"handle": cmd.handle, "node": cmd.node})
+
+
+def close_sessions(state, cmd: c.CloseSqlSessions) -> Result:
+    closed = [h for h in cmd.handles if state.sessions.pop(h, None) is not None]
+    return Result(True, closed)
+
+
+def add_statement(state, cmd: c.AddSqlStatement) -> Result:
+    s = state.sessions.get(cmd.handle)
+    if s is None:
+        return Result.fail("not-found", f"unknown session {cmd.handle}")
+    if s.node != cmd.node or s.epoch != cmd.epoch:
+        return Result.fail("stale", f"session {cmd.handle} is held by {s.node} at epoch "
+                                    f"{s.epoch}, not {cmd.node} at {cmd.epoch}")
+    if len(cmd.statement) > MAX_STATEMENT_CHARS:
+        return Result.fail("invalid", f"a session-defining statement is limited to "
+                                      f"{MAX_STATEMENT_CHARS} characters")
+    if len(s.statements) >= MAX_SESSION_STATEMENTS:
+        return Result.fail("full", f"session {cmd.handle} has {MAX_SESSION_STATEMENTS} "
+                                   "state-defining statements; open a new session")
+    s.statements.append(cmd.statement)
+    return Result(True, len(s.statements))
+
+
+HANDLERS = {
+    c.OpenSqlSession: open_session,
+    c.CloseSqlSessions: close_sessions,
+    c.AddSqlStatement: add_statement,
+}

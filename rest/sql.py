@@ -1,0 +1,188 @@
+"""Flink SQL Gateway's REST API (v1 and v2; unprefixed paths are v2) on every peer.
+
+Any peer accepts any session handle: a request for a session another peer holds is
+proxied there (with the index this peer has applied, so the holder answers only once it
+knows the session too). Errors are Flink's `{"errors": [...]}`."""
+from __future__ import annotations
+
+import json
+from typing import Any, Awaitable, Callable
+
+import aiohttp
+from aiohttp import web
+
+from rest.gateway import ApiError, Forward
+
+VERSIONS = ("v1", "v2")
+FORWARDED = "X-JM-Forwarded"
+HTTP: web.AppKey[Any] = web.AppKey("sql_http")
+PRODUCT = {"productName": "Apache Spark (JobManager SQL Gateway)"}
+
+
+def _gw(request: web.Request):
+    from rest.app import GATEWAY
+    return request.app[GATEWAY].sql
+
+
+def _forwarded(request: web.Request) -> bool:
+    return FORWARDED in request.headers
+
+
+def _base(request: web.Request) -> str:
+    first = request.path.split("/", 2)[1]
+    return f"/{first}" if first in VERSIONS else ""
+
+
+async def _body(request: web.Request, optional: bool = True) -> dict:
+    from rest.app import _json_body
+    body = await _json_body(request, optional=optional)
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    return body
+
+
+async def _answer(request: web.Request, fn: Callable[[], Awaitable[Any]]) -> web.StreamResponse:
+    try:
+        return web.json_response(await fn())
+    except Forward as fwd:
+        return await _proxy(request, fwd.url)
+
+
+async def _proxy(request: web.Request, url: str) -> web.StreamResponse:
+    from rest.app import GATEWAY, MIN_INDEX_HEADER
+    headers = {FORWARDED: "1",
+               MIN_INDEX_HEADER: str(request.app[GATEWAY].applied_index())}
+    for name in ("Authorization", "Content-Type"):
+        if name in request.headers:
+            headers[name] = request.headers[name]
+    body = await request.read()
+    try:
+        async with request.app[HTTP].request(request.method, url + request.path_qs,
+                                             data=body or None, headers=headers) as resp:
+            data = await resp.read()
+            out = web.Response(body=data, status=resp.status,
+                               content_type=resp.content_type or "application/json")
+            if "Retry-After" in resp.headers:
+                out.headers["Retry-After"] = resp.headers["Retry-After"]
+            return out
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise ApiError(503, f"the peer holding this session ({url}) did not answer: {exc}; "
+                            "retry (a session whose peer died moves to another one)",
+                       headers={"Retry-After": "1"})
+
+
+# ---- handlers ------------------------------------------------------------------------
+async def api_versions(request: web.Request) -> web.Response:
+    return web.json_response({"versions": [v.upper() for v in VERSIONS]})
+
+
+async def info(request: web.Request) -> web.Response:
+    try:
+        from importlib.metadata import version
+        spark = version("pyspark")
+    except Exception:
+        spark = "unknown"
+    return web.json_response(dict(PRODUCT, version=spark))
+
+
+async def open_session(request: web.Request) -> web.Response:
+    body = await _body(request)
+    return web.json_response(await _gw(request).open_session(body))
+
+
+async def get_session(request: web.Request) -> web.Response:
+    return web.json_response(_gw(request).session_info(request.match_info["sh"]))
+
+
+async def close_session(request: web.Request) -> web.Response:
+    return web.json_response(await _gw(request).close_session(request.match_info["sh"]))
+
+
+async def heartbeat(request: web.Request) -> web.StreamResponse:
+    return await _answer(request, lambda: _gw(request).heartbeat(
+        request.match_info["sh"], _forwarded(request)))
+
+
+async def execute(request: web.Request) -> web.StreamResponse:
+    body = await _body(request, optional=False)
+    return await _answer(request, lambda: _gw(request).execute(
+        request.match_info["sh"], body, _forwarded(request)))
+
+
+async def configure(request: web.Request) -> web.StreamResponse:
+    """v2's configure-session: run a session-defining statement and wait for it."""
+    body = await _body(request, optional=False)
+    gw, sh, fwd = _gw(request), request.match_info["sh"], _forwarded(request)
+
+    async def run() -> dict:
+        op = (await gw.execute(sh, body, fwd))["operationHandle"]
+        while True:
+            res = await gw.fetch(sh, op, 0, "JSON", fwd, _base(request))
+            if res["resultType"] != "NOT_READY":
+                await gw.close_operation(sh, op, fwd)
+                return {}
+    return await _answer(request, run)
+
+
+async def status(request: web.Request) -> web.StreamResponse:
+    async def run() -> dict:
+        return _gw(request).status(request.match_info["sh"], request.match_info["oh"],
+                                   _forwarded(request))
+    return await _answer(request, run)
+
+
+async def cancel(request: web.Request) -> web.StreamResponse:
+    return await _answer(request, lambda: _gw(request).cancel(
+        request.match_info["sh"], request.match_info["oh"], _forwarded(request)))
+
+
+async def close_operation(request: web.Request) -> web.StreamResponse:
+    return await _answer(request, lambda: _gw(request).close_operation(
+        request.match_info["sh"], request.match_info["oh"], _forwarded(request)))
+
+
+async def fetch(request: web.Request) -> web.StreamResponse:
+    try:
+        token = int(request.match_info["token"])
+        if token < 0:
+            raise ValueError
+    except ValueError:
+        raise ApiError(400, f"result token {request.match_info['token']!r} is not a "
+                            "non-negative integer")
+    row_format = request.query.get("rowFormat", "JSON").upper()
+    return await _answer(request, lambda: _gw(request).fetch(
+        request.match_info["sh"], request.match_info["oh"], token, row_format,
+        _forwarded(request), _base(request)))
+
+
+async def _start_http(app: web.Application) -> None:
+    app[HTTP] = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None,
+                                                                    sock_connect=3),
+                                      json_serialize=json.dumps)
+
+
+async def _stop_http(app: web.Application) -> None:
+    await app[HTTP].close()
+
+
+def add_routes(app: web.Application) -> None:
+    app.on_startup.append(_start_http)
+    app.on_cleanup.append(_stop_http)
+    r = app.router
+    for prefix in ("", "/v1", "/v2"):
+        r.add_get(prefix + "/api_versions", api_versions)
+        s = prefix + "/sessions"
+        op = s + "/{sh}/operations/{oh}"
+        r.add_get(prefix + "/info", info)
+        r.add_post(s, open_session)
+        r.add_get(s + "/{sh}", get_session)
+        r.add_delete(s + "/{sh}", close_session)
+        r.add_post(s + "/{sh}/heartbeat", heartbeat)
+        r.add_post(s + "/{sh}/statements", execute)
+        r.add_post(s + "/{sh}/configure-session", configure)
+        r.add_get(op + "/status", status)
+        r.add_post(op + "/cancel", cancel)
+        r.add_delete(op + "/cancel", cancel)
+        r.add_delete(op + "/close", close_operation)
+        r.add_delete(op, close_operation)
+        r.add_get(op + "/result/{token}", fetch)

@@ -1,0 +1,181 @@
+"""The SQL gateway through real peers (in-process, real Raft and aiohttp) and a real Spark
+Connect server: Flink SQL Gateway's REST flow on any peer for any session, session state
+kept by the Spark session, paged results, errors, cancel, bad input."""
+import pytest
+
+from tests.conftest import running
+from tests.helpers import ahttp, apoll
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+async def sqlc(tmp_path):
+    async with running(str(tmp_path), 3, {"sql-gateway.page-rows": 4,
+                                          "sql-gateway.fetch-wait": "200 ms",
+                                          "spark.driver.memory": "512m"}, spark=True) as c:
+        yield c
+
+
+async def open_session(c, peer=0, **body):
+    s, b = await ahttp("POST", c.url(peer) + "/v1/sessions", body or {})
+    assert s == 200, b
+    return b["sessionHandle"]
+
+
+async def run(c, sh, sql, peer=0, version="v1"):
+    """Execute and read every page; (status, columns, rows, kinds) or the error body."""
+    s, b = await ahttp("POST", f"{c.url(peer)}/{version}/sessions/{sh}/statements",
+                       {"statement": sql})
+    assert s == 200, b
+    oh = b["operationHandle"]
+    uri = f"/{version}/sessions/{sh}/operations/{oh}/result/0?rowFormat=JSON"
+    rows, cols, kinds = [], None, set()
+    while uri:
+        s, b = await ahttp("GET", c.url(peer) + uri)
+        if s != 200:
+            return s, b
+        kinds.add(b["resultType"])
+        if b["resultType"] == "PAYLOAD":
+            cols = b["results"]["columns"]
+            rows += [d["fields"] for d in b["results"]["data"]]
+        uri = b.get("nextResultUri")
+    return 200, {"columns": cols, "rows": rows, "kinds": kinds, "oh": oh}
+
+
+async def test_flink_flow_on_any_peer_with_session_state_and_pages(sqlc):
+    s, b = await ahttp("GET", sqlc.url(1) + "/v1/info")
+    assert s == 200 and b["version"]
+    s, b = await ahttp("GET", sqlc.url(2) + "/api_versions")
+    assert b == {"versions": ["V1", "V2"]}
+    sh = await open_session(sqlc, 0, properties={"spark.sql.shuffle.partitions": "2"},
+                            sessionName="bi")
+    s, info = await ahttp("GET", f"{sqlc.url(2)}/v1/sessions/{sh}")
+    assert s == 200 and info["properties"] == {"spark.sql.shuffle.partitions": "2"}
+    assert info["sessionName"] == "bi" and info["node"]
+    # state defined through one peer is seen through another (the session is one place)
+    s, r = await run(sqlc, sh, "CREATE OR REPLACE TEMP VIEW nums AS SELECT id FROM range(10)",
+                     peer=1)
+    assert s == 200, r
+    s, r = await run(sqlc, sh, "SELECT id, id * 2 AS twice FROM nums ORDER BY id", peer=2,
+                     version="v2")
+    assert s == 200, r
+    assert r["rows"] == [[i, 2 * i] for i in range(10)]  # pages of 4, 4, 2, then EOS
+    assert [col["name"] for col in r["columns"]] == ["id", "twice"]
+    assert r["columns"][0]["logicalType"]["type"] == "BIGINT"
+    assert {"PAYLOAD", "EOS"} <= r["kinds"] <= {"PAYLOAD", "EOS", "NOT_READY"}
+    s, r = await run(sqlc, sh, "SET spark.sql.shuffle.partitions", peer=0)
+    assert r["rows"] == [["spark.sql.shuffle.partitions", "2"]], r
+    s, info = await ahttp("GET", f"{sqlc.url(0)}/v1/sessions/{sh}")
+    assert info["state-statements"] == 1  # the temp view, for the session's next peer
+    # status, heartbeat, close
+    s, b = await ahttp("GET", f"{sqlc.url(1)}/v1/sessions/{sh}/operations/{r['oh']}/status")
+    assert s == 200 and b == {"status": "FINISHED"}
+    s, b = await ahttp("POST", f"{sqlc.url(2)}/v1/sessions/{sh}/heartbeat")
+    assert s == 200
+    s, b = await ahttp("DELETE", f"{sqlc.url(1)}/v1/sessions/{sh}/operations/{r['oh']}/close")
+    assert s == 200 and b["status"] == "CLOSED"
+    s, b = await ahttp("DELETE", f"{sqlc.url(1)}/v1/sessions/{sh}")
+    assert s == 200
+    s, b = await ahttp("GET", f"{sqlc.url(0)}/v1/sessions/{sh}")
+    assert s == 404 and b["errors"]
+
+
+async def test_errors_bad_input_and_cancel(sqlc):
+    sh = await open_session(sqlc, 1)
+    s, b = await run(sqlc, sh, "SELECT * FROM no_such_table", peer=0)
+    assert s == 400 and "no_such_table" in b["errors"][0].lower(), b
+    s, b = await ahttp("POST", f"{sqlc.url(0)}/v1/sessions/{sh}/statements", {"statement": ""})
+    assert s == 400 and b["errors"]
+    s, b = await ahttp("POST", f"{sqlc.url(0)}/v1/sessions/{sh}/statements", [1])
+    assert s == 400
+    s, b = await ahttp("POST", f"{sqlc.url(0)}/v1/sessions/nope/statements",
+                       {"statement": "SELECT 1"})
+    assert s == 404
+    s, b = await ahttp("POST", f"{sqlc.url(0)}/v1/sessions", {"properties": [1]})
+    assert s == 400
+    # an out-of-order token, and a bad token
+    s, b = await ahttp("POST", f"{sqlc.url(2)}/v1/sessions/{sh}/statements",
+                       {"statement": "SELECT id FROM range(20)"})
+    oh = b["operationHandle"]
+    base = f"{sqlc.url(2)}/v1/sessions/{sh}/operations/{oh}/result"
+
+    async def ready():
+        s, b = await ahttp("GET", base + "/0")
+        return b if b.get("resultType") == "PAYLOAD" else None
+    first = await apoll(ready, 120, what="the first page")
+    again = (await ahttp("GET", base + "/0"))[1]  # a retry of the same token
+    assert again["results"]["data"] == first["results"]["data"]
+    s, b = await ahttp("GET", base + "/3")
+    assert s == 400 and "out of order" in b["errors"][0]
+    s, b = await ahttp("GET", base + "/x")
+    assert s == 400
+    s, b = await ahttp("GET", base + "/1?rowFormat=CSV")
+    assert s == 400
+    # a long query cancelled
+    s, b = await ahttp("POST", f"{sqlc.url(0)}/v1/sessions/{sh}/statements", {
+        "statement": "SELECT count(*) FROM range(100000000000)"})
+    oh = b["operationHandle"]
+    s, b = await ahttp("POST", f"{sqlc.url(1)}/v1/sessions/{sh}/operations/{oh}/cancel")
+    assert s == 200 and b["status"] == "CANCELED"
+    s, b = await ahttp("GET", f"{sqlc.url(0)}/v1/sessions/{sh}/operations/{oh}/result/0")
+    assert s == 409
+    # the session still works after that
+    s, r = await run(sqlc, sh, "SELECT 41 + 1 AS answer", peer=2)
+    assert r["rows"] == [[42]]
+
+
+async def test_dbapi_and_jm_sql(sqlc, tmp_path):
+    import asyncio
+    import os
+    import subprocess
+    import sys
+
+    from jm.client import dbapi
+    from tests.helpers import ROOT
+
+    def with_dbapi():
+        with dbapi.connect([sqlc.url(2), sqlc.url(0)]) as conn:
+            cur = conn.cursor()
+            cur.execute("CREATE OR REPLACE TEMP VIEW t AS SELECT id, CAST(id AS STRING) AS s "
+                        "FROM range(%(n)s)", {"n": 9})
+            cur.execute("SELECT id, s FROM t WHERE s <> %s ORDER BY id", ("3",))
+            desc = [(d[0], d[1]) for d in cur.description]
+            one = cur.fetchone()
+            many = cur.fetchmany(3)
+            rest = cur.fetchall()
+            other = conn.cursor()  # same session: the temp view is there
+            other.execute("SELECT count(*) FROM t")
+            count = other.fetchall()
+            try:
+                other.execute("SELECT nope FROM t")
+                error = None
+            except dbapi.ProgrammingError as exc:
+                error = str(exc)
+            return desc, one, many, rest, count, error
+    desc, one, many, rest, count, error = await asyncio.to_thread(with_dbapi)
+    assert desc == [("id", "BIGINT"), ("s", "VARCHAR")]
+    assert desc[0][1] == dbapi.NUMBER and desc[1][1] == dbapi.STRING
+    assert one == (0, "0") and many == [(1, "1"), (2, "2"), (4, "4")]
+    assert rest == [(i, str(i)) for i in (5, 6, 7, 8)]
+    assert count == [(9,)]
+    assert error and "nope" in error
+
+    script = tmp_path / "q.sql"
+    script.write_text("-- a script\nCREATE TEMP VIEW v AS SELECT 'a;b' AS x;\n"
+                      "SELECT x, 1 AS n FROM v;\n")
+    env = dict(os.environ, JM_ADDRESS=f"{sqlc.url(1)},{sqlc.url(0)}")
+
+    def jm(*args):
+        return subprocess.run([sys.executable, "-m", "jm.client.cli", "sql", *args], cwd=ROOT,
+                              env=env, capture_output=True, text=True, timeout=120)
+    r = await asyncio.to_thread(jm, "-f", str(script), "--format", "csv")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["x,n", "a;b,1"], r.stdout
+    r = await asyncio.to_thread(jm, "-e", "SELECT 1 AS one; SELECT 'x' AS two", "--timing")
+    assert r.returncode == 0, r.stderr
+    assert "| one |" in r.stdout and "| x   |" in r.stdout and " ms)" in r.stdout, r.stdout
+    r = await asyncio.to_thread(jm, "-e", "SELECT nope", "--format", "json")
+    assert r.returncode == 1 and r.stderr.startswith("ERROR: ") and "Traceback" not in r.stderr
+    r = await asyncio.to_thread(jm, "-e", "SELECT 1", "--property", "novalue")
+    assert r.returncode == 2 and "KEY=VALUE" in r.stderr
