@@ -210,11 +210,30 @@ class AddSqlStatement:
     time: float
 
 
+@dataclass(frozen=True)
+class SqlOperation:
+    """A statement started in a session, kept so that the session's next holder can run
+    a read-only one again (or say a writing one may or may not have run)."""
+    handle: str
+    op: str
+    node: str
+    epoch: int
+    statement: str
+    kind: str
+    time: float
+
+
+@dataclass(frozen=True)
+class StartSqlOperations:
+    """Group commit of SqlOperations; one Result per operation."""
+    ops: tuple
+
+
 COMMAND_TYPES = {cls.__name__: cls for cls in (
     RegisterPeer, Heartbeat, DeclarePeerDead, SubmitJob, SubmitJobs, Assignment, AssignJobs,
     StatusReport, ReportStatuses, CancelJob, PurgeJobs, AddArtifact, TriggerSavepoint,
     CompleteSavepoint, Move, MoveJobs, ReleaseJob, DrainPeer, Barrier, OpenSqlSession,
-    CloseSqlSessions, AddSqlStatement)}
+    CloseSqlSessions, AddSqlStatement, SqlOperation, StartSqlOperations)}
 
 _EXT_COMMAND = 1  # msgpack ext type: our dataclasses; user dicts stay plain dicts
 

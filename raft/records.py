@@ -149,3 +149,5 @@ class SqlSessionRecord:
     epoch: int = 1
     statements: list = field(default_factory=list)
     moves: int = 0
+    # the last operations started: op -> {"statement", "kind", "epoch", "node"}
+    ops: dict = field(default_factory=dict)

@@ -11,6 +11,7 @@ from raft.records import ALIVE, Result, SqlSessionRecord
 
 MAX_SESSION_STATEMENTS = 500          # state-defining statements kept per session
 MAX_STATEMENT_CHARS = 64 * 1024
+MAX_OPS_KEPT = 32                     # operations remembered per session (for a failover)
 
 
 def sessions_of(state, node: str) -> list[str]:
@@ -77,13 +78,21 @@ def close_sessions(state, cmd: c.CloseSqlSessions) -> Result:
     return Result(True, closed)
 
 
-def add_statement(state, cmd: c.AddSqlStatement) -> Result:
-    s = state.sessions.get(cmd.handle)
+def _held(state, handle: str, node: str, epoch: int):
+    """(the session, None) if `node` holds it at `epoch`, else (None, why not)."""
+    s = state.sessions.get(handle)
     if s is None:
-        return Result.fail("not-found", f"unknown session {cmd.handle}")
-    if s.node != cmd.node or s.epoch != cmd.epoch:
-        return Result.fail("stale", f"session {cmd.handle} is held by {s.node} at epoch "
-                                    f"{s.epoch}, not {cmd.node} at {cmd.epoch}")
+        return None, Result.fail("not-found", f"unknown session {handle}")
+    if s.node != node or s.epoch != epoch:
+        return None, Result.fail("stale", f"session {handle} is held by {s.node} at epoch "
+                                          f"{s.epoch}, not {node} at {epoch}")
+    return s, None
+
+
+def add_statement(state, cmd: c.AddSqlStatement) -> Result:
+    s, refused = _held(state, cmd.handle, cmd.node, cmd.epoch)
+    if refused is not None:
+        return refused
     if len(cmd.statement) > MAX_STATEMENT_CHARS:
         return Result.fail("invalid", f"a session-defining statement is limited to "
                                       f"{MAX_STATEMENT_CHARS} characters")
@@ -94,7 +103,30 @@ def add_statement(state, cmd: c.AddSqlStatement) -> Result:
     return Result(True, len(s.statements))
 
 
+def _start_one(state, o: c.SqlOperation) -> Result:
+    s, refused = _held(state, o.handle, o.node, o.epoch)
+    if refused is not None:
+        return refused
+    text = o.statement if len(o.statement) <= MAX_STATEMENT_CHARS else None
+    s.ops[o.op] = {"statement": text, "kind": o.kind, "epoch": o.epoch, "node": o.node}
+    if len(s.ops) > MAX_OPS_KEPT:
+        for op in list(s.ops)[:len(s.ops) - MAX_OPS_KEPT]:
+            del s.ops[op]
+    return Result(True)
+
+
+def start_operations(state, cmd: c.StartSqlOperations) -> Result:
+    out = []
+    for o in cmd.ops:
+        if not isinstance(o, c.SqlOperation):
+            out.append(Result.fail("invalid", "not a SqlOperation"))
+            continue
+        out.append(_start_one(state, o))
+    return Result(True, out)
+
+
 HANDLERS = {
+    c.StartSqlOperations: start_operations,
     c.OpenSqlSession: open_session,
     c.CloseSqlSessions: close_sessions,
     c.AddSqlStatement: add_statement,

@@ -19,12 +19,14 @@ import time
 import uuid
 from typing import Any, Optional
 
+from jm.cluster.batcher import Batcher
 from jm.policy import sqlresult
-from jm.policy.sqlstmt import READ, STATE, classify, temp_views
+from jm.policy.sqlstmt import READ, STATE, WRITE, classify, temp_views
 from jm.runtime import sqlproto as P
 from jm.runtime.sqlclient import SqlWorker, StatementError, WorkerLost
 from raft import sessions as S
-from raft.commands import AddSqlStatement, CloseSqlSessions, OpenSqlSession
+from raft.commands import (AddSqlStatement, CloseSqlSessions, OpenSqlSession, SqlOperation,
+                           StartSqlOperations)
 from raft.node import RaftUnavailable
 from rest.gateway import ApiError, Forward
 
@@ -32,6 +34,8 @@ log = logging.getLogger("jm.sql")
 
 RUNNING, FINISHED, ERROR, CANCELED, CLOSED = "RUNNING", "FINISHED", "ERROR", "CANCELED", "CLOSED"
 MAX_OPS_PER_SESSION = 1000
+LOST_WRITE = ("the peer running this statement died while it ran, so it may or may not have "
+              "taken effect; check, and run it again if needed (the session goes on)")
 
 
 class Operation:
@@ -49,6 +53,7 @@ class Operation:
         self.done = asyncio.Event()
         self.task: Optional[asyncio.Task] = None
         self.lock = asyncio.Lock()            # one fetch at a time
+        self.rerun = False                    # run again here after its peer died
 
 
 class LocalSession:
@@ -71,17 +76,23 @@ class SqlGateway:
         self.worker: Optional[SqlWorker] = None
         self._task: Optional[asyncio.Task] = None
         self._wake: Optional[asyncio.Event] = None
+        self.ops_log: Optional[Batcher] = None  # operations, for the session's next holder
         self.clock = time.monotonic
 
     # ---- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
         self._wake = self.peer.raft.subscribe()
         self._task = asyncio.create_task(self._loop())
+        self.ops_log = Batcher(self.peer.raft, StartSqlOperations,
+                               self.conf["rest.write-timeout"], retry=False)
+        self.ops_log.start()
 
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
             await asyncio.wait({self._task}, timeout=5)
+        if self.ops_log is not None:
+            await self.ops_log.close()
         for s in self.local.values():
             for op in s.ops.values():
                 if op.task is not None:
@@ -276,9 +287,32 @@ class SqlGateway:
         rec, _ = self._record(handle)
         op = Operation(str(uuid.uuid4()), statement,
                        classify(statement, temp_views(rec.statements)))
-        s.ops[op.id] = op
-        op.task = asyncio.create_task(self._run(s, op, {str(k): str(v)
-                                                         for k, v in config.items()}))
+        config = {str(k): str(v) for k, v in config.items()}
+        # recorded for the session's next holder; a read runs meanwhile, a statement
+        # that changes something only once it is recorded (never twice after a 503)
+        logged = asyncio.ensure_future(self.ops_log.submit(SqlOperation(
+            handle, op.id, self.node, s.epoch, statement, op.kind, time.time())))
+        if op.kind == READ:
+            s.ops[op.id] = op
+            op.task = asyncio.create_task(self._run(s, op, config))
+        try:
+            res = await logged
+        except RaftUnavailable as exc:
+            res = None
+            error = str(exc)
+        if res is None or not res.ok:
+            if op.task is not None:
+                await self._stop(op)
+                s.ops.pop(op.id, None)
+            if res is not None and res.code == "stale":
+                raise ApiError(503, f"session {handle} is moving to another peer; retry",
+                               headers={"Retry-After": "1"})
+            raise ApiError(503, f"the statement could not be recorded: "
+                                f"{error if res is None else res.error}; retry",
+                           headers={"Retry-After": "1"})
+        if op.task is None:
+            s.ops[op.id] = op
+            op.task = asyncio.create_task(self._run(s, op, config))
         return {"operationHandle": op.id}
 
     def _forget_old_ops(self, s: LocalSession) -> None:
@@ -319,8 +353,32 @@ class SqlGateway:
         s = self._held_here(handle, forwarded)
         op = s.ops.get(op_id)
         if op is None:
+            op = self._adopt(s, op_id)
+        if op is None:
             raise ApiError(404, f"operation {op_id} does not exist in session {handle}")
         return s, op
+
+    def _adopt(self, s: LocalSession, op_id: str) -> Optional[Operation]:
+        """An operation this peer does not know but the session's record does: its peer
+        died (or restarted) while the client still wanted it. A read (or a statement
+        that only defines the session) runs again here; a write is an error that says
+        it may or may not have run."""
+        with self.peer.raft.read() as st:
+            rec = st.sessions.get(s.handle)
+            known = dict(rec.ops.get(op_id) or {}) if rec is not None else {}
+        if not known:
+            return None
+        op = Operation(op_id, known.get("statement") or "", known.get("kind") or WRITE)
+        s.ops[op_id] = op
+        if op.kind in (READ, STATE) and known.get("statement"):
+            log.info("SQL operation %s of session %s runs again here (its peer %s is gone)",
+                     op_id, s.handle, known.get("node"))
+            op.rerun = True
+            op.task = asyncio.create_task(self._run(s, op, {}))
+        else:
+            op.status, op.error = ERROR, LOST_WRITE
+            op.done.set()
+        return op
 
     def status(self, handle: str, op_id: str, forwarded: bool) -> dict:
         _, op = self._op(handle, op_id, forwarded)
@@ -328,13 +386,16 @@ class SqlGateway:
 
     async def cancel(self, handle: str, op_id: str, forwarded: bool) -> dict:
         _, op = self._op(handle, op_id, forwarded)
+        await self._stop(op)
+        return {"status": op.status}
+
+    async def _stop(self, op: Operation) -> None:
         if op.status == RUNNING:
             op.status = CANCELED
             if self.worker is not None and self.worker.alive:
                 await self._quiet(P.Cancel(op.id))
             if op.task is not None:
                 op.task.cancel()
-        return {"status": op.status}
 
     async def close_operation(self, handle: str, op_id: str, forwarded: bool) -> dict:
         s, op = self._op(handle, op_id, forwarded)
@@ -364,13 +425,13 @@ class SqlGateway:
         if op.status in (CANCELED, CLOSED):
             raise ApiError(409, f"operation {op_id} was {op.status.lower()}")
         async with op.lock:
+            while op.rerun and token > op.served + 1:  # pages the client had read already
+                if op.served >= 0:
+                    await self._advance(op)
+                op.served += 1
             if token == op.served + 1:
                 if token > 0:
-                    if op.eos:
-                        op.page = {"rows": [], "eos": True, "end": True}
-                    else:
-                        op.page = await self._next_page(op)
-                        op.eos = bool(op.page.get("eos"))
+                    await self._advance(op)
                 op.served = token
             elif token != op.served:
                 raise ApiError(400, f"result token {token} is out of order: the next one is "
@@ -387,6 +448,14 @@ class SqlGateway:
         if not page.get("end"):
             out["nextResultUri"] = uri % (token + 1)
         return out
+
+    async def _advance(self, op: Operation) -> None:
+        """The operation's next page (after the last one: the end)."""
+        if op.eos:
+            op.page = {"rows": [], "eos": True, "end": True}
+        else:
+            op.page = await self._next_page(op)
+            op.eos = bool(op.page.get("eos"))
 
     async def _next_page(self, op: Operation) -> dict:
         try:

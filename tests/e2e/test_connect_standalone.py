@@ -4,7 +4,6 @@ scripts: SQL jobs finish on every peer (each server is its own Spark application
 takes one core, so neither starves the other), and when the cluster has no executor
 for a server, the jobs running on it say so (job state, exceptions, `jm status`) until
 the executors come back, then finish."""
-import os
 import subprocess
 import sys
 

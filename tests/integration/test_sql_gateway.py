@@ -179,3 +179,50 @@ async def test_dbapi_and_jm_sql(sqlc, tmp_path):
     assert r.returncode == 1 and r.stderr.startswith("ERROR: ") and "Traceback" not in r.stderr
     r = await asyncio.to_thread(jm, "-e", "SELECT 1", "--property", "novalue")
     assert r.returncode == 2 and "KEY=VALUE" in r.stderr
+
+
+async def test_a_session_survives_its_peers_death(tmp_path):
+    """The session's peer stops (its heartbeats with it): the session moves, its state is
+    replayed on the new peer, a read it was running is run again there and answered from
+    the page the client had reached, and a write says it may or may not have run."""
+    async with running(str(tmp_path), 3, {"sql-gateway.page-rows": 3,
+                                          "sql-gateway.fetch-wait": "200 ms",
+                                          "spark.driver.memory": "512m"}, spark=True) as c:
+        victim = c.peers[1]  # peer 0 runs the shared Spark server of this in-process cluster
+        sh = await open_session(c, 1)  # placed on the receiving peer while all hold none
+        s, info = await ahttp("GET", f"{c.url(0)}/v1/sessions/{sh}")
+        assert info["node"] == victim.node
+        s, r = await run(c, sh, "CREATE TEMP VIEW t AS SELECT id FROM range(10)", peer=1)
+        assert s == 200, r
+        s, b = await ahttp("POST", f"{c.url(2)}/v1/sessions/{sh}/statements",
+                           {"statement": "SELECT id FROM t ORDER BY id"})
+        read = b["operationHandle"]
+        base = f"{c.url(2)}/v1/sessions/{sh}/operations/{read}/result"
+
+        async def page(token):
+            s, b = await ahttp("GET", f"{base}/{token}")
+            return b if s == 200 and b["resultType"] != "NOT_READY" else None
+        first = await apoll(lambda: page(0), 120, what="the read's first page")
+        assert [d["fields"] for d in first["results"]["data"]] == [[0], [1], [2]]
+        s, b = await ahttp("POST", f"{c.url(2)}/v1/sessions/{sh}/statements",
+                           {"statement": "INSERT INTO no_such_table VALUES (1)"})
+        write = b["operationHandle"]
+
+        c.peers.remove(victim)
+        await victim.stop()  # no more heartbeats: declared dead, its sessions move
+
+        rows, token = [], 1
+        while True:
+            b = await apoll(lambda t=token: page(t), 60, interval=0.2,
+                            what=f"page {token} after the failover")
+            if b["resultType"] == "EOS":
+                break
+            rows += [d["fields"] for d in b["results"]["data"]]
+            token += 1
+        assert rows == [[i] for i in range(3, 10)]  # from where the client was
+        s, b = await ahttp("GET", f"{c.url(0)}/v1/sessions/{sh}/operations/{write}/result/0")
+        assert s == 400 and "may or may not have taken effect" in b["errors"][0], b
+        s, info = await ahttp("GET", f"{c.url(2)}/v1/sessions/{sh}")
+        assert info["node"] != victim.node and info["moves"] == 1
+        s, r = await run(c, sh, "SELECT count(*) AS n FROM t", peer=0)  # state replayed
+        assert s == 200 and r["rows"] == [[10]], r

@@ -49,6 +49,11 @@ SAMPLES = [
     c.CloseSqlSessions(("5f0c1a52-0000-4000-8000-000000000001",), 1700000010.0, "idle"),
     c.AddSqlStatement("5f0c1a52-0000-4000-8000-000000000001", "127.0.0.1:6123", 2,
                       "CREATE TEMP VIEW v AS SELECT 1", 1700000011.0),
+    c.SqlOperation("5f0c1a52-0000-4000-8000-000000000001", "op-1", "127.0.0.1:6123", 2,
+                   "SELECT 1", "read", 1700000012.0),
+    c.StartSqlOperations((c.SqlOperation("5f0c1a52-0000-4000-8000-000000000001", "op-2",
+                                         "127.0.0.1:6123", 2, "SELECT 2", "read",
+                                         1700000013.0),)),
 ]
 
 

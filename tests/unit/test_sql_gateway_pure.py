@@ -152,3 +152,26 @@ def test_sessions_survive_the_codec_and_an_old_snapshot():
     old = ClusterState()
     del old.__dict__["sessions"]
     assert pickle.loads(pickle.dumps(old)).sessions == {}
+
+
+def test_operations_are_kept_for_the_next_holder_fenced_and_bounded(st):
+    from raft.sessions import MAX_OPS_KEPT, MAX_STATEMENT_CHARS
+    open_(st, "s1", "a")
+
+    def start(op, node="a", epoch=1, text="SELECT 1"):
+        res = st.apply(c.StartSqlOperations((c.SqlOperation("s1", op, node, epoch, text,
+                                                            "read", 3.0),)))
+        assert res.ok
+        return res.value[0]
+    assert start("o1").ok
+    assert st.sessions["s1"].ops["o1"] == {"statement": "SELECT 1", "kind": "read",
+                                           "epoch": 1, "node": "a"}
+    assert start("o2", node="b").code == "stale"
+    assert start("o3", text="x" * (MAX_STATEMENT_CHARS + 1)).ok  # kept, without its text
+    assert st.sessions["s1"].ops["o3"]["statement"] is None
+    for i in range(MAX_OPS_KEPT + 5):
+        start(f"n{i}")
+    ops = st.sessions["s1"].ops
+    assert len(ops) == MAX_OPS_KEPT and f"n{MAX_OPS_KEPT + 4}" in ops and "o1" not in ops
+    bad = st.apply(c.StartSqlOperations(("junk",)))
+    assert bad.ok and bad.value[0].code == "invalid"
