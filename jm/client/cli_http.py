@@ -133,6 +133,9 @@ class Client:
         self.attempts = 0          # attempts made by the last request
         self.min_index = 0         # the highest X-JM-Index seen: every peer asked later
         self._opener = None        # answers with at least that much applied
+        # attempts per request (default: MAX_ATTEMPTS, or two rounds of the peers); the
+        # time budget bounds them anyway
+        self.max_attempts: Optional[int] = None
 
     def _saw_index(self, headers: Any) -> None:
         try:
@@ -208,7 +211,8 @@ class Client:
                 if len(self.bases) > 1:  # the next peer may answer
                     self.base = self.bases[(self.bases.index(self.base) + 1) % len(self.bases)]
                 wait = delay if exc.retry_after is None else min(max(exc.retry_after, 0.1), 5.0)
-                if (self.attempts >= max(MAX_ATTEMPTS, 2 * len(self.bases))
+                cap = self.max_attempts or max(MAX_ATTEMPTS, 2 * len(self.bases))
+                if (self.attempts >= cap
                         or time.monotonic() + wait > deadline):
                     tries = (f" (after {self.attempts} attempts)" if self.attempts > 1 else "")
                     if exc.status == 503:

@@ -57,11 +57,22 @@ class SqlSession:
     def __init__(self, client: Client, properties: Optional[dict] = None,
                  name: str = "") -> None:
         self.client = client
+        # a session whose peer died is unavailable (503) until it has moved: keep trying
+        # within the client's time budget
+        client.max_attempts = client.max_attempts or 1000
         body: dict[str, Any] = {"properties": {k: str(v) for k, v in (properties or {}).items()}}
         if name:
             body["sessionName"] = name
         self.handle = client.request("POST", f"{API}/sessions", body)["sessionHandle"]
         self.running: Optional[str] = None   # the operation in flight (for a cancel)
+        self.prefer_holder()
+
+    def prefer_holder(self) -> None:
+        """Talk to the peer holding the session first (any peer would forward there)."""
+        url = (self.info().get("rest-url") or "").rstrip("/")
+        if url:
+            self.client.bases = [url] + [b for b in self.client.bases if b != url]
+            self.client.base = url
 
     @property
     def _base(self) -> str:

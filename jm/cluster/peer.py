@@ -29,6 +29,7 @@ from jm.config import (Config, ConfigError, PeerAddress, choose_self, load_confi
                        parse_overrides, read_masters)
 from jm.runtime.executor import Executor
 from jm.cluster.sqlgateway import SqlGateway
+from jm.cluster.sqljobs import SqlJobExecutor
 from jm.runtime.sparkserver import (SparkConnectServer, free_port, server_conf,
                                     spark_conf_dir)
 from raft.commands import AddArtifact, Heartbeat, RegisterPeer, SubmitJobs
@@ -125,7 +126,8 @@ class Peer:
         self.submitter = Batcher(self.raft, SubmitJobs, self.conf["rest.write-timeout"],
                                  retry=False)
         self.submitter.start()
-        env = JobEnv(self.node, self.conf, self.executor, self.reporter, self.resolve_pyfiles,
+        jobs_executor = SqlJobExecutor(self.executor, self.sql, self.lease_valid)
+        env = JobEnv(self.node, self.conf, jobs_executor, self.reporter, self.resolve_pyfiles,
                      self.spark_remote, spark_ready_file if self.spark else None,
                      self.log_dir, self.data_dir, time.time, self.lease_valid, self._commit,
                      self.metrics, spark_conf_dir(self.log_dir, self.conf["spark.log.level"]),

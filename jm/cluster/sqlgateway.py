@@ -255,9 +255,9 @@ class SqlGateway:
         return {"sessionHandle": handle}
 
     def session_info(self, handle: str) -> dict:
-        rec, _ = self._record(handle)
+        rec, url = self._record(handle)
         return {"properties": dict(rec.properties), "sessionName": rec.name, "node": rec.node,
-                "state-statements": len(rec.statements), "moves": rec.moves}
+                "rest-url": url, "state-statements": len(rec.statements), "moves": rec.moves}
 
     async def heartbeat(self, handle: str, forwarded: bool) -> dict:
         self._held_here(handle, forwarded)

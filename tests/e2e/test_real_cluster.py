@@ -147,6 +147,34 @@ def test_frozen_peer_loses_its_spark_jvm_with_its_lease(cluster):
     poll(lambda: http("GET", cluster.urls[i] + "/healthz")[1]["ok"], 30, what="peer healthy")
 
 
+def test_sql_session_survives_a_sigkill_of_its_peer(cluster):
+    """A DB-API connection (one SQL gateway session) goes on after its peer is SIGKILLed:
+    the session moves, its temporary view is rebuilt on the new peer's Spark server."""
+    from jm.client import dbapi
+    conn = dbapi.connect(cluster.urls)
+    killed = None
+    try:
+        cur = conn.cursor()
+        cur.execute("CREATE TEMP VIEW nums AS SELECT id FROM range(100)")
+        cur.execute("SELECT sum(id) FROM nums")
+        assert cur.fetchall() == [(4950,)]
+        node = conn._session.info()["node"]
+        i = next(k for k, line in enumerate(cluster.lines)
+                 if line.endswith(":" + node.split(":")[1]))
+        os.kill(cluster.peer_pid(i), signal.SIGKILL)
+        killed = i
+        cur.execute("SELECT sum(id) * 2 AS twice FROM nums")  # waits for the move
+        assert cur.fetchall() == [(9900,)]
+        info = conn._session.info()
+        assert info["node"] != node and info["moves"] == 1
+    finally:
+        conn.close()
+        if killed is not None:  # the module's later tests want 3 peers
+            cluster.start_peer(killed)
+            cluster.wait_healthy(killed)
+            cluster.wait_spark([killed])
+
+
 def test_cancel_and_whole_cluster_restart_keeps_jobs(cluster):
     fix = os.path.join(ROOT, "tests", "integration") + "/"
     s, b = http("POST", cluster.urls[1] + "/jobs", {"entry": "jobs_fixture:sleepy",

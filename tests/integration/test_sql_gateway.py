@@ -226,3 +226,43 @@ async def test_a_session_survives_its_peers_death(tmp_path):
         assert info["node"] != victim.node and info["moves"] == 1
         s, r = await run(c, sh, "SELECT count(*) AS n FROM t", peer=0)  # state replayed
         assert s == 200 and r["rows"] == [[10]], r
+
+
+async def test_sql_jobs_run_in_the_sql_worker(sqlc):
+    """POST /jobs with `sql` keeps its contract (a job, its result, its exceptions, cancel)
+    but runs as a statement in the peer's SQL worker, not in a job process."""
+    async def submit(spec, peer=0):
+        s, b = await ahttp("POST", sqlc.url(peer) + "/jobs",
+                           dict(spec, **{"restart-strategy": {"type": "none"}}))
+        assert s == 202, b
+        return b["jobid"]
+
+    async def ended(jid):
+        async def check():
+            s, b = await ahttp("GET", sqlc.url(1) + f"/jobs/{jid}")
+            return b if b["state"] in ("FINISHED", "FAILED", "CANCELED") else None
+        return await apoll(check, 120, interval=0.1, what=f"job {jid} ended")
+    ok = await submit({"sql": "SELECT id, id * id AS sq FROM range(5) ORDER BY id"}, peer=2)
+    big = await submit({"sql": "SELECT id FROM range(5000)"})
+    bad = await submit({"sql": "SELECT nope FROM range(1)"}, peer=1)
+    done = await ended(ok)
+    assert done["state"] == "FINISHED"
+    assert done["result"] == {"columns": ["id", "sq"], "rows": [[i, i * i] for i in range(5)],
+                              "truncated": False}
+    s, logs = await ahttp("GET", sqlc.url(0) + f"/jobs/{ok}/logs")
+    assert "in the peer's SQL worker" in logs["text"], logs
+    big_done = await ended(big)
+    assert big_done["result"]["truncated"] is True and len(big_done["result"]["rows"]) == 1000
+    failed = await ended(bad)
+    assert failed["state"] == "FAILED"
+    s, ex = await ahttp("GET", sqlc.url(0) + f"/jobs/{bad}/exceptions")
+    assert "nope" in ex["root-exception"].lower(), ex
+    slow = await submit({"sql": "SELECT count(*) FROM range(100000000000)"})
+
+    async def running():
+        s, b = await ahttp("GET", sqlc.url(0) + f"/jobs/{slow}")
+        return b["state"] == "RUNNING"
+    await apoll(running, 60, what="the slow SQL job running")
+    s, b = await ahttp("PATCH", sqlc.url(2) + f"/jobs/{slow}?mode=cancel")
+    assert s == 202
+    assert (await ended(slow))["state"] == "CANCELED"

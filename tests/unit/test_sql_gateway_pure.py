@@ -175,3 +175,17 @@ def test_operations_are_kept_for_the_next_holder_fenced_and_bounded(st):
     assert len(ops) == MAX_OPS_KEPT and f"n{MAX_OPS_KEPT + 4}" in ops and "o1" not in ops
     bad = st.apply(c.StartSqlOperations(("junk",)))
     assert bad.ok and bad.value[0].code == "invalid"
+
+
+def test_which_sql_jobs_take_the_fast_path_and_their_result():
+    from jm.cluster.sqljobs import fast_path, job_result
+    base = {"sql": "SELECT 1", "spark_mode": "connect", "spark_remote": "sc://h:1"}
+    assert fast_path(base)
+    assert not fast_path(dict(base, streaming=True))
+    assert not fast_path(dict(base, spark_mode="classic"))
+    assert not fast_path(dict(base, spark_remote=None))   # no Spark here: the old error path
+    assert not fast_path({"entry": "m:f", "spark_remote": "sc://h:1"})
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": False}]}
+    assert job_result({"schema": schema, "rows": [[1], [2], [3]]}, 2) == {
+        "columns": ["id"], "rows": [[1], [2]], "truncated": True}
+    assert job_result({"schema": schema, "rows": [[1]]}, 2)["truncated"] is False

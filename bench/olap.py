@@ -1,0 +1,223 @@
+"""Interactive SQL: the SQL gateway against raw Spark Connect clients and against SQL jobs,
+on 3 real peers (bin/ scripts) with their embedded Spark Connect servers.
+
+    .venv/bin/python bench/olap.py [--runs 3] [--seconds 10] [--clients 1,4,16]
+                                   [--out bench/results/olap.json]
+
+Paths, each with C concurrent clients (threads of this process) for `--seconds`:
+* raw: each client holds one Spark Connect session on one of the peers' servers
+  (spread), and runs `spark.sql(q).collect()`;
+* gateway: each client holds one DB-API connection (a SQL gateway session) through one
+  of the peers (spread), and runs `execute(q)` + `fetchall()`;
+* jobs: each client submits `{"sql": q}` to `POST /jobs` (spread) and polls its result.
+Queries: `SELECT 1` and a small aggregation over 10,000 rows. Reported per cell:
+queries/s, p50 and p99 in ms; medians over the runs at the end.
+
+Then the failover phase: C = 16 gateway clients for 3 x heartbeat.timeout; after a
+third of it the peer holding the most sessions is SIGKILLed: failed queries (target 0)
+and the p99 of that phase (target heartbeat.timeout + 2 s).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.common import BenchCluster, get, median, pct, post, wait_until  # noqa: E402
+
+QUERIES = {
+    "select1": "SELECT 1",
+    "agg": "SELECT id % 10 AS k, count(*) AS n, sum(id) AS s FROM range(10000) GROUP BY 1",
+}
+SETTINGS = {"spark.connect.embedded": True, "spark.master": "local[1]",
+            "spark.driver.memory": "768m", "heartbeat.timeout": "3 s",
+            "jobmanager.slots": 32, "restart-strategy.type": "none"}
+
+
+def drive(clients: int, seconds: float, make, run) -> dict:
+    """`clients` threads, each with `make(i)`'s state, calling `run(state)` until the
+    time is up; latencies of the successful calls and the failures."""
+    lat: list[float] = []
+    failures: list[str] = []
+    lock = threading.Lock()
+    start_gate = threading.Barrier(clients + 1)
+    stop_at = [0.0]
+
+    def worker(i: int) -> None:
+        state = make(i)
+        start_gate.wait()
+        while time.monotonic() < stop_at[0]:
+            t0 = time.perf_counter()
+            try:
+                run(state)
+            except Exception as exc:
+                with lock:
+                    failures.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+                continue
+            with lock:
+                lat.append(time.perf_counter() - t0)
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(clients)]
+    for t in threads:
+        t.start()
+    start_gate.wait()
+    began = time.monotonic()
+    stop_at[0] = began + seconds
+    for t in threads:
+        t.join(seconds + 120)
+    took = time.monotonic() - began
+    return {"clients": clients, "queries": len(lat), "qps": round(len(lat) / took, 2),
+            "p50_ms": round(pct(lat, 50) * 1000, 1), "p99_ms": round(pct(lat, 99) * 1000, 1),
+            "failures": len(failures), "failure_examples": failures[:3]}
+
+
+def raw_path(remotes: list[str], q: str, opened: list):
+    from pyspark.sql import SparkSession
+
+    def make(i: int):
+        spark = SparkSession.builder.remote(remotes[i % len(remotes)]).create()
+        opened.append(spark.stop)
+        return spark
+    return make, lambda spark: spark.sql(q).collect()
+
+
+def gateway_path(urls: list[str], q: str, opened: list):
+    from jm.client import dbapi
+
+    def make(i: int):
+        order = urls[i % len(urls):] + urls[:i % len(urls)]
+        conn = dbapi.connect(order)
+        opened.append(conn.close)
+        return conn.cursor()
+
+    def run(cur) -> None:
+        cur.execute(q)
+        cur.fetchall()
+    return make, run
+
+
+def jobs_path(urls: list[str], q: str, opened: list):
+    def make(i: int):
+        return urls[i % len(urls)]
+
+    def run(url: str) -> None:
+        jid = post(url + "/jobs", {"sql": q})["jobid"]
+        delay = 0.005
+        while True:
+            res = get(f"{url}/jobs/{jid}/result")
+            if res["status"]["id"] == "COMPLETED":
+                if res["state"] != "FINISHED":
+                    raise RuntimeError(f"job {jid} {res['state']}: {res.get('failure')}")
+                return
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.05)
+    return make, run
+
+
+def failover(c: BenchCluster, seconds: float, q: str) -> dict:
+    from jm.client import dbapi
+    conns: list = []
+    lock = threading.Lock()
+
+    def make(i: int):
+        order = c.urls[i % 3:] + c.urls[:i % 3]
+        conn = dbapi.connect(order)
+        with lock:
+            conns.append(conn)
+        return conn.cursor()
+
+    def run(cur) -> None:
+        cur.execute(q)
+        cur.fetchall()
+    result: dict = {}
+
+    def killer() -> None:
+        time.sleep(seconds / 3)
+        nodes = [conn._session.info()["node"] for conn in list(conns)]
+        victim = max(set(nodes), key=nodes.count)
+        i = next(k for k, line in enumerate(c.lines) if line.endswith(":" + victim.split(":")[1]))
+        os.kill(_peer_pid(c, i), signal.SIGKILL)
+        result.update(victim=victim, sessions_on_victim=nodes.count(victim),
+                      sessions=len(nodes), killed_at_s=round(seconds / 3, 1))
+    k = threading.Thread(target=killer, daemon=True)
+    k.start()
+    out = drive(16, seconds, make, run)
+    k.join(30)
+    out.update(result)
+    return out
+
+
+def _peer_pid(c: BenchCluster, i: int) -> int:
+    host, rest, _ = c.lines[i].split(":")
+    run = os.path.join(c.base, "run")
+    name = next(n for n in os.listdir(run) if n.endswith(f"-{host}_{rest}.pid"))
+    return int(open(os.path.join(run, name)).read())
+
+
+def one_run(seconds: float, clients: list[int]) -> dict:
+    out: dict = {"cells": []}
+    with BenchCluster(3, SETTINGS) as c:
+        for url in c.urls:
+            wait_until(lambda u=url: get(u + "/healthz").get("spark-ready"), 300,
+                       f"{url} Spark ready")
+        remotes = [get(u + "/healthz")["spark-remote"] for u in c.urls]
+        for name, q in QUERIES.items():
+            for path, build in (("raw", raw_path), ("gateway", gateway_path),
+                                ("jobs", jobs_path)):
+                target = remotes if path == "raw" else c.urls
+                for n in clients:
+                    opened: list = []
+                    make, run = build(target, q, opened)
+                    drive(n, min(2.0, seconds), make, run)  # warm-up
+                    cell = dict(drive(n, seconds, make, run), path=path, query=name)
+                    for close in opened:
+                        try:
+                            close()
+                        except Exception:
+                            pass
+                    print(json.dumps(cell), flush=True)
+                    out["cells"].append(cell)
+        out["failover"] = failover(c, 3 * 3.0 + 6, QUERIES["select1"])
+        print(json.dumps({"failover": out["failover"]}), flush=True)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--clients", default="1,4,16")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    clients = [int(x) for x in a.clients.split(",")]
+    runs = [one_run(a.seconds, clients) for _ in range(a.runs)]
+    summary = []
+    for cell in runs[0]["cells"]:
+        same = [c for r in runs for c in r["cells"]
+                if (c["path"], c["query"], c["clients"]) == (cell["path"], cell["query"],
+                                                            cell["clients"])]
+        summary.append({"path": cell["path"], "query": cell["query"], "clients": cell["clients"],
+                        "qps": median([c["qps"] for c in same]),
+                        "p50_ms": median([c["p50_ms"] for c in same]),
+                        "p99_ms": median([c["p99_ms"] for c in same]),
+                        "failures": sum(c["failures"] for c in same)})
+    fo = [r["failover"] for r in runs]
+    report = {"runs": a.runs, "seconds": a.seconds, "medians": summary,
+              "failover": {"failed_queries": [f["failures"] for f in fo],
+                           "p99_ms": median([f["p99_ms"] for f in fo]),
+                           "sessions_on_victim": [f.get("sessions_on_victim") for f in fo]},
+              "raw": runs}
+    print(json.dumps({"medians": summary, "failover": report["failover"]}, indent=1))
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(report, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
