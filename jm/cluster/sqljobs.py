@@ -73,6 +73,7 @@ class SqlJobExecutor:
                      f"{params['node']}: SQL in the peer's SQL worker (session {session})\n")
         outcome = (0, 0, False)
         try:
+            await _spark_ready(params)
             await worker.call(P.OpenSession(session, dict(params.get("spark_conf") or {}), ()))
             page = await worker.call(P.Execute(session, run.op, params["sql"], {},
                                                max_rows + 1))
@@ -99,6 +100,18 @@ class SqlJobExecutor:
             _log(params, f"[jm] ended {time.strftime('%H:%M:%S')}\n")
             if not run.exited.done():
                 run.exited.set_result(outcome)
+
+
+async def _spark_ready(params: dict) -> None:
+    """As a job process does: wait for the peer's Connect server (a peer just started,
+    or restarting its server) up to spark.connect.startup-timeout."""
+    ready = params.get("spark_ready_file")
+    deadline = time.monotonic() + float(params.get("spark_wait", 180))
+    while ready and not os.path.exists(ready):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the peer's Spark Connect server is not ready after "
+                               f"{params.get('spark_wait')} s")
+        await asyncio.sleep(0.1)
 
 
 async def _quietly(aw: Any) -> None:
