@@ -31,11 +31,6 @@ def error_text(exc: BaseException) -> str:
     return (msg if msg.startswith(name) else f"{name}: {msg}")[:MAX_ERROR]
 
 
-def with_session(remote: str, session: str) -> str:
-    sep = ";" if "/;" in remote else ("" if remote.endswith("/") else "/") + ";"
-    return f"{remote}{sep}session_id={session}"
-
-
 class Operation:
     def __init__(self, session: str, tag: str) -> None:
         self.session = session
@@ -83,6 +78,8 @@ class Worker:
 
     def on_OpenSession(self, m: P.OpenSession) -> dict:
         from pyspark.sql import SparkSession
+
+        from jm.runtime.jobrun import with_session
         with self.lock:
             lock = self.session_locks.setdefault(m.session, threading.Lock())
         with lock:
