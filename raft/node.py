@@ -223,20 +223,40 @@ class RaftHost:
             yield self.consumer.state
 
     async def submit(self, command: Any, timeout: float = 5.0) -> Result:
-        """Replicate a command; return its Result once applied on this peer."""
+        """Replicate a command; return its Result once applied on this peer.
+
+        No known leader: RaftUnavailable at once. A write pysyncobj never appended
+        (the leader was lost between our check and its tick: MISSING_LEADER, NOT_LEADER,
+        QUEUE_FULL) has a known outcome, not applied, so it is sent again as soon as a
+        leader is known, within `timeout`: a short election costs a write some delay,
+        not an error. Any other failure, or no commit in time, is RaftUnavailable."""
         if self.syncobj._getLeader() is None:
             raise RaftUnavailable("no Raft leader at the moment")
         blob = encode(command)
-        fut = self.loop.create_future()
+        deadline = self.loop.time() + timeout
+        while True:
+            fut = self.loop.create_future()
 
-        def done(result: Any, error: int) -> None:
-            self.loop.call_soon_threadsafe(_resolve, fut, result, error)
+            def done(result: Any, error: int, fut: asyncio.Future = fut) -> None:
+                self.loop.call_soon_threadsafe(_resolve, fut, result, error)
 
-        self.consumer.apply(blob, callback=done)
-        try:
-            return await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
-            raise RaftUnavailable("the write was not committed in time; its outcome is unknown")
+            self.consumer.apply(blob, callback=done)
+            try:
+                return await asyncio.wait_for(fut, max(0.0, deadline - self.loop.time()))
+            except asyncio.TimeoutError:
+                raise RaftUnavailable(
+                    "the write was not committed in time; its outcome is unknown") from None
+            except _NotAppended as exc:
+                if not await self._leader_within(deadline):
+                    raise RaftUnavailable(f"Raft write failed: {exc}") from None
+
+    async def _leader_within(self, deadline: float) -> bool:
+        """Poll (every 20 ms) until a leader is known or the deadline has passed."""
+        while self.syncobj._getLeader() is None:
+            if self.loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.02)
+        return self.loop.time() < deadline
 
     def destroy(self) -> None:
         """Stop the node (blocking: call it from a thread, not the loop)."""
@@ -248,11 +268,21 @@ class RaftHost:
         self.syncobj.destroy_synchronous()
 
 
+class _NotAppended(Exception):
+    """pysyncobj refused the write before appending it: nothing was applied."""
+
+
+_NAMES = {getattr(FAIL_REASON, n): n for n in dir(FAIL_REASON) if n.isupper()}
+_NOT_APPENDED = {getattr(FAIL_REASON, n) for n in ("MISSING_LEADER", "NOT_LEADER", "QUEUE_FULL")
+                 if hasattr(FAIL_REASON, n)}
+
+
 def _resolve(fut: asyncio.Future, result: Any, error: int) -> None:
     if fut.done():
         return
     if error == FAIL_REASON.SUCCESS:
         fut.set_result(result)
+    elif error in _NOT_APPENDED:
+        fut.set_exception(_NotAppended(_NAMES.get(error, error)))
     else:
-        names = {getattr(FAIL_REASON, n): n for n in dir(FAIL_REASON) if n.isupper()}
-        fut.set_exception(RaftUnavailable(f"Raft write failed: {names.get(error, error)}"))
+        fut.set_exception(RaftUnavailable(f"Raft write failed: {_NAMES.get(error, error)}"))

@@ -202,6 +202,7 @@ async def test_spark_remote_uses_an_existing_connect_endpoint(cluster, tmp_path)
     """A peer configured with spark.remote starts no JVM and runs jobs on that endpoint."""
     from tests.conftest import InProcessCluster
     from tests.helpers import ahttp, apoll
+    cluster.wait_spark(only=[0])  # e.g. still starting after the whole-cluster restart
     remote = http("GET", cluster.urls[0] + "/healthz")[1]["spark-remote"]
     c = InProcessCluster(str(tmp_path), 1, {"spark.remote": remote})
     try:
