@@ -47,7 +47,7 @@ def drive(clients: int, seconds: float, make, run) -> dict:
     failures: list[str] = []
     lock = threading.Lock()
     start_gate = threading.Barrier(clients + 1)
-    stop_at = [0.0]
+    stop_at = [float("inf")]  # set once every worker is at the gate
 
     def worker(i: int) -> None:
         state = make(i)

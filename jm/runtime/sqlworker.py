@@ -7,7 +7,7 @@ costs no job process and the peer itself never opens a Spark channel.
 Requests come as frames (jm/runtime/sqlproto.py) on stdin; replies go out on the
 process's original stdout (Spark's and the user's prints go to stderr, the peer's log).
 Each request runs on a thread of a pool; a statement's rows are read from Spark a page
-at a time (`toLocalIterator`), so a large result never sits whole in this process.
+at a time (one Arrow batch at a time), so a large result never sits whole in this process.
 """
 from __future__ import annotations
 
@@ -39,6 +39,53 @@ class Operation:
         self.width = 0
         self.lock = threading.Lock()  # one page at a time
         self.closed = False
+
+
+class Rows:
+    """A result's rows, converted from Arrow one batch at a time; close() ends its
+    execution in the server."""
+
+    def __init__(self, parts: Any, schema: Any, first: Any) -> None:
+        self.parts, self.schema = parts, schema
+        self.pending: list = []
+        if first is not None:
+            self._add(first)
+
+    def _add(self, table: Any) -> None:
+        from pyspark.sql.conversion import ArrowTableToRowsConversion
+        self.pending = list(reversed(
+            ArrowTableToRowsConversion.convert(table, self.schema, binary_as_bytes=True)))
+
+    def __iter__(self) -> "Rows":
+        return self
+
+    def __next__(self) -> Any:
+        from pyspark.sql.types import StructType
+        while not self.pending:
+            part = next(self.parts)  # StopIteration: the end
+            if not isinstance(part, StructType):
+                self._add(part)
+        return self.pending.pop()
+
+    def close(self) -> None:
+        self.parts.close()
+
+
+def stream(df: Any) -> tuple[Any, Rows]:
+    """A DataFrame's schema and rows from one ExecutePlan: the schema comes ahead of the
+    Arrow batches in the server's answer (asking `df.schema` first would cost an
+    AnalyzePlan round trip more per statement)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StructType
+    client = df._session.client
+    parts = client.to_table_as_iterator(df._plan.to_proto(client), df._plan.observations)
+    first = next(parts, None)
+    if isinstance(first, StructType):
+        return first, Rows(parts, first, None)
+    if first is None:  # no schema and no rows in the answer
+        return df.schema, Rows((p for p in ()), None, None)
+    schema = from_arrow_schema(first.schema, prefer_timestamp_ntz=True)
+    return schema, Rows(parts, schema, first)
 
 
 class Worker:
@@ -129,10 +176,8 @@ class Worker:
         try:
             for key, value in (m.config or {}).items():
                 spark.conf.set(str(key), str(value))
-            df = spark.sql(m.statement)
-            schema = df.schema
+            schema, op.rows = stream(spark.sql(m.statement))
             op.width = len(schema.fields)
-            op.rows = iter(df.toLocalIterator()) if op.width else iter(())
             page = self._page(op, m.page_rows)
         except BaseException:
             self._drop(m.op)

@@ -64,6 +64,10 @@ async def test_flink_flow_on_any_peer_with_session_state_and_pages(sqlc):
     assert [col["name"] for col in r["columns"]] == ["id", "twice"]
     assert r["columns"][0]["logicalType"]["type"] == "BIGINT"
     assert {"PAYLOAD", "EOS"} <= r["kinds"] <= {"PAYLOAD", "EOS", "NOT_READY"}
+    s, r = await run(sqlc, sh, "SELECT id, CAST(id AS STRING) AS s FROM nums WHERE id < 0")
+    assert s == 200 and r["rows"] == [], r  # no rows, still its columns
+    assert [(c["name"], c["logicalType"]["type"]) for c in r["columns"]] == \
+        [("id", "BIGINT"), ("s", "VARCHAR")]
     s, r = await run(sqlc, sh, "SET spark.sql.shuffle.partitions", peer=0)
     assert r["rows"] == [["spark.sql.shuffle.partitions", "2"]], r
     s, info = await ahttp("GET", f"{sqlc.url(0)}/v1/sessions/{sh}")
