@@ -5,6 +5,7 @@ proxied there (with the index this peer has applied, so the holder answers only 
 knows the session too). Errors are Flink's `{"errors": [...]}`."""
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, Awaitable, Callable
 
@@ -42,17 +43,40 @@ async def _body(request: web.Request, optional: bool = True) -> dict:
 
 
 async def _answer(request: web.Request, fn: Callable[[], Awaitable[Any]]) -> web.StreamResponse:
-    try:
-        return web.json_response(await fn())
-    except Forward as fwd:
-        return await _proxy(request, fwd.url)
+    """Answer here, or proxy to the session's holder. A holder that cannot be reached
+    (its peer died) makes the request wait, up to the gateway's `move_wait()`, for the
+    session to move, and go to the new holder: the client sees a slower answer instead
+    of a 503 and a retry a whole Retry-After later. A request that may have reached the
+    dead holder is retried only if it is safe to (not a POST without X-Request-Id)."""
+    gw, loop = _gw(request), asyncio.get_running_loop()
+    deadline = loop.time() + gw.move_wait()
+    while True:
+        try:
+            return web.json_response(await fn())
+        except Forward as fwd:
+            try:
+                return await _proxy(request, fwd.url)
+            except _Unreachable as exc:
+                retry = exc.not_sent or request.method != "POST" \
+                    or "X-Request-Id" in request.headers
+                if not retry or loop.time() >= deadline:
+                    raise exc.error from None
+                # the session moved, or half a second passed (the holder may be back)
+                await gw.wait_moved(request.match_info["sh"], fwd.url,
+                                    min(deadline, loop.time() + 0.5))
+
+
+class _Unreachable(Exception):
+    def __init__(self, error: ApiError, not_sent: bool) -> None:
+        super().__init__(str(error))
+        self.error, self.not_sent = error, not_sent
 
 
 async def _proxy(request: web.Request, url: str) -> web.StreamResponse:
     from rest.app import GATEWAY, MIN_INDEX_HEADER
     headers = {FORWARDED: "1",
                MIN_INDEX_HEADER: str(request.app[GATEWAY].applied_index())}
-    for name in ("Authorization", "Content-Type"):
+    for name in ("Authorization", "Content-Type", "X-Request-Id"):
         if name in request.headers:
             headers[name] = request.headers[name]
     body = await request.read()
@@ -66,9 +90,10 @@ async def _proxy(request: web.Request, url: str) -> web.StreamResponse:
                 out.headers["Retry-After"] = resp.headers["Retry-After"]
             return out
     except (aiohttp.ClientError, TimeoutError) as exc:
-        raise ApiError(503, f"the peer holding this session ({url}) did not answer: {exc}; "
-                            "retry (a session whose peer died moves to another one)",
-                       headers={"Retry-After": "1"})
+        raise _Unreachable(ApiError(
+            503, f"the peer holding this session ({url}) did not answer: {exc}; retry (a "
+                 "session whose peer died moves to another one)", headers={"Retry-After": "1"}),
+            not_sent=isinstance(exc, aiohttp.ClientConnectorError))
 
 
 # ---- handlers ------------------------------------------------------------------------
@@ -105,8 +130,11 @@ async def heartbeat(request: web.Request) -> web.StreamResponse:
 
 async def execute(request: web.Request) -> web.StreamResponse:
     body = await _body(request, optional=False)
+    request_id = request.headers.get("X-Request-Id", "")
+    if len(request_id) > 128:
+        raise ApiError(400, "X-Request-Id must be at most 128 characters")
     return await _answer(request, lambda: _gw(request).execute(
-        request.match_info["sh"], body, _forwarded(request)))
+        request.match_info["sh"], body, _forwarded(request), request_id))
 
 
 async def configure(request: web.Request) -> web.StreamResponse:

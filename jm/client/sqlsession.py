@@ -5,6 +5,7 @@ session, so a client simply moves on to the next peer when one does not answer."
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any, Iterator, Optional
 from urllib.parse import quote
 
@@ -89,7 +90,9 @@ class SqlSession:
         body: dict[str, Any] = {"statement": statement}
         if config:
             body["executionConfig"] = {k: str(v) for k, v in config.items()}
-        op = self.client.request("POST", f"{self._base}/statements", body)["operationHandle"]
+        # a retry after a lost answer must not run the statement twice: one request id
+        op = self.client.request("POST", f"{self._base}/statements", body,
+                                 headers={"X-Request-Id": uuid.uuid4().hex})["operationHandle"]
         self.running = op
         try:
             uri = f"{self._base}/operations/{quote(op, safe='')}/result/0?rowFormat=JSON"

@@ -54,6 +54,7 @@ class Operation:
         self.task: Optional[asyncio.Task] = None
         self.lock = asyncio.Lock()            # one fetch at a time
         self.rerun = False                    # run again here after its peer died
+        self.logged: Optional[asyncio.Future] = None  # its record in the session, written
 
 
 class LocalSession:
@@ -229,6 +230,24 @@ class SqlGateway:
         s.last_access = self.clock()
         return s
 
+    def move_wait(self) -> float:
+        """A dead holder's sessions move `heartbeat.timeout` after its last heartbeat (a
+        new leader may take a Raft election more): wait that long and a little more."""
+        return min(self.conf["heartbeat.timeout"] + 2.0, 10.0)
+
+    async def wait_moved(self, handle: str, holder_url: str, deadline: float) -> bool:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                _, url = self._record(handle)
+            except ApiError:
+                return True  # closed meanwhile: the request's answer is a 404 now
+            if url != holder_url:
+                return True
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
+
     # ---- sessions -----------------------------------------------------------------------
     async def open_session(self, body: dict) -> dict:
         props = body.get("properties") or {}
@@ -271,7 +290,11 @@ class SqlGateway:
         return {"status": "CLOSED"}
 
     # ---- operations ---------------------------------------------------------------------
-    async def execute(self, handle: str, body: dict, forwarded: bool) -> dict:
+    async def execute(self, handle: str, body: dict, forwarded: bool,
+                      request_id: str = "") -> dict:
+        """Start a statement. With a request id (X-Request-Id) the operation handle is
+        derived from it: a retried request (an answer lost on the way) gets the same
+        operation, the statement runs once."""
         statement = body.get("statement")
         config = body.get("executionConfig") or {}
         if not isinstance(statement, str) or not statement.strip():
@@ -282,36 +305,46 @@ class SqlGateway:
         if not self.peer.lease_valid():
             raise ApiError(503, "this peer has lost its lease; retry", headers={"Retry-After": "1"})
         self._worker()
+        op_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{handle}/{request_id}")) if request_id \
+            else str(uuid.uuid4())
+        rec, _ = self._record(handle)
+        if request_id:
+            known = s.ops.get(op_id)
+            if known is not None:  # the same request again, maybe still being recorded
+                if known.logged is not None:
+                    await asyncio.wait([known.logged])
+                if s.ops.get(op_id) is known:
+                    return {"operationHandle": op_id}
+                raise ApiError(503, "the statement could not be recorded; retry",
+                               headers={"Retry-After": "1"})
+            if op_id in rec.ops:  # started on the session's last peer: adopted on fetch
+                return {"operationHandle": op_id}
         if len(s.ops) >= MAX_OPS_PER_SESSION:
             self._forget_old_ops(s)
-        rec, _ = self._record(handle)
-        op = Operation(str(uuid.uuid4()), statement,
-                       classify(statement, temp_views(rec.statements)))
+        op = Operation(op_id, statement, classify(statement, temp_views(rec.statements)))
         config = {str(k): str(v) for k, v in config.items()}
         # recorded for the session's next holder; a read runs meanwhile, a statement
         # that changes something only once it is recorded (never twice after a 503)
-        logged = asyncio.ensure_future(self.ops_log.submit(SqlOperation(
+        op.logged = asyncio.ensure_future(self.ops_log.submit(SqlOperation(
             handle, op.id, self.node, s.epoch, statement, op.kind, time.time())))
+        s.ops[op.id] = op
         if op.kind == READ:
-            s.ops[op.id] = op
             op.task = asyncio.create_task(self._run(s, op, config))
         try:
-            res = await logged
+            res = await asyncio.shield(op.logged)
         except RaftUnavailable as exc:
             res = None
             error = str(exc)
         if res is None or not res.ok:
-            if op.task is not None:
-                await self._stop(op)
-                s.ops.pop(op.id, None)
+            await self._stop(op)
+            s.ops.pop(op.id, None)
             if res is not None and res.code == "stale":
                 raise ApiError(503, f"session {handle} is moving to another peer; retry",
                                headers={"Retry-After": "1"})
             raise ApiError(503, f"the statement could not be recorded: "
                                 f"{error if res is None else res.error}; retry",
                            headers={"Retry-After": "1"})
-        if op.task is None:
-            s.ops[op.id] = op
+        if op.task is None and op.status == RUNNING:
             op.task = asyncio.create_task(self._run(s, op, config))
         return {"operationHandle": op.id}
 

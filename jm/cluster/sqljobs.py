@@ -41,6 +41,7 @@ class SqlJobExecutor:
         self.executor = executor
         self.sql = sql            # the peer's SqlGateway (its worker)
         self.lease_valid = lease_valid
+        self._closing: set = set()  # session releases under way
 
     def __getattr__(self, name: str) -> Any:  # running(), set_lease(), ... of the Executor
         return getattr(self.executor, name)
@@ -96,7 +97,12 @@ class SqlJobExecutor:
             _log(params, message + "\n")
             outcome = (1, 0, False)
         finally:
-            await _quietly(worker.call(P.CloseSession(session, True), timeout=10))
+            # the session is released after the attempt has ended (its result is written):
+            # the release is not on the job's way to FINISHED
+            closing = asyncio.ensure_future(
+                _quietly(worker.call(P.CloseSession(session, True), timeout=10)))
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
             _log(params, f"[jm] ended {time.strftime('%H:%M:%S')}\n")
             if not run.exited.done():
                 run.exited.set_result(outcome)

@@ -13,6 +13,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import socket
 import sys
 import time
@@ -48,13 +49,34 @@ def port_open(host: str, port: int) -> bool:
         return False
 
 
-def server_conf(master: str, conf: dict, cores: int) -> dict:
+def server_conf(master: str, conf: dict, cores: int, cpus: int = 0) -> dict:
     """The Connect server's Spark properties (pure): on a Spark cluster its application
     takes at most `cores` cores, so that the servers of several peers and the jobs' own
-    applications all get some (a standalone application otherwise takes every core)."""
+    applications all get some (a standalone application otherwise takes every core).
+    Defaults for short statements come first; `spark.conf.*` (conf) overrides them."""
     out = dict(conf)
     if cores > 0 and not master.startswith("local"):
         out.setdefault("spark.cores.max", str(cores))
+    for key, value in short_query_defaults(master, out, cpus or os.cpu_count() or 1).items():
+        out.setdefault(key, value)
+    return out
+
+
+def short_query_defaults(master: str, conf: dict, cpus: int) -> dict:
+    """Spark SQL settings for many short interactive statements (pure): adaptive execution
+    (coalesces small shuffles at run time) and as many shuffle partitions as twice the
+    cores the server has, when it knows them (Spark's 200 are meant for big jobs). A
+    session's properties or a job's spark-conf override them."""
+    out = {"spark.sql.adaptive.enabled": "true",
+           "spark.sql.adaptive.coalescePartitions.enabled": "true"}
+    slots = 0
+    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", master.strip())
+    if m:
+        slots = cpus if m.group(1) == "*" else int(m.group(1) or 1)
+    elif str(conf.get("spark.cores.max", "")).isdigit():
+        slots = int(conf["spark.cores.max"])
+    if slots > 0:
+        out["spark.sql.shuffle.partitions"] = str(2 * slots)
     return out
 
 

@@ -4,6 +4,9 @@ import collections
 import os
 import re
 import signal
+import subprocess
+import sys
+
 import pytest
 
 from tests.e2e.procs import ProcessCluster, assert_gone
@@ -145,6 +148,32 @@ def test_frozen_peer_loses_its_spark_jvm_with_its_lease(cluster):
     poll(lambda: http("GET", cluster.urls[i] + "/healthz")[1]["spark-ready"], 240,
          interval=0.5, what="a new Spark Connect server")
     poll(lambda: http("GET", cluster.urls[i] + "/healthz")[1]["ok"], 30, what="peer healthy")
+
+
+def test_sql_through_rest_and_jm_sql_on_any_peer(cluster):
+    """Flink SQL Gateway's REST flow with the session opened on one peer and used through
+    the others; `jm sql -e` against the cluster's peers."""
+    s, b = http("POST", cluster.urls[0] + "/v1/sessions", {"properties": {}})
+    assert s == 200, b
+    sh = b["sessionHandle"]
+    s, b = http("POST", cluster.urls[1] + f"/v1/sessions/{sh}/statements",
+                {"statement": "SELECT id, id * id AS sq FROM range(3)"})
+    assert s == 200, b
+    uri = f"/v1/sessions/{sh}/operations/{b['operationHandle']}/result/0?rowFormat=JSON"
+    rows = []
+    while uri:
+        s, page = http("GET", cluster.urls[2] + uri)
+        assert s == 200, page
+        rows += [d["fields"] for d in (page.get("results") or {}).get("data") or []]
+        uri = page.get("nextResultUri")
+    assert rows == [[0, 0], [1, 1], [2, 4]]
+    assert http("DELETE", cluster.urls[2] + f"/v1/sessions/{sh}")[0] == 200
+    r = subprocess.run([sys.executable, "-m", "jm.client.cli", "sql", "--address",
+                        ",".join(cluster.urls), "--format", "csv", "-e",
+                        "SELECT 40 + 2 AS answer; SELECT 'a' AS s"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["answer", "42", "s", "a"], r.stdout
 
 
 def test_sql_session_survives_a_sigkill_of_its_peer(cluster):

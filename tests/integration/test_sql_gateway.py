@@ -1,6 +1,8 @@
 """The SQL gateway through real peers (in-process, real Raft and aiohttp) and a real Spark
 Connect server: Flink SQL Gateway's REST flow on any peer for any session, session state
 kept by the Spark session, paged results, errors, cancel, bad input."""
+import os
+
 import pytest
 
 from tests.conftest import running
@@ -41,6 +43,16 @@ async def run(c, sh, sql, peer=0, version="v1"):
             rows += [d["fields"] for d in b["results"]["data"]]
         uri = b.get("nextResultUri")
     return 200, {"columns": cols, "rows": rows, "kinds": kinds, "oh": oh}
+
+
+async def _page(c, sh, oh, done=False):
+    """Page 0 of an operation once it is not NOT_READY (its error body if it failed)."""
+    s, b = await ahttp("GET", f"{c.url(0)}/v1/sessions/{sh}/operations/{oh}/result/0")
+    if s != 200:
+        if done:
+            return b
+        raise AssertionError(b)
+    return b if b.get("resultType") != "NOT_READY" else None
 
 
 async def test_flink_flow_on_any_peer_with_session_state_and_pages(sqlc):
@@ -124,9 +136,30 @@ async def test_errors_bad_input_and_cancel(sqlc):
     assert s == 200 and b["status"] == "CANCELED"
     s, b = await ahttp("GET", f"{sqlc.url(0)}/v1/sessions/{sh}/operations/{oh}/result/0")
     assert s == 409
+    # a retried statement (same X-Request-Id) is the same operation and runs once: a
+    # CREATE TEMP VIEW run twice would fail with "already exists"
+    url = f"{sqlc.url(2)}/v1/sessions/{sh}/statements"
+    view = {"statement": "CREATE TEMP VIEW once_v AS SELECT 1 AS x"}
+    ops = [(await ahttp("POST", url, view, headers={"X-Request-Id": "r-1"}))[1]
+           ["operationHandle"] for _ in range(2)]
+    ops.append((await ahttp("POST", f"{sqlc.url(0)}/v1/sessions/{sh}/statements", view,
+                            headers={"X-Request-Id": "r-1"}))[1]["operationHandle"])
+    assert ops[0] == ops[1] == ops[2]
+    b = await apoll(lambda: _page(sqlc, sh, ops[0]), 60, what="the view's statement")
+    assert b["resultType"] in ("PAYLOAD", "EOS"), b
+    s, b = await ahttp("POST", url, view, headers={"X-Request-Id": "r-2"})  # a new one
+    assert s == 200 and b["operationHandle"] != ops[0]
+    b = await apoll(lambda: _page(sqlc, sh, b["operationHandle"], done=True), 60,
+                    what="the second CREATE")
+    assert "already exists" in b["errors"][0].lower(), b
+    s, b = await ahttp("POST", url, view, headers={"X-Request-Id": "x" * 129})
+    assert s == 400
     # the session still works after that
     s, r = await run(sqlc, sh, "SELECT 41 + 1 AS answer", peer=2)
     assert r["rows"] == [[42]]
+    # the server's defaults for short statements (local[*]: twice the cores)
+    s, r = await run(sqlc, sh, "SET spark.sql.shuffle.partitions")
+    assert r["rows"] == [["spark.sql.shuffle.partitions", str(2 * os.cpu_count())]], r
 
 
 async def test_dbapi_and_jm_sql(sqlc, tmp_path):
@@ -270,3 +303,28 @@ async def test_sql_jobs_run_in_the_sql_worker(sqlc):
     s, b = await ahttp("PATCH", sqlc.url(2) + f"/jobs/{slow}?mode=cancel")
     assert s == 202
     assert (await ended(slow))["state"] == "CANCELED"
+
+
+async def test_a_full_peer_places_sessions_elsewhere_and_then_503(tmp_path):
+    """sql-gateway.max-sessions per peer: a new session goes to a peer with room; when
+    every peer is full the answer is 503 with Retry-After, and a closed session makes room."""
+    import aiohttp
+    async with running(str(tmp_path), 2, {"sql-gateway.max-sessions": 1,
+                                          "spark.driver.memory": "512m"}, spark=True) as c:
+        first = await open_session(c, 0)
+        second = await open_session(c, 0)  # peer 0's... or the other one, but not both on one
+        nodes = [(await ahttp("GET", f"{c.url(1)}/v1/sessions/{h}"))[1]["node"]
+                 for h in (first, second)]
+        assert len(set(nodes)) == 2, nodes
+        async with aiohttp.ClientSession() as s:
+            async with s.post(c.url(1) + "/v1/sessions", json={}) as r:
+                body = await r.json()
+                assert r.status == 503 and r.headers.get("Retry-After"), body
+                assert "max-sessions" in body["errors"][0]
+        s, _ = await ahttp("DELETE", f"{c.url(0)}/v1/sessions/{first}")
+        assert s == 200
+        third = await open_session(c, 1)
+        s, info = await ahttp("GET", f"{c.url(0)}/v1/sessions/{third}")
+        assert info["node"] == nodes[0]  # the room the closed one left
+        s, r = await run(c, third, "SELECT 1 AS one")
+        assert s == 200 and r["rows"] == [[1]]

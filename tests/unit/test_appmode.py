@@ -244,8 +244,27 @@ def test_build_run_spec():
 
 def test_connect_server_takes_few_cores_of_a_cluster():
     from jm.runtime.sparkserver import server_conf
-    assert server_conf("spark://m:7077", {"spark.a": "1"}, 1) == {"spark.a": "1",
-                                                                 "spark.cores.max": "1"}
+    conf = server_conf("spark://m:7077", {"spark.a": "1"}, 1)
+    assert conf["spark.a"] == "1" and conf["spark.cores.max"] == "1"
     assert server_conf("spark://m:7077", {"spark.cores.max": "4"}, 1)["spark.cores.max"] == "4"
-    assert server_conf("local[*]", {}, 1) == {}
-    assert server_conf("yarn", {}, 0) == {}
+    assert "spark.cores.max" not in server_conf("local[*]", {}, 1)
+    assert "spark.cores.max" not in server_conf("yarn", {}, 0)
+
+
+def test_connect_server_defaults_for_short_statements():
+    from jm.runtime.sparkserver import server_conf
+    aqe = {"spark.sql.adaptive.enabled": "true",
+           "spark.sql.adaptive.coalescePartitions.enabled": "true"}
+    # twice the cores the server knows it has
+    assert server_conf("local[2]", {}, 1, cpus=8) == {**aqe, "spark.sql.shuffle.partitions": "4"}
+    assert server_conf("local", {}, 1, cpus=8)["spark.sql.shuffle.partitions"] == "2"
+    assert server_conf("local[*]", {}, 1, cpus=8)["spark.sql.shuffle.partitions"] == "16"
+    assert server_conf("local[3,2]", {}, 1, cpus=8)["spark.sql.shuffle.partitions"] == "6"
+    assert server_conf("spark://m:7077", {}, 2, cpus=8)["spark.sql.shuffle.partitions"] == "4"
+    # unknown cores (no cap on YARN or Kubernetes): Spark's own, adaptive execution coalesces
+    assert server_conf("yarn", {}, 0, cpus=8) == aqe
+    # the user's spark.conf.* wins
+    conf = server_conf("local[2]", {"spark.sql.shuffle.partitions": "50",
+                                    "spark.sql.adaptive.enabled": "false"}, 1, cpus=8)
+    assert conf["spark.sql.shuffle.partitions"] == "50"
+    assert conf["spark.sql.adaptive.enabled"] == "false"
