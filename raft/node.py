@@ -251,12 +251,15 @@ class RaftHost:
                     raise RaftUnavailable(f"Raft write failed: {exc}") from None
 
     async def _leader_within(self, deadline: float) -> bool:
-        """Poll (every 20 ms) until a leader is known or the deadline has passed."""
-        while self.syncobj._getLeader() is None:
+        """Poll (every 20 ms, at least once: a refused write is never resent at once, so
+        a full queue or a stale leader is not hammered) until a leader is known or the
+        deadline has passed."""
+        while True:
+            await asyncio.sleep(0.02)
             if self.loop.time() >= deadline:
                 return False
-            await asyncio.sleep(0.02)
-        return self.loop.time() < deadline
+            if self.syncobj._getLeader() is not None:
+                return True
 
     def destroy(self) -> None:
         """Stop the node (blocking: call it from a thread, not the loop)."""
