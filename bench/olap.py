@@ -40,17 +40,18 @@ SETTINGS = {"spark.connect.embedded": True, "spark.master": "local[1]",
             "jobmanager.slots": 32, "restart-strategy.type": "none"}
 
 
-def drive(clients: int, seconds: float, make, run) -> dict:
-    """`clients` threads, each with `make(i)`'s state, calling `run(state)` until the
-    time is up; latencies of the successful calls and the failures."""
+def drive(states: list, seconds: float, run) -> dict:
+    """One thread per client state (a long-lived session, opened before the clock
+    starts), each calling `run(state)` until the time is up; latencies of the successful
+    calls and the failures."""
+    clients = len(states)
     lat: list[float] = []
     failures: list[str] = []
     lock = threading.Lock()
     start_gate = threading.Barrier(clients + 1)
     stop_at = [float("inf")]  # set once every worker is at the gate
 
-    def worker(i: int) -> None:
-        state = make(i)
+    def worker(state) -> None:
         start_gate.wait()
         while time.monotonic() < stop_at[0]:
             t0 = time.perf_counter()
@@ -62,7 +63,7 @@ def drive(clients: int, seconds: float, make, run) -> dict:
                 continue
             with lock:
                 lat.append(time.perf_counter() - t0)
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(clients)]
+    threads = [threading.Thread(target=worker, args=(st,), daemon=True) for st in states]
     for t in threads:
         t.start()
     start_gate.wait()
@@ -74,6 +75,22 @@ def drive(clients: int, seconds: float, make, run) -> dict:
     return {"clients": clients, "queries": len(lat), "qps": round(len(lat) / took, 2),
             "p50_ms": round(pct(lat, 50) * 1000, 1), "p99_ms": round(pct(lat, 99) * 1000, 1),
             "failures": len(failures), "failure_examples": failures[:3]}
+
+
+def open_all(make, n: int) -> list:
+    """The clients' states (their sessions), opened concurrently."""
+    states: list = [None] * n
+
+    def one(i: int) -> None:
+        states[i] = make(i)
+    threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    if any(st is None for st in states):
+        raise RuntimeError("some clients could not open their sessions")
+    return states
 
 
 def raw_path(remotes: list[str], q: str, opened: list):
@@ -144,9 +161,11 @@ def failover(c: BenchCluster, seconds: float, q: str) -> dict:
         os.kill(_peer_pid(c, i), signal.SIGKILL)
         result.update(victim=victim, sessions_on_victim=nodes.count(victim),
                       sessions=len(nodes), killed_at_s=round(seconds / 3, 1))
+    states = open_all(make, 16)
+    drive(states, 2.0, run)  # every session's Spark session is open before the kill
     k = threading.Thread(target=killer, daemon=True)
     k.start()
-    out = drive(16, seconds, make, run)
+    out = drive(states, seconds, run)
     k.join(30)
     out.update(result)
     return out
@@ -173,8 +192,9 @@ def one_run(seconds: float, clients: list[int]) -> dict:
                 for n in clients:
                     opened: list = []
                     make, run = build(target, q, opened)
-                    drive(n, min(2.0, seconds), make, run)  # warm-up
-                    cell = dict(drive(n, seconds, make, run), path=path, query=name)
+                    states = open_all(make, n)  # long-lived sessions, as raw clients hold
+                    drive(states, min(2.0, seconds), run)  # warm-up
+                    cell = dict(drive(states, seconds, run), path=path, query=name)
                     for close in opened:
                         try:
                             close()

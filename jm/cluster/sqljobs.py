@@ -2,7 +2,13 @@
 a statement in the peer's SQL worker, in a fresh Spark session of its own, instead of in
 a forked job process. The contract is the job's: result.json / error.json in its run
 directory, a line in its log, cancel and the lease ending it. `SqlJobExecutor` stands in
-for the peer's Executor in the JobMasters' environment and sends every other job on."""
+for the peer's Executor in the JobMasters' environment and sends every other job on.
+
+A job whose statement only reads (jm/policy/sqlstmt.py: SELECT, WITH, SHOW, ...) leaves
+nothing in its session, so it runs in a warm session the peer keeps for such jobs (one
+per distinct `spark-conf`, a new one after the Spark server restarts or after it idled):
+no session to open, no first-statement cost, nothing to release. Any other statement
+(SET, USE, temporary views, writes) gets a fresh session of its own, released after it."""
 from __future__ import annotations
 
 import asyncio
@@ -10,9 +16,12 @@ import json
 import os
 import signal
 import time
-from typing import Any
+import uuid
+from collections import OrderedDict
+from typing import Any, Optional
 
 from jm.policy.sqlresult import columns
+from jm.policy.sqlstmt import READ, classify
 from jm.runtime import sqlproto as P
 from jm.runtime.executor import JobProcess
 
@@ -23,11 +32,35 @@ def fast_path(params: dict) -> bool:
         and params.get("spark_mode", "connect") == "connect" and bool(params.get("spark_remote"))
 
 
+SHARED_MAX = 8          # warm sessions for read-only jobs (distinct spark-conf), at most
+SHARED_IDLE = 600.0     # seconds: a warm session unused this long is replaced (the server
+                        # ends idle sessions on its own after an hour by default)
+
+
+def shared_key(params: dict, server: int) -> Optional[tuple]:
+    """The warm session a SQL job may run in (pure): its spark-conf and the Spark server's
+    generation; None for a statement that could leave something in its session."""
+    if classify(params.get("sql") or "") != READ:
+        return None
+    conf = params.get("spark_conf") or {}
+    return (server,) + tuple(sorted((str(k), str(v)) for k, v in conf.items()))
+
+
 def job_result(page: dict, max_rows: int) -> dict:
     """A SQL job's result from its first page of at most max_rows + 1 rows (pure)."""
     rows = page.get("rows") or []
     return {"columns": [c["name"] for c in columns(page.get("schema"))],
             "rows": rows[:max_rows], "truncated": len(rows) > max_rows}
+
+
+class Shared:
+    """A warm session read-only jobs share, and how many of them are in it now."""
+
+    def __init__(self, session: str) -> None:
+        self.id = session
+        self.used = 0.0
+        self.users = 0
+        self.retired = False
 
 
 class SqlRun(JobProcess):
@@ -42,6 +75,7 @@ class SqlJobExecutor:
         self.sql = sql            # the peer's SqlGateway (its worker)
         self.lease_valid = lease_valid
         self._closing: set = set()  # session releases under way
+        self._shared: OrderedDict = OrderedDict()  # shared_key -> Shared
 
     def __getattr__(self, name: str) -> Any:  # running(), set_lease(), ... of the Executor
         return getattr(self.executor, name)
@@ -69,15 +103,36 @@ class SqlJobExecutor:
             jp.task.cancel()
 
     async def _run(self, worker: Any, params: dict, run: SqlRun) -> None:
-        session, max_rows = params["session_id"], int(params.get("max_result_rows", 1000))
+        max_rows = int(params.get("max_result_rows", 1000))
+        key = shared_key(params, self.sql._server_generation())
+        sh = self._shared_session(worker, key) if key else None
+        if sh is not None:
+            sh.users += 1
+        session = sh.id if sh else params["session_id"]
         _log(params, f"[jm] job {params['job_id']} attempt {params['attempt']} on "
-                     f"{params['node']}: SQL in the peer's SQL worker (session {session})\n")
+                     f"{params['node']}: SQL in the peer's SQL worker (session {session}"
+                     f"{', shared by read-only jobs' if sh else ''})\n")
         outcome = (0, 0, False)
         try:
             await _spark_ready(params)
-            await worker.call(P.OpenSession(session, dict(params.get("spark_conf") or {}), ()))
-            page = await worker.call(P.Execute(session, run.op, params["sql"], {},
-                                               max_rows + 1))
+            conf = dict(params.get("spark_conf") or {})
+            try:
+                await worker.call(P.OpenSession(session, conf, ()))
+                page = await worker.call(P.Execute(session, run.op, params["sql"], {},
+                                                   max_rows + 1))
+            except Exception as exc:
+                if sh is None or "INVALID_HANDLE" not in str(exc):
+                    raise
+                # the server ended the warm session (it restarted, or expired it): once
+                # more in a new one
+                self._retire(worker, key, sh)
+                self._done_with(worker, sh)
+                sh = self._shared_session(worker, key)
+                sh.users += 1
+                session = sh.id
+                await worker.call(P.OpenSession(session, conf, ()))
+                page = await worker.call(P.Execute(session, run.op, params["sql"], {},
+                                                   max_rows + 1))
             value = job_result(page, max_rows)
             text = json.dumps({"result": value})
             limit = int(params.get("max_result_size", 256 * 1024))
@@ -99,13 +154,50 @@ class SqlJobExecutor:
         finally:
             # the session is released after the attempt has ended (its result is written):
             # the release is not on the job's way to FINISHED
-            closing = asyncio.ensure_future(
-                _quietly(worker.call(P.CloseSession(session, True), timeout=10)))
-            self._closing.add(closing)
-            closing.add_done_callback(self._closing.discard)
+            if sh is None:
+                self._release(worker, session)
+            else:
+                self._done_with(worker, sh)
             _log(params, f"[jm] ended {time.strftime('%H:%M:%S')}\n")
             if not run.exited.done():
                 run.exited.set_result(outcome)
+
+
+    def _shared_session(self, worker: Any, key: tuple) -> Shared:
+        """The warm session of `key` (a new one if it has none, or its one idled too
+        long); the least recently used beyond SHARED_MAX are retired."""
+        now = time.monotonic()
+        sh = self._shared.get(key)
+        if sh is not None and now - sh.used > SHARED_IDLE:
+            self._retire(worker, key, sh)
+            sh = None
+        if sh is None:
+            sh = self._shared[key] = Shared(str(uuid.uuid4()))
+            while len(self._shared) > SHARED_MAX:
+                old_key = next(iter(self._shared))
+                self._retire(worker, old_key, self._shared[old_key])
+        sh.used = now
+        self._shared.move_to_end(key)
+        return sh
+
+    def _retire(self, worker: Any, key: tuple, sh: Shared) -> None:
+        """No new job goes to `sh`; it is released once its last running job is done."""
+        if self._shared.get(key) is sh:
+            del self._shared[key]
+        sh.retired = True
+        if sh.users == 0:
+            self._release(worker, sh.id)
+
+    def _done_with(self, worker: Any, sh: Shared) -> None:
+        sh.users -= 1
+        if sh.retired and sh.users == 0:
+            self._release(worker, sh.id)
+
+    def _release(self, worker: Any, session: str) -> None:
+        closing = asyncio.ensure_future(
+            _quietly(worker.call(P.CloseSession(session, True), timeout=10)))
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
 
 
 async def _spark_ready(params: dict) -> None:

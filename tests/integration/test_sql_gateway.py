@@ -1,6 +1,7 @@
 """The SQL gateway through real peers (in-process, real Raft and aiohttp) and a real Spark
 Connect server: Flink SQL Gateway's REST flow on any peer for any session, session state
 kept by the Spark session, paged results, errors, cancel, bad input."""
+import asyncio
 import os
 
 import pytest
@@ -303,6 +304,77 @@ async def test_sql_jobs_run_in_the_sql_worker(sqlc):
     s, b = await ahttp("PATCH", sqlc.url(2) + f"/jobs/{slow}?mode=cancel")
     assert s == 202
     assert (await ended(slow))["state"] == "CANCELED"
+
+
+async def test_read_only_sql_jobs_share_a_warm_session_and_others_leave_nothing(sqlc):
+    """A SQL job that only reads runs in the peer's warm session for its spark-conf; a job
+    whose statement defines session state gets a fresh session, and leaves nothing for the
+    next job; a cancelled read leaves the warm session usable."""
+    import re
+
+    async def job(spec, peer=0):
+        s, b = await ahttp("POST", sqlc.url(peer) + "/jobs",
+                           dict(spec, **{"restart-strategy": {"type": "none"}}))
+        assert s == 202, b
+        jid = b["jobid"]
+
+        async def check():
+            s, b = await ahttp("GET", sqlc.url(1) + f"/jobs/{jid}")
+            return b if b["state"] in ("FINISHED", "FAILED", "CANCELED") else None
+        done = await apoll(check, 120, interval=0.1, what=f"job {jid} ended")
+        s, logs = await ahttp("GET", sqlc.url(0) + f"/jobs/{jid}/logs")
+        m = re.search(r"\(session ([0-9a-f-]+)(, shared by read-only jobs)?\)", logs["text"])
+        assert m, logs
+        return done, m.group(1), bool(m.group(2))
+
+    reads = [await job({"sql": "SELECT sum(id) AS s FROM range(10)"}, peer=i % 3)
+             for i in range(4)]
+    by_node: dict = {}
+    for done, session, shared in reads:
+        assert done["state"] == "FINISHED" and done["result"]["rows"] == [[45]], done
+        assert shared
+        by_node.setdefault(done["node"], set()).add(session)
+    # 4 jobs on 3 peers: some peer ran two, in its one warm session
+    assert all(len(sessions) == 1 for sessions in by_node.values()), by_node
+
+    done, view_session, shared = await job({"sql": "CREATE TEMPORARY VIEW leak AS SELECT 1"})
+    assert done["state"] == "FINISHED" and not shared
+    done, conf_session, shared = await job({"sql": "SET spark.sql.shuffle.partitions=7"})
+    assert done["state"] == "FINISHED" and not shared
+    assert {view_session, conf_session}.isdisjoint(set().union(*by_node.values()))
+    for peer in range(3):  # nothing of theirs is seen by the next jobs, wherever they run
+        done, _, _ = await job({"sql": "SELECT * FROM leak"}, peer=peer)
+        assert done["state"] == "FAILED", done
+        done, _, shared = await job({"sql": "SET spark.sql.shuffle.partitions"}, peer=peer)
+        assert shared and done["result"]["rows"][0][1] != "7", done
+
+    done, own, shared = await job({"sql": "SET spark.sql.shuffle.partitions",
+                                   "spark-conf": {"spark.sql.shuffle.partitions": "3"}})
+    assert shared and done["result"]["rows"] == [["spark.sql.shuffle.partitions", "3"]], done
+    assert own not in set().union(*by_node.values())  # its own warm session, for its conf
+
+    s, b = await ahttp("POST", sqlc.url(0) + "/jobs",
+                       {"sql": "SELECT count(*) FROM range(100000000000)",
+                        "restart-strategy": {"type": "none"}})
+    slow = b["jobid"]
+
+    async def running():
+        s, b = await ahttp("GET", sqlc.url(0) + f"/jobs/{slow}")
+        return b if b["state"] == "RUNNING" else None
+    node = (await apoll(running, 60, what="the slow SQL job running"))["node"]
+    s, b = await ahttp("PATCH", sqlc.url(2) + f"/jobs/{slow}?mode=cancel")
+    assert s == 202
+
+    async def canceled():
+        s, b = await ahttp("GET", sqlc.url(0) + f"/jobs/{slow}")
+        return b["state"] == "CANCELED"
+    await apoll(canceled, 60, what="the slow SQL job cancelled")
+    # the warm session the cancelled read ran in still answers: 6 reads at once, spread
+    # over the 3 peers (2 each while they run)
+    after = await asyncio.gather(*(job({"sql": "SELECT 41 + 1 AS x"}, peer=i % 3)
+                                   for i in range(6)))
+    assert all(d["state"] == "FINISHED" and d["result"]["rows"] == [[42]] for d, _, _ in after)
+    assert node in {d["node"] for d, _, _ in after}
 
 
 async def test_a_full_peer_places_sessions_elsewhere_and_then_503(tmp_path):
