@@ -17,6 +17,7 @@ from rest.gateway import ApiError, Forward
 VERSIONS = ("v1", "v2")
 FORWARDED = "X-JM-Forwarded"
 HTTP: web.AppKey[Any] = web.AppKey("sql_http")
+SLOW_ANSWER = 1.0  # s: a proxied request this slow starts watching for its session's move
 PRODUCT = {"productName": "Apache Spark (JobManager SQL Gateway)"}
 
 
@@ -46,24 +47,52 @@ async def _answer(request: web.Request, fn: Callable[[], Awaitable[Any]]) -> web
     """Answer here, or proxy to the session's holder. A holder that cannot be reached
     (its peer died) makes the request wait, up to the gateway's `move_wait()`, for the
     session to move, and go to the new holder: the client sees a slower answer instead
-    of a 503 and a retry a whole Retry-After later. A request that may have reached the
-    dead holder is retried only if it is safe to (not a POST without X-Request-Id)."""
+    of a 503 and a retry a whole Retry-After later. A holder that does not answer (its
+    peer is frozen) is given up as soon as the session moves away from it. A request that
+    may have reached the old holder is retried only if it is safe to (not a POST without
+    X-Request-Id)."""
     gw, loop = _gw(request), asyncio.get_running_loop()
     deadline = loop.time() + gw.move_wait()
+    handle = request.match_info["sh"]
     while True:
         try:
             return web.json_response(await fn())
         except Forward as fwd:
             try:
-                return await _proxy(request, fwd.url)
+                return await _proxy_or_moved(request, handle, fwd.url)
             except _Unreachable as exc:
                 retry = exc.not_sent or request.method != "POST" \
                     or "X-Request-Id" in request.headers
-                if not retry or loop.time() >= deadline:
+                if not retry:
                     raise exc.error from None
-                # the session moved, or half a second passed (the holder may be back)
-                await gw.wait_moved(request.match_info["sh"], fwd.url,
-                                    min(deadline, loop.time() + 0.5))
+                # the session moved (go there), or half a second passed (the holder may be
+                # back) unless the time to wait for a move is up
+                moved = await gw.wait_moved(handle, fwd.url, min(deadline, loop.time() + 0.5))
+                if not moved and loop.time() >= deadline:
+                    raise exc.error from None
+
+
+async def _proxy_or_moved(request: web.Request, handle: str, url: str) -> web.StreamResponse:
+    """The holder's answer; _Unreachable if it cannot be reached, or if the session moves
+    to another peer while the holder keeps the request without an answer."""
+    task = asyncio.ensure_future(_proxy(request, url))
+    watch = None
+    try:
+        done, _ = await asyncio.wait({task}, timeout=SLOW_ANSWER)
+        if not done:  # slow: watch the session's record meanwhile (not for every request)
+            watch = asyncio.ensure_future(_gw(request).wait_moved(handle, url, float("inf")))
+            done, _ = await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:  # the session moved, or the client went away: the holder's answer is not wanted
+        if watch is not None:
+            watch.cancel()
+        if not task.done():
+            task.cancel()
+    if task not in done:
+        raise _Unreachable(ApiError(
+            503, f"the peer holding this session ({url}) did not answer and the session "
+                 "moved to another peer; retry", headers={"Retry-After": "1"}),
+            not_sent=False)
+    return task.result()
 
 
 class _Unreachable(Exception):
@@ -81,8 +110,11 @@ async def _proxy(request: web.Request, url: str) -> web.StreamResponse:
             headers[name] = request.headers[name]
     body = await request.read()
     try:
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=3,
+                                        sock_read=_gw(request).proxy_read_timeout())
         async with request.app[HTTP].request(request.method, url + request.path_qs,
-                                             data=body or None, headers=headers) as resp:
+                                             data=body or None, headers=headers,
+                                             timeout=timeout) as resp:
             data = await resp.read()
             out = web.Response(body=data, status=resp.status,
                                content_type=resp.content_type or "application/json")

@@ -235,6 +235,14 @@ class SqlGateway:
         new leader may take a Raft election more): wait that long and a little more."""
         return min(self.conf["heartbeat.timeout"] + 2.0, 10.0)
 
+    def proxy_read_timeout(self) -> float:
+        """How long a request proxied to a session's holder may go without an answer: a
+        holder's longest wait (a fetch waiting for rows, a statement being recorded in
+        Raft) and a heartbeat timeout more. A frozen holder does not hold the request
+        for longer; the request then waits for the session to move (rest/sql.py)."""
+        return (self.conf["sql-gateway.fetch-wait"] + self.conf["rest.write-timeout"]
+                + self.conf["heartbeat.timeout"])
+
     async def wait_moved(self, handle: str, holder_url: str, deadline: float) -> bool:
         loop = asyncio.get_running_loop()
         while True:

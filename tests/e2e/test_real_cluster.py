@@ -204,6 +204,43 @@ def test_sql_session_survives_a_sigkill_of_its_peer(cluster):
             cluster.wait_spark([killed])
 
 
+def test_sql_request_through_another_peer_survives_a_frozen_holder(cluster):
+    """The peer holding a session frozen (SIGSTOP): a statement sent through another peer
+    is not held by the silent holder; it runs on the session's new peer once it moved."""
+    s, b = http("POST", cluster.urls[0] + "/v1/sessions", {"properties": {}})
+    assert s == 200, b
+    sh = b["sessionHandle"]
+    node = http("GET", cluster.urls[0] + f"/v1/sessions/{sh}")[1]["node"]
+    i = next(k for k, line in enumerate(cluster.lines) if line.endswith(":" + node.split(":")[1]))
+    via = cluster.urls[(i + 1) % 3]
+
+    def run(sql: str, request_id: str) -> list:
+        s, b = http("POST", via + f"/v1/sessions/{sh}/statements", {"statement": sql},
+                    headers={"X-Request-Id": request_id}, timeout=60)
+        assert s == 200, b
+        uri, rows = f"/v1/sessions/{sh}/operations/{b['operationHandle']}/result/0", []
+        while uri:
+            s, page = http("GET", via + uri, timeout=60)
+            assert s == 200, page
+            rows += [d["fields"] for d in (page.get("results") or {}).get("data") or []]
+            uri = None if page["resultType"] == "EOS" else page.get("nextResultUri")
+        return rows
+    assert run("SELECT 1 AS one", "first") == [[1]]
+    pid = cluster.peer_pid(i)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        assert run("SELECT 2 AS two", "second") == [[2]]
+        s, info = http("GET", via + f"/v1/sessions/{sh}")
+        assert info["node"] != node and info["moves"] == 1, info
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        assert_gone([pid], "the frozen peer")
+        cluster.start_peer(i)  # the module's later tests want 3 peers
+        cluster.wait_healthy(i)
+        cluster.wait_spark([i])
+    assert http("DELETE", via + f"/v1/sessions/{sh}")[0] == 200
+
+
 def test_cancel_and_whole_cluster_restart_keeps_jobs(cluster):
     fix = os.path.join(ROOT, "tests", "integration") + "/"
     s, b = http("POST", cluster.urls[1] + "/jobs", {"entry": "jobs_fixture:sleepy",
