@@ -154,6 +154,21 @@ def idle_rss_mb(pids: list[int]) -> list[float]:
     return [psutil.Process(p).memory_info().rss / 2 ** 20 for p in pids]
 
 
+def journal_fsyncs(urls: list[str]) -> dict:
+    """The peers' Raft journal fsyncs so far (raft.fsync), summed from their /metrics."""
+    import urllib.request
+    names = {"jm_raft_fsyncs_total": "fsyncs", "jm_raft_fsynced_entries_total": "entries",
+             "jm_raft_fsync_seconds_total": "seconds"}
+    out = dict.fromkeys(names.values(), 0.0)
+    for url in urls:
+        with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
+            for line in resp.read().decode().splitlines():
+                name, _, value = line.partition(" ")
+                if name in names:
+                    out[names[name]] += float(value)
+    return out
+
+
 def one_run(args, run: int) -> dict:
     settings = {"spark.connect.embedded": False, "jobmanager.slots": args.slots}
     for item in args.overrides:
@@ -164,11 +179,16 @@ def one_run(args, run: int) -> dict:
         time.sleep(2)  # let the peers settle before reading idle memory
         rss = idle_rss_mb(c.pids())
         cpu0 = cpu_seconds(c.pids())
+        fs0 = journal_fsyncs(c.urls)
         sat = asyncio.run(closed_loop(c.urls, args.jobs, args.clients))
         sat_jobs = job_stats(c.urls[0], sat["ids"], args.timeout)
         cpu1 = cpu_seconds(c.pids())
+        fs1 = journal_fsyncs(c.urls)
         sat_jobs["cpu_s_per_1000_jobs"] = {k: round((cpu1[k] - cpu0[k]) * 1000 / args.jobs, 2)
                                            for k in cpu0}
+        # all 3 peers' journals, over the submissions and the jobs' runs
+        sat_jobs["journal_per_1000_jobs"] = {k: round((fs1[k] - fs0[k]) * 1000 / args.jobs, 3)
+                                             for k in fs0}
         ol = asyncio.run(open_loop(c.urls, args.rate_jobs, args.rate, args.jobs))
         ol_jobs = job_stats(c.urls[1], ol["ids"], args.timeout)
         st = asyncio.run(open_loop(c.urls, args.steady_jobs, args.steady_rate,
@@ -220,6 +240,9 @@ def main() -> int:
                                                                      "steady")),
         "cpu_ms_per_job": {k: median([r["saturation"]["cpu_s_per_1000_jobs"][k] for r in runs])
                            for k in runs[0]["saturation"]["cpu_s_per_1000_jobs"]},
+        "journal_per_1000_jobs": {k: median([r["saturation"]["journal_per_1000_jobs"][k]
+                                             for r in runs])
+                                  for k in runs[0]["saturation"]["journal_per_1000_jobs"]},
     }
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:

@@ -213,6 +213,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "raft.leader-fallback-timeout": (parse_duration, "1400 ms"),
     "raft.connection-retry-time": (parse_duration, "500 ms"),
     "raft.use-batch": (_bool, False),
+    "raft.fsync": (_bool, True),  # an acknowledged write is on disk on a majority
     "raft.password": (_opt_str, None),  # default: cluster.secret
     "rest.auth.token": (_opt_str, None),
     "rest.auth.token-file": (_opt_str, None),

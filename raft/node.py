@@ -18,6 +18,7 @@ from typing import Any, Callable, Optional
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 
 from raft.commands import Barrier, decode, encode
+from raft.journal import DurableJournal, durable_syncobj
 from raft.state import ClusterState, Result
 
 log = logging.getLogger("jm.raft")
@@ -40,6 +41,7 @@ class RaftSettings:
     password: Optional[str] = None
     log_compaction_min_entries: int = 20000
     log_compaction_min_time: float = 600.0
+    fsync: bool = True  # raft/journal.py: acknowledged means on disk on a majority
 
 
 class _StateConsumer(SyncObjConsumer):
@@ -115,7 +117,16 @@ class RaftHost:
             commandsWaitLeader=False,
             bindAddress=self_addr,
         )
-        self.syncobj = SyncObj(self_addr, other_addrs, conf=conf, consumers=[self.consumer])
+        if settings.fsync:
+            self.syncobj = durable_syncobj(self_addr, other_addrs, conf, [self.consumer],
+                                           conf.fullDumpFile)
+        else:
+            self.syncobj = SyncObj(self_addr, other_addrs, conf=conf, consumers=[self.consumer])
+
+    def journal_stats(self) -> dict:
+        """fsyncs of the Raft journal (raft.fsync): how many, entries covered, seconds."""
+        journal = getattr(self.syncobj, "_SyncObj__raftLog", None)
+        return journal.stats() if isinstance(journal, DurableJournal) else {}
 
     # ---- tick-thread side -------------------------------------------------------------
     def _on_applied(self, command: Any, result: Result) -> None:

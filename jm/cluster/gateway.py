@@ -284,6 +284,7 @@ class PeerGateway:
         sync = self.raft.syncobj
         spark_up = (self.spark.ready.is_set() if self.spark else
                     bool(self.conf["spark.remote"]))
+        journal = self.raft.journal_stats()
         return {
             "jm_jobs": ("Jobs by state (cluster-wide, this peer's replica)", ("state",),
                         [((k,), v) for k, v in sorted(by_state.items())]),
@@ -303,6 +304,12 @@ class PeerGateway:
                                     [((), 1 if spark_up else 0)]),
             "jm_lease_valid": ("1 if this peer holds a valid lease", (),
                                [((), 1 if self.lease_valid() else 0)]),
+            "jm_raft_fsyncs_total": ("fsyncs of this peer's Raft journal (raft.fsync)", (),
+                                     [((), journal.get("fsyncs", 0))]),
+            "jm_raft_fsynced_entries_total": ("Raft entries those fsyncs made durable", (),
+                                              [((), journal.get("entries", 0))]),
+            "jm_raft_fsync_seconds_total": ("Time spent in those fsyncs", (),
+                                            [((), journal.get("fsync-seconds", 0.0))]),
         }
 
     def health(self) -> dict:

@@ -46,7 +46,7 @@ def raft_settings(conf: Config) -> RaftSettings:
         append_entries_period=conf["raft.append-entries-period"],
         leader_fallback_timeout=conf["raft.leader-fallback-timeout"],
         connection_retry_time=conf["raft.connection-retry-time"],
-        use_batch=conf["raft.use-batch"],
+        use_batch=conf["raft.use-batch"], fsync=conf["raft.fsync"],
         password=conf["raft.password"] or conf["cluster.secret"])
 
 

@@ -1,0 +1,317 @@
+"""Durable acknowledgements for pysyncobj (raft.fsync): its file journal is an mmap it never
+syncs, so a power cut of a majority could lose entries it had acknowledged.
+
+The rule kept here: an entry counts toward a majority only once it is on that member's
+disk. A follower's "I have up to N" (and a vote) leaves only after its journal is synced
+(every message pysyncobj sends goes through `SyncingTransport.send`); a leader counts its
+own copy when it moves its commit index, which first waits for its sync, started in the
+background when its append-entries left, so that the leader's write and its followers'
+overlap (as the Raft paper allows).
+The messages of one pysyncobj tick are held and sent together after a single sync: one
+fsync covers every entry the tick appended (group commit). The fsyncs run on a thread of
+their own; pysyncobj's tick thread waits for them where it must, the asyncio event loop
+never does.
+
+Also durable: the term and vote (written and fsynced, then renamed, before a vote leaves),
+and a snapshot (raft.dump) before the journal entries it replaces are dropped.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any, Optional
+
+from pysyncobj import journal as pj
+from pysyncobj import syncobj as ps
+from pysyncobj.transport import TCPTransport
+
+log = logging.getLogger("jm.raft")
+RESERVE_CHUNK = 4 * 1024 * 1024  # bytes of journal written ahead at a time
+_factory_lock = threading.Lock()
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_file(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class DurableMetaStorer(pj.MetaStorer):
+    """The term, vote and commit index: a new file, fsynced, renamed over the old one."""
+
+    def storeMeta(self, meta: dict) -> None:
+        path = self.getPath()
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(pj.dumps(meta))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+class DurableJournal(pj.FileJournal):
+    """pysyncobj's file journal with a syncer thread: `sync()` returns once everything
+    written before the call is on disk; `sync_soon()` starts that without waiting (a
+    leader's own copy is written out while its followers write theirs)."""
+
+    def __init__(self, path: str, dump_path: Optional[str]) -> None:
+        created = not os.path.exists(path)
+        super().__init__(path)
+        self._meta_storer = DurableMetaStorer(path + ".meta")
+        self._FileJournal__metaStorer = self._meta_storer
+        self.dump_path = dump_path
+        self.syncs = 0            # fsyncs of the journal
+        self.synced_entries = 0   # entries they covered
+        self.sync_seconds = 0.0
+        self._entries = 0         # entries added so far
+        self._written = 0         # changes made so far (tick thread)
+        self._synced = 0          # changes known to be on disk
+        self._synced_entries_mark = 0
+        self._want = False
+        self._closed = False
+        self._error: Optional[BaseException] = None
+        self._cond = threading.Condition()
+        self._zeroed = 0          # the file is written (with zeros) up to here
+        self._thread = threading.Thread(target=self._sync_loop, name="raft-fsync", daemon=True)
+        self._thread.start()
+        if created:
+            self._written += 1
+            self.sync()
+            fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+    @property
+    def dirty(self) -> bool:
+        return self._synced < self._written
+
+    # ---- room written ahead ------------------------------------------------------------
+    def _reserve(self, size: int) -> None:
+        """Blocks written (with zeros) and synced ahead of the journal's end, a chunk at a
+        time: an fdatasync of entries written into them has no file metadata to commit
+        (no block allocation, no size change), so it does not wait for the filesystem's
+        journal, nor for other files' data that this would flush (ext4 data=ordered)."""
+        need = self._FileJournal__currentOffset + size + 4096
+        if need <= self._zeroed:
+            return
+        resizable = self._FileJournal__journalFile
+        end = max(need, self._zeroed + RESERVE_CHUNK)
+        start = max(self._zeroed, self._FileJournal__currentOffset)
+        if resizable._ResizableFile__mm.size() < end:
+            resizable.write(end - 1, b"\0")  # grows the file and its mapping
+        fd = resizable._ResizableFile__f.fileno()
+        os.pwrite(fd, bytes(end - start), start)
+        os.fdatasync(fd)
+        self._zeroed = end
+
+    # ---- what makes the journal dirty ----------------------------------------------
+    def add(self, command: Any, idx: int, term: int) -> None:
+        self._reserve(len(command) + 24)
+        super().add(command, idx, term)
+        self._entries += 1
+        self._written += 1
+
+    def clear(self) -> None:
+        self._snapshot_durable()  # the entries dropped here live on in the snapshot
+        super().clear()
+        self._written += 1
+
+    def deleteEntriesFrom(self, entryFrom: int) -> None:
+        super().deleteEntriesFrom(entryFrom)
+        self._written += 1
+
+    def deleteEntriesTo(self, entryTo: int) -> None:
+        self._snapshot_durable()
+        super().deleteEntriesTo(entryTo)
+        self.sync()
+
+    def setRaftCommitIndex(self, raftCommitIndex: int) -> None:
+        """pysyncobj calls this when the commit index moves, before the entries up to it
+        are applied and answered: on a leader its own copy counts toward the majority, so
+        it is on disk first (with one member no message would have synced it). A disk
+        that refuses the sync holds the member's Raft here (no answers, no applies, no
+        heartbeats: its lease runs out and its jobs move) until it syncs again."""
+        delay, logged = 0.01, 0.0
+        while True:
+            try:
+                self.sync()
+                break
+            except OSError as exc:
+                if self._closed:
+                    raise
+                if time.monotonic() - logged > 10:
+                    log.error("%s; this member's Raft waits for its disk", exc)
+                    logged = time.monotonic()
+                time.sleep(delay)
+                delay = min(1.0, delay * 2)
+        super().setRaftCommitIndex(raftCommitIndex)
+
+    def _snapshot_durable(self) -> None:
+        if self.dump_path:
+            fsync_file(self.dump_path)
+            fsync_dir(os.path.dirname(os.path.abspath(self.dump_path)))
+
+    # ---- the sync --------------------------------------------------------------------
+    def sync_soon(self) -> None:
+        if self.dirty:
+            with self._cond:
+                self._want = True
+                self._cond.notify_all()
+
+    def sync(self) -> None:
+        """Everything written before this call is on disk when it returns (an OSError
+        if the disk refused: then nothing that depends on it may be sent)."""
+        target = self._written
+        if self._synced >= target:
+            return
+        with self._cond:
+            self._want = True
+            self._cond.notify_all()
+            while self._synced < target:
+                if self._error is not None:
+                    error, self._error = self._error, None
+                    raise OSError(f"the Raft journal could not be synced: {error}")
+                if self._closed:
+                    raise OSError("the Raft journal is closed")
+                self._cond.wait(1.0)
+
+    def _sync_loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._want and not self._closed:
+                    self._cond.wait()
+                if self._closed:
+                    return
+                self._want = False
+                target, entries = self._written, self._entries
+            start = time.perf_counter()
+            try:
+                # the journal is a shared file mapping: its written pages are the file's
+                # page cache, and fdatasync writes them out with the file's size (what
+                # msync MS_SYNC of the whole mapping does on Linux)
+                os.fdatasync(self._FileJournal__journalFile._ResizableFile__f.fileno())
+            except (OSError, ValueError) as exc:
+                with self._cond:
+                    self._error = exc
+                    self._cond.notify_all()
+                continue
+            with self._cond:
+                if target > self._synced:
+                    self._synced = target
+                    self.syncs += 1
+                    self.synced_entries += entries - self._synced_entries_mark
+                    self._synced_entries_mark = entries
+                    self.sync_seconds += time.perf_counter() - start
+                self._cond.notify_all()
+
+    def _destroy(self) -> None:
+        try:
+            self.sync()
+        finally:
+            with self._cond:
+                self._closed = True
+                self._cond.notify_all()
+            super()._destroy()
+
+    def stats(self) -> dict:
+        return {"fsyncs": self.syncs, "entries": self.synced_entries,
+                "fsync-seconds": round(self.sync_seconds, 3)}
+
+
+# A leader's entries may leave before they are on its disk: they count toward a majority
+# only through the followers' answers and its own commit index (which waits for its sync).
+_NO_WAIT = frozenset({"append_entries", "apply_command_response"})
+
+
+class SyncingTransport(TCPTransport):
+    """pysyncobj's TCP transport: a message that speaks for this member's log (an
+    answer to append-entries, a vote) leaves only once the journal is on disk; a
+    leader's append-entries start its sync and leave at once. During a tick of
+    `DurableSyncObj` messages are held and sent together after one sync."""
+
+    _held: Optional[list] = None
+
+    def _journal(self) -> Optional[DurableJournal]:
+        journal = getattr(self._syncObj, "_SyncObj__raftLog", None)
+        return journal if isinstance(journal, DurableJournal) else None
+
+    def _before(self, messages: list) -> None:
+        journal = self._journal()
+        if journal is None:
+            return
+        if all(isinstance(m, dict) and m.get("type") in _NO_WAIT for m in messages):
+            journal.sync_soon()
+        else:
+            journal.sync()
+
+    def hold(self) -> None:
+        self._held = []
+
+    def release(self) -> None:
+        held, self._held = self._held, None
+        if held:
+            self._before([message for _, message in held])
+            for node, message in held:
+                super().send(node, message)
+
+    def send(self, node: Any, message: Any) -> Any:
+        held = self._held
+        if held is not None:
+            held.append((node, message))
+            return True
+        self._before([message])
+        return super().send(node, message)
+
+
+class DurableSyncObj(ps.SyncObj):
+    """A tick's messages are held and sent after one sync. pysyncobj's tick ends waiting
+    for socket events: here the tick runs without waiting, its messages go out, and then
+    the wait (whose handlers' answers are held and sent after one sync in turn), so that
+    no message waits for the next socket event."""
+
+    def _onTick(self, timeToWait: float = 0.0) -> None:
+        transport = self._SyncObj__transport
+        if not isinstance(transport, SyncingTransport):
+            return super()._onTick(timeToWait)
+        transport.hold()
+        try:
+            super()._onTick(0.0)
+        finally:
+            transport.release()
+        if timeToWait > 0:
+            transport.hold()
+            try:
+                self._poller.poll(timeToWait)
+            finally:
+                transport.release()
+
+
+def durable_syncobj(self_addr: str, other_addrs: list, conf: Any, consumers: list,
+                    dump_path: Optional[str]) -> Any:
+    """A SyncObj whose journal is a DurableJournal and whose messages wait for it."""
+    def create(path: Optional[str] = None) -> Any:
+        if path is None:
+            return pj.MemoryJournal()
+        return DurableJournal(path, dump_path)
+    with _factory_lock:  # pysyncobj creates its journal through this module-level name
+        original = ps.createJournal
+        ps.createJournal = create
+        try:
+            return DurableSyncObj(self_addr, other_addrs, conf=conf, consumers=consumers,
+                                  transportClass=SyncingTransport)
+        finally:
+            ps.createJournal = original

@@ -1,0 +1,139 @@
+"""raft.fsync through real pysyncobj members on loopback: an entry counts toward a majority
+only once it is on that member's disk (a follower's answer leaves after its sync, a
+leader's commit index moves after its own), a disk that refuses the sync stops the
+answers, and a member restarted from its files has every acknowledged entry."""
+import asyncio
+import os
+
+import pytest
+from pysyncobj.journal import FileJournal
+from pysyncobj.transport import TCPTransport
+
+from raft.commands import Barrier
+from raft.journal import DurableJournal
+from raft.node import RaftHost, RaftSettings
+from tests.helpers import apoll, free_ports
+
+
+def _hosts(tmp_path, n: int, fsync: bool = True) -> list:
+    ports = free_ports(n)
+    addrs = [f"127.0.0.1:{p}" for p in ports]
+    names = {a: f"p{i}" for i, a in enumerate(addrs)}
+    loop = asyncio.get_running_loop()
+    return [RaftHost(a, [b for b in addrs if b != a], str(tmp_path / f"p{i}"),
+                     RaftSettings(fsync=fsync), loop, names) for i, a in enumerate(addrs)]
+
+
+async def _stop(hosts) -> None:
+    for h in hosts:
+        await asyncio.to_thread(h.destroy)
+
+
+@pytest.fixture
+def sends(monkeypatch):
+    """Every message a member sends, with whether its journal had unsynced changes then,
+    and every commit index a member set, with the same."""
+    seen: dict = {"sends": [], "commits": []}
+    real_send, real_commit = TCPTransport.send, FileJournal.setRaftCommitIndex
+
+    def send(self, node, message):
+        journal = getattr(self._syncObj, "_SyncObj__raftLog", None)
+        seen["sends"].append((message.get("type") if isinstance(message, dict) else None,
+                              isinstance(journal, DurableJournal) and journal.dirty))
+        return real_send(self, node, message)
+
+    def commit(self, index):
+        seen["commits"].append(isinstance(self, DurableJournal) and self.dirty)
+        return real_commit(self, index)
+    monkeypatch.setattr(TCPTransport, "send", send)
+    monkeypatch.setattr(FileJournal, "setRaftCommitIndex", commit)
+    return seen
+
+
+async def _leader(hosts):
+    await apoll(lambda: all(h.leader() for h in hosts), 30, what="a leader")
+    return next(h for h in hosts if h.leader() == h.addr_to_node[h.self_addr])
+
+
+async def test_an_entry_counts_only_once_it_is_on_disk(tmp_path, sends):
+    hosts = _hosts(tmp_path, 3)
+    try:
+        leader = await _leader(hosts)
+        follower = next(h for h in hosts if h is not leader)
+        results = await asyncio.gather(*(h.submit(Barrier(), 10.0)
+                                         for h in (leader, follower) for _ in range(40)))
+        assert all(r.ok for r in results)
+        acks = [dirty for kind, dirty in sends["sends"] if kind == "next_node_idx"]
+        assert acks and not any(acks), "a follower answered before its journal was synced"
+        others = [kind for kind, dirty in sends["sends"]
+                  if dirty and kind not in ("append_entries", "apply_command_response")]
+        assert not others, others
+        assert sends["commits"] and not any(sends["commits"]), \
+            "a commit index moved before the member's own journal was synced"
+        for h in hosts:
+            stats = h.journal_stats()
+            assert stats["fsyncs"] > 0 and stats["entries"] >= 80, stats
+    finally:
+        await _stop(hosts)
+
+
+async def test_a_disk_that_refuses_the_sync_stops_the_answers(tmp_path, monkeypatch):
+    """A follower whose fsync fails does not answer: the leader's writes still commit
+    with the other follower; once the disk is back, the follower catches up."""
+    hosts = _hosts(tmp_path, 3)
+    try:
+        leader = await _leader(hosts)
+        sick, other = [h for h in hosts if h is not leader]
+        sick_fd = sick.syncobj._SyncObj__raftLog._FileJournal__journalFile \
+            ._ResizableFile__f.fileno()
+        real = os.fdatasync
+        failing = {"on": True}
+
+        def fdatasync(fd):
+            if fd == sick_fd and failing["on"]:
+                raise OSError(5, "Input/output error")
+            return real(fd)
+        monkeypatch.setattr(os, "fdatasync", fdatasync)
+        before = sick.applied_index()
+        for _ in range(5):
+            assert (await leader.submit(Barrier(), 10.0)).ok
+        assert other.applied_index() >= leader.applied_index() - 5
+        assert sick.applied_index() <= before + 1  # its Raft waits for its disk
+        failing["on"] = False
+        await apoll(lambda: sick.applied_index() >= leader.applied_index(), 20,
+                    what="the follower caught up once its disk syncs again")
+    finally:
+        await _stop(hosts)
+
+
+async def test_without_fsync_the_plain_journal_is_kept(tmp_path, sends):
+    hosts = _hosts(tmp_path, 1, fsync=False)
+    try:
+        await apoll(lambda: hosts[0].leader(), 20, what="a leader")
+        assert (await hosts[0].submit(Barrier(), 5.0)).ok
+        assert hosts[0].journal_stats() == {}
+    finally:
+        await _stop(hosts)
+
+
+async def test_a_restarted_member_has_every_acknowledged_entry(tmp_path):
+    """One member (commits with no message sent: the commit index syncs the journal)."""
+    hosts = _hosts(tmp_path, 1)
+    host = hosts[0]
+    try:
+        await apoll(lambda: host.leader(), 20, what="a leader")
+        for _ in range(25):
+            assert (await host.submit(Barrier(), 5.0)).ok
+        index = host.applied_index()
+        assert host.journal_stats()["fsyncs"] > 0
+        meta = os.path.join(tmp_path, "p0", "raft.journal.meta")
+        assert os.path.exists(meta) and not os.path.exists(meta + ".tmp")
+    finally:
+        await _stop(hosts)
+    again = RaftHost(host.self_addr, [], str(tmp_path / "p0"), RaftSettings(),
+                     asyncio.get_running_loop(), dict(host.addr_to_node))
+    try:
+        await apoll(lambda: again.leader() and again.applied_index() >= index, 20,
+                    what="the journal applied again")
+    finally:
+        await asyncio.to_thread(again.destroy)
