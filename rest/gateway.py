@@ -20,6 +20,12 @@ class Forward(Exception):
         self.url = url
 
 
+class UnknownSession(ApiError):
+    """404 for a SQL session handle this peer has no record of (yet: rest/sql.py looks
+    again after `catch_up()`, since it may have been opened through another peer an
+    instant ago)."""
+
+
 class SqlGatewayApi(Protocol):
     """The SQL gateway of a peer (Flink SQL Gateway's REST API, rest/sql.py). Methods on
     a session raise Forward when another peer holds it (`forwarded`: the request came
@@ -44,6 +50,14 @@ class SqlGatewayApi(Protocol):
     async def wait_moved(self, handle: str, holder_url: str, deadline: float) -> bool:
         """Until the session is held elsewhere than `holder_url` (True) or the loop's
         time reaches `deadline` (False)."""
+        ...
+
+    def proxy_read_timeout(self) -> float:
+        """How long a request proxied to a session's holder may go without an answer."""
+        ...
+
+    async def catch_up(self) -> None:
+        """Until this peer has applied everything committed before now."""
         ...
 
 

@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Callable
 import aiohttp
 from aiohttp import web
 
-from rest.gateway import ApiError, Forward
+from rest.gateway import ApiError, Forward, UnknownSession
 
 VERSIONS = ("v1", "v2")
 FORWARDED = "X-JM-Forwarded"
@@ -54,9 +54,15 @@ async def _answer(request: web.Request, fn: Callable[[], Awaitable[Any]]) -> web
     gw, loop = _gw(request), asyncio.get_running_loop()
     deadline = loop.time() + gw.move_wait()
     handle = request.match_info["sh"]
+    caught_up = _forwarded(request)  # a forwarded request came with the sender's index
     while True:
         try:
             return web.json_response(await fn())
+        except UnknownSession:
+            if caught_up:
+                raise
+            await gw.catch_up()  # opened through another peer an instant ago?
+            caught_up = True
         except Forward as fwd:
             try:
                 return await _proxy_or_moved(request, handle, fwd.url)
@@ -147,12 +153,14 @@ async def open_session(request: web.Request) -> web.Response:
     return web.json_response(await _gw(request).open_session(body))
 
 
-async def get_session(request: web.Request) -> web.Response:
-    return web.json_response(_gw(request).session_info(request.match_info["sh"]))
+async def get_session(request: web.Request) -> web.StreamResponse:
+    async def run() -> dict:
+        return _gw(request).session_info(request.match_info["sh"])
+    return await _answer(request, run)
 
 
-async def close_session(request: web.Request) -> web.Response:
-    return web.json_response(await _gw(request).close_session(request.match_info["sh"]))
+async def close_session(request: web.Request) -> web.StreamResponse:
+    return await _answer(request, lambda: _gw(request).close_session(request.match_info["sh"]))
 
 
 async def heartbeat(request: web.Request) -> web.StreamResponse:

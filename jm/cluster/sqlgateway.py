@@ -28,7 +28,7 @@ from raft import sessions as S
 from raft.commands import (AddSqlStatement, CloseSqlSessions, OpenSqlSession, SqlOperation,
                            StartSqlOperations)
 from raft.node import RaftUnavailable
-from rest.gateway import ApiError, Forward
+from rest.gateway import ApiError, Forward, UnknownSession
 
 log = logging.getLogger("jm.sql")
 
@@ -212,7 +212,7 @@ class SqlGateway:
         with self.peer.raft.read() as st:
             rec = st.sessions.get(handle)
             if rec is None:
-                raise ApiError(404, f"session {handle} does not exist (closed, expired or "
+                raise UnknownSession(404, f"session {handle} does not exist (closed, expired or "
                                     "never opened)")
             peer = st.peers.get(rec.node) if rec.node else None
             return rec, (f"http://{peer.host}:{peer.rest_port}" if peer else None)
@@ -234,6 +234,14 @@ class SqlGateway:
         """A dead holder's sessions move `heartbeat.timeout` after its last heartbeat (a
         new leader may take a Raft election more): wait that long and a little more."""
         return min(self.conf["heartbeat.timeout"] + 2.0, 10.0)
+
+    async def catch_up(self) -> None:
+        """Until this replica has applied everything committed before now (one Raft
+        barrier): a session opened through another peer an instant ago is known here."""
+        try:
+            await self.peer.raft.barrier(self.conf["rest.write-timeout"])
+        except RaftUnavailable as exc:
+            raise ApiError(503, str(exc), headers={"Retry-After": "1"})
 
     def proxy_read_timeout(self) -> float:
         """How long a request proxied to a session's holder may go without an answer: a

@@ -3,7 +3,7 @@ import os
 import signal
 import subprocess
 
-from tests.helpers import ROOT, http, make_conf, poll
+from tests.helpers import ROOT, consistent_session, http, make_conf, poll
 
 
 class ProcessCluster:
@@ -12,6 +12,9 @@ class ProcessCluster:
         self.conf_dir, self.lines = make_conf(base, n, settings)
         self.env = dict(os.environ, JM_CONF_DIR=self.conf_dir)
         self.urls = ["http://127.0.0.1:" + line.split(":")[1] for line in self.lines]
+        # the tests' requests read what any peer acknowledged (X-JM-Min-Index), as the
+        # jm CLI and the web UI do
+        consistent_session(self.urls)
 
     def run(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([os.path.join(ROOT, "bin", args[0]), *args[1:]], env=self.env,

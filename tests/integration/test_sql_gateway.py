@@ -377,6 +377,40 @@ async def test_read_only_sql_jobs_share_a_warm_session_and_others_leave_nothing(
     assert node in {d["node"] for d, _, _ in after}
 
 
+async def test_a_peer_that_has_not_applied_a_new_session_yet_catches_up(sqlc, monkeypatch):
+    """A session opened through one peer is used at once through another that has not
+    applied it yet (no X-JM-Min-Index, as a Flink client behind a load balancer sends):
+    that peer looks again after a Raft barrier instead of answering 404."""
+    from jm.cluster.sqlgateway import SqlGateway
+    from rest.gateway import UnknownSession
+    sh = await open_session(sqlc, 0)
+    lagging = sqlc.peers[1].sql
+    real_record, real_catch_up = SqlGateway._record, SqlGateway.catch_up
+    barriers = []
+
+    def record(self, handle):  # peer 1 "has not applied it" until it caught up once
+        if self is lagging and not barriers:
+            raise UnknownSession(404, f"session {handle} does not exist")
+        return real_record(self, handle)
+
+    async def catch_up(self):
+        await real_catch_up(self)
+        if self is lagging:
+            barriers.append(1)
+    monkeypatch.setattr(SqlGateway, "_record", record)
+    monkeypatch.setattr(SqlGateway, "catch_up", catch_up)
+    import aiohttp
+    async with aiohttp.ClientSession() as http:  # without the test's read-your-writes
+        async with http.get(f"{sqlc.url(1)}/v1/sessions/{sh}") as r:
+            assert r.status == 200, await r.text()
+        assert barriers == [1]
+        async with http.get(f"{sqlc.url(1)}/v1/sessions/{'0' * 8}-0000-0000-0000-{'0' * 12}") as r:
+            body = await r.json()
+            assert r.status == 404 and "does not exist" in body["errors"][0], body
+    s, r = await run(sqlc, sh, "SELECT 1 AS one", peer=1)
+    assert s == 200 and r["rows"] == [[1]], r
+
+
 async def test_a_full_peer_places_sessions_elsewhere_and_then_503(tmp_path):
     """sql-gateway.max-sessions per peer: a new session goes to a peer with room; when
     every peer is full the answer is 503 with Retry-After, and a closed session makes room."""
