@@ -73,8 +73,7 @@ class DurableJournal(pj.FileJournal):
     def __init__(self, path: str, dump_path: Optional[str]) -> None:
         created = not os.path.exists(path)
         super().__init__(path)
-        self._meta_storer = DurableMetaStorer(path + ".meta")
-        self._FileJournal__metaStorer = self._meta_storer
+        self._FileJournal__metaStorer = DurableMetaStorer(path + ".meta")
         self.dump_path = dump_path
         self.syncs = 0            # fsyncs of the journal
         self.synced_entries = 0   # entries they covered

@@ -105,9 +105,7 @@ class SqlJobExecutor:
     async def _run(self, worker: Any, params: dict, run: SqlRun) -> None:
         max_rows = int(params.get("max_result_rows", 1000))
         key = shared_key(params, self.sql._server_generation())
-        sh = self._shared_session(worker, key) if key else None
-        if sh is not None:
-            sh.users += 1
+        sh = self._acquire(worker, key) if key else None
         session = sh.id if sh else params["session_id"]
         _log(params, f"[jm] job {params['job_id']} attempt {params['attempt']} on "
                      f"{params['node']}: SQL in the peer's SQL worker (session {session}"
@@ -116,10 +114,13 @@ class SqlJobExecutor:
         try:
             await _spark_ready(params)
             conf = dict(params.get("spark_conf") or {})
-            try:
+
+            async def statement(session: str) -> dict:
                 await worker.call(P.OpenSession(session, conf, ()))
-                page = await worker.call(P.Execute(session, run.op, params["sql"], {},
+                return await worker.call(P.Execute(session, run.op, params["sql"], {},
                                                    max_rows + 1))
+            try:
+                page = await statement(session)
             except Exception as exc:
                 if sh is None or "INVALID_HANDLE" not in str(exc):
                     raise
@@ -127,12 +128,9 @@ class SqlJobExecutor:
                 # more in a new one
                 self._retire(worker, key, sh)
                 self._done_with(worker, sh)
-                sh = self._shared_session(worker, key)
-                sh.users += 1
+                sh = self._acquire(worker, key)
                 session = sh.id
-                await worker.call(P.OpenSession(session, conf, ()))
-                page = await worker.call(P.Execute(session, run.op, params["sql"], {},
-                                                   max_rows + 1))
+                page = await statement(session)
             value = job_result(page, max_rows)
             text = json.dumps({"result": value})
             limit = int(params.get("max_result_size", 256 * 1024))
@@ -162,10 +160,10 @@ class SqlJobExecutor:
             if not run.exited.done():
                 run.exited.set_result(outcome)
 
-
-    def _shared_session(self, worker: Any, key: tuple) -> Shared:
+    def _acquire(self, worker: Any, key: tuple) -> Shared:
         """The warm session of `key` (a new one if it has none, or its one idled too
-        long); the least recently used beyond SHARED_MAX are retired."""
+        long), counted as in use until `_done_with`; the least recently used beyond
+        SHARED_MAX are retired."""
         now = time.monotonic()
         sh = self._shared.get(key)
         if sh is not None and now - sh.used > SHARED_IDLE:
@@ -177,6 +175,7 @@ class SqlJobExecutor:
                 old_key = next(iter(self._shared))
                 self._retire(worker, old_key, self._shared[old_key])
         sh.used = now
+        sh.users += 1
         self._shared.move_to_end(key)
         return sh
 
