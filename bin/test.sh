@@ -9,15 +9,23 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e ".[test]" >/dev/null
-# the web UI is tested in a real headless Chromium (Debian's, driven by chromedriver)
-if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+# Debian packages the real-part tests use: headless Chromium and its driver (the web UI),
+# openssh-server (peers started over ssh on namespace hosts), fuse3 (the power-loss
+# filesystem under the peers' data dirs), faketime (clock faults)
+NEED=()
+[ -x /usr/bin/chromium ] || NEED+=(chromium)
+[ -x /usr/bin/chromedriver ] || NEED+=(chromium-driver)
+[ -x /usr/sbin/sshd ] || NEED+=(openssh-server)
+compgen -G "/usr/lib/*/libfuse3.so.3" >/dev/null || NEED+=(fuse3)
+command -v faketime >/dev/null || NEED+=(faketime)
+if [ ${#NEED[@]} -gt 0 ]; then
     if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-        echo "installing Debian chromium and chromium-driver for the web UI tests" >&2
+        echo "installing Debian packages for the tests: ${NEED[*]}" >&2
         DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${NEED[@]}" >/dev/null
     else
-        echo "warning: chromium and chromium-driver are missing (apt-get install chromium" \
-             "chromium-driver as root); the web UI tests will fail" >&2
+        echo "warning: missing Debian packages (apt-get install ${NEED[*]} as root);" \
+             "the tests that need them will fail" >&2
     fi
 fi
 exec .venv/bin/python -m pytest "$@"

@@ -188,6 +188,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "restart-strategy.failure-rate.delay": (parse_duration, "1 s"),
     "env.pid.dir": (_str, "/tmp"),
     "env.log.dir": (_str, "log"),
+    "env.ssh.opts": (_str, ""),  # options bin/cluster.sh gives ssh for remote peers
     "spark.master": (_str, "local[*]"),
     "spark.remote": (_opt_str, None),
     "spark.connect.embedded": (_bool, True),
@@ -281,11 +282,14 @@ def read_masters(path: str) -> list[PeerAddress]:
 
 
 def choose_self(masters: list[PeerAddress], wanted: Optional[str]) -> PeerAddress:
-    """The peer given with --peer, else the first local line of masters."""
+    """The peer given with --peer (a line of masters, or a member added online that joins
+    through them), else the first local line of masters."""
     if wanted:
         me = parse_peer(wanted, "--peer")
-        if me not in masters:
-            raise ConfigError(f"--peer {wanted}: not a line of conf/masters")
+        for m in masters:
+            if m.host == me.host and m != me and ({m.rest_port, m.raft_port}
+                                                   & {me.rest_port, me.raft_port}):
+                raise ConfigError(f"--peer {wanted}: shares a port with {m} in conf/masters")
         return me
     for m in masters:
         if m.host in ("127.0.0.1", "localhost"):

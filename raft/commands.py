@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import msgpack
 
@@ -141,12 +141,16 @@ class CompleteSavepoint:
     result: Any = None
 
 
+ANYWHERE = "*"  # Move.target of a drain deadline: any peer with room, later (CREATED meanwhile)
+
+
 @dataclass(frozen=True)
 class Move:
     job_id: str
     source: str
     target: str
     expected_epoch: int
+    restart: bool = False  # a batch job too (run again from the start), or to ANYWHERE
 
 
 @dataclass(frozen=True)
@@ -171,6 +175,33 @@ class ReleaseJob:
 class DrainPeer:
     node: str
     drain: bool
+    time: float
+    # seconds after which batch jobs still running there restart elsewhere (None: they
+    # finish where they are); counted by the leader from when it sees the drain
+    deadline: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class AdmitPeer:
+    """A new Raft member is coming (POST /cluster/peers): "host:rest-port:raft-port"."""
+    peer: str
+    time: float
+
+
+@dataclass(frozen=True)
+class RemovePeer:
+    """DELETE /cluster/peers/{node}: a live peer drains and leaves (RetirePeer once it holds
+    no job); a dead or never started one is retired at once."""
+    node: str
+    time: float
+    deadline: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class RetirePeer:
+    """The peer leaves the state for good (a tombstone keeps it from registering again);
+    the leader then takes it out of the Raft membership."""
+    node: str
     time: float
 
 
@@ -232,8 +263,9 @@ class StartSqlOperations:
 COMMAND_TYPES = {cls.__name__: cls for cls in (
     RegisterPeer, Heartbeat, DeclarePeerDead, SubmitJob, SubmitJobs, Assignment, AssignJobs,
     StatusReport, ReportStatuses, CancelJob, PurgeJobs, AddArtifact, TriggerSavepoint,
-    CompleteSavepoint, Move, MoveJobs, ReleaseJob, DrainPeer, Barrier, OpenSqlSession,
-    CloseSqlSessions, AddSqlStatement, SqlOperation, StartSqlOperations)}
+    CompleteSavepoint, Move, MoveJobs, ReleaseJob, DrainPeer, AdmitPeer, RemovePeer,
+    RetirePeer, Barrier, OpenSqlSession, CloseSqlSessions, AddSqlStatement, SqlOperation,
+    StartSqlOperations)}
 
 _EXT_COMMAND = 1  # msgpack ext type: our dataclasses; user dicts stay plain dicts
 

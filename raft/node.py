@@ -116,12 +116,72 @@ class RaftHost:
             logCompactionMinTime=settings.log_compaction_min_time,
             commandsWaitLeader=False,
             bindAddress=self_addr,
+            dynamicMembershipChange=True,  # POST/DELETE /cluster/peers (one at a time)
         )
         if settings.fsync:
             self.syncobj = durable_syncobj(self_addr, other_addrs, conf, [self.consumer],
                                            conf.fullDumpFile)
         else:
             self.syncobj = SyncObj(self_addr, other_addrs, conf=conf, consumers=[self.consumer])
+
+    # ---- membership (pysyncobj's dynamic membership; the leader makes the changes) -----
+    def members(self) -> list[str]:
+        """The Raft members as this replica knows them (node ids, this one included)."""
+        others = self.syncobj.otherNodes  # a copy, made on the tick thread's data
+        return sorted({self.self_addr, *(getattr(n, "address", str(n)) for n in others)})
+
+    def match_index(self, node: str) -> Optional[int]:
+        """On the leader: the last log index known to be on `node` (None: not known)."""
+        for _ in range(3):  # getStatus iterates dicts the tick thread may be changing
+            try:
+                return self.syncobj.getStatus().get(f"match_idx_server_{node}")
+            except RuntimeError:
+                continue
+        return None
+
+    def commit_index(self) -> int:
+        return self.syncobj.raftCommitIndex
+
+    async def change_member(self, add: bool, node: str, timeout: float) -> None:
+        """Add `node` to (or remove it from) the Raft membership; returns once the change
+        is committed. MembershipRefused if the leader refused it (another change is not
+        committed yet, the node is (not) a member already, or it is the leader itself);
+        RaftUnavailable if no leader or not committed in time."""
+        if self.syncobj._getLeader() is None:
+            raise RaftUnavailable("no Raft leader at the moment")
+        fut = self.loop.create_future()
+
+        def done(result: Any, error: int) -> None:
+            self.loop.call_soon_threadsafe(_settle, fut, error)
+
+        change = self.syncobj.addNodeToCluster if add else self.syncobj.removeNodeFromCluster
+        change(node, callback=done)
+        try:
+            error = await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            raise RaftUnavailable("the membership change was not committed in time; its "
+                                  "outcome is unknown") from None
+        if error == FAIL_REASON.REQUEST_DENIED:
+            raise MembershipRefused("the leader refused the change (another one is not "
+                                    "committed yet, or it changes nothing)")
+        if error != FAIL_REASON.SUCCESS:
+            raise RaftUnavailable(f"membership change failed: {_NAMES.get(error, error)}")
+
+    async def transfer_leadership(self, to: Optional[str] = None) -> bool:
+        """Ask a caught-up member (`to`, or the most caught-up one) to take over leadership
+        (Raft's TimeoutNow). True once the request is sent: poll leader() to see it done."""
+        fut = self.loop.create_future()
+
+        def done(result: Any, error: int) -> None:
+            self.loop.call_soon_threadsafe(_settle, fut, error)
+
+        try:
+            self.syncobj.transferLeadership(to, callback=done)
+            error = await asyncio.wait_for(fut, 5.0)
+        except Exception as exc:  # an unknown target, or no answer
+            log.info("leadership transfer not started: %s", exc)
+            return False
+        return error == FAIL_REASON.SUCCESS
 
     def journal_stats(self) -> dict:
         """fsyncs of the Raft journal (raft.fsync): how many, entries covered, seconds."""
@@ -286,9 +346,18 @@ class _NotAppended(Exception):
     """pysyncobj refused the write before appending it: nothing was applied."""
 
 
+class MembershipRefused(Exception):
+    """The leader refused a membership change (one is in progress, or it changes nothing)."""
+
+
 _NAMES = {getattr(FAIL_REASON, n): n for n in dir(FAIL_REASON) if n.isupper()}
 _NOT_APPENDED = {getattr(FAIL_REASON, n) for n in ("MISSING_LEADER", "NOT_LEADER", "QUEUE_FULL")
                  if hasattr(FAIL_REASON, n)}
+
+
+def _settle(fut: asyncio.Future, error: int) -> None:
+    if not fut.done():
+        fut.set_result(error)
 
 
 def _resolve(fut: asyncio.Future, result: Any, error: int) -> None:

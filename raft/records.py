@@ -60,6 +60,8 @@ class PeerRecord:
     weight: float = 0.0     # 0: proportional to slots
     ready: bool = True      # its Spark is up
     draining: bool = False  # gets no new work; its jobs move away
+    drain_deadline: Optional[float] = None  # s: then its batch jobs restart elsewhere
+    leaving: bool = False   # removed from the cluster once it holds no job
 
     @property
     def share_weight(self) -> float:

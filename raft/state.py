@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from raft import commands as c
+from raft import members
 from raft import sessions as sql
 from raft.records import (  # noqa: F401  (re-exported: raft.state is the public view)
     CREATED, INITIALIZING, RUNNING, RESTARTING, CANCELLING, CANCELED, FAILED, FINISHED,
@@ -34,12 +35,17 @@ class ClusterState:
         self.pending: dict[str, None] = {}
         # SQL gateway sessions (raft/sessions.py): handle -> SqlSessionRecord
         self.sessions: dict[str, SqlSessionRecord] = {}
+        # membership (raft/members.py): added, not yet registered; tombstones of removed
+        self.joining: dict[str, str] = {}
+        self.removed: dict[str, float] = {}
         self.applied: int = 0
 
     def __setstate__(self, data: dict) -> None:
         """A snapshot from an older version lacks the newer tables."""
         self.__dict__.update(data)
         self.__dict__.setdefault("sessions", {})
+        self.__dict__.setdefault("joining", {})
+        self.__dict__.setdefault("removed", {})
 
     # ---- queries (pure, read-only) -------------------------------------------------
     def slots_used(self, node: str) -> int:
@@ -113,6 +119,9 @@ class ClusterState:
 
 
 def _register_peer(state: ClusterState, cmd: c.RegisterPeer) -> Result:
+    if cmd.node in state.removed:
+        return Result.fail("removed", f"peer {cmd.node} was removed from the cluster")
+    state.joining.pop(cmd.node, None)
     peer = state.peers.get(cmd.node)
     if peer is None:
         peer = PeerRecord(cmd.node, cmd.host, cmd.rest_port, cmd.raft_port, cmd.pid,
@@ -420,10 +429,12 @@ def _move_one(state: ClusterState, m: c.Move) -> Result:
         why = "it is not (any more) where the plan saw it"
     elif job.status in TERMINAL or job.cancel_requested or job.stop_trigger is not None:
         why = "it is ending"
-    elif not job.streaming:
+    elif not job.streaming and not m.restart:
         why = "only streaming jobs move; a batch job finishes where it started"
     elif job.move_to is not None:
         why = f"it is already moving to {job.move_to}"
+    elif m.target == c.ANYWHERE and m.restart:
+        pass  # a drain deadline: it stops and waits (CREATED) for a peer with room
     elif target is None or target.state != ALIVE or target.draining:
         why = f"peer {m.target} does not take work"
     elif m.target == m.source:
@@ -433,7 +444,8 @@ def _move_one(state: ClusterState, m: c.Move) -> Result:
     if why is not None:
         return Result.fail("conflict", f"cannot move {m.job_id}: {why}")
     job.move_to = m.target
-    state.incoming.setdefault(m.target, {})[job.id] = job.slots
+    if m.target != c.ANYWHERE:
+        state.incoming.setdefault(m.target, {})[job.id] = job.slots
     return Result(True, [m.job_id, m.source, m.target])
 
 
@@ -471,7 +483,10 @@ def _drain_peer(state: ClusterState, cmd: c.DrainPeer) -> Result:
     if cmd.drain and peer.state != ALIVE:
         return Result.fail("conflict", f"peer {cmd.node} is {peer.state}; only a live peer "
                                        "can be drained")
+    if peer.leaving and not cmd.drain:
+        return Result.fail("conflict", f"peer {cmd.node} is being removed from the cluster")
     peer.draining = bool(cmd.drain)
+    peer.drain_deadline = cmd.deadline if cmd.drain else None
     if peer.draining:  # moves planned onto it go elsewhere
         for job_id in list(state.incoming.get(cmd.node, {})):
             state._cancel_move(state.jobs[job_id])
@@ -496,4 +511,5 @@ _HANDLERS = {
     c.DrainPeer: _drain_peer,
     c.Barrier: lambda st, cmd: Result(True),
     **sql.HANDLERS,
+    **members.HANDLERS,
 }

@@ -277,9 +277,44 @@ async def post_rebalance(request: web.Request) -> web.Response:
     return web.json_response(await _gw(request).rebalance())
 
 
+def _deadline(request: web.Request, body: Any) -> Optional[float]:
+    """A drain deadline in seconds: ?deadline=S or {"deadline": S} (None: no deadline)."""
+    raw = request.query.get("deadline")
+    if raw is None and isinstance(body, dict):
+        raw = body.get("deadline")
+    if raw is None or raw == "":
+        return None
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ApiError(400, f"deadline must be a number of seconds, got {raw!r}")
+    if not 0 <= value < 10 ** 9:
+        raise ApiError(400, f"deadline must be between 0 and 1e9 seconds, got {raw!r}")
+    return value
+
+
 async def post_drain(request: web.Request) -> web.Response:
-    return web.json_response(await _gw(request).drain_node(request.match_info["node"], True),
-                             status=202)
+    deadline = _deadline(request, await _json_body(request, optional=True))
+    return web.json_response(await _gw(request).drain_node(request.match_info["node"], True,
+                                                           deadline), status=202)
+
+
+async def get_cluster_peers(request: web.Request) -> web.Response:
+    return web.json_response(await _gw(request).members())
+
+
+async def post_cluster_peer(request: web.Request) -> web.Response:
+    body = await _json_body(request, optional=True)
+    peer = body.get("peer") if isinstance(body, dict) else None
+    if not isinstance(peer, str) or not peer.strip():
+        raise ApiError(400, 'the body must be {"peer": "HOST:REST-PORT:RAFT-PORT"}')
+    return web.json_response(await _gw(request).add_peer(peer.strip()), status=201)
+
+
+async def delete_cluster_peer(request: web.Request) -> web.Response:
+    deadline = _deadline(request, await _json_body(request, optional=True))
+    return web.json_response(await _gw(request).remove_peer(request.match_info["node"],
+                                                            deadline), status=202)
 
 
 async def delete_drain(request: web.Request) -> web.Response:
@@ -400,6 +435,9 @@ def make_app(gateway: Gateway, max_body: int, token: Optional[str] = None,
     r.add_post("/jobs/{job_id}/stop", post_stop)
     r.add_post("/cluster/rebalance", post_rebalance)
     r.add_post("/nodes/{node}/drain", post_drain)
+    r.add_get("/cluster/peers", get_cluster_peers)
+    r.add_post("/cluster/peers", post_cluster_peer)
+    r.add_delete("/cluster/peers/{node}", delete_cluster_peer)
     r.add_delete("/nodes/{node}/drain", delete_drain)
     r.add_post("/artifacts", post_artifact)
     r.add_get("/artifacts", get_artifacts)

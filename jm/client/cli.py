@@ -6,7 +6,8 @@
     jm submit --spec spec.json
     jm list | status ID | cancel ID | exceptions ID | result ID
     jm savepoint ID | stop ID | submit ... --from-savepoint PATH
-    jm cluster | rebalance | drain NODE [--undo] | artifacts | upload FILE
+    jm cluster | rebalance | drain NODE [--undo] [--deadline D] | artifacts | upload FILE
+    jm cluster add-peer HOST:REST-PORT:RAFT-PORT | remove-peer NODE [--deadline D]
 
 Standard library only (argparse, urllib, json), so that it starts fast. Every error is
 one line on stderr starting with "jm: "; exit codes: 0 ok, 1 API error (or a job that did
@@ -20,6 +21,7 @@ import sys
 import time
 from typing import Any, Optional
 
+from jm.client.cli_members import add_cluster_args, cluster_action
 from jm.client.cli_ops import add_commands
 from jm.client.cli_run import add_run
 from jm.client.cli_sql import add_sql
@@ -213,6 +215,9 @@ def cmd_cancel(client: Client, a: argparse.Namespace) -> int:
 
 
 def cmd_cluster(client: Client, a: argparse.Namespace) -> int:
+    done = cluster_action(client, a)
+    if done is not None:
+        return done
     ov = client.get("/overview")
     nodes = client.get("/nodes").get("nodes", [])
     if a.json:
@@ -225,12 +230,12 @@ def cmd_cluster(client: Client, a: argparse.Namespace) -> int:
         f"{ov.get('jobs-finished')} finished, {ov.get('jobs-failed')} failed, "
         f"{ov.get('jobs-cancelled')} cancelled")
     out("")
-    rows = [[n.get("id"), n.get("state"), "yes" if n.get("leader") else "",
-             f"http://{n.get('host')}:{n.get('rest-port')}",
-             f"{n.get('slots-used')}/{n.get('slots')}", len(n.get("jobs") or []), n.get("pid"),
-             fmt_time(n.get("registered-at"))]
+    rows = [[n.get("id"), n.get("state"), n.get("raft-role") or "-",
+             f"http://{n.get('host')}:{n.get('rest-port')}" if n.get("rest-port") else "-",
+             f"{n.get('slots-used')}/{n.get('slots')}", len(n.get("jobs") or []),
+             n.get("pid") or "-", fmt_time(n.get("registered-at"))]
             for n in sorted(nodes, key=lambda n: str(n.get("id")))]
-    out(table(["NODE", "STATE", "LEADER", "REST", "SLOTS", "JOBS", "PID", "REGISTERED"], rows))
+    out(table(["NODE", "STATE", "RAFT", "REST", "SLOTS", "JOBS", "PID", "REGISTERED"], rows))
     return EXIT_OK
 
 
@@ -380,7 +385,9 @@ def make_parser() -> argparse.ArgumentParser:
     c = add("cancel", "cancel a job", cmd_cancel)
     c.add_argument("jobid", metavar="JOBID")
     c.add_argument("--wait", action="store_true", help="wait until the job has ended")
-    add("cluster", "show the cluster overview and its peers", cmd_cluster)
+    cl = add("cluster", "show the cluster overview and its peers (with their Raft roles); "
+                        "add-peer / remove-peer change the membership", cmd_cluster)
+    add_cluster_args(cl)
     e = add("exceptions", "show a job's exceptions", cmd_exceptions)
     e.add_argument("jobid", metavar="JOBID")
     r = add("result", "print a finished job's result (JSON)", cmd_result)

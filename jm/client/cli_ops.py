@@ -110,7 +110,11 @@ def cmd_drain(client: Client, a: argparse.Namespace) -> int:
         res = client.request("DELETE", path)
         print_json(res) if a.json else out(f"{a.node}: {res.get('state')} (takes work again)")
         return EXIT_OK
-    res = client.request("POST", path)
+    body = None
+    if a.deadline is not None:
+        from jm.client.cli_members import parse_seconds
+        body = {"deadline": parse_seconds(a.deadline)}
+    res = client.request("POST", path, body)
     if a.wait and res.get("state") != "DRAINED":
         def drained() -> Any:
             for n in client.get("/nodes").get("nodes", []):
@@ -260,5 +264,8 @@ def add_commands(add: Callable[..., argparse.ArgumentParser],
     d.add_argument("node", metavar="NODE", help="the peer's id (host:raft-port, see jm cluster)")
     d.add_argument("--undo", action="store_true", help="end the drain: the peer takes work again")
     d.add_argument("--wait", action="store_true", help="wait until the peer is DRAINED")
+    d.add_argument("--deadline", metavar="D",
+                   help="batch jobs still running after D (e.g. 90s, 5m) restart elsewhere "
+                        "(default: they finish where they are)")
     d.add_argument("--wait-timeout", type=float, metavar="S",
                    help="give up waiting after S seconds (default: no limit)")

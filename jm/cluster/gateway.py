@@ -20,8 +20,10 @@ from jm.cluster.savepoint import SavepointError, read_metadata
 from jm.policy import views
 from jm.policy.spec import SpecError, validate_spec
 from jm.runtime import joblogs
-from raft.commands import AddArtifact, CancelJob, DrainPeer, SubmitJob, TriggerSavepoint
-from raft.node import RaftUnavailable
+from jm.config import ConfigError, parse_peer
+from raft.commands import (AddArtifact, AdmitPeer, CancelJob, DrainPeer, RemovePeer, SubmitJob,
+                           TriggerSavepoint)
+from raft.node import MembershipRefused, RaftUnavailable
 from rest.gateway import ApiError
 
 
@@ -143,11 +145,77 @@ class PeerGateway:
         return {"request-id": out["request-id"]}
 
     @_api_errors
-    async def drain_node(self, node: str, drain: bool) -> dict:
-        jobs = await self._write(DrainPeer(node, drain, time.time()))
+    async def drain_node(self, node: str, drain: bool, deadline: Optional[float] = None
+                         ) -> dict:
+        jobs = await self._write(DrainPeer(node, drain, time.time(), deadline))
         with self.raft.read() as st:
             state = views.peer_state(st, st.peers[node])
         return {"node": node, "state": state, "jobs": jobs}
+
+    # ---- membership (jm/cluster/membership.py, raft/members.py) ------------------------
+    @_api_errors
+    async def members(self) -> dict:
+        """The Raft members, with their roles, after a Raft barrier: every committed
+        change is in (a starting peer asks this to learn whether it is a member)."""
+        await self.raft.barrier(self.conf["rest.write-timeout"])
+        leader = self._leader()
+        return {"leader": leader, "members": [
+            {"id": m, "role": "leader" if m == leader else "follower", "self": m == self.node}
+            for m in self.raft.members()]}
+
+    @_api_errors
+    async def add_peer(self, peer: str) -> dict:
+        """Admit the peer in the state, then add it to the Raft membership (committed before
+        the answer; a change in progress is waited for within rest.write-timeout)."""
+        try:
+            addr = parse_peer(peer, "peer")
+        except ConfigError as exc:
+            raise ApiError(400, str(exc))
+        node = addr.node_id
+        if node in self.raft.members():
+            raise ApiError(409, f"{node} is a member already")
+        self._writable()
+        with self.raft.read() as st:
+            ports = {addr.rest_port, addr.raft_port}
+            taken = [p.id for p in st.peers.values()
+                     if p.host == addr.host and ports & {p.rest_port, p.raft_port}]
+        if taken:
+            raise ApiError(409, f"{peer} uses a port of peer {taken[0]}")
+        timeout = self.conf["rest.write-timeout"]
+        res = await self.raft.submit(AdmitPeer(str(addr), time.time()), timeout)
+        if not res.ok:
+            raise ApiError(409, res.error)
+        deadline = asyncio.get_running_loop().time() + timeout
+        while node not in self.raft.members():
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                raise ApiError(503, f"{node} is admitted but another membership change is "
+                                    "not committed yet; the leader adds it after that one",
+                               headers={"Retry-After": "1"})
+            try:
+                await self.raft.change_member(True, node, left)
+            except MembershipRefused:
+                await asyncio.sleep(0.1)  # poll: the change in progress commits meanwhile
+        return {"id": node, "peer": str(addr), "members": self.raft.members(),
+                "next": f"bin/jobmanager.sh start {addr}"}
+
+    @_api_errors
+    async def remove_peer(self, node: str, deadline: Optional[float]) -> dict:
+        """A live peer drains and leaves; a dead or never started one leaves at once."""
+        if node.count(":") == 2:  # HOST:REST-PORT:RAFT-PORT
+            try:
+                node = parse_peer(node, "peer").node_id
+            except ConfigError as exc:
+                raise ApiError(400, str(exc))
+        members = self.raft.members()
+        with self.raft.read() as st:
+            known = node in st.peers or node in st.joining
+        if node not in members and not known:
+            raise ApiError(404, f"{node} is not a member of the cluster")
+        if members == [node]:
+            raise ApiError(409, f"{node} is the last member; stop the cluster instead")
+        res = await self._write(RemovePeer(node, time.time(), deadline))
+        return {"node": node, "state": res["state"], "jobs": res["jobs"]}
 
     @_api_errors
     async def rebalance(self) -> dict:
@@ -201,7 +269,7 @@ class PeerGateway:
             if name == "overview":
                 return views.overview(st, leader)
             if name == "nodes":
-                return views.nodes(st, leader)
+                return views.nodes(st, leader, self.raft.members())
             if name == "jobs":
                 return views.jobs_list(st)
             if name == "jobs-overview":

@@ -10,6 +10,7 @@ import asyncio
 import gc
 import logging
 import os
+import shutil
 import signal
 import sys
 import time
@@ -23,6 +24,7 @@ from jm.cluster.dispatcher import Dispatcher
 from jm.cluster.gateway import PeerGateway
 from jm.cluster.jobmaster import JobEnv, make_reporter
 from jm.cluster.lease import Lease
+from jm.cluster.membership import Membership, initial_members
 from jm.cluster.metrics import Gauges, PeerMetrics
 from jm.cluster.resourcemanager import RebalanceConfig, ResourceManager
 from jm.config import (Config, ConfigError, PeerAddress, choose_self, load_config,
@@ -32,7 +34,7 @@ from jm.cluster.sqlgateway import SqlGateway
 from jm.cluster.sqljobs import SqlJobExecutor
 from jm.runtime.sparkserver import (SparkConnectServer, free_port, server_conf,
                                     spark_conf_dir)
-from raft.commands import AddArtifact, Heartbeat, RegisterPeer, SubmitJobs
+from raft.commands import AddArtifact, Heartbeat, RegisterPeer, RetirePeer, SubmitJobs
 from raft.node import RaftHost, RaftSettings, RaftUnavailable
 from rest.app import make_app
 
@@ -54,8 +56,6 @@ class Peer:
     """A JobManager peer: builds, starts and stops its components."""
 
     def __init__(self, conf: Config, me: PeerAddress, masters: list[PeerAddress]) -> None:
-        if me not in masters:
-            raise ConfigError(f"masters: this peer {me} is not listed in conf/masters")
         self.conf = conf
         self.me = me
         self.node = me.node_id
@@ -64,6 +64,10 @@ class Peer:
         self.log_dir = os.path.join(conf.path("env.log.dir"), self.node.replace(":", "_"))
         self.blobs = BlobStore(os.path.join(self.data_dir, "blobs"))
         self.raft: Optional[RaftHost] = None
+        self.raft_dir = os.path.join(self.data_dir, "raft")
+        self.membership: Optional[Membership] = None
+        # set when this peer was removed from the cluster: the process stops (_serve)
+        self.removed = asyncio.Event()
         self.runner: Optional[web.AppRunner] = None
         self.executor = Executor(self.log_dir, conf["jobmanager.executor.preload"],
                                  conf["jobmanager.executor.nice"])
@@ -91,11 +95,14 @@ class Peer:
         loop = asyncio.get_running_loop()
         os.makedirs(self.data_dir, exist_ok=True)
         os.makedirs(self.log_dir, exist_ok=True)
-        others = [m.raft_addr for m in self.masters if m != self.me]
-        self.raft = RaftHost(self.me.raft_addr, others, os.path.join(self.data_dir, "raft"),
-                             raft_settings(self.conf), loop,
-                             {m.raft_addr: m.node_id for m in self.masters})
+        os.makedirs(self.raft_dir, exist_ok=True)
+        members = await initial_members(self.me, self.masters, self.raft_dir, self.peer_headers)
+        others = [m for m in members if m != self.me.raft_addr]
+        self.raft = RaftHost(self.me.raft_addr, others, self.raft_dir,
+                             raft_settings(self.conf), loop, {})
+        self.raft.apply_hooks.append(self._on_applied)
         self.raft.start_watch()
+        self.membership = Membership(self.raft, self.raft_dir, self.conf["rest.write-timeout"])
         app = make_app(self.gateway, self.conf["rest.max-body-size"], token=self.token,
                        secret=self.secret, metrics=self.metrics,
                        wait_timeout=self.conf["rest.write-timeout"])
@@ -141,7 +148,8 @@ class Peer:
                                   rebalance=RebalanceConfig.from_conf(self.conf),
                                   metrics=self.metrics,
                                   takeover_grace=self.conf["heartbeat.timeout"]
-                                  - self.conf["jobmanager.lease-timeout"])
+                                  - self.conf["jobmanager.lease-timeout"],
+                                  membership=self.membership)
         self.lease = Lease(self.raft, self.node, self._registration,
                            lambda now: Heartbeat(self.node, now, self.spark_ready()),
                            self.conf["heartbeat.interval"], self.conf["jobmanager.lease-timeout"],
@@ -153,6 +161,17 @@ class Peer:
         self.sql.start()
         log.info("peer %s up: REST %s, Raft %s, pid %d", self.node, self.me.rest_url,
                  self.me.raft_addr, os.getpid())
+
+    def _on_applied(self, command: Any, result: Any) -> None:
+        # tick thread: this peer was taken out of the cluster: stop (see _serve)
+        if isinstance(command, RetirePeer) and command.node == self.node and result.ok:
+            log.warning("peer %s was removed from the cluster; stopping", self.node)
+            self.raft.loop.call_soon_threadsafe(self.removed.set)
+
+    def forget_raft_data(self) -> None:
+        """After a removal: this peer's Raft data belongs to a membership it left; a later
+        start at this address must join anew (jm cluster add-peer) or is refused."""
+        shutil.rmtree(self.raft_dir, ignore_errors=True)
 
     @property
     def registered(self) -> asyncio.Event:
@@ -200,6 +219,9 @@ class Peer:
         pid in any case, so stopping a peer cannot hang."""
         log.info("peer %s stopping", self.node)
         deadline = time.monotonic() + timeout
+        if self.raft is not None and self.raft.is_leader():
+            await _bounded(self._hand_over(), min(deadline, time.monotonic() + 3.0),
+                           f"peer {self.node}: handing Raft leadership over")
         for t in self._tasks:
             t.cancel()
         steps = [("background tasks", lambda: asyncio.gather(*self._tasks,
@@ -224,6 +246,15 @@ class Peer:
             await _bounded(_in_thread(self.raft.destroy), deadline,
                            f"peer {self.node}: stopping Raft")
         log.info("peer %s stopped", self.node)
+
+    async def _hand_over(self) -> None:
+        """A stopping leader asks a caught-up member to take over at once (Raft's
+        TimeoutNow), so the cluster does not wait an election timeout for it."""
+        if not await self.raft.transfer_leadership():
+            return
+        while self.raft.leader() == self.node:
+            await asyncio.sleep(0.02)
+        log.info("Raft leadership handed over to %s", self.raft.leader())
 
     def kill_processes(self) -> None:
         """SIGKILL the processes this peer started that are still alive (by pid); the job
@@ -357,6 +388,8 @@ async def _serve(peer: Peer) -> None:
         loop.add_signal_handler(sig, stop.set)
     try:
         await peer.start()
+        removed = asyncio.create_task(peer.removed.wait())
+        removed.add_done_callback(lambda _: stop.set())
         # everything allocated at start-up is long-lived: keep it out of the collector's
         # way, and collect the young generation less often (fewer pauses under load)
         gc.collect()
@@ -365,12 +398,15 @@ async def _serve(peer: Peer) -> None:
         await stop.wait()
     finally:
         await peer.stop()
+        if peer.removed.is_set():
+            peer.forget_raft_data()
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="jobmanager", description="Run one JobManager peer.")
     ap.add_argument("--conf-dir", default=os.environ.get("JM_CONF_DIR", "conf"))
-    ap.add_argument("--peer", help="host:rest-port:raft-port (a line of conf/masters)")
+    ap.add_argument("--peer", help="host:rest-port:raft-port (a line of conf/masters, or a "
+                                   "member added with jm cluster add-peer)")
     ap.add_argument("-D", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args(argv)
     try:
@@ -392,6 +428,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     asyncio.set_event_loop(loop)
     try:
         loop.run_until_complete(_serve(peer))
+    except ConfigError as exc:  # e.g. not a member of the cluster it should join
+        print(f"jobmanager: cannot start: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"jobmanager: cannot start: {exc}", file=sys.stderr)
         return 1

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from raft import state as S
-from raft.commands import (Assignment, AssignJobs, DeclarePeerDead, Heartbeat, Move, MoveJobs,
-                           PurgeJobs, RegisterPeer)
+from raft.commands import (ANYWHERE, Assignment, AssignJobs, DeclarePeerDead, Heartbeat, Move,
+                           MoveJobs, PurgeJobs, RegisterPeer)
 from jm.policy.retention import expired_jobs
 from raft.state import ClusterState
 from raft.node import RaftUnavailable
@@ -65,9 +65,40 @@ def rebalance_round(st: ClusterState, threshold: float, limit: int) -> list[Plan
     return plan_rebalance(peers, movable, threshold, limit)
 
 
-def to_command(moves: list[PlannedMove], reason: str, now: float) -> MoveJobs:
-    return MoveJobs(tuple(Move(m.job_id, m.source, m.target, m.epoch) for m in moves),
+def to_command(moves: list[PlannedMove], reason: str, now: float,
+               restart: bool = False) -> MoveJobs:
+    return MoveJobs(tuple(Move(m.job_id, m.source, m.target, m.epoch, restart) for m in moves),
                     reason, now)
+
+
+def overdue_jobs(st: ClusterState, nodes: set[str]) -> list[JobInfo]:
+    """Pure: the jobs still on `nodes` (peers past their drain deadline) that are not
+    moving or ending already: they all leave now."""
+    out = []
+    for node in sorted(nodes):
+        for job_id, slots in st.assigned.get(node, {}).items():
+            job = st.jobs[job_id]
+            if (job.move_to is None and job.stop_trigger is None
+                    and not job.cancel_requested and job.status not in S.TERMINAL):
+                out.append(JobInfo(job_id, node, slots, job.epoch))
+    return out
+
+
+def deadline_moves(st: ClusterState, nodes: set[str], mode: str, leader: Optional[str]
+                   ) -> list[PlannedMove]:
+    """Pure: where the jobs of peers past their drain deadline go: placed like new jobs
+    where there is room; the others stop and wait for room anywhere (Move to ANYWHERE),
+    so that the deadline holds (Nomad's drain deadline)."""
+    jobs = overdue_jobs(st, nodes)
+    if not jobs:
+        return []
+    peers, _, _ = load_view(st)
+    peers = [PeerInfo(p.node, p.slots, p.weight, st.slots_used(p.node), p.eligible)
+             for p in peers]
+    moves = plan_drain(peers, jobs, nodes, len(jobs), mode, leader)
+    placed = {m.job_id for m in moves}
+    return moves + [PlannedMove(j.job_id, j.node, ANYWHERE, j.epoch) for j in jobs
+                    if j.job_id not in placed]
 
 
 def dead_peers(last_seen: dict[str, float], alive: list[str], now: float,
@@ -100,8 +131,10 @@ class ResourceManager:
                  expiration: float = 3600.0, capacity: int = 10000,
                  purge_every: float = 10.0, placement: str = "spread",
                  rebalance: RebalanceConfig = RebalanceConfig(), metrics=None,
-                 takeover_grace: Optional[float] = None) -> None:
+                 takeover_grace: Optional[float] = None, membership=None) -> None:
         self.raft = raft
+        self.membership = membership  # jm.cluster.membership.Membership (None in unit tests)
+        self._drain_seen: dict[str, float] = {}  # draining peer -> when this leader saw it
         self.timeout = heartbeat_timeout
         self.grace = heartbeat_timeout if takeover_grace is None else takeover_grace
         self.write_timeout = write_timeout
@@ -148,6 +181,8 @@ class ResourceManager:
             except asyncio.TimeoutError:
                 pass
             self._wake.clear()
+            if self.membership is not None:
+                self.membership.persist()
             leader = self.raft.is_leader()
             if leader and not self.leading:
                 now = self.mono()
@@ -161,11 +196,15 @@ class ResourceManager:
             self.leading = leader
             if not leader:
                 self._next_death = None
+                self._drain_seen.clear()  # a drain deadline counts from a takeover
                 continue
             try:
                 await self._check_liveness()
                 await self._place()
                 await self._drain()
+                await self._drain_deadlines()
+                if self.membership is not None:
+                    await self.membership.step()
                 await self._rebalance()
                 await self._purge()
             except RaftUnavailable as exc:
@@ -235,6 +274,28 @@ class ResourceManager:
             log.info("drain: moving %s", ", ".join(f"{m.job_id} {m.source}->{m.target}"
                                                     for m in moves))
             await self.raft.submit(to_command(moves, "drain", self.wall()), self.write_timeout)
+
+    async def _drain_deadlines(self) -> None:
+        """Every job still on a peer whose drain deadline has passed (counted from when this
+        leader saw the drain) leaves it now: batch jobs run again from the start elsewhere,
+        streaming jobs resume from their checkpoint elsewhere (deadline_moves)."""
+        now = self.mono()
+        with self.raft.read() as st:
+            deadlines = {p.id: p.drain_deadline for p in st.alive_peers()
+                         if p.draining and p.drain_deadline is not None}
+            for node in list(self._drain_seen):
+                if node not in deadlines:
+                    del self._drain_seen[node]
+            overdue = {n for n, d in deadlines.items()
+                       if now - self._drain_seen.setdefault(n, now) >= d}
+            if not overdue:
+                return
+            moves = deadline_moves(st, overdue, self.placement, self.raft.leader())
+        if moves:
+            log.info("drain deadline passed: restarting %s",
+                     ", ".join(f"{m.job_id} {m.source}->{m.target}" for m in moves))
+            await self.raft.submit(to_command(moves, "drain-deadline", self.wall(), True),
+                                   self.write_timeout)
 
     async def _rebalance(self) -> None:
         """rebalance.strategy: on-join runs rounds after a peer joins (or is undrained, or

@@ -35,22 +35,44 @@ def overview(st: ClusterState, leader: Optional[str]) -> dict:
 
 
 def peer_state(st: ClusterState, p) -> str:
-    """ALIVE, DEAD, DRAINING (jobs still on it) or DRAINED."""
+    """ALIVE, DEAD, DRAINING (jobs still on it), DRAINED or LEAVING (being removed)."""
     if p.state != S.ALIVE or not p.draining:
         return p.state
+    if p.leaving:
+        return "LEAVING"
     return "DRAINING" if st.jobs_of(p.id) else "DRAINED"
 
 
-def nodes(st: ClusterState, leader: Optional[str]) -> dict:
+def _role(node: str, leader: Optional[str], members: Optional[list[str]]) -> Optional[str]:
+    if members is not None and node not in members:
+        return None  # not (or no more) a Raft member
+    return "leader" if node == leader else "follower"
+
+
+def nodes(st: ClusterState, leader: Optional[str], members: Optional[list[str]] = None
+          ) -> dict:
+    """The peers, with their Raft role ("leader", "follower", or null for a peer that is
+    not a member); Raft members that have not registered yet are listed as JOINING."""
     out = []
     for p in st.peers.values():
         out.append({"id": p.id, "host": p.host, "rest-port": p.rest_port,
                     "raft-port": p.raft_port, "pid": p.pid, "leader": p.id == leader,
+                    "raft-role": _role(p.id, leader, members),
                     "state": peer_state(st, p), "slots": p.slots,
                     "slots-used": st.slots_used(p.id), "weight": p.share_weight,
                     "ready": p.ready, "jobs": st.jobs_of(p.id),
+                    "drain-deadline": p.drain_deadline,
                     "registered-at": _ms(p.registered_at),
                     "declared-dead-at": _ms(p.declared_dead_at)})
+    for node in sorted(set(members or ()) - set(st.peers) - set(st.removed)):
+        host, _, raft = node.rpartition(":")
+        rest = st.joining.get(node, "").split(":")
+        out.append({"id": node, "host": host, "raft-port": int(raft),
+                    "rest-port": int(rest[1]) if len(rest) == 3 else None, "pid": None,
+                    "leader": node == leader, "raft-role": _role(node, leader, members),
+                    "state": "JOINING", "slots": 0, "slots-used": 0, "weight": 0.0,
+                    "ready": False, "jobs": [], "drain-deadline": None,
+                    "registered-at": _ms(None), "declared-dead-at": _ms(None)})
     return {"nodes": out}
 
 

@@ -323,7 +323,9 @@ def test_choose_self():
     assert C.choose_self(ms, None) == ms[1]
     assert C.choose_self(ms, "remote:1:2") == ms[0]
     assert C.choose_self([PeerAddress("a", 1, 2)], None) == PeerAddress("a", 1, 2)
-    with pytest.raises(ConfigError, match="not a line of conf/masters"):
+    # a member added online joins through the lines of masters (its seeds)
+    assert C.choose_self(ms, "other:1:2") == PeerAddress("other", 1, 2)
+    with pytest.raises(ConfigError, match="shares a port with remote:1:2"):
         C.choose_self(ms, "remote:1:3")
 
 

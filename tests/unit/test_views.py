@@ -65,11 +65,15 @@ def test_nodes(st):
     assert out[0] == {"id": "n1", "host": "h1", "rest-port": 8081, "raft-port": 6123,
                       "pid": 11, "leader": False, "state": "ALIVE", "slots": 2,
                       "slots-used": 2, "jobs": ["run", "cing"], "registered-at": 1000,
-                      "declared-dead-at": -1, "weight": 2.0, "ready": True}
-    assert out[1]["leader"] is True
+                      "declared-dead-at": -1, "weight": 2.0, "ready": True,
+                      "raft-role": "follower", "drain-deadline": None}
+    assert out[1]["leader"] is True and out[1]["raft-role"] == "leader"
     assert out[1]["jobs"] == ["asg"] and out[1]["slots-used"] == 1
     assert out[2]["state"] == "DEAD" and out[2]["declared-dead-at"] == 26000
     assert out[2]["jobs"] == [] and out[2]["slots-used"] == 0
+    # with the Raft members known: a peer that left them has no role
+    assert [n["raft-role"] for n in V.nodes(st, "n2", ["n1", "n2"])["nodes"]] == \
+        ["follower", "leader", None]
 
 
 def test_jobs_list(st):

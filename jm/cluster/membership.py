@@ -1,0 +1,178 @@
+"""Raft membership of the peers: where a starting peer gets its member list, the file that
+keeps the list this peer last saw, and the leader's reconciliation that makes the Raft
+membership follow the replicated state (raft/members.py).
+
+* A starting peer asks the peers of conf/masters (the seed list) for the current members
+  and starts with them. A seed answered and does not list it: it is not a member (add it
+  first with `POST /cluster/peers`); if it has Raft data it was removed while it was away,
+  and its data is set aside so that it can join anew.
+* No seed answered (the whole cluster is starting): the members it last saw
+  (`<data>/raft/members`, rewritten whenever its membership changes), else, for a line of
+  conf/masters, conf/masters itself: the cluster is being created. pysyncobj's journal and
+  snapshot then bring any later change.
+* The leader (`Membership.step`, run by the ResourceManager): retires a leaving peer that
+  holds no job any more; adds the members the state says are joining; takes every
+  tombstoned node out of the Raft membership (after it has the entry that removed it, so
+  that it sees its removal and stops), handing leadership over first if that is itself.
+  One change at a time, each committed before the next (pysyncobj refuses others).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+from typing import Callable, Optional
+
+import aiohttp
+
+from jm.config import ConfigError, PeerAddress
+from raft.commands import RetirePeer
+from raft.members import holds_jobs
+from raft.records import ALIVE
+from raft.node import MembershipRefused, RaftHost, RaftUnavailable
+
+log = logging.getLogger("jm.membership")
+
+MEMBERS_FILE = "members"
+CATCH_UP_WAIT = 5.0     # s a removed member gets to receive its removal before it is cut off
+
+
+def load_members(raft_dir: str) -> Optional[list[str]]:
+    try:
+        with open(os.path.join(raft_dir, MEMBERS_FILE)) as f:
+            members = json.load(f)["members"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return [str(m) for m in members] if isinstance(members, list) and members else None
+
+
+def save_members(raft_dir: str, members: list[str]) -> None:
+    """Atomically (write, fsync, rename), so a power cut leaves the old or the new list."""
+    path = os.path.join(raft_dir, MEMBERS_FILE)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"members": sorted(members), "time": time.time()}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def has_raft_data(raft_dir: str) -> bool:
+    return any(os.path.exists(os.path.join(raft_dir, name))
+               for name in ("raft.journal", "raft.dump", MEMBERS_FILE))
+
+
+async def ask_seeds(seeds: list[PeerAddress], headers: dict, timeout: float = 1.5
+                    ) -> Optional[list[str]]:
+    """The Raft members according to the first seed that answers GET /cluster/peers (which
+    answers after a Raft barrier, so with every committed change; no leader: no answer)."""
+    client_timeout = aiohttp.ClientTimeout(total=timeout)
+    async with aiohttp.ClientSession(timeout=client_timeout, headers=headers) as http:
+        for seed in seeds:
+            try:
+                async with http.get(seed.rest_url + "/cluster/peers") as resp:
+                    if resp.status != 200:
+                        continue
+                    body = await resp.json()
+                    return [str(m["id"]) for m in body["members"]]
+            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError,
+                    TypeError, OSError):
+                continue
+    return None
+
+
+async def initial_members(me: PeerAddress, masters: list[PeerAddress], raft_dir: str,
+                          headers: dict) -> list[str]:
+    """The Raft members this peer starts with (see the module's docstring). ConfigError
+    when the cluster says this peer is not a member."""
+    seeds = [m for m in masters if m != me]
+    current = await ask_seeds(seeds, headers) if seeds else None
+    if current is not None and me.node_id not in current:
+        hint = f"add it first: jm cluster add-peer {me}"
+        if has_raft_data(raft_dir):  # removed while it was away: its Raft data is stale
+            aside = f"{raft_dir}.removed-{int(time.time())}"
+            os.replace(raft_dir, aside)
+            os.makedirs(raft_dir, exist_ok=True)
+            raise ConfigError(f"{me} was removed from the cluster (members: "
+                              f"{', '.join(current)}); its old Raft data is in {aside}; to "
+                              f"join again, {hint}")
+        raise ConfigError(f"{me} is not a member of the cluster (members: "
+                          f"{', '.join(current)}); {hint}")
+    if current is not None:
+        return current
+    saved = load_members(raft_dir)
+    if saved is not None:
+        return saved
+    if me not in masters and not has_raft_data(raft_dir):
+        raise ConfigError(f"{me} is not in conf/masters and no peer of conf/masters "
+                          "answered: cannot find the cluster to join")
+    # the cluster is being created (or data from before the members file: pysyncobj's
+    # journal brings the changes since)
+    return [m.raft_addr for m in masters] + ([me.raft_addr] if me not in masters else [])
+
+
+class Membership:
+    """Keeps this peer's members file current; on the leader, reconciles the Raft
+    membership with the state (called by the ResourceManager's rounds)."""
+
+    def __init__(self, raft: RaftHost, raft_dir: str, write_timeout: float,
+                 wall: Callable[[], float] = time.time,
+                 mono: Callable[[], float] = time.monotonic) -> None:
+        self.raft = raft
+        self.raft_dir = raft_dir
+        self.write_timeout = write_timeout
+        self.wall, self.mono = wall, mono
+        self._saved: Optional[list[str]] = None
+        self._removal_seen: dict[str, tuple[float, int]] = {}  # node -> (mono, commit index)
+
+    def persist(self) -> None:
+        """Rewrite the members file if the membership changed (any peer, every round)."""
+        members = self.raft.members()
+        if members != self._saved:
+            try:
+                save_members(self.raft_dir, members)
+                self._saved = members
+                log.info("Raft members: %s", ", ".join(members))
+            except OSError as exc:
+                log.warning("cannot write the members file: %s", exc)
+
+    async def step(self) -> None:
+        """One reconciliation round on the leader: at most one change."""
+        members = self.raft.members()
+        with self.raft.read() as st:
+            retire = [p.id for p in st.peers.values()
+                      if p.leaving and p.state == ALIVE and not holds_jobs(st, p.id)]
+            joining = [n for n in st.joining if n not in members]
+            removed = [n for n in members if n in st.removed]
+        for node in retire:
+            res = await self.raft.submit(RetirePeer(node, self.wall()), self.write_timeout)
+            if res.ok:
+                log.info("peer %s drained and retired; it leaves the Raft membership", node)
+        if removed:
+            await self._remove(removed[0])
+        elif joining:
+            await self._change(True, joining[0])
+
+    async def _remove(self, node: str) -> None:
+        if node == self.raft.self_addr:  # the leader cannot remove itself: hand over first
+            log.info("this peer is being removed: handing leadership over")
+            await self.raft.transfer_leadership()
+            return
+        now = self.mono()
+        seen, index = self._removal_seen.setdefault(node, (now, self.raft.commit_index()))
+        matched = self.raft.match_index(node)
+        if matched is not None and matched < index and now - seen < CATCH_UP_WAIT:
+            return  # let it receive its removal first (it then stops by itself)
+        await self._change(False, node)
+        self._removal_seen.pop(node, None)
+
+    async def _change(self, add: bool, node: str) -> None:
+        try:
+            await self.raft.change_member(add, node, self.write_timeout)
+            log.info("Raft membership: %s %s", "added" if add else "removed", node)
+        except MembershipRefused:
+            pass  # another change is not committed yet: the next round tries again
+        except RaftUnavailable as exc:
+            log.info("Raft membership change of %s not committed: %s", node, exc)

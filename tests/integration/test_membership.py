@@ -1,0 +1,118 @@
+"""Membership changes through real peers in one process (real Raft, REST and job
+processes): add a member that never starts, remove it again, drain with a deadline, and
+remove the leader itself while it runs a batch job. The process-level test (peers that
+join through conf/masters and stop themselves) is tests/e2e/test_membership.py."""
+import os
+
+from tests.conftest import running
+from tests.helpers import ahttp, apoll
+
+FIX = os.path.dirname(os.path.abspath(__file__)) + "/"
+SLEEPY = {"entry": "jobs_fixture:sleepy", "pyfiles": [FIX], "args": {"seconds": 600}}
+
+
+async def members(c, peer=0):
+    s, b = await ahttp("GET", c.url(peer) + "/cluster/peers")
+    assert s == 200, b
+    return sorted(m["id"] for m in b["members"])
+
+
+async def job(c, jid, peer=0):
+    return (await ahttp("GET", c.url(peer) + f"/jobs/{jid}"))[1]
+
+
+async def leader_index(c):
+    s, b = await ahttp("GET", c.url(0) + "/overview")
+    return next(i for i, p in enumerate(c.peers) if p.node == b["leader"])
+
+
+async def test_add_and_remove_a_member_that_never_starts(tmp_path):
+    async with running(str(tmp_path), 3) as c:
+        before = await members(c)
+        s, b = await ahttp("POST", c.url(1) + "/cluster/peers", {"peer": "127.0.0.1:1:2"})
+        assert s == 201, b
+        assert b["id"] == "127.0.0.1:2" and "127.0.0.1:2" in b["members"]
+        for i in range(3):
+            assert await members(c, i) == sorted(before + ["127.0.0.1:2"])
+        s, b = await ahttp("GET", c.url(2) + "/nodes")
+        joining = [n for n in b["nodes"] if n["id"] == "127.0.0.1:2"]
+        assert joining and joining[0]["state"] == "JOINING" and joining[0]["rest-port"] == 1
+        # bad input: clear errors, nothing changes
+        for body, status in (({"peer": "nonsense"}, 400), ({}, 400),
+                             ({"peer": "127.0.0.1:1:2"}, 409),
+                             ({"peer": c.lines[0]}, 409)):
+            s, b = await ahttp("POST", c.url(0) + "/cluster/peers", body)
+            assert s == status and b["errors"], (body, s, b)
+        s, b = await ahttp("DELETE", c.url(0) + "/cluster/peers/127.0.0.1:9")
+        assert s == 404 and b["errors"]
+        s, b = await ahttp("DELETE", c.url(0) + "/cluster/peers/x?deadline=soon")
+        assert s == 400 and b["errors"]
+        # four members, one never started: a write still commits (3 of 4)
+        s, b = await ahttp("DELETE", c.url(0) + "/cluster/peers/127.0.0.1:1:2")
+        assert s == 202 and b["state"] == "REMOVED", b
+        await apoll(lambda: _members_are(c, before), 30, what="back to 3 members")
+
+
+async def _members_are(c, expected):
+    return all([await members(c, i) == expected for i in range(3)])
+
+
+async def test_drain_deadline_restarts_batch_jobs_elsewhere(tmp_path):
+    async with running(str(tmp_path), 2, {"rebalance.strategy": "none"}) as c:
+        s, b = await ahttp("POST", c.url(0) + "/jobs", SLEEPY)
+        jid = b["jobid"]
+        await apoll(lambda: _state(c, jid, "RUNNING"), 30, what="running")
+        first = await job(c, jid)
+        s, b = await ahttp("POST", c.url(0) + f"/nodes/{first['node']}/drain",
+                           {"deadline": 0.5})
+        assert s == 202 and b["state"] == "DRAINING", b
+        await apoll(lambda: _moved(c, jid, first["node"]), 30, what="restarted elsewhere")
+        j = await job(c, jid)
+        assert j["attempt"] == first["attempt"] + 1 and j["restarts"] == first["restarts"]
+        assert j["attempts"][0]["end-reason"] == "moved"
+        s, b = await ahttp("GET", c.url(1) + "/nodes")
+        drained = [n for n in b["nodes"] if n["id"] == first["node"]][0]
+        assert drained["state"] == "DRAINED" and drained["drain-deadline"] == 0.5
+
+
+async def _state(c, jid, state):
+    return (await job(c, jid))["state"] == state
+
+
+async def _moved(c, jid, old):
+    j = await job(c, jid)
+    return j["state"] == "RUNNING" and j["node"] not in (None, old)
+
+
+async def test_remove_the_leader_while_it_runs_a_batch_job(tmp_path):
+    async with running(str(tmp_path), 3, {"rebalance.strategy": "none",
+                                          "jobmanager.slots": 4}) as c:
+        li = await leader_index(c)
+        leader = c.peers[li].node
+        # occupy the other peers' slots first, so that one job lands on the leader
+        jids = []
+        while True:
+            s, b = await ahttp("POST", c.url(0) + "/jobs", SLEEPY)
+            jids.append(b["jobid"])
+            await apoll(lambda: _state(c, jids[-1], "RUNNING"), 30, what="running")
+            if (await job(c, jids[-1]))["node"] == leader:
+                break
+            assert len(jids) < 9
+        other = (li + 1) % 3
+        s, b = await ahttp("DELETE", c.url(other) + f"/cluster/peers/{leader}?deadline=0")
+        assert s == 202 and b["state"] == "LEAVING", b
+        rest = sorted(p.node for p in c.peers if p.node != leader)
+        await apoll(lambda: _members_now(c, other, rest), 60, what="the leader removed")
+        await apoll(lambda: c.peers[li].removed.is_set(), 30, what="it knows it was removed")
+        for jid in jids:
+            j = await job(c, jid, other)
+            assert j["node"] != leader and j["state"] in ("RUNNING", "CREATED"), j
+        s, b = await ahttp("GET", c.url(other) + "/overview")
+        assert b["leader"] in rest
+
+
+async def _members_now(c, i, expected):
+    try:
+        return await members(c, i) == expected
+    except AssertionError:  # 503 while the leadership moves
+        return False
