@@ -17,3 +17,9 @@ jm_is_local_host() {
         *) return 1 ;;
     esac
 }
+
+# $1 quoted for a POSIX shell (the login shell of a remote host): 'it'\''s'
+jm_quote() {
+    local s="${1//\'/\'\\\'\'}"
+    printf "'%s'" "$s"
+}

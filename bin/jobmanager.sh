@@ -21,7 +21,7 @@ done
 PEER_ARGS=(); [ -n "$PEER" ] && PEER_ARGS=(--peer "$PEER")
 
 RESOLVED="$("$JM_PYTHON" -m jm.local.launcher resolve --conf-dir "$JM_CONF_DIR" "${PEER_ARGS[@]}" "${ARGS[@]}")" || exit 2
-read -r PEER PID_FILE LOG_FILE <<< "$RESOLVED"
+IFS=$'\t' read -r PEER PID_FILE LOG_FILE <<< "$RESOLVED"
 
 # alive = exists, is not a zombie, and is a jobmanager peer (not a reused PID)
 is_peer_alive() {
