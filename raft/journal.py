@@ -17,6 +17,8 @@ and a snapshot (raft.dump) before the journal entries it replaces are dropped.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import threading
@@ -30,6 +32,17 @@ from pysyncobj.transport import TCPTransport
 log = logging.getLogger("jm.raft")
 RESERVE_CHUNK = 4 * 1024 * 1024  # bytes of journal written ahead at a time
 _factory_lock = threading.Lock()
+
+
+def _write_zeros(fd: int, start: int, end: int) -> None:
+    """Zeros over [start, end) of the file, all of them or an OSError (a short write on a
+    full disk is an ENOSPC here)."""
+    block = bytes(min(end - start, 1 << 20))
+    while start < end:
+        n = os.pwrite(fd, block[:end - start], start)
+        if n <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        start += n
 
 
 def fsync_dir(path: str) -> None:
@@ -52,15 +65,28 @@ def fsync_file(path: str) -> None:
 
 
 class DurableMetaStorer(pj.MetaStorer):
-    """The term, vote and commit index: a new file, fsynced, renamed over the old one."""
+    """The term, vote and commit index: a new file, fsynced, renamed over the old one.
+    A disk that refuses (full) holds the member until it accepts (`journal.retry`)."""
+
+    def __init__(self, path: str, journal: "DurableJournal") -> None:
+        super().__init__(path)
+        self.journal = journal
 
     def storeMeta(self, meta: dict) -> None:
+        self.journal.retry(lambda: self._store(meta), "the Raft term and vote")
+
+    def _store(self, meta: dict) -> None:
         path = self.getPath()
         tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(pj.dumps(meta))
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(tmp, "wb") as f:
+                f.write(pj.dumps(meta))
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)  # a partial file would only take room
+            raise
         os.replace(tmp, path)
         fsync_dir(os.path.dirname(os.path.abspath(path)))
 
@@ -73,7 +99,8 @@ class DurableJournal(pj.FileJournal):
     def __init__(self, path: str, dump_path: Optional[str]) -> None:
         created = not os.path.exists(path)
         super().__init__(path)
-        self._FileJournal__metaStorer = DurableMetaStorer(path + ".meta")
+        self._FileJournal__metaStorer = DurableMetaStorer(path + ".meta", self)
+        self.trouble: Optional[str] = None  # what the disk refuses now (None: all well)
         self.dump_path = dump_path
         self.syncs = 0            # fsyncs of the journal
         self.synced_entries = 0   # entries they covered
@@ -84,6 +111,7 @@ class DurableJournal(pj.FileJournal):
         self._synced_entries_mark = 0
         self._want = False
         self._closed = False
+        self._giving_up = False   # the member is stopping: a write waiting for room fails
         self._error: Optional[BaseException] = None
         self._cond = threading.Condition()
         self._zeroed = 0          # the file is written (with zeros) up to here
@@ -108,18 +136,59 @@ class DurableJournal(pj.FileJournal):
         if need <= self._zeroed:
             return
         resizable = self._FileJournal__journalFile
-        end = max(need, self._zeroed + RESERVE_CHUNK)
         start = max(self._zeroed, self._FileJournal__currentOffset)
-        if resizable._ResizableFile__mm.size() < end:
-            resizable.write(end - 1, b"\0")  # grows the file and its mapping
         fd = resizable._ResizableFile__f.fileno()
-        os.pwrite(fd, bytes(end - start), start)
-        os.fdatasync(fd)
+        before = os.fstat(fd).st_size
+        # a chunk ahead; on a full disk just what this entry needs, so that the journal
+        # does not take the last free blocks from the other files of the member
+        for end in dict.fromkeys((max(need, self._zeroed + RESERVE_CHUNK), need)):
+            try:
+                # the blocks first, with write(2): a full disk is an ENOSPC here, where a
+                # store into an unbacked page of the mapping would be a SIGBUS
+                _write_zeros(fd, start, end)
+                os.fdatasync(fd)
+                break
+            except OSError as exc:
+                with contextlib.suppress(OSError):  # give back what the try took
+                    os.ftruncate(fd, max(before, len(resizable._ResizableFile__mm)))
+                if exc.errno != errno.ENOSPC or end == need:
+                    raise
+        mm = resizable._ResizableFile__mm
+        if len(mm) < end:  # (mm.size() is the file's size, len(mm) the mapping's)
+            mm.resize(end)  # the file is that long already: only the mapping grows
         self._zeroed = end
+
+    def close_soon(self) -> None:
+        """From any thread: the member is stopping, so a write waiting for the disk
+        (`retry`) gives up instead of holding the stop."""
+        self._giving_up = True
+
+    def retry(self, write, what: str) -> None:
+        """Run `write` until the disk accepts it: a full disk holds this member's Raft
+        (no answers, no votes, no heartbeats: its lease runs out and its jobs move) and
+        says so (`trouble`, /healthz, the log every 10 s) until there is room again."""
+        delay, logged = 0.01, 0.0
+        while True:
+            try:
+                write()
+            except OSError as exc:
+                if self._closed or self._giving_up:
+                    raise
+                self.trouble = f"{what} cannot be written: {exc}"
+                if time.monotonic() - logged > 10:
+                    log.error("%s; this member's Raft waits for its disk", self.trouble)
+                    logged = time.monotonic()
+                time.sleep(delay)
+                delay = min(1.0, delay * 2)
+                continue
+            if self.trouble is not None:
+                log.warning("the Raft journal's disk accepts writes again")
+                self.trouble = None
+            return
 
     # ---- what makes the journal dirty ----------------------------------------------
     def add(self, command: Any, idx: int, term: int) -> None:
-        self._reserve(len(command) + 24)
+        self.retry(lambda: self._reserve(len(command) + 24), "the Raft journal")
         super().add(command, idx, term)
         self._entries += 1
         self._written += 1
@@ -144,19 +213,7 @@ class DurableJournal(pj.FileJournal):
         it is on disk first (with one member no message would have synced it). A disk
         that refuses the sync holds the member's Raft here (no answers, no applies, no
         heartbeats: its lease runs out and its jobs move) until it syncs again."""
-        delay, logged = 0.01, 0.0
-        while True:
-            try:
-                self.sync()
-                break
-            except OSError as exc:
-                if self._closed:
-                    raise
-                if time.monotonic() - logged > 10:
-                    log.error("%s; this member's Raft waits for its disk", exc)
-                    logged = time.monotonic()
-                time.sleep(delay)
-                delay = min(1.0, delay * 2)
+        self.retry(self.sync, "the Raft journal")
         super().setRaftCommitIndex(raftCommitIndex)
 
     def _snapshot_durable(self) -> None:

@@ -183,6 +183,11 @@ class RaftHost:
             return False
         return error == FAIL_REASON.SUCCESS
 
+    def disk_trouble(self) -> Optional[str]:
+        """What this member's disk refuses now (a full disk holds its Raft), or None."""
+        journal = getattr(self.syncobj, "_SyncObj__raftLog", None)
+        return journal.trouble if isinstance(journal, DurableJournal) else None
+
     def journal_stats(self) -> dict:
         """fsyncs of the Raft journal (raft.fsync): how many, entries covered, seconds."""
         journal = getattr(self.syncobj, "_SyncObj__raftLog", None)
@@ -339,6 +344,9 @@ class RaftHost:
                 self.loop.call_soon_threadsafe(self._watch_task.cancel)
             except RuntimeError:  # the loop is closed already
                 pass
+        journal = getattr(self.syncobj, "_SyncObj__raftLog", None)
+        if isinstance(journal, DurableJournal):
+            journal.close_soon()  # a write waiting for a full disk must not hold the stop
         self.syncobj.destroy_synchronous()
 
 

@@ -382,10 +382,17 @@ class PeerGateway:
 
     def health(self) -> dict:
         leader = self._leader()
-        return {"ok": leader is not None and self.registered.is_set(), "node": self.node,
-                "leader": leader, "registered": self.registered.is_set(),
+        disk = self.raft.disk_trouble() if self.raft else None
+        try:
+            st = os.statvfs(self.peer.data_dir)
+            free: Optional[int] = st.f_bavail * st.f_frsize
+        except OSError:
+            free = None
+        return {"ok": leader is not None and self.registered.is_set() and disk is None,
+                "node": self.node, "leader": leader, "registered": self.registered.is_set(),
                 "spark-ready": bool(self.spark and self.spark.ready.is_set()),
-                "spark-remote": self.spark_remote()}
+                "spark-remote": self.spark_remote(), "disk-problem": disk,
+                "disk-free": free}
 
 
 def script_problem(path: str) -> Optional[str]:
