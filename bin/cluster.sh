@@ -24,7 +24,12 @@ case "$JM_CONF_DIR" in /*) ;; *) JM_CONF_DIR="$PWD/$JM_CONF_DIR" ;; esac
 if [ -n "${JM_HOME:-}" ]; then
     case "$JM_HOME" in /*) ;; *) JM_HOME="$PWD/$JM_HOME" ;; esac
 fi
-PEERS="$("$JM_PYTHON" -m jm.local.launcher peers --conf-dir "$JM_CONF_DIR")" || exit 2
+# the lines of masters, or the peers in $JM_PEERS (bin/rolling-restart.sh: one member)
+if [ -n "${JM_PEERS:-}" ]; then
+    PEERS="$JM_PEERS"
+else
+    PEERS="$("$JM_PYTHON" -m jm.local.launcher peers --conf-dir "$JM_CONF_DIR")" || exit 2
+fi
 
 # env.ssh.opts (config.yaml or -D), split as a shell would; read before anything starts
 SSH_OPTS=()

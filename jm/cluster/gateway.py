@@ -76,6 +76,8 @@ class PeerGateway:
         return self.raft.leader() if self.raft else None
 
     def _writable(self) -> None:
+        if not self.peer.started:  # REST is up before the peer's writers are
+            raise RaftUnavailable("this peer is still starting; retry, or use another peer")
         if self._leader() is None:
             raise RaftUnavailable("no Raft leader reachable from this peer at the moment; "
                                   "retry, or use another peer")

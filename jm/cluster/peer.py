@@ -80,6 +80,7 @@ class Peer:
         self.sql = SqlGateway(self)
         self._guarded: dict[str, int] = {}  # processes the zygote kills with the lease
         self._tasks: list[asyncio.Task] = []
+        self.started = False  # every component is up (REST answers writes 503 until then)
         self.started_at = time.time()
         self.token = conf.rest_token()
         self.secret = conf["cluster.secret"]
@@ -159,6 +160,7 @@ class Peer:
         self.dispatcher.start()
         self.rm.start()
         self.sql.start()
+        self.started = True
         log.info("peer %s up: REST %s, Raft %s, pid %d", self.node, self.me.rest_url,
                  self.me.raft_addr, os.getpid())
 
