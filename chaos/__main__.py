@@ -21,12 +21,13 @@ import threading
 import time
 from typing import Callable, Optional
 
-from chaos import checks
+from chaos import checks, hostfaults
 from chaos.harness import ChaosCluster, Load, Scenario, _wait, call
 from chaos.netns import available
 from chaos.streaming import EventFeed, wait_sink
 
 FAULTS = ("kill", "kill-leader", "kill-owner", "pause", "partition")
+HOST_FAULTS = ("membership", "disk-full")  # --hosts only
 
 
 def read_probes(directory: str) -> dict:
@@ -51,6 +52,9 @@ def inject(c: ChaosCluster, kind: str, rnd: random.Random, hold: float, log,
     """One fault against one peer; returns the fault record (start/end filled in).
     kill-owner kills the peer running the (first) streaming job."""
     i = None
+    if kind in HOST_FAULTS:  # a follower: the leader's own cases are in the e2e tests
+        leader = c.leader_index()
+        i = rnd.choice([k for k in sorted(c.pids) if k != leader] or sorted(c.pids))
     if kind == "kill-leader":
         i = c.leader_index()
     elif kind == "kill-owner" and owner is not None:
@@ -75,6 +79,10 @@ def inject(c: ChaosCluster, kind: str, rnd: random.Random, hold: float, log,
         os.kill(pid, signal.SIGCONT)
         end = time.time()
         log(f"resumed {node}")
+    elif kind == "membership":
+        start, end = hostfaults.membership(c, i, log)
+    elif kind == "disk-full":
+        start, end = hostfaults.disk_full(c, i, hold, log)
     else:
         c.net.partition(i)
         time.sleep(hold)  # fault schedule
@@ -167,6 +175,8 @@ def run(sc: Scenario, out: str) -> int:
         print(line, flush=True)
 
     faults, load, stop = [], None, threading.Event()
+    if "disk-full" in sc.faults:
+        c.before_start.append(lambda: hostfaults.mount_tmpfs(c))
     try:
         c.start()
         log(f"{sc.peers} peers up: {', '.join(c.urls)}")
@@ -197,13 +207,15 @@ def run(sc: Scenario, out: str) -> int:
         timeout = float(c.settings_value("heartbeat.timeout"))
         lease = float(c.settings_value("jobmanager.lease-timeout"))
         end_at = time.time() + sc.duration
+        first = rnd.sample(list(sc.faults), len(sc.faults))
         # at least min_faults, however long each takes (a restarted peer's Spark JVM is
         # slow to start on a busy machine): the test asks for a count, not for speed
         while time.time() < end_at or len(faults) < sc.min_faults:
             if time.time() >= end_at:  # past the duration: a bounded amount of events,
                 for feed in feeds:      # however long the remaining faults take
                     feed.halt.set()
-            kind = rnd.choice(sc.faults)
+            # each kind once (in a random order), then at random
+            kind = first[len(faults)] if len(faults) < len(first) else rnd.choice(sc.faults)
             hold = rnd.uniform(timeout + 1, timeout + 4) if kind != "pause" else \
                 rnd.uniform(lease + 0.5, timeout + 4)
             faults.append(inject(c, kind, rnd, hold, log, owner))
@@ -273,14 +285,27 @@ def main(argv=None) -> int:
                    help="streaming example jobs fed known events (starts Spark on each peer)")
     r.add_argument("--min-faults", type=int, default=0,
                    help="go on past --duration until this many faults were injected")
+    r.add_argument("--hosts", action="store_true",
+                   help="peers on network-namespace hosts with their own sshd, started over "
+                        "ssh by bin/start-cluster.sh (root); enables the faults "
+                        + ", ".join(HOST_FAULTS))
     r.add_argument("--out", default="chaos-report")
     r.add_argument("-D", dest="overrides", action="append", default=[])
     args = ap.parse_args(argv)
     faults = tuple(f for f in args.faults.split(",") if f)
-    bad = [f for f in faults if f not in FAULTS]
+    known = FAULTS + (HOST_FAULTS if args.hosts else ())
+    bad = [f for f in faults if f not in known]
     if bad or not faults:
-        print(f"chaos: unknown fault(s) {bad}; choose from {', '.join(FAULTS)}", file=sys.stderr)
+        print(f"chaos: unknown fault(s) {bad}; choose from {', '.join(known)}"
+              + ("" if args.hosts else f" ({', '.join(HOST_FAULTS)} need --hosts)"),
+              file=sys.stderr)
         return 2
+    if args.hosts:
+        from chaos.hosts import available as hosts_available
+        reason = hosts_available()
+        if reason:
+            print(f"chaos: --hosts: {reason}", file=sys.stderr)
+            return 2
     if "partition" in faults and not available():
         print("chaos: partitions need root and iproute2 (ip netns); drop 'partition' from "
               "--faults", file=sys.stderr)
@@ -291,7 +316,7 @@ def main(argv=None) -> int:
         settings[k] = v
     sc = Scenario(peers=args.peers, jobs=args.jobs, duration=args.duration, faults=faults,
                   fault_every=args.fault_every, seed=args.seed, streaming=args.streaming,
-                  min_faults=args.min_faults, settings=settings)
+                  min_faults=args.min_faults, hosts=args.hosts, settings=settings)
     return run(sc, args.out)
 
 

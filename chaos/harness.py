@@ -54,6 +54,7 @@ class Scenario:
     settle: float = 20.0            # max wait after healing for every job to run again
     streaming: int = 0              # streaming example jobs (real Spark on every peer)
     min_faults: int = 0             # go on past `duration` until this many faults were made
+    hosts: bool = False             # peers on namespace hosts, started over ssh (chaos.hosts)
     settings: dict = field(default_factory=dict)
 
 
@@ -61,7 +62,15 @@ class ChaosCluster:
     def __init__(self, sc: Scenario, base: Optional[str] = None) -> None:
         self.sc = sc
         self.base = base or tempfile.mkdtemp(prefix="jm-chaos-")
-        self.net: Optional[TestNet] = TestNet(sc.peers) if "partition" in sc.faults else None
+        self.hostbed = None  # chaos.hosts.Hosts: namespaces with sshd, peers over ssh
+        extra: dict = {}
+        if sc.hosts:
+            from chaos.hosts import Hosts
+            self.hostbed = Hosts(sc.peers, base=os.path.join(self.base, "ssh"))
+            self.net: Optional[TestNet] = self.hostbed.net
+            extra["env.ssh.opts"] = self.hostbed.ssh_opts
+        else:
+            self.net = TestNet(sc.peers) if "partition" in sc.faults else None
         # in namespaces every peer has its own address, so the usual ports do
         self.lines = ([f"{h}:8081:6123" for h in self.net.hosts] if self.net
                       else local_lines(sc.peers))
@@ -76,10 +85,12 @@ class ChaosCluster:
         self.conf_dir = write_conf(self.base, self.lines, {
             **spark, "jobmanager.slots": 32, "restart-strategy.type": "fixed-delay",
             "restart-strategy.fixed-delay.attempts": 1000,
-            "restart-strategy.fixed-delay.delay": "200 ms", **sc.settings})
+            "restart-strategy.fixed-delay.delay": "200 ms", **extra, **sc.settings})
         self.env = dict(os.environ, JM_CONF_DIR=self.conf_dir)
         self.pids: dict[int, int] = {}     # peer index -> pid of the running peer
         self.all_pids: set[int] = set()
+        self.before_start: list = []       # callables run before the peers start (mounts)
+        self.after_stop: list = []         # and after they stopped (unmounts)
 
     def settings_value(self, key: str):
         from jm.config import load_config
@@ -92,20 +103,43 @@ class ChaosCluster:
         names = [n for n in os.listdir(run) if n.endswith(f"-{host}_{rest}.pid")]
         return os.path.join(run, names[0])
 
+    def data_dir(self, i: int) -> str:
+        host, _, raft = self.lines[i].split(":")
+        return os.path.join(self.base, "data", f"{host}_{raft}")
+
     def start_peer(self, i: int) -> None:
-        prefix = self.net.exec_prefix(i) if self.net else []
-        subprocess.run([*prefix, os.path.join(ROOT, "bin", "jobmanager.sh"), "start",
-                        self.lines[i]], env=self.env, check=True, capture_output=True,
-                       timeout=60)
+        if self.hostbed is not None:  # on its host, over ssh, as start-cluster.sh does
+            subprocess.run([os.path.join(ROOT, "bin", "cluster.sh"), "start"],
+                           env=dict(self.env, JM_PEERS=self.lines[i]), check=True,
+                           capture_output=True, timeout=60)
+        else:
+            prefix = self.net.exec_prefix(i) if self.net else []
+            subprocess.run([*prefix, os.path.join(ROOT, "bin", "jobmanager.sh"), "start",
+                            self.lines[i]], env=self.env, check=True, capture_output=True,
+                           timeout=60)
         pid = int(open(self._pid_file(i)).read())
         self.pids[i] = pid
         self.all_pids.add(pid)
 
     def start(self) -> None:
-        if self.net:
-            self.net.create()
-        for i in range(self.sc.peers):
-            self.start_peer(i)
+        if self.hostbed is not None:
+            for hook in self.before_start:  # mounts first: each sshd (and so every peer
+                hook()                      # of its host) has a copy of the mount table
+            self.hostbed.start()
+            r = subprocess.run([os.path.join(ROOT, "bin", "start-cluster.sh")], env=self.env,
+                               capture_output=True, text=True, timeout=120)
+            if r.returncode != 0:
+                raise RuntimeError(f"start-cluster.sh failed: {r.stderr.strip()}")
+            for i in range(self.sc.peers):
+                self.pids[i] = int(open(self._pid_file(i)).read())
+                self.all_pids.add(self.pids[i])
+        else:
+            if self.net:
+                self.net.create()
+            for hook in self.before_start:
+                hook()
+            for i in range(self.sc.peers):
+                self.start_peer(i)
         for url in self.urls:
             _wait(lambda u=url: call("GET", u + "/healthz")[1].get("ok"), 60, f"{url} healthy")
         if self.sc.streaming:
@@ -145,8 +179,14 @@ class ChaosCluster:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        if self.net:
-            self.net.destroy()
+        try:
+            if self.hostbed is not None:
+                self.hostbed.stop()  # what is left in the namespaces, the sshds, the hosts
+            elif self.net:
+                self.net.destroy()
+        finally:
+            for hook in self.after_stop:
+                hook()
 
     def alive_url(self, exclude: Optional[int] = None) -> str:
         for i, url in enumerate(self.urls):

@@ -26,12 +26,30 @@ import time
 from typing import Any, Optional
 
 from pysyncobj import journal as pj
+from pysyncobj import serializer as pser
 from pysyncobj import syncobj as ps
 from pysyncobj.transport import TCPTransport
 
 log = logging.getLogger("jm.raft")
 RESERVE_CHUNK = 4 * 1024 * 1024  # bytes of journal written ahead at a time
 _factory_lock = threading.Lock()
+_DURABLE_DUMPS: set[str] = set()  # snapshots of members with raft.fsync (absolute paths)
+_plain_replace = pser.atomicReplace
+
+
+def _durable_replace(src: str, dst: str) -> None:
+    """pysyncobj renames a new snapshot (written by its forked serializer, or received
+    from the leader) over the old one: for a durable member the new one is on disk before
+    it replaces the old, and the rename is on disk before the journal is compacted."""
+    if os.path.abspath(dst) in _DURABLE_DUMPS:
+        fsync_file(src)
+        _plain_replace(src, dst)
+        fsync_dir(os.path.dirname(os.path.abspath(dst)))
+    else:
+        _plain_replace(src, dst)
+
+
+pser.atomicReplace = _durable_replace  # the forked serializer inherits it
 
 
 def _write_zeros(fd: int, start: int, end: int) -> None:
@@ -339,6 +357,41 @@ class DurableSyncObj(ps.SyncObj):
     the wait (whose handlers' answers are held and sent after one sync in turn), so that
     no message waits for the next socket event."""
 
+    def _SyncObj__loadDumpFile(self, clearJournal: bool) -> Any:
+        """pysyncobj keeps the journal at start-up only if it begins where the snapshot
+        ends. A power cut between a snapshot's rename and the journal's compaction leaves a
+        journal that begins at the older snapshot: pysyncobj would clear it, and with it
+        the entries committed after the new snapshot. Compact it here instead, dropping
+        only what the snapshot holds."""
+        if not clearJournal:
+            try:
+                data = self._SyncObj__serializer.deserialize()
+            except Exception:  # no snapshot, or none readable: pysyncobj decides
+                data = None
+            journal = self._SyncObj__raftLog
+            if data is not None:
+                for k in range(1, len(journal) - 1):
+                    if journal[k] == data[2] and journal[k + 1] == data[1]:
+                        journal.deleteEntriesTo(k)
+                        break
+        return super()._SyncObj__loadDumpFile(clearJournal)
+
+    def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
+        """A follower's answer "I have everything before N" that arrives after more
+        entries went out (answers wait for the follower's fsync) must not move the
+        leader's next index back: pysyncobj would send those entries again, and the
+        follower would drop and rewrite what it already has. Only a reset (the logs
+        differ) moves it back."""
+        keep = None
+        if (isinstance(message, dict) and message.get("type") == "next_node_idx"
+                and message.get("success") and not message.get("reset")):
+            keep = self._SyncObj__raftNextIndex.get(node)
+        super()._SyncObj__onMessageReceived(node, message)
+        if keep is not None:
+            nxt = self._SyncObj__raftNextIndex
+            if node in nxt and nxt[node] < keep:
+                nxt[node] = keep
+
     def _onTick(self, timeToWait: float = 0.0) -> None:
         transport = self._SyncObj__transport
         if not isinstance(transport, SyncingTransport):
@@ -363,6 +416,8 @@ def durable_syncobj(self_addr: str, other_addrs: list, conf: Any, consumers: lis
         if path is None:
             return pj.MemoryJournal()
         return DurableJournal(path, dump_path)
+    if dump_path:
+        _DURABLE_DUMPS.add(os.path.abspath(dump_path))
     with _factory_lock:  # pysyncobj creates its journal through this module-level name
         original = ps.createJournal
         ps.createJournal = create

@@ -142,6 +142,16 @@ class RaftHost:
     def commit_index(self) -> int:
         return self.syncobj.raftCommitIndex
 
+    def caught_up(self) -> bool:
+        """This replica has applied every entry it knows to be committed (by the leader's
+        word too): a member that joins anew has replayed the log up to now."""
+        try:  # getStatus iterates dicts the tick thread may be changing
+            status = self.syncobj.getStatus()
+        except RuntimeError:
+            return False
+        known = max(status.get("leader_commit_idx") or 0, status.get("commit_idx") or 0)
+        return (status.get("last_applied") or 0) >= known
+
     async def change_member(self, add: bool, node: str, timeout: float) -> None:
         """Add `node` to (or remove it from) the Raft membership; returns once the change
         is committed. MembershipRefused if the leader refused it (another change is not

@@ -37,6 +37,7 @@ log = logging.getLogger("jm.membership")
 
 MEMBERS_FILE = "members"
 CATCH_UP_WAIT = 5.0     # s a removed member gets to receive its removal before it is cut off
+APPLY_WAIT = 0.5        # s after it has the entry: the next heartbeats carry its commit
 
 
 def load_members(raft_dir: str) -> Optional[list[str]]:
@@ -68,11 +69,16 @@ async def ask_seeds(seeds: list[PeerAddress], headers: dict, timeout: float = 1.
                     ) -> Optional[list[str]]:
     """The Raft members according to the first seed that answers GET /cluster/peers (which
     answers after a Raft barrier, so with every committed change; no leader: no answer)."""
+    return await ask_members([seed.rest_url for seed in seeds], headers, timeout)
+
+
+async def ask_members(urls: list[str], headers: dict, timeout: float = 1.5
+                      ) -> Optional[list[str]]:
     client_timeout = aiohttp.ClientTimeout(total=timeout)
     async with aiohttp.ClientSession(timeout=client_timeout, headers=headers) as http:
-        for seed in seeds:
+        for url in urls:
             try:
-                async with http.get(seed.rest_url + "/cluster/peers") as resp:
+                async with http.get(url + "/cluster/peers") as resp:
                     if resp.status != 200:
                         continue
                     body = await resp.json()
@@ -163,8 +169,11 @@ class Membership:
         now = self.mono()
         seen, index = self._removal_seen.setdefault(node, (now, self.raft.commit_index()))
         matched = self.raft.match_index(node)
-        if matched is not None and matched < index and now - seen < CATCH_UP_WAIT:
-            return  # let it receive its removal first (it then stops by itself)
+        has_it = matched is not None and matched >= index
+        if now - seen < (APPLY_WAIT if has_it else CATCH_UP_WAIT):
+            # let it receive its removal, and a heartbeat that says it is committed, first
+            # (it then stops by itself; if not, it finds out through Peer.watch_membership)
+            return
         await self._change(False, node)
         self._removal_seen.pop(node, None)
 

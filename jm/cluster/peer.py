@@ -24,7 +24,7 @@ from jm.cluster.dispatcher import Dispatcher
 from jm.cluster.gateway import PeerGateway
 from jm.cluster.jobmaster import JobEnv, make_reporter
 from jm.cluster.lease import Lease
-from jm.cluster.membership import Membership, initial_members
+from jm.cluster.membership import Membership, ask_members, initial_members
 from jm.cluster.metrics import Gauges, PeerMetrics
 from jm.cluster.resourcemanager import RebalanceConfig, ResourceManager
 from jm.config import (Config, ConfigError, PeerAddress, choose_self, load_config,
@@ -68,6 +68,7 @@ class Peer:
         self.membership: Optional[Membership] = None
         # set when this peer was removed from the cluster: the process stops (_serve)
         self.removed = asyncio.Event()
+        self._removal_check: Optional[asyncio.Future] = None
         self.runner: Optional[web.AppRunner] = None
         self.executor = Executor(self.log_dir, conf["jobmanager.executor.preload"],
                                  conf["jobmanager.executor.nice"])
@@ -107,7 +108,9 @@ class Peer:
         app = make_app(self.gateway, self.conf["rest.max-body-size"], token=self.token,
                        secret=self.secret, metrics=self.metrics,
                        wait_timeout=self.conf["rest.write-timeout"])
-        self.runner = web.AppRunner(app, access_log=None)
+        # a stopping peer gives requests in flight (a write waits up to rest.write-timeout
+        # for Raft) a few seconds, then cancels them: stopping never waits for clients
+        self.runner = web.AppRunner(app, access_log=None, shutdown_timeout=3.0)
         await self.runner.setup()
         site = web.TCPSite(self.runner, self.conf["rest.bind-address"] or self.me.host,
                            self.me.rest_port,
@@ -157,6 +160,7 @@ class Peer:
                            self.conf["rest.write-timeout"], self.executor, self.dispatcher)
         self._tasks.append(asyncio.create_task(self.lease.run()))
         self._tasks.append(asyncio.create_task(self.lease.watchdog()))
+        self._tasks.append(asyncio.create_task(self._watch_membership()))
         self.dispatcher.start()
         self.rm.start()
         self.sql.start()
@@ -165,10 +169,47 @@ class Peer:
                  self.me.raft_addr, os.getpid())
 
     def _on_applied(self, command: Any, result: Any) -> None:
-        # tick thread: this peer was taken out of the cluster: stop (see _serve)
+        # tick thread: this peer was taken out of the cluster; a peer that joins anew
+        # replays its old removal too, so the removal is checked once caught up
         if isinstance(command, RetirePeer) and command.node == self.node and result.ok:
+            self.raft.loop.call_soon_threadsafe(self._check_removed)
+
+    def _check_removed(self) -> None:
+        if self._removal_check is None or self._removal_check.done():
+            self._removal_check = asyncio.ensure_future(self._removal())
+
+    async def _removal(self) -> None:
+        """Stop (see _serve) if the state, caught up with what the leader committed, still
+        has this peer's tombstone (a peer added again after its removal has not)."""
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and not self.raft.caught_up():
+            await asyncio.sleep(0.05)
+        with self.raft.read() as st:
+            removed = self.node in st.removed
+        if removed:
             log.warning("peer %s was removed from the cluster; stopping", self.node)
-            self.raft.loop.call_soon_threadsafe(self.removed.set)
+            self.removed.set()
+
+    async def _watch_membership(self, every: float = 2.0) -> None:
+        """A peer cut off from Raft for a while (its lease ran out) asks the other peers
+        whether it is still a member: one that was removed without hearing of it (the
+        leader dropped it before its removal reached it) stops instead of waiting forever."""
+        cut_off = 0
+        while True:
+            await asyncio.sleep(every)
+            cut_off = cut_off + 1 if self.lease is not None and self.lease.expired() else 0
+            if cut_off < 2:
+                continue
+            with self.raft.read() as st:
+                urls = [f"http://{p.host}:{p.rest_port}" for p in st.peers.values()
+                        if p.id != self.node]
+            urls += [m.rest_url for m in self.masters if m != self.me and m.rest_url not in urls]
+            members = await ask_members(urls, self.peer_headers)
+            if members is not None and self.node not in members:
+                log.warning("peer %s is not a Raft member any more (members: %s); stopping",
+                            self.node, ", ".join(members))
+                self.removed.set()
+                return
 
     def forget_raft_data(self) -> None:
         """After a removal: this peer's Raft data belongs to a membership it left; a later
@@ -220,6 +261,7 @@ class Peer:
         processes this peer started (zygote and job processes, Spark JVM) are killed by
         pid in any case, so stopping a peer cannot hang."""
         log.info("peer %s stopping", self.node)
+        self.started = False  # new writes get 503 at once (another peer takes them)
         deadline = time.monotonic() + timeout
         if self.raft is not None and self.raft.is_leader():
             await _bounded(self._hand_over(), min(deadline, time.monotonic() + 3.0),
