@@ -27,7 +27,7 @@ from chaos.netns import available
 from chaos.streaming import EventFeed, wait_sink
 
 FAULTS = ("kill", "kill-leader", "kill-owner", "pause", "partition")
-HOST_FAULTS = ("membership", "disk-full")  # --hosts only
+HOST_FAULTS = ("membership", "disk-full", "power-loss")  # --hosts only
 
 
 def read_probes(directory: str) -> dict:
@@ -48,9 +48,15 @@ def read_probes(directory: str) -> dict:
 
 
 def inject(c: ChaosCluster, kind: str, rnd: random.Random, hold: float, log,
-           owner: Optional[Callable[[], Optional[int]]] = None) -> dict:
-    """One fault against one peer; returns the fault record (start/end filled in).
-    kill-owner kills the peer running the (first) streaming job."""
+           owner: Optional[Callable[[], Optional[int]]] = None) -> list[dict]:
+    """One fault against one peer (a power cut: against all); returns the fault records
+    (start/end filled in). kill-owner kills the peer running the (first) streaming job."""
+    if kind == "power-loss":
+        jobs = {i: c.jobs_of(i) for i in sorted(c.pids)}
+        log(f"power-loss of every host ({sum(map(len, jobs.values()))} jobs)")
+        start, end = hostfaults.power_loss(c, log)
+        return [{"kind": kind, "node": c.nodes[i], "start": start, "end": end, "jobs": j}
+                for i, j in jobs.items()]
     i = None
     if kind in HOST_FAULTS:  # a follower: the leader's own cases are in the e2e tests
         leader = c.leader_index()
@@ -89,8 +95,8 @@ def inject(c: ChaosCluster, kind: str, rnd: random.Random, hold: float, log,
         c.net.heal(i)
         end = time.time()
         log(f"healed {node}")
-    return {"kind": "kill" if kind.startswith("kill") else kind, "node": node, "start": start,
-            "end": end, "jobs": jobs}
+    return [{"kind": "kill" if kind.startswith("kill") else kind, "node": node, "start": start,
+            "end": end, "jobs": jobs}]
 
 
 def start_streaming(c: ChaosCluster, sc: Scenario) -> tuple[list, list]:
@@ -175,8 +181,9 @@ def run(sc: Scenario, out: str) -> int:
         print(line, flush=True)
 
     faults, load, stop = [], None, threading.Event()
-    if "disk-full" in sc.faults:
-        c.before_start.append(lambda: hostfaults.mount_tmpfs(c))
+    if {"disk-full", "power-loss"} & set(sc.faults):
+        c.before_start.append(lambda: hostfaults.prepare_disks(
+            c, "disk-full" in sc.faults, "power-loss" in sc.faults))
     try:
         c.start()
         log(f"{sc.peers} peers up: {', '.join(c.urls)}")
@@ -210,15 +217,17 @@ def run(sc: Scenario, out: str) -> int:
         first = rnd.sample(list(sc.faults), len(sc.faults))
         # at least min_faults, however long each takes (a restarted peer's Spark JVM is
         # slow to start on a busy machine): the test asks for a count, not for speed
-        while time.time() < end_at or len(faults) < sc.min_faults:
+        injected = 0  # faults made (a power cut is one fault, with a record per peer)
+        while time.time() < end_at or injected < sc.min_faults:
             if time.time() >= end_at:  # past the duration: a bounded amount of events,
                 for feed in feeds:      # however long the remaining faults take
                     feed.halt.set()
             # each kind once (in a random order), then at random
-            kind = first[len(faults)] if len(faults) < len(first) else rnd.choice(sc.faults)
+            kind = first[injected] if injected < len(first) else rnd.choice(sc.faults)
+            injected += 1
             hold = rnd.uniform(timeout + 1, timeout + 4) if kind != "pause" else \
                 rnd.uniform(lease + 0.5, timeout + 4)
-            faults.append(inject(c, kind, rnd, hold, log, owner))
+            faults.extend(inject(c, kind, rnd, hold, log, owner))
             _wait(lambda: len(c.pids) == sc.peers and c.leader_index() is not None, 60,
                   "cluster whole again")
             if sc.streaming and kind.startswith("kill"):

@@ -185,7 +185,7 @@ class ChaosCluster:
             elif self.net:
                 self.net.destroy()
         finally:
-            for hook in self.after_stop:
+            for hook in reversed(self.after_stop):  # the last mounted, unmounted first
                 hook()
 
     def alive_url(self, exclude: Optional[int] = None) -> str:

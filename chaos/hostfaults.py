@@ -1,10 +1,12 @@
 """Faults of `python -m chaos run --hosts` beyond kill, pause and partition: a membership
 change (a live peer removed and a fresh one added back at its address), a full disk (the
 peer's data dir is a small tmpfs; it is filled, and Raft entries are pushed until its
-journal needs the room), each returning the fault record the checks read."""
+journal needs the room), and a power cut of every host (the data dirs are lazyfs mounts
+that drop what was not fsynced)."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 from typing import Callable
@@ -15,21 +17,66 @@ TMPFS_SIZE = "64m"
 PAD = "x" * 200_000  # one job spec of ~200 kB: 25 of them outgrow the journal's 4 MB ahead
 
 
-def mount_tmpfs(c: ChaosCluster) -> None:
-    """Each peer's data dir on a tmpfs of its own (before the peers start); unmounted
-    after they stopped."""
-    mounted: list[str] = []
-
-    def unmount() -> None:
-        for d in mounted:
-            subprocess.run(["umount", "-l", d], capture_output=True, timeout=30)
-    c.after_stop.append(unmount)  # first: a mount that fails still unmounts the others
+def prepare_disks(c: ChaosCluster, tmpfs: bool, lazy: bool) -> None:
+    """Before the peers start (and before the hosts' sshds copy the mount table): each
+    peer's data dir on a small tmpfs of its own (disk-full), and/or a lazyfs that keeps
+    unsynced writes in memory until a power cut drops them (power-loss), over a backing
+    dir (the tmpfs, if both). Unmounted after the peers stopped, the last mounted first."""
+    c.lazy = []
     for i in range(c.sc.peers):
-        d = c.data_dir(i)
-        os.makedirs(d, exist_ok=True)
-        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE}", "tmpfs", d],
-                       check=True, capture_output=True, timeout=30)
-        mounted.append(d)
+        data = c.data_dir(i)
+        disk = os.path.join(c.base, "disks", os.path.basename(data)) if lazy else data
+        os.makedirs(disk, exist_ok=True)
+        if tmpfs:
+            c.after_stop.append(lambda d=disk: subprocess.run(
+                ["umount", "-l", d], capture_output=True, timeout=30))
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE}", "tmpfs", disk],
+                           check=True, capture_output=True, timeout=30)
+        if lazy:
+            from chaos.lazyfs import LazyMount
+            fs = LazyMount(data, disk, os.path.join(c.base, f"lazyfs-{i}.log"))
+            c.after_stop.append(fs.stop)
+            fs.start()
+            c.lazy.append(fs)
+
+
+def power_loss(c: ChaosCluster, log: Callable[[str], None]) -> tuple[float, float]:
+    """Power cut to every host at once: every process on them dies (SIGKILL) and every
+    write not yet fsynced is lost; then power comes back and every peer starts again."""
+    victims = c.hostbed.leftovers()  # peers, zygotes, job processes: all but the sshds
+    start = time.time()
+    for pid in victims:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    dropped = sum(fs.cut()["dropped-bytes"] for fs in c.lazy)
+    _wait(lambda: not [p for p in victims if _alive(p)], 30, "every process on the hosts gone")
+    c.pids.clear()
+    for fs in c.lazy:
+        fs.power_on()
+    log(f"power cut: {len(victims)} processes killed, {dropped} unsynced bytes dropped")
+    time.sleep(1.5)  # fault schedule: the reboot (FUSE's attribute caches expire meanwhile)
+    end = time.time()
+    r = subprocess.run([os.path.join(ROOT, "bin", "start-cluster.sh")], env=c.env,
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError(f"start-cluster.sh after the power cut failed: {r.stderr.strip()}")
+    for i in range(c.sc.peers):
+        c.pids[i] = int(open(c._pid_file(i)).read())
+        c.all_pids.add(c.pids[i])
+    for url in c.urls:
+        _wait(lambda u=url: call("GET", u + "/healthz")[1].get("ok"), 90, f"{url} after power")
+    log("power back: every peer up again")
+    return start, end
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[-1][:1] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def membership(c: ChaosCluster, i: int, log: Callable[[str], None]) -> tuple[float, float]:
@@ -65,9 +112,10 @@ def disk_full(c: ChaosCluster, i: int, hold: float, log: Callable[[str], None]
     filler = os.path.join(c.data_dir(i), "filler")
     with open(filler, "wb") as f:
         try:
-            while True:
+            while True:  # synced as it goes: under a lazyfs, room is taken at the fsync
                 f.write(bytes(1 << 20))
                 f.flush()
+                os.fsync(f.fileno())
         except OSError:
             pass  # full
     url = c.alive_url(exclude=i)

@@ -246,6 +246,14 @@ class LazyOps:
             self.pending.clear()
         return self.stats()
 
+    def power_on(self) -> dict:
+        """Power is back (once every process that used the files is gone): writes are
+        accepted again; only what was synced before the cut is there. The kernel drops
+        its cached pages of a file when a new process opens it (no keep_cache)."""
+        with self.lock:
+            self.cut = False
+        return self.stats()
+
     def stats(self) -> dict:
         """What is pending now; after the cut, what it dropped and what was refused since."""
         with self.lock:
@@ -255,7 +263,8 @@ class LazyOps:
 
 
 def _serve_control(ops: LazyOps, sock_path: str) -> None:
-    """One command a connection: `cut` (the power cut), `stats`; answers one JSON line."""
+    """One command a connection: `cut` (the power cut), `on` (power back), `stats`;
+    answers one JSON line."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(sock_path)
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -267,7 +276,8 @@ def _serve_control(ops: LazyOps, sock_path: str) -> None:
             conn, _ = srv.accept()
             with conn:
                 cmd = conn.makefile().readline().strip()
-                out = (ops.cut_power() if cmd == "cut" else ops.stats() if cmd == "stats"
+                out = (ops.cut_power() if cmd == "cut" else ops.power_on() if cmd == "on"
+                       else ops.stats() if cmd == "stats"
                        else {"error": f"unknown command {cmd!r}"})
                 conn.sendall((json.dumps(out) + "\n").encode())
     threading.Thread(target=loop, name="lazyfs-control", daemon=True).start()
@@ -319,6 +329,9 @@ class LazyMount:
 
     def cut(self) -> dict:
         return control(self.sock, "cut")
+
+    def power_on(self) -> dict:
+        return control(self.sock, "on")
 
     def stats(self) -> dict:
         return control(self.sock, "stats")
