@@ -19,9 +19,11 @@ pytestmark = pytest.mark.slow
 FIX = os.path.join(ROOT, "tests", "integration") + "/"
 
 
+# 6 slots: the two peers left at the end hold every job of the test (a ticker, at most 8
+# batch jobs, the last quick job)
 @pytest.fixture
 def cluster(tmp_path):
-    c = ProcessCluster(str(tmp_path), 3, {"jobmanager.slots": 3, "heartbeat.timeout": "4 s",
+    c = ProcessCluster(str(tmp_path), 3, {"jobmanager.slots": 6, "heartbeat.timeout": "4 s",
                                           "jobmanager.lease-timeout": "2 s",
                                           "rebalance.strategy": "none"})
     c.extra = local_lines(2)  # hosts that are not in conf/masters: D and E
