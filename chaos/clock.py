@@ -4,35 +4,39 @@ clock). Used by tests/e2e/test_clock.py; also a job module (`clock:probe`,
 `clock:always_fails`) when the chaos folder is a job's pyfiles entry, so this module
 imports the standard library only.
 
-How a peer is faulted (`ClockFault.env()` is the environment of its start; the zygote and
-the job processes inherit it):
+How a peer is faulted: `ClockFault.env()` is the environment to start it with; its zygote
+and job processes inherit it. Every Python process of the peer then loads the
+`sitecustomize.py` written into the fault's directory (PYTHONPATH), which runs
+`time.monotonic`/`perf_counter`/`clock_gettime(CLOCK_MONOTONIC*, CLOCK_BOOTTIME)` on one
+piecewise-linear schedule of the real CLOCK_MONOTONIC (`<dir>/rate`: `real fake rate`, the
+same for every process of the peer, so the peer and its zygote agree on lease ends),
+`time.time` at the same rate plus the step (`<dir>/offset`), and scales `time.sleep` and
+the selectors' timeouts by the rate. Both files are re-read at most every 0.1 s, so
+`jump()` and `set_rate()` act on a running peer. A step moves only the wall clock, as an
+NTP step does; a rate moves both clocks, as an oscillator does.
 
-* **Wall clock steps: libfaketime** (Debian's `libfaketime.so.1`, LD_PRELOAD). The offset
-  comes from `FAKETIME_TIMESTAMP_FILE` (`+30`, `-30`, `+0`), re-read at every call
-  (`FAKETIME_NO_CACHE=1`), so `jump()` steps the clock of every process of the peer while
-  it runs. `FAKETIME_DONT_FAKE_MONOTONIC=1`: a real host's wall clock step does not move
-  CLOCK_MONOTONIC, and neither does this one.
-* **Fast or slow clocks: a rate on both clocks**, in every Python process of the peer
-  (`sitecustomize.py` on PYTHONPATH, written next to the timestamp file):
-  `time.monotonic`, `time.clock_gettime(CLOCK_MONOTONIC*/BOOTTIME)`, `time.time`, the
-  selectors' timeouts and `time.sleep` follow one piecewise-linear schedule of the real
-  CLOCK_MONOTONIC (`<dir>/rate`: `real fake rate`), the same for all processes of the
-  peer (the peer and its zygote compare lease ends on it). libfaketime's own rate (`x2`)
-  is not used for this: with CPython 3.11 and Debian's libfaketime 0.9.10, a faked
-  CLOCK_MONOTONIC makes every `Lock.acquire(timeout=...)` hang (sem_clockwait is not
-  intercepted, and its deadline then lies decades ahead) and the timed waits it does
-  translate come out wrong by seconds at `x2`.
-* **A libfaketime bug worked around**: with `FAKETIME_DONT_FAKE_MONOTONIC=1`, CPython's
-  `time.sleep` (clock_nanosleep on an absolute CLOCK_MONOTONIC deadline) fails with
-  EINVAL; the same sitecustomize replaces it by a timed lock wait.
+**libfaketime** (`ClockFault(libfaketime=True)`: Debian's libfaketime.so.1 in LD_PRELOAD,
+the step in FAKETIME_TIMESTAMP_FILE, FAKETIME_NO_CACHE=1, FAKETIME_DONT_FAKE_MONOTONIC=1)
+also reaches non-Python children, but is not what the test uses, because with CPython 3.11
+and libfaketime 0.9.10 (measured on Debian 12):
+* a faked CLOCK_MONOTONIC (its default, and the only way to give it a rate) makes every
+  `Lock.acquire(timeout=...)` hang: sem_clockwait is not intercepted and its deadline
+  then lies decades ahead; the timed waits it does intercept come out seconds wrong at x2;
+* with FAKETIME_DONT_FAKE_MONOTONIC=1, `time.sleep` (clock_nanosleep on an absolute
+  CLOCK_MONOTONIC deadline) fails with EINVAL (the sitecustomize replaces it);
+* every time call reads the timestamp file and takes a semaphore shared by the process
+  tree (FAKETIME_SHARED): a `time.time()` took up to 200 ms with 4 threads on a loaded
+  2-core machine, and three peers merely started under it at offset +0 lost their leases
+  a dozen times a minute (none without it): the fault would be libfaketime's latency,
+  not the clock. It also leaves /dev/shm/faketime_* behind killed processes
+  (`remove_stale_shm`).
 
-Which rates are safe is arithmetic, not luck (`lease_safe`, `safe_rate_range`): see the
-docstring of `lease_safe`. `ClockFault.set_rate` refuses a rate outside the safe range
-unless told to allow it.
+Which rates are safe is arithmetic, not luck: see `lease_safe`. `ClockFault.set_rate`
+refuses a rate outside `safe_rate_range` unless told to allow it.
 
-The probe (`probe`) stamps its lines with /proc/uptime, the kernel's boot clock: no
-clock fault of ours moves it, so the lines of attempts on a faulted peer and on healthy
-ones can be compared (chaos.checks.check_single_attempt)."""
+The probe (`probe`) stamps its lines with /proc/uptime, the kernel's boot clock: no clock
+fault moves it, so the lines of attempts on a faulted peer and on healthy ones can be
+compared (chaos.checks.check_single_attempt)."""
 from __future__ import annotations
 
 import os
@@ -45,9 +49,8 @@ FENCE_LATENCY = 0.1  # s: from a lease's end to its job processes' death (watchd
 
 # Installed in every Python process of a faulted peer (PYTHONPATH). Standard library only,
 # and quick: it runs at every interpreter start.
-SITECUSTOMIZE = r'''"""Written by chaos/clock.py: this peer's clocks run at the rate in $JM_CLOCK_DIR/rate
-(both the wall and the monotonic clock, as on a host with a bad oscillator), and
-time.sleep works under libfaketime with FAKETIME_DONT_FAKE_MONOTONIC=1."""
+SITECUSTOMIZE = r'''"""Written by chaos/clock.py: this peer's clocks follow $JM_CLOCK_DIR/rate (both
+clocks, a bad oscillator) and $JM_CLOCK_DIR/offset (a wall clock step)."""
 import os as _os
 import time as _time
 
@@ -56,42 +59,49 @@ def _install(directory):
     import _thread
     import selectors
 
-    real_mono, real_wall = _time.monotonic, _time.time
-    real_cg, real_cg_ns = _time.clock_gettime, _time.clock_gettime_ns
+    real_mono, real_wall, real_cg_ns = _time.monotonic, _time.time, _time.clock_gettime_ns
     monos = {getattr(_time, n) for n in ("CLOCK_MONOTONIC", "CLOCK_MONOTONIC_RAW",
                                          "CLOCK_BOOTTIME", "CLOCK_MONOTONIC_COARSE")
              if hasattr(_time, n)}
-    path = _os.path.join(directory, "rate")
-    state = {"read": -1.0, "seg": (0.0, 0.0, 1.0), "last": 0.0}
+    st = {"read": -1.0, "seg": (0.0, 0.0, 1.0), "offset": 0.0, "last": 0.0}
 
-    def segment():
-        now = real_mono()
-        if now - state["read"] > 0.1:  # the schedule is re-read at most 10 times a second
-            state["read"] = now
+    def refresh(now):
+        if now - st["read"] > 0.1:  # re-read at most 10 times a second
+            st["read"] = now
             try:
-                with open(path) as f:
+                with open(_os.path.join(directory, "rate")) as f:
                     real, fake, rate = (float(x) for x in f.read().split())
-                state["seg"] = (real, fake, rate)
+                st["seg"] = (real, fake, rate)
             except (OSError, ValueError):
                 pass
-        return now, state["seg"]
+            try:
+                with open(_os.path.join(directory, "offset")) as f:
+                    st["offset"] = float(f.read())
+            except (OSError, ValueError):
+                pass
 
-    def mono():
-        now, (real, fake, rate) = segment()
+    def fake_mono(now):
+        refresh(now)
+        real, fake, rate = st["seg"]
         value = fake + (now - real) * rate if now >= real else now
-        state["last"] = value = max(value, state["last"])  # a late re-read never goes back
+        st["last"] = value = max(value, st["last"])  # a late re-read never goes back
         return value
 
+    def mono():
+        return fake_mono(real_mono())
+
     def rate():
-        return segment()[1][2]
+        refresh(real_mono())
+        return st["seg"][2]
 
     def wall():
         now = real_mono()
-        return real_wall() + (mono() - now)
+        return real_wall() + (fake_mono(now) - now) + st["offset"]
 
     def clock_gettime(clk):
-        return mono() if clk in monos else (wall() if clk == _time.CLOCK_REALTIME
-                                            else real_cg(clk))
+        if clk in monos:
+            return mono()
+        return wall() if clk == _time.CLOCK_REALTIME else real_cg_ns(clk) / 1e9
 
     def clock_gettime_ns(clk):
         if clk in monos or clk == _time.CLOCK_REALTIME:
@@ -109,7 +119,8 @@ def _install(directory):
                 getattr(selectors, "EpollSelector", selectors.SelectSelector),
                 getattr(selectors, "PollSelector", selectors.SelectSelector)}:
         def select(self, timeout=None, _orig=cls.select):
-            return _orig(self, timeout if timeout is None or timeout <= 0 else timeout / rate())
+            return _orig(self, timeout if timeout is None or timeout <= 0
+                         else timeout / rate())
         cls.select = select
     _time.monotonic, _time.perf_counter = mono, mono
     _time.monotonic_ns = lambda: int(mono() * 1e9)
@@ -156,9 +167,10 @@ def safe_rate_range(lease: float, heartbeat_timeout: float,
 
 @dataclass
 class ClockFault:
-    """One peer's clocks: offset (wall clock step) and rate (both clocks), changed while
-    the peer runs through files in `directory`."""
+    """One peer's clocks: a wall clock step (`offset`) and a rate of both clocks, changed
+    while the peer runs through files in `directory`."""
     directory: str
+    libfaketime: bool = False  # steps through libfaketime (see the module's docstring)
     offset: float = 0.0
     rate: float = 1.0
     _fake: float = field(default=0.0, repr=False)   # fake monotonic at the last change
@@ -169,32 +181,33 @@ class ClockFault:
         with open(os.path.join(self.directory, "sitecustomize.py"), "w") as f:
             f.write(SITECUSTOMIZE)
         self._real = self._fake = time.monotonic()
-        self._write_spec()
+        self._write_offset()
         self._write_rate()
 
     @property
     def spec_file(self) -> str:
+        """libfaketime's FAKETIME_TIMESTAMP_FILE."""
         return os.path.join(self.directory, "faketime.rc")
 
     def env(self, base: Optional[dict] = None) -> dict:
         """The environment to start the peer with (its children inherit it)."""
         env = dict(os.environ if base is None else base)
-        preload = env.get("LD_PRELOAD")
-        env.update({
-            "LD_PRELOAD": LIBFAKETIME + (":" + preload if preload else ""),
-            "FAKETIME_TIMESTAMP_FILE": self.spec_file,
-            "FAKETIME_NO_CACHE": "1",
-            "FAKETIME_DONT_FAKE_MONOTONIC": "1",  # a wall clock step leaves it alone
-            "JM_CLOCK_DIR": self.directory,
-            "PYTHONPATH": os.pathsep.join(p for p in (self.directory, env.get("PYTHONPATH"))
-                                          if p),
-        })
+        env["JM_CLOCK_DIR"] = self.directory
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (self.directory, env.get("PYTHONPATH"))
+                                            if p)
+        if self.libfaketime:
+            preload = env.get("LD_PRELOAD")
+            env.update({"LD_PRELOAD": LIBFAKETIME + (":" + preload if preload else ""),
+                        "FAKETIME_TIMESTAMP_FILE": self.spec_file,
+                        "FAKETIME_NO_CACHE": "1",
+                        "FAKETIME_DONT_FAKE_MONOTONIC": "1"})  # a step leaves it alone
         return env
 
     def jump(self, offset: float) -> None:
-        """Step the wall clock to `offset` seconds from the true time (as NTP would)."""
+        """Step the wall clock to `offset` seconds from where the rate put it (as NTP
+        would); the monotonic clock does not move."""
         self.offset = offset
-        self._write_spec()
+        self._write_offset()
 
     def set_rate(self, rate: float, lease: float, heartbeat_timeout: float,
                  allow_unsafe: bool = False) -> None:
@@ -210,12 +223,34 @@ class ClockFault:
         self._real, self.rate = now, rate
         self._write_rate()
 
-    def _write_spec(self) -> None:
-        _replace(self.spec_file, f"{self.offset:+g}\n")
+    def _write_offset(self) -> None:
+        if self.libfaketime:  # libfaketime steps the wall clock; the Python layer does not
+            _replace(self.spec_file, f"{self.offset:+g}\n")
+            _replace(os.path.join(self.directory, "offset"), "0\n")
+        else:
+            _replace(os.path.join(self.directory, "offset"), f"{self.offset!r}\n")
 
     def _write_rate(self) -> None:
         _replace(os.path.join(self.directory, "rate"),
                  f"{self._real!r} {self._fake!r} {self.rate!r}\n")
+
+
+def remove_stale_shm(shm_dir: str = "/dev/shm") -> list[str]:
+    """libfaketime's shared memory and semaphores of processes that are gone (a SIGKILLed
+    process cannot remove them, and a later process with the same pid under libfaketime
+    would fail to start): removed, as libfaketime's README advises."""
+    gone = []
+    for name in os.listdir(shm_dir) if os.path.isdir(shm_dir) else []:
+        if not name.startswith(("faketime_shm_", "sem.faketime_sem_")):
+            continue
+        pid = name.rsplit("_", 1)[-1]
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            try:
+                os.unlink(os.path.join(shm_dir, name))
+                gone.append(name)
+            except OSError:
+                pass
+    return gone
 
 
 def _replace(path: str, text: str) -> None:

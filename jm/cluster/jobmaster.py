@@ -31,8 +31,11 @@ STOP_WAIT = 5.0  # seconds a stopping JobMaster waits for its cancelled tasks
 
 
 def next_report_seq() -> int:
-    """StatusReport.seq: increasing within this process and, as it starts from the wall
-    clock in microseconds, across its restarts."""
+    """StatusReport.seq: strictly increasing within this process (a wall clock step back
+    does not lower it: it only counts on from the last value). It starts from the wall
+    clock in microseconds only for readability; no order across processes rests on it:
+    the state machine compares seqs within one epoch, and a restarted peer (a new pid)
+    has its jobs assigned again with a new epoch, whose seqs start afresh."""
     global _last_seq
     _last_seq = max(_last_seq + 1, time.time_ns() // 1000)
     return _last_seq
@@ -55,6 +58,8 @@ class JobEnv:
     spark_ready_file: Optional[str]
     log_dir: str
     work_dir: str
+    # wall clock: only stamps what is shown to people (report and savepoint times); no
+    # decision compares it, on this host or with another host's stamps
     clock: Callable[[], float]
     lease_valid: Callable[[], bool] = lambda: True
     commit: Optional[Callable[[Any], Awaitable[Any]]] = None  # one Raft command -> Result
@@ -63,6 +68,9 @@ class JobEnv:
     # the peer's Connect server application on a Spark cluster (id, UI, executors, a
     # waiting note), None otherwise
     spark_info: Callable[[], Optional[dict]] = lambda: None
+    # monotonic clock of this host: restart delays and failure-rate windows are measured
+    # on it, so a wall clock step (NTP, an operator) neither shortens nor stretches them
+    monotonic: Callable[[], float] = time.monotonic
 
 
 @dataclass(frozen=True)
@@ -305,7 +313,8 @@ class JobMaster:
                     return
                 failure = _read_json(os.path.join(run_dir, "error.json")) or {
                     "exception": _describe_exit(code, sig), "traceback": ""}
-            tracker, decision = on_failure(strategy, tracker, self.env.clock(), random.random())
+            tracker, decision = on_failure(strategy, tracker, self.env.monotonic(),
+                                           random.random())
             if not decision.restart:
                 failure = dict(failure, **{"final": True, "reason": decision.reason})
                 await self._report(S.FAILED, failure=failure)

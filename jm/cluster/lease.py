@@ -5,7 +5,15 @@
 Heartbeats are pipelined: the next one is sent on time even while earlier ones wait for
 their commit (at most MAX_IN_FLIGHT), so one slow or lost commit (a leader that died
 with it, a busy leader) does not hold the lease back by a whole round trip. The lease
-runs from the *send* time of the newest acknowledged heartbeat."""
+runs from the *send* time of the newest acknowledged heartbeat.
+
+Clocks: the lease, the heartbeat interval and the watchdog use this host's monotonic clock
+only; no other host's time enters them. `Heartbeat.time` is this peer's wall clock, shown
+in /nodes, and it is also what tells the state machine that the peer was heard from after
+the leader decided to declare it dead (DeclarePeerDead carries the `last_heartbeat` it saw;
+the state keeps the maximum). A wall clock stepped back would make new heartbeats carry
+older times, leave `last_heartbeat` unchanged and let a stale declaration through, so the
+stamps are made strictly increasing within this process (`stamp`)."""
 from __future__ import annotations
 
 import asyncio
@@ -41,6 +49,13 @@ class Lease:
         self._incarnation = 0  # answers to heartbeats of an earlier registration are void
         self._fence_first = False  # declared dead: stop everything before registering again
         self._in_flight: set[asyncio.Task] = set()
+        self._last_stamp = 0.0  # the newest Heartbeat.time sent by this process
+
+    def stamp(self, wall: float) -> float:
+        """A heartbeat's time: this host's wall clock, but always above the previous one
+        (by a microsecond while the wall clock is behind, e.g. stepped back 30 s)."""
+        self._last_stamp = max(wall, self._last_stamp + 1e-6)
+        return self._last_stamp
 
     # ---- the lease ------------------------------------------------------------------------
     def valid(self) -> bool:
@@ -111,7 +126,8 @@ class Lease:
     async def _beat(self, incarnation: int) -> None:
         sent_mono = time.monotonic()
         try:
-            res = await self.raft.submit(self.make_heartbeat(time.time()), self.timeout)
+            res = await self.raft.submit(self.make_heartbeat(self.stamp(time.time())),
+                                         self.timeout)
         except RaftUnavailable as exc:
             # no leader (an election) or no commit: try again soon, not an interval later,
             # so that the lease is renewed as soon as a leader is there

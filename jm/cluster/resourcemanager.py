@@ -15,7 +15,7 @@ from typing import Callable, Optional
 from raft import state as S
 from raft.commands import (ANYWHERE, Assignment, AssignJobs, DeclarePeerDead, Heartbeat, Move,
                            MoveJobs, PurgeJobs, RegisterPeer)
-from jm.policy.retention import expired_jobs
+from jm.policy.retention import expired_jobs, track_ended
 from raft.state import ClusterState
 from raft.node import RaftUnavailable
 from jm.policy.placement import PeerLoad, Waiting, place
@@ -135,6 +135,7 @@ class ResourceManager:
         self.raft = raft
         self.membership = membership  # jm.cluster.membership.Membership (None in unit tests)
         self._drain_seen: dict[str, float] = {}  # draining peer -> when this leader saw it
+        self._ended_seen: dict[str, float] = {}  # ended job -> when this peer saw it ended
         self.timeout = heartbeat_timeout
         self.grace = heartbeat_timeout if takeover_grace is None else takeover_grace
         self.write_timeout = write_timeout
@@ -325,12 +326,18 @@ class ResourceManager:
                                    self.write_timeout)
 
     async def _purge(self) -> None:
-        """Forget ended jobs past jobstore.expiration-time or jobstore.max-capacity."""
+        """Forget ended jobs past jobstore.expiration-time or jobstore.max-capacity.
+
+        An ended job's age counts from when this peer first saw it ended, on this peer's
+        monotonic clock (jm.policy.retention), never from its `end_time`: that one is
+        stamped by the wall clock of the job's owner, another host. A new leader counts
+        from its own first look (a job may be kept longer, never forgotten early)."""
         if self.mono() - self._last_purge < self.purge_every:
             return
-        self._last_purge = self.mono()
+        now = self._last_purge = self.mono()
         with self.raft.read() as st:
-            ids = expired_jobs(st, self.wall(), self.expiration, self.capacity)
+            self._ended_seen = track_ended(st, self._ended_seen, now)
+            ids = expired_jobs(self._ended_seen, now, self.expiration, self.capacity)
         if ids:
             res = await self.raft.submit(PurgeJobs(tuple(ids), self.wall()), self.write_timeout)
             log.info("forgot %d ended jobs (job store expiration/capacity)", len(res.value or []))

@@ -78,6 +78,9 @@ class SqlGateway:
         self._task: Optional[asyncio.Task] = None
         self._wake: Optional[asyncio.Event] = None
         self.ops_log: Optional[Batcher] = None  # operations, for the session's next holder
+        # idle expiry counts on this host's monotonic clock, from the last request this
+        # peer served (never from a time another peer stamped), so a wall clock step does
+        # not close sessions early or keep them late; time.time() only stamps commands
         self.clock = time.monotonic
 
     # ---- lifecycle --------------------------------------------------------------------

@@ -1,6 +1,11 @@
 """Flink's restart strategies as a pure decision: given the failure history and
 the time (passed in, never read), restart after a delay or fail the job.
 
+The time must come from one monotonic clock of one host (the JobMaster passes its peer's
+`time.monotonic()`): failure-rate windows and the exponential backoff's reset threshold
+are differences of these times, and a wall clock step of ±30 s would otherwise widen or
+narrow them. The history lives in one JobMaster, so no other host's time ever enters it.
+
 Option names follow Flink: `restart-strategy.type` and
 `restart-strategy.<type>.<option>` in the config; a job spec may override with
 {"type": ..., "<option>": ...} using the same option names.
@@ -82,7 +87,7 @@ def validate_override(spec: Any) -> dict:
 @dataclass(frozen=True)
 class RestartTracker:
     """What a strategy remembers between failures of one job attempt."""
-    failures: tuple = ()              # failure times (all, for failure-rate)
+    failures: tuple = ()              # failure times (monotonic; all, for failure-rate)
     attempts_since_reset: int = 0
     backoff: float = 0.0
     last_failure: Optional[float] = None
@@ -97,7 +102,8 @@ class Decision:
 
 def on_failure(strategy: RestartStrategy, tracker: RestartTracker, now: float,
                rand: float = 0.5) -> tuple[RestartTracker, Decision]:
-    """Record a failure at `now` and decide. `rand` in [0, 1) drives the jitter."""
+    """Record a failure at `now` (monotonic seconds, the clock of every earlier `now` in
+    `tracker`) and decide. `rand` in [0, 1) drives the jitter."""
     o = strategy.options
     kind = strategy.type
     if kind == "none":

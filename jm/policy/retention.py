@@ -1,5 +1,15 @@
 """The job store's retention (Flink's jobstore.expiration-time and jobstore.max-capacity):
-which ended jobs the ResourceManager asks the cluster to forget. Pure: no I/O, no clock."""
+which ended jobs the ResourceManager asks the cluster to forget. Pure: no I/O, no clock.
+
+Clocks: a job's `end_time` is stamped with the wall clock of the peer that reported the
+end (its owner), so comparing it with the deciding leader's clock would compare two hosts'
+clocks: an owner whose clock runs 30 s ahead would have its jobs kept 30 s longer, one a
+day behind would have them forgotten at once. Retention therefore never reads `end_time`.
+The deciding peer counts each ended job's age from when *it* first saw the job ended, on
+its own monotonic clock (as liveness counts from its own apply time): `track_ended` keeps
+that record, `expired_jobs` decides from it. A new leader starts counting from its own
+first look, so a job may be kept up to one expiration longer after a leader change, never
+forgotten early."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,14 +17,27 @@ from typing import Any
 from raft.records import TERMINAL
 
 
-def expired_jobs(state: Any, now: float, expiration: float, capacity: int,
+def track_ended(state: Any, seen: dict[str, float], now: float) -> dict[str, float]:
+    """Pure: `seen` (job id -> this peer's monotonic time when it first saw the job ended)
+    brought up to date with `state` at `now`: newly ended jobs are added at `now` (in the
+    state's job order), jobs no longer ended or no longer there are dropped. The result's
+    order is the order in which the jobs were first seen ended."""
+    out = {jid: t for jid, t in seen.items()
+           if (j := state.jobs.get(jid)) is not None and j.status in TERMINAL}
+    for job in state.jobs.values():
+        if job.status in TERMINAL and job.id not in out:
+            out[job.id] = now
+    return out
+
+
+def expired_jobs(seen: dict[str, float], now: float, expiration: float, capacity: int,
                  limit: int = 5000) -> list[str]:
-    """Pure: ended jobs older than `expiration`, plus the oldest ended jobs beyond
-    `capacity` ended jobs kept."""
-    ended = [(j.end_time or 0.0, j.id) for j in state.jobs.values() if j.status in TERMINAL]
-    ended.sort()
-    out = [jid for t, jid in ended if now - t > expiration]
+    """Pure: the ended jobs seen ended more than `expiration` ago, plus the earliest seen
+    beyond `capacity` ended jobs kept. `seen` and `now` come from one monotonic clock
+    (track_ended); ties keep `seen`'s order, so nothing compares times of two hosts."""
+    ended = sorted(seen.items(), key=lambda kv: kv[1])  # stable: ties keep first-seen order
+    out = [jid for jid, t in ended if now - t > expiration]
     keep = ended[len(out):]
     if len(keep) > capacity:
-        out += [jid for _, jid in keep[:len(keep) - capacity]]
+        out += [jid for jid, _ in keep[:len(keep) - capacity]]
     return out[:limit]

@@ -664,16 +664,18 @@ def test_submit_jobs_group_commit_gives_one_result_each():
 
 
 def test_purge_forgets_only_ended_jobs_and_expiry_is_pure():
-    from jm.policy.retention import expired_jobs
+    from jm.policy.retention import expired_jobs, track_ended
     st = ClusterState()
     reg(st, "n1")
+    seen: dict = {}
     for i, t in enumerate((10.0, 20.0, 30.0)):
         st.apply(c.SubmitJob(f"e{i}", {}, t, f"r{i}"))
-        st.apply(c.CancelJob(f"e{i}", t))  # unassigned: CANCELED at once, end_time = t
+        st.apply(c.CancelJob(f"e{i}", t))  # unassigned: CANCELED at once
+        seen = track_ended(st, seen, now=t)  # the deciding peer sees it ended at t
     st.apply(c.SubmitJob("live", {}, 1.0))
-    assert expired_jobs(st, now=100.0, expiration=75.0, capacity=10) == ["e0", "e1"]
-    assert expired_jobs(st, now=100.0, expiration=1000.0, capacity=1) == ["e0", "e1"]
-    assert expired_jobs(st, now=100.0, expiration=1000.0, capacity=5) == []
+    assert expired_jobs(seen, now=100.0, expiration=75.0, capacity=10) == ["e0", "e1"]
+    assert expired_jobs(seen, now=100.0, expiration=1000.0, capacity=1) == ["e0", "e1"]
+    assert expired_jobs(seen, now=100.0, expiration=1000.0, capacity=5) == []
     res = st.apply(c.PurgeJobs(("e0", "live", "nope"), 101.0))
     assert res.value == ["e0"]
     assert "e0" not in st.jobs and "live" in st.jobs and "r0" not in st.request_ids
