@@ -27,7 +27,7 @@ from chaos.netns import available
 from chaos.streaming import EventFeed, wait_sink
 
 FAULTS = ("kill", "kill-leader", "kill-owner", "pause", "partition")
-HOST_FAULTS = ("membership", "disk-full", "power-loss")  # --hosts only
+HOST_FAULTS = ("membership", "disk-full", "power-loss", "clock")  # --hosts only
 
 
 def read_probes(directory: str) -> dict:
@@ -57,6 +57,13 @@ def inject(c: ChaosCluster, kind: str, rnd: random.Random, hold: float, log,
         start, end = hostfaults.power_loss(c, log)
         return [{"kind": kind, "node": c.nodes[i], "start": start, "end": end, "jobs": j}
                 for i, j in jobs.items()]
+    if kind == "clock":
+        # not a failure: nothing may move, so the record explains no change of attempt
+        # on that peer (node "clock <id>") and asks no job to run elsewhere (no jobs)
+        i = rnd.choice(sorted(c.pids))
+        start, end, what = hostfaults.clock(c, i, rnd, hold, log)
+        return [{"kind": f"clock {what}", "node": f"clock {c.nodes[i]}", "start": start,
+                 "end": end, "jobs": []}]
     i = None
     if kind in HOST_FAULTS:  # a follower: the leader's own cases are in the e2e tests
         leader = c.leader_index()

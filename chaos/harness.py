@@ -64,9 +64,18 @@ class ChaosCluster:
         self.base = base or tempfile.mkdtemp(prefix="jm-chaos-")
         self.hostbed = None  # chaos.hosts.Hosts: namespaces with sshd, peers over ssh
         extra: dict = {}
+        self.clocks: list = []  # chaos.clock.ClockFault per host (the clock fault)
         if sc.hosts:
             from chaos.hosts import Hosts
-            self.hostbed = Hosts(sc.peers, base=os.path.join(self.base, "ssh"))
+            host_env = None
+            if "clock" in sc.faults:  # every host's processes follow their own clock files
+                from chaos.clock import ClockFault
+                self.clocks = [ClockFault(os.path.join(self.base, "clock", str(i)))
+                               for i in range(sc.peers)]
+                host_env = [{"JM_CLOCK_DIR": f.directory, "PYTHONPATH": f.directory}
+                            for f in self.clocks]
+            self.hostbed = Hosts(sc.peers, base=os.path.join(self.base, "ssh"),
+                                 host_env=host_env)
             self.net: Optional[TestNet] = self.hostbed.net
             extra["env.ssh.opts"] = self.hostbed.ssh_opts
         else:

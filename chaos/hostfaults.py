@@ -1,8 +1,8 @@
 """Faults of `python -m chaos run --hosts` beyond kill, pause and partition: a membership
 change (a live peer removed and a fresh one added back at its address), a full disk (the
 peer's data dir is a small tmpfs; it is filled, and Raft entries are pushed until its
-journal needs the room), and a power cut of every host (the data dirs are lazyfs mounts
-that drop what was not fsynced)."""
+journal needs the room), a power cut of every host (the data dirs are lazyfs mounts
+that drop what was not fsynced), and a clock fault of one host (chaos/clock.py)."""
 from __future__ import annotations
 
 import os
@@ -69,6 +69,45 @@ def power_loss(c: ChaosCluster, log: Callable[[str], None]) -> tuple[float, floa
         _wait(lambda u=url: call("GET", u + "/healthz")[1].get("ok"), 90, f"{url} after power")
     log("power back: every peer up again")
     return start, end
+
+
+def clock(c: ChaosCluster, i: int, rnd, hold: float, log: Callable[[str], None]
+          ) -> tuple[float, float, str]:
+    """Peer i's clock stepped by +-30 s (wall clock only, as NTP does) or running fast or
+    slow (both clocks, as a bad oscillator; within the rates at which leases stay safe,
+    chaos.clock.safe_rate_range) for `hold` seconds, then right again."""
+    from chaos.clock import safe_rate_range
+    fault = c.clocks[i]
+    lease = float(c.settings_value("jobmanager.lease-timeout"))
+    timeout = float(c.settings_value("heartbeat.timeout"))
+    low, high = safe_rate_range(lease, timeout)
+    what = rnd.choice(["+30 s", "-30 s", "slow", "fast"])
+    start = time.time()
+    if what.endswith(" s"):
+        step = float(what.split()[0])
+        fault.jump(step)
+        # the peer's own wall clock (its HTTP Date header) shows the step: the fault
+        # reached the processes on that host (through ssh's SetEnv), it is no no-op
+        _wait(lambda: abs(_peer_clock(c.urls[i]) - time.time() - step) < 3, 15,
+              f"the clock step on {c.nodes[i]}")
+    else:  # well inside the safe range: x0.8 / x1.25 with the defaults
+        rate = max(0.8, low + 0.05) if what == "slow" else min(1.25, high - 0.05)
+        fault.set_rate(rate, lease, timeout)
+        what = f"x{rate:g}"
+    log(f"clock of {c.nodes[i]}: {what}")
+    time.sleep(hold)  # fault schedule
+    fault.jump(0.0)
+    fault.set_rate(1.0, lease, timeout)
+    end = time.time()
+    log(f"clock of {c.nodes[i]} right again")
+    return start, end, what
+
+
+def _peer_clock(url: str) -> float:
+    import email.utils
+    import urllib.request
+    with urllib.request.urlopen(url + "/healthz", timeout=3) as resp:
+        return email.utils.parsedate_to_datetime(resp.headers["Date"]).timestamp()
 
 
 def _alive(pid: int) -> bool:

@@ -71,7 +71,8 @@ class Hosts:
     reaches them through the bridge address 10.<subnet>.0.1."""
 
     def __init__(self, n: int, prefix: str = "jmh", subnet: int = 214,
-                 base: Optional[str] = None, startup_timeout: float = 30.0) -> None:
+                 base: Optional[str] = None, startup_timeout: float = 30.0,
+                 host_env: Optional[list[dict]] = None) -> None:
         self.net = TestNet(n, prefix=prefix, subnet=subnet)
         self.addresses = self.net.hosts
         self._own_dir = base is None
@@ -80,6 +81,9 @@ class Hosts:
         self.key = os.path.join(self.dir, "id_ed25519")
         self.ssh_config = os.path.join(self.dir, "ssh_config")
         self.sshd: list[subprocess.Popen] = []
+        # environment of every ssh session on host i (SetEnv / AcceptEnv), e.g. the
+        # directory of a clock fault (chaos/clock.py): what runs there inherits it
+        self.host_env = host_env or [{} for _ in self.addresses]
 
     @property
     def ssh_opts(self) -> str:
@@ -130,6 +134,10 @@ class Hosts:
                     "  ConnectTimeout 10\n"
                     "  ServerAliveInterval 5\n"
                     "  LogLevel ERROR\n")
+            for address, env in zip(self.addresses, self.host_env):
+                if env:
+                    pairs = " ".join(f'{k}="{v}"' for k, v in env.items())
+                    f.write(f"Match host {address}\n  SetEnv {pairs}\n")
 
     def _start_sshd(self, i: int) -> subprocess.Popen:
         d = os.path.join(self.dir, f"sshd{i}")
@@ -152,7 +160,9 @@ class Hosts:
                     "PrintLastLog no\n"
                     "X11Forwarding no\n"
                     "MaxStartups 100\n"
-                    "LogLevel INFO\n")
+                    "LogLevel INFO\n"
+                    + (f"AcceptEnv {' '.join(self.host_env[i])}\n" if self.host_env[i]
+                       else ""))
         log = open(os.path.join(d, "sshd.log"), "ab")
         try:
             # ip netns exec execs sshd in place: the Popen pid is sshd's own

@@ -58,7 +58,8 @@ def test_streaming_job_survives_chaos_exactly_once(tmp_path):
 def test_chaos_on_hosts_keeps_every_invariant(tmp_path):
     """The same invariants with the peers on namespace hosts started over ssh, and the
     faults of hosts: a live member removed and added back, a full disk, a power cut of
-    every host (unsynced writes dropped), besides kills, pauses and partitions."""
+    every host (unsynced writes dropped), a clock stepped or running fast or slow (nothing
+    may move then), besides kills, pauses and partitions."""
     from chaos.hosts import available as hosts_available
     reason = hosts_available()
     if reason:
@@ -67,13 +68,14 @@ def test_chaos_on_hosts_keeps_every_invariant(tmp_path):
     r = subprocess.run([sys.executable, "-m", "chaos", "run", "--hosts", "--duration", "60",
                         "--jobs", "9", "--fault-every", "10", "--seed", "3",
                         "--faults", "kill,kill-leader,pause,partition,membership,disk-full,"
-                        "power-loss", "--min-faults", "7", "--out", str(out)],
+                        "power-loss,clock", "--min-faults", "8", "--out", str(out)],
                        cwd=ROOT, capture_output=True, text=True, timeout=900)
     report = json.loads((out / "report.json").read_text())
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert all(c["ok"] for c in report["checks"].values()), report["checks"]
     kinds = {f["kind"] for f in report["faults"]}
     assert {"membership", "disk-full", "power-loss"} <= kinds, kinds
+    assert any(k.startswith("clock") for k in kinds), kinds
     assert report["acknowledged"] > 50
     assert any("full (" in line for line in report["log"])
     assert any("unsynced bytes dropped" in line for line in report["log"])
