@@ -117,7 +117,9 @@ def start_streaming(c: ChaosCluster, sc: Scenario) -> tuple[list, list]:
             "name": f"streaming-{k}", "entry": "streaming_events:main", "pyfiles": [example],
             "job-type": "streaming",
             "args": {"input": feed.dir, "output": os.path.join(c.base, f"agg{k}"),
-                     "trigger": "500 milliseconds"}})
+                     # a moved job catches up with the files fed while it was down in a
+                     # few micro-batches, not one batch per 4 files
+                     "trigger": "500 milliseconds", "files-per-trigger": 32}})
         if status != 202:
             raise RuntimeError(f"streaming submission failed: {status} {body}")
         feed.start()
