@@ -112,14 +112,14 @@ def start_streaming(c: ChaosCluster, sc: Scenario) -> tuple[list, list]:
     example = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                            "examples", "streaming_events.py")
     for k in range(sc.streaming):
-        feed = EventFeed(os.path.join(c.base, f"events{k}"), seed=k)
+        # a file a second: a moved job has less to catch up with (its peer's Spark JVM
+        # may take a minute to restart on a busy machine) in micro-batches of 4 files
+        feed = EventFeed(os.path.join(c.base, f"events{k}"), period=1.0, seed=k)
         status, body = call("POST", c.urls[k % sc.peers] + "/jobs", {
             "name": f"streaming-{k}", "entry": "streaming_events:main", "pyfiles": [example],
             "job-type": "streaming",
             "args": {"input": feed.dir, "output": os.path.join(c.base, f"agg{k}"),
-                     # a moved job catches up with the files fed while it was down in a
-                     # few micro-batches, not one batch per 4 files
-                     "trigger": "500 milliseconds", "files-per-trigger": 32}})
+                     "trigger": "500 milliseconds"}})
         if status != 202:
             raise RuntimeError(f"streaming submission failed: {status} {body}")
         feed.start()
