@@ -130,18 +130,22 @@ class ChaosCluster:
         self.pids[i] = pid
         self.all_pids.add(pid)
 
+    def start_cluster(self) -> None:
+        """Every peer on its host over ssh with bin/start-cluster.sh (hosts mode)."""
+        r = subprocess.run([os.path.join(ROOT, "bin", "start-cluster.sh")], env=self.env,
+                           capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            raise RuntimeError(f"start-cluster.sh failed: {r.stderr.strip()}")
+        for i in range(self.sc.peers):
+            self.pids[i] = int(open(self._pid_file(i)).read())
+            self.all_pids.add(self.pids[i])
+
     def start(self) -> None:
         if self.hostbed is not None:
             for hook in self.before_start:  # mounts first: each sshd (and so every peer
                 hook()                      # of its host) has a copy of the mount table
             self.hostbed.start()
-            r = subprocess.run([os.path.join(ROOT, "bin", "start-cluster.sh")], env=self.env,
-                               capture_output=True, text=True, timeout=120)
-            if r.returncode != 0:
-                raise RuntimeError(f"start-cluster.sh failed: {r.stderr.strip()}")
-            for i in range(self.sc.peers):
-                self.pids[i] = int(open(self._pid_file(i)).read())
-                self.all_pids.add(self.pids[i])
+            self.start_cluster()
         else:
             if self.net:
                 self.net.create()

@@ -12,6 +12,7 @@ import time
 from typing import Callable
 
 from chaos.harness import ROOT, ChaosCluster, _wait, call
+from chaos.hosts import _running
 
 TMPFS_SIZE = "64m"
 PAD = "x" * 200_000  # one job spec of ~200 kB: 25 of them outgrow the journal's 4 MB ahead
@@ -51,20 +52,14 @@ def power_loss(c: ChaosCluster, log: Callable[[str], None]) -> tuple[float, floa
         except ProcessLookupError:
             pass
     dropped = sum(fs.cut()["dropped-bytes"] for fs in c.lazy)
-    _wait(lambda: not [p for p in victims if _alive(p)], 30, "every process on the hosts gone")
+    _wait(lambda: not [p for p in victims if _running(p)], 30, "every process on the hosts gone")
     c.pids.clear()
     for fs in c.lazy:
         fs.power_on()
     log(f"power cut: {len(victims)} processes killed, {dropped} unsynced bytes dropped")
     time.sleep(1.5)  # fault schedule: the reboot (FUSE's attribute caches expire meanwhile)
     end = time.time()
-    r = subprocess.run([os.path.join(ROOT, "bin", "start-cluster.sh")], env=c.env,
-                       capture_output=True, text=True, timeout=120)
-    if r.returncode != 0:
-        raise RuntimeError(f"start-cluster.sh after the power cut failed: {r.stderr.strip()}")
-    for i in range(c.sc.peers):
-        c.pids[i] = int(open(c._pid_file(i)).read())
-        c.all_pids.add(c.pids[i])
+    c.start_cluster()
     for url in c.urls:
         _wait(lambda u=url: call("GET", u + "/healthz")[1].get("ok"), 90, f"{url} after power")
     log("power back: every peer up again")
@@ -110,14 +105,6 @@ def _peer_clock(url: str) -> float:
         return email.utils.parsedate_to_datetime(resp.headers["Date"]).timestamp()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(") ", 1)[-1][:1] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def membership(c: ChaosCluster, i: int, log: Callable[[str], None]) -> tuple[float, float]:
     """Remove live peer i (drained, its jobs restart elsewhere after a 2 s deadline; it
     stops by itself), then add it back and start it: it joins with no Raft data."""
@@ -127,9 +114,7 @@ def membership(c: ChaosCluster, i: int, log: Callable[[str], None]) -> tuple[flo
     status, body = call("DELETE", c.alive_url(exclude=i) + f"/cluster/peers/{node}?deadline=2")
     if status != 202:
         raise RuntimeError(f"remove {node}: {status} {body}")
-    _wait(lambda: not os.path.exists(f"/proc/{pid}") or
-          open(f"/proc/{pid}/stat").read().rsplit(") ", 1)[-1][:1] == "Z", 90,
-          f"removed {node} to stop")
+    _wait(lambda: not _running(pid), 90, f"removed {node} to stop")
     del c.pids[i]
     _wait(lambda: node not in [m["id"] for m in call(
         "GET", c.alive_url() + "/cluster/peers")[1]["members"]], 60, f"{node} out of Raft")
