@@ -3,7 +3,7 @@ import os
 import signal
 import subprocess
 
-from tests.helpers import ROOT, consistent_session, http, make_conf, poll
+from tests.helpers import ROOT, consistent_session, end_session, http, make_conf, poll
 
 
 class ProcessCluster:
@@ -62,6 +62,7 @@ class ProcessCluster:
         try:
             self.run("stop-cluster.sh")
         finally:
+            end_session(self.urls)
             for pid in pids:  # never leave a peer behind, also when stop failed or hung
                 try:
                     os.kill(pid, signal.SIGKILL)
