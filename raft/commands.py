@@ -42,6 +42,10 @@ class DeclarePeerDead:
     # decision (e.g. a healed partition) makes the declaration stale
     seen_heartbeat: float = -1.0
     seen_registered: float = -1.0
+    # PeerRecord.beats when the leader decided (-1: an entry of an older version, which
+    # compares the time stamps above): any heartbeat or registration applied since, however
+    # its sender's clock stamped it, makes the declaration stale
+    seen_beats: int = -1
 
 
 @dataclass(frozen=True)

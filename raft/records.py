@@ -62,6 +62,9 @@ class PeerRecord:
     draining: bool = False  # gets no new work; its jobs move away
     drain_deadline: Optional[float] = None  # s: then its batch jobs restart elsewhere
     leaving: bool = False   # removed from the cluster once it holds no job
+    # heartbeats and registrations applied so far: what a dead-declaration compares (a
+    # count kept by the log itself; the senders' time stamps come from their own clocks)
+    beats: int = 0
 
     @property
     def share_weight(self) -> float:

@@ -139,6 +139,7 @@ def _register_peer(state: ClusterState, cmd: c.RegisterPeer) -> Result:
         peer.pid, peer.slots, peer.state = cmd.pid, cmd.slots, ALIVE
         peer.weight, peer.ready = float(cmd.weight), bool(cmd.ready)
         peer.registered_at = peer.last_heartbeat = cmd.time
+    peer.beats += 1
     state.assigned.setdefault(cmd.node, {})
     sql.place_orphans(state)
     return Result(True, cmd.node)
@@ -151,6 +152,7 @@ def _heartbeat(state: ClusterState, cmd: c.Heartbeat) -> Result:
     if peer.state == DEAD:
         return Result.fail("stale", f"peer {cmd.node} was declared dead; it must register again")
     peer.last_heartbeat = max(peer.last_heartbeat, cmd.time)
+    peer.beats += 1
     peer.ready = bool(cmd.ready)
     return Result(True)
 
@@ -179,8 +181,11 @@ def _declare_dead(state: ClusterState, cmd: c.DeclarePeerDead) -> Result:
         return Result.fail("not-found", f"unknown peer {cmd.node}")
     if peer.state == DEAD:
         return Result(True, [])
-    if cmd.seen_heartbeat >= 0 and (peer.last_heartbeat != cmd.seen_heartbeat
-                                    or peer.registered_at != cmd.seen_registered):
+    if cmd.seen_beats >= 0:
+        if peer.beats != cmd.seen_beats:
+            return Result.fail("stale", f"peer {cmd.node} was heard from after the decision")
+    elif cmd.seen_heartbeat >= 0 and (peer.last_heartbeat != cmd.seen_heartbeat
+                                      or peer.registered_at != cmd.seen_registered):
         return Result.fail("stale", f"peer {cmd.node} was heard from after the decision")
     peer.state = DEAD
     peer.declared_dead_at = cmd.time

@@ -216,14 +216,15 @@ class ResourceManager:
     async def _check_liveness(self) -> None:
         with self.raft.read() as st:
             alive = [p.id for p in st.alive_peers()]
-            seen = {p.id: (p.last_heartbeat, p.registered_at) for p in st.alive_peers()}
+            seen = {p.id: (p.last_heartbeat, p.registered_at, p.beats)
+                    for p in st.alive_peers()}
         clocks = [self.last_seen[n] for n in alive if n in self.last_seen]
         self._next_death = min(clocks) + self.timeout + 0.001 if clocks else None
         for node in dead_peers(self.last_seen, alive, self.mono(), self.timeout):
             log.warning("peer %s missed heartbeats for %.1f s: declaring it dead", node,
                         self.timeout)
-            hb, reg = seen[node]
-            res = await self.raft.submit(DeclarePeerDead(node, self.wall(), hb, reg),
+            hb, reg, beats = seen[node]
+            res = await self.raft.submit(DeclarePeerDead(node, self.wall(), hb, reg, beats),
                                          self.write_timeout)
             if res.ok and self.metrics is not None:
                 self.metrics.failovers.inc()

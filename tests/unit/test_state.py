@@ -745,3 +745,30 @@ def test_barrier_changes_nothing_but_the_applied_count():
     after = dict(st.__dict__)
     assert after.pop("applied") == before.pop("applied") + 1
     assert after == before
+
+
+def test_declare_dead_is_stale_after_a_heartbeat_stamped_in_the_past(st):
+    """The leader decided from what it saw (beats); the peer then heartbeats with a clock
+    stepped back (its stamp is older than the last one): it was heard from, so the
+    declaration must not pass (a compare on the senders' stamps let it through)."""
+    st.apply(c.Heartbeat("n1", 100.0))
+    p = st.peers["n1"]
+    seen = (p.last_heartbeat, p.registered_at, p.beats)
+    assert st.apply(c.Heartbeat("n1", 70.0)).ok  # the clock stepped back 30 s
+    r = st.apply(c.DeclarePeerDead("n1", 101.0, *seen))
+    assert (r.ok, r.code) == (False, "stale")
+    assert st.peers["n1"].state == S.ALIVE
+    # with nothing heard since the decision, it passes
+    p = st.peers["n1"]
+    r = st.apply(c.DeclarePeerDead("n1", 102.0, p.last_heartbeat, p.registered_at, p.beats))
+    assert r.ok and st.peers["n1"].state == S.DEAD
+
+
+def test_declare_dead_of_an_older_version_still_compares_stamps(st):
+    """An entry written before `seen_beats` existed (replayed from an old journal)."""
+    st.apply(c.Heartbeat("n1", 100.0))
+    p = st.peers["n1"]
+    r = st.apply(c.DeclarePeerDead("n1", 101.0, 99.0, p.registered_at))
+    assert (r.ok, r.code) == (False, "stale")
+    r = st.apply(c.DeclarePeerDead("n1", 101.0, 100.0, p.registered_at))
+    assert r.ok
