@@ -67,6 +67,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench import flinkdist  # noqa: E402
 from bench.common import ROOT, _interrupt  # noqa: E402
 from bench.vsflink.flink import flink_failover, flink_submission  # noqa: E402
 from bench.vsflink.ours import ours_failover, ours_submission  # noqa: E402
@@ -113,6 +114,7 @@ def main() -> int:
     if args.skip_setup:
         check_setup()
     else:
+        flinkdist.ensure_home(FLINK_VERSION, log=log)  # the download shared with the tests
         setup()
     run_dir = os.path.join(FLINK_DIR, "run", time.strftime("%Y%m%d-%H%M%S"))
     for old in os.listdir(os.path.join(FLINK_DIR, "run")) if os.path.isdir(

@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # Start or stop one JobManager peer (Flink style).
-#   bin/jobmanager.sh start|start-foreground|stop [HOST:REST-PORT:RAFT-PORT] [-D key=value ...]
+#   bin/jobmanager.sh start|start-foreground|stop [HOST:REST-PORT:RAFT-PORT] [-D key=value ...] [--rejoin]
 # The peer is a line of $JM_CONF_DIR/masters (default: the first local line).
 set -uo pipefail
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/config.sh"
 
-usage() { echo "usage: jobmanager.sh start|start-foreground|stop [HOST:REST-PORT:RAFT-PORT] [-D key=value ...]" >&2; exit 2; }
+usage() { echo "usage: jobmanager.sh start|start-foreground|stop [HOST:REST-PORT:RAFT-PORT] [-D key=value ...] [--rejoin]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 ACTION="$1"; shift
 PEER=""
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then PEER="$1"; shift; fi
 ARGS=()
+EXTRA=()  # for the peer only (not for resolving its files)
 while [ $# -gt 0 ]; do
     case "$1" in
         -D) [ $# -ge 2 ] || usage; ARGS+=(-D "$2"); shift 2 ;;
         -D*) ARGS+=(-D "${1#-D}"); shift ;;
+        --rejoin) EXTRA+=(--rejoin); shift ;;  # its Raft data was lost: no vote until caught up
         *) echo "jobmanager.sh: unexpected argument '$1'" >&2; usage ;;
     esac
 done
@@ -43,13 +45,13 @@ case "$ACTION" in
         if pid="$(running_pid)"; then
             echo "jobmanager $PEER is already running (pid $pid)." >&2; exit 1
         fi
-        nohup "$JM_PYTHON" -m jm.cluster.peer --conf-dir "$JM_CONF_DIR" --peer "$PEER" "${ARGS[@]}" \
+        nohup "$JM_PYTHON" -m jm.cluster.peer --conf-dir "$JM_CONF_DIR" --peer "$PEER" "${ARGS[@]}" "${EXTRA[@]}" \
             >> "$LOG_FILE" 2>&1 < /dev/null &
         echo $! > "$PID_FILE"
         echo "Starting jobmanager $PEER (pid $!, log $LOG_FILE)."
         ;;
     start-foreground)
-        exec "$JM_PYTHON" -m jm.cluster.peer --conf-dir "$JM_CONF_DIR" --peer "$PEER" "${ARGS[@]}"
+        exec "$JM_PYTHON" -m jm.cluster.peer --conf-dir "$JM_CONF_DIR" --peer "$PEER" "${ARGS[@]}" "${EXTRA[@]}"
         ;;
     stop)
         if ! pid="$(running_pid)"; then

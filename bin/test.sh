@@ -9,6 +9,12 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e ".[test]" >/dev/null
+# Apache Flink's distribution from PyPI (its `flink` CLI drives a cluster in
+# tests/e2e/test_flink_cli.py), cached in bench/.flink (git-ignored); that test skips, saying
+# why, when the download fails
+.venv/bin/python bench/flinkdist.py >/dev/null || \
+    echo "warning: could not download Apache Flink from PyPI; tests/e2e/test_flink_cli.py" \
+         "will be skipped" >&2
 # Debian packages the real-part tests use: headless Chromium and its driver (the web UI),
 # openssh-server (peers started over ssh on namespace hosts), fuse3 (the power-loss
 # filesystem under the peers' data dirs), faketime (clock faults)

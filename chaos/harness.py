@@ -26,9 +26,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TERMINAL = {"FINISHED", "FAILED", "CANCELED"}
 
 
+_TOKENS: dict = {}  # "host:port" -> the rest.auth.token of the cluster there
+
+
+def auth_headers(url: str) -> dict:
+    """The bearer credential the peer at `url` wants (clusters on test hosts have one)."""
+    from urllib.parse import urlsplit
+    token = _TOKENS.get(urlsplit(url).netloc)
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
 def call(method: str, url: str, body=None, headers=None, timeout: float = 3.0):
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers=headers or {})
+    headers = {**auth_headers(url), **(headers or {})}
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
     if data is not None:
         req.add_header("Content-Type", "application/json")
     try:
@@ -85,6 +96,14 @@ class ChaosCluster:
                       else local_lines(sc.peers))
         self.urls = [f"http://{ln.rsplit(':', 2)[0]}:{ln.split(':')[1]}" for ln in self.lines]
         self.nodes = [f"{ln.rsplit(':', 2)[0]}:{ln.rsplit(':', 1)[1]}" for ln in self.lines]
+        if self.net:  # peers on shared addresses: safe by default wants both (README: Security)
+            import secrets
+            from urllib.parse import urlsplit
+            self.token = secrets.token_hex(16)
+            extra["rest.auth.token"] = self.token
+            extra["cluster.secret"] = secrets.token_hex(16)
+            for u in self.urls:
+                _TOKENS[urlsplit(u).netloc] = self.token
         self.probe_dir = os.path.join(self.base, "probes")
         spark = {"spark.connect.embedded": True, "spark.master": "local[1]",
                  "spark.driver.memory": "512m", "spark.conf.spark.sql.shuffle.partitions": 2,
@@ -178,6 +197,9 @@ class ChaosCluster:
         return self.nodes.index(node) if node in self.nodes else None
 
     def stop(self) -> None:
+        from urllib.parse import urlsplit
+        for u in self.urls:
+            _TOKENS.pop(urlsplit(u).netloc, None)
         for pid in list(self.all_pids):
             for sig in (signal.SIGCONT, signal.SIGTERM):
                 try:

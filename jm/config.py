@@ -47,6 +47,8 @@ def parse_duration(value: Any) -> float:
     number, unit = float(m.group(1)), m.group(2).lower() or "ms"
     if unit not in _DURATION_UNITS:
         raise ValueError(f"unknown time unit {unit!r} in {value!r}")
+    if number * _DURATION_UNITS[unit] == float("inf"):
+        raise ValueError(f"{value!r} is not a finite duration")
     return number * _DURATION_UNITS[unit]
 
 
@@ -81,7 +83,7 @@ def _int(min_value: int) -> Callable[[Any], int]:
     return parse
 
 
-def _float(min_value: float) -> Callable[[Any], float]:
+def _float(min_value: float, max_value: float = float("inf")) -> Callable[[Any], float]:
     def parse(v: Any) -> float:
         if isinstance(v, bool):
             raise ValueError(f"expected a number, got {v!r}")
@@ -89,8 +91,12 @@ def _float(min_value: float) -> Callable[[Any], float]:
             x = float(v)
         except (TypeError, ValueError):
             raise ValueError(f"expected a number, got {v!r}")
+        if x != x or x in (float("inf"), float("-inf")):  # NaN, inf
+            raise ValueError(f"expected a finite number, got {v!r}")
         if x < min_value:
             raise ValueError(f"must be at least {min_value}, got {x}")
+        if x > max_value:
+            raise ValueError(f"must be at most {max_value}, got {x}")
         return x
     return parse
 
@@ -114,6 +120,20 @@ def _str(v: Any) -> str:
 
 def _opt_str(v: Any) -> Optional[str]:
     return None if v in (None, "") else _str(v)
+
+
+def _names(v: Any) -> tuple:
+    """A list of names: a YAML list, or one text with commas ("a, b")."""
+    if v in (None, ""):
+        return ()
+    items = v if isinstance(v, list) else str(v).split(",")
+    out = []
+    for item in items:
+        if isinstance(item, (dict, list)):
+            raise ValueError(f"expected names, got {item!r}")
+        if str(item).strip():
+            out.append(str(item).strip())
+    return tuple(out)
 
 
 RESTART_TYPES = {
@@ -148,21 +168,58 @@ def _log_level(v: Any) -> str:
     return s
 
 
+def _size_or_percent(v: Any) -> tuple:
+    """'1 gb' (a size) or '5%' (of the file system): (bytes, percent), one of them 0."""
+    text = str(v).strip()
+    if text.endswith("%"):
+        try:
+            pct = float(text[:-1])
+        except ValueError:
+            raise ValueError(f"{v!r} is not a percentage like '5%'")
+        if not 0 <= pct <= 100:
+            raise ValueError(f"{v!r} is not a percentage between 0% and 100%")
+        return (0, pct)
+    return (parse_memory(v), 0.0)
+
+
+def _log_cap(v: Any) -> int:
+    """A log size cap: 0 (none) or at least 16 kb (a cut keeps a quarter and a half)."""
+    n = parse_memory(v)
+    if 0 < n < 16 * 1024:
+        raise ValueError(f"{v!r} is too small: use 0 (no cap) or at least 16 kb")
+    return n
+
+
 # key -> (parser, default)
 KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "rest.bind-address": (_opt_str, None),  # default: the peer's host in conf/masters
     "rest.max-body-size": (parse_memory, "100 mb"),
     "rest.write-timeout": (parse_duration, "5 s"),
+    "rest.max-connections": (_int(0), 1000),  # open REST connections per peer; 0: no limit
     "jobmanager.slots": (_int(1), 8),
     "jobmanager.data-dir": (_str, "data"),
     "jobmanager.lease-timeout": (parse_duration, "2 s"),
     "jobmanager.cancel-timeout": (parse_duration, "3 s"),
     "jobmanager.result.max-size": (parse_memory, "256 kb"),
+    # bounds on what a job spec and a job's failure may put into the replicated state
+    "jobmanager.spec.max-size": (parse_memory, "1 mb"),        # a whole spec, as JSON
+    "jobmanager.spec.max-args-size": (parse_memory, "256 kb"),  # its args, as JSON
+    "jobmanager.spec.max-sql-size": (parse_memory, "256 kb"),   # its sql text
+    "jobmanager.failure.max-size": (parse_memory, "16 kb"),     # each failure text
     "jobmanager.log.level": (_log_level, "INFO"),
     "jobmanager.log.format": (_choice("text", "json"), "text"),
     "jobmanager.executor.preload": (_choice("pyspark", "none"), "pyspark"),
     "jobmanager.placement": (_choice("spread", "pack", "leader-only"), "spread"),
     "jobmanager.executor.nice": (_int(0), 10),
+    # job processes: the user they run as (None: the peer's), their limits (0: none)
+    "jobmanager.executor.user": (_opt_str, None),
+    "jobmanager.executor.limits.nproc": (_int(0), 4096),
+    "jobmanager.executor.limits.address-space": (parse_memory, 0),
+    "jobmanager.executor.limits.memory": (parse_memory, 0),
+    "jobmanager.executor.limits.open-files": (_int(0), 65536),
+    "jobmanager.executor.limits.file-size": (parse_memory, 0),
+    "jobmanager.executor.limits.oom-score-adj": (_int(-1000), 500),
+    "jobmanager.executor.cgroup": (_bool, True),  # a cgroup v2 per job where possible
     "jobmanager.weight": (_float(0.0), 0.0),  # 0: proportional to jobmanager.slots
     "high-availability.storageDir": (_str, "data/ha"),
     "state.savepoints.dir": (_opt_str, None),  # default: <high-availability.storageDir>/savepoints
@@ -172,6 +229,13 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "rebalance.threshold": (_float(0.0), 1.0),
     "jobstore.expiration-time": (parse_duration, "1 h"),
     "jobstore.max-capacity": (_int(0), 10000),
+    # retention of files (jm/cluster/janitor.py, jm/policy/cleanup.py)
+    "jobmanager.cleanup.interval": (parse_duration, "1 min"),  # 0: no cleanup
+    "jobmanager.blob.grace-period": (parse_duration, "1 h"),  # unreferenced blobs kept
+    "state.savepoints.num-retained": (_int(0), 10),  # per job in state.savepoints.dir; 0: all
+    "jobmanager.job-log.max-size": (_log_cap, "64 mb"),  # per run's log file; 0: no cap
+    "jobmanager.job-log.check-interval": (parse_duration, "5 s"),
+    "jobmanager.disk.min-free": (_size_or_percent, "1 gb"),  # else /healthz disk-low
     "heartbeat.interval": (parse_duration, "500 ms"),
     "heartbeat.timeout": (parse_duration, "3 s"),
     "restart-strategy.type": (_restart_type, "fixed-delay"),
@@ -179,15 +243,17 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "restart-strategy.fixed-delay.delay": (parse_duration, "1 s"),
     "restart-strategy.exponential-delay.initial-backoff": (parse_duration, "1 s"),
     "restart-strategy.exponential-delay.max-backoff": (parse_duration, "1 min"),
-    "restart-strategy.exponential-delay.backoff-multiplier": (_float(1.0), 1.5),
+    "restart-strategy.exponential-delay.backoff-multiplier": (_float(1.0, 100.0), 1.5),
     "restart-strategy.exponential-delay.reset-backoff-threshold": (parse_duration, "1 h"),
-    "restart-strategy.exponential-delay.jitter-factor": (_float(0.0), 0.1),
+    "restart-strategy.exponential-delay.jitter-factor": (_float(0.0, 1.0), 0.1),
     "restart-strategy.exponential-delay.attempts-before-reset-backoff": (_int(1), 2 ** 31 - 1),
     "restart-strategy.failure-rate.max-failures-per-interval": (_int(1), 1),
     "restart-strategy.failure-rate.failure-rate-interval": (parse_duration, "1 min"),
     "restart-strategy.failure-rate.delay": (parse_duration, "1 s"),
     "env.pid.dir": (_str, "/tmp"),
     "env.log.dir": (_str, "log"),
+    "env.log.max-size": (_log_cap, "100 mb"),  # the peer's own log rotates; 0: never
+    "env.log.max-files": (_int(1), 10),  # rotated peer log files kept
     "env.ssh.opts": (_str, ""),  # options bin/cluster.sh gives ssh for remote peers
     "spark.master": (_str, "local[*]"),
     "spark.remote": (_opt_str, None),
@@ -216,9 +282,20 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "raft.use-batch": (_bool, False),
     "raft.fsync": (_bool, True),  # an acknowledged write is on disk on a majority
     "raft.password": (_opt_str, None),  # default: cluster.secret
+    "raft.max-message-size": (parse_memory, "256 mb"),  # a Raft frame from another member
+    "raft.max-connections": (_int(0), 0),  # inbound Raft connections; 0: 4 per member, >= 16
     "rest.auth.token": (_opt_str, None),
     "rest.auth.token-file": (_opt_str, None),
     "cluster.secret": (_opt_str, None),
+    # security (README "Security"): a peer listening beyond loopback needs rest.auth.token
+    # and cluster.secret unless this says the network is private
+    "security.insecure": (_bool, False),
+    "rest.allowed-hosts": (_names, ()),    # Host names REST answers to besides its own
+    "rest.allowed-origins": (_names, ()),  # web origins whose pages may write
+    "rest.ssl.enabled": (_bool, False),     # HTTPS for REST and for peer-to-peer calls
+    "rest.ssl.certificate": (_opt_str, None),  # PEM certificate chain of this peer
+    "rest.ssl.key": (_opt_str, None),          # PEM private key of that certificate
+    "rest.ssl.ca": (_opt_str, None),           # PEM CA bundle peers verify each other with
 }
 PASS_THROUGH_PREFIXES = ("spark.conf.",)
 
@@ -240,6 +317,11 @@ class PeerAddress:
     @property
     def rest_url(self) -> str:
         return f"http://{self.host}:{self.rest_port}"
+
+    def url(self, scheme: str = "http") -> str:
+        """Its REST base URL (https with rest.ssl.enabled)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{scheme}://{host}:{self.rest_port}"
 
     def __str__(self) -> str:
         return f"{self.host}:{self.rest_port}:{self.raft_port}"
@@ -357,6 +439,8 @@ class Config:
                               f"heartbeat intervals ({2 * interval:g} s)")
         if self["raft.min-timeout"] >= self["raft.max-timeout"]:
             raise ConfigError("raft.min-timeout: must be below raft.max-timeout")
+        if self["raft.max-message-size"] < 1024 * 1024:  # pysyncobj sends up to 64 kb at once
+            raise ConfigError("raft.max-message-size: must be at least 1 mb")
         election = interval + self["raft.max-timeout"]
         if lease < election:
             raise ConfigError(
@@ -394,8 +478,51 @@ class Config:
         return os.path.join(self.path("high-availability.storageDir"), "savepoints")
 
 
+ENV_PREFIX = "JM_CONF_"          # JM_CONF_REST_AUTH_TOKEN=... sets rest.auth.token
+ENV_PROPERTIES = "JM_PROPERTIES"  # "key: value" lines, like Flink's FLINK_PROPERTIES
+ENV_RESERVED = ("JM_CONF_DIR",)   # the configuration directory itself, not a key
+
+
+def env_name(key: str) -> str:
+    """The environment variable of a key: JM_CONF_ + upper case, '.' and '-' as '_'."""
+    return ENV_PREFIX + key.upper().replace(".", "_").replace("-", "_")
+
+
+def from_environment(environ: Any) -> dict[str, Any]:
+    """Settings from the environment (containers): JM_PROPERTIES (YAML lines, any key,
+    spark.conf.* too), then JM_CONF_<KEY> variables (each value parsed as YAML, as -D
+    values are). An unknown JM_CONF_ variable or bad JM_PROPERTIES is a ConfigError."""
+    out: dict[str, Any] = {}
+    props = environ.get(ENV_PROPERTIES)
+    if props and props.strip():
+        try:
+            data = yaml.safe_load(props)
+        except yaml.YAMLError:
+            raise ConfigError(f"{ENV_PROPERTIES}: not valid YAML (expected key: value lines)")
+        if not isinstance(data, dict):
+            raise ConfigError(f"{ENV_PROPERTIES}: expected key: value lines")
+        _flatten("", data, out)
+    names = {env_name(k): k for k in KEYS}
+    for var in sorted(environ):
+        if not var.startswith(ENV_PREFIX) or var in ENV_RESERVED:
+            continue
+        key = names.get(var)
+        if key is None:
+            raise ConfigError(f"{var}: no configuration key is called that (JM_CONF_ + the "
+                              "key in upper case with '.' and '-' as '_'; use "
+                              f"{ENV_PROPERTIES} for spark.conf.* keys)")
+        raw = environ[var]
+        try:
+            out[key] = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            out[key] = raw
+    return out
+
+
 def load_config(conf_dir: str, overrides: Optional[dict[str, Any]] = None,
-                home: Optional[str] = None) -> Config:
+                home: Optional[str] = None, environ: Any = None) -> Config:
+    """config.yaml, then the environment (`environ`, default: os.environ; see
+    from_environment), then `overrides` (-D)."""
     path = os.path.join(conf_dir, "config.yaml")
     values: dict[str, Any] = {}
     if os.path.exists(path):
@@ -409,5 +536,6 @@ def load_config(conf_dir: str, overrides: Optional[dict[str, Any]] = None,
         if not isinstance(data, dict):
             raise ConfigError("config.yaml: expected key: value lines")
         _flatten("", data, values)
+    values.update(from_environment(os.environ if environ is None else environ))
     values.update(overrides or {})
     return Config(values, home or os.path.dirname(os.path.abspath(conf_dir)))

@@ -28,7 +28,9 @@ from typing import Any, Optional
 from pysyncobj import journal as pj
 from pysyncobj import serializer as pser
 from pysyncobj import syncobj as ps
-from pysyncobj.transport import TCPTransport
+
+from raft.amnesia import NoVoteUntilCaughtUp
+from raft.transport import WireTransport
 
 log = logging.getLogger("jm.raft")
 RESERVE_CHUNK = 4 * 1024 * 1024  # bytes of journal written ahead at a time
@@ -311,7 +313,7 @@ class DurableJournal(pj.FileJournal):
 _NO_WAIT = frozenset({"append_entries", "apply_command_response"})
 
 
-class SyncingTransport(TCPTransport):
+class SyncingTransport(WireTransport):
     """pysyncobj's TCP transport: a message that speaks for this member's log (an
     answer to append-entries, a vote) leaves only once the journal is on disk; a
     leader's append-entries start its sync and leave at once. During a tick of
@@ -351,7 +353,7 @@ class SyncingTransport(TCPTransport):
         return super().send(node, message)
 
 
-class DurableSyncObj(ps.SyncObj):
+class DurableSyncObj(NoVoteUntilCaughtUp, ps.SyncObj):
     """A tick's messages are held and sent after one sync. pysyncobj's tick ends waiting
     for socket events: here the tick runs without waiting, its messages go out, and then
     the wait (whose handlers' answers are held and sent after one sync in turn), so that
@@ -410,7 +412,7 @@ class DurableSyncObj(ps.SyncObj):
 
 
 def durable_syncobj(self_addr: str, other_addrs: list, conf: Any, consumers: list,
-                    dump_path: Optional[str]) -> Any:
+                    dump_path: Optional[str], no_vote: bool = False) -> Any:
     """A SyncObj whose journal is a DurableJournal and whose messages wait for it."""
     def create(path: Optional[str] = None) -> Any:
         if path is None:
@@ -423,6 +425,6 @@ def durable_syncobj(self_addr: str, other_addrs: list, conf: Any, consumers: lis
         ps.createJournal = create
         try:
             return DurableSyncObj(self_addr, other_addrs, conf=conf, consumers=consumers,
-                                  transportClass=SyncingTransport)
+                                  transportClass=SyncingTransport, no_vote=no_vote)
         finally:
             ps.createJournal = original

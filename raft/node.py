@@ -15,11 +15,13 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
+from pysyncobj import FAIL_REASON, SyncObjConf, SyncObjConsumer, replicated
 
+from raft.amnesia import GuardedSyncObj
 from raft.commands import Barrier, decode, encode
 from raft.journal import DurableJournal, durable_syncobj
 from raft.state import ClusterState, Result
+from raft.transport import WireTransport
 
 log = logging.getLogger("jm.raft")
 
@@ -42,6 +44,8 @@ class RaftSettings:
     log_compaction_min_entries: int = 20000
     log_compaction_min_time: float = 600.0
     fsync: bool = True  # raft/journal.py: acknowledged means on disk on a majority
+    max_message_size: int = 256 * 1024 * 1024  # raft/transport.py: a frame's cap
+    max_connections: int = 0  # inbound Raft connections; 0: 4 per member, at least 16
 
 
 class _StateConsumer(SyncObjConsumer):
@@ -84,7 +88,10 @@ class RaftHost:
 
     def __init__(self, self_addr: str, other_addrs: list[str], data_dir: str,
                  settings: RaftSettings, loop: asyncio.AbstractEventLoop,
-                 addr_to_node: dict[str, str]) -> None:
+                 addr_to_node: dict[str, str], no_vote: bool = False) -> None:
+        """`no_vote`: a member whose Raft data was lost (jm/policy/identity.py) does not
+        vote until it has caught up (raft/amnesia.py)."""
+        self.started_without_vote = no_vote
         self.loop = loop
         self.self_addr = self_addr
         self.addr_to_node = dict(addr_to_node)
@@ -118,11 +125,15 @@ class RaftHost:
             bindAddress=self_addr,
             dynamicMembershipChange=True,  # POST/DELETE /cluster/peers (one at a time)
         )
+        conf.maxMessageSize = settings.max_message_size  # read by WireTransport
+        conf.maxInboundConnections = settings.max_connections
         if settings.fsync:
             self.syncobj = durable_syncobj(self_addr, other_addrs, conf, [self.consumer],
-                                           conf.fullDumpFile)
+                                           conf.fullDumpFile, no_vote=no_vote)
         else:
-            self.syncobj = SyncObj(self_addr, other_addrs, conf=conf, consumers=[self.consumer])
+            self.syncobj = GuardedSyncObj(self_addr, other_addrs, conf=conf,
+                                          consumers=[self.consumer],
+                                          transportClass=WireTransport, no_vote=no_vote)
 
     # ---- membership (pysyncobj's dynamic membership; the leader makes the changes) -----
     def members(self) -> list[str]:
@@ -192,6 +203,10 @@ class RaftHost:
             log.info("leadership transfer not started: %s", exc)
             return False
         return error == FAIL_REASON.SUCCESS
+
+    def voting(self) -> bool:
+        """False while a member whose data was lost catches up (raft/amnesia.py)."""
+        return bool(getattr(self.syncobj, "voting", True))
 
     def disk_trouble(self) -> Optional[str]:
         """What this member's disk refuses now (a full disk holds its Raft), or None."""

@@ -23,7 +23,10 @@ ALIVE = "ALIVE"
 DEAD = "DEAD"
 
 MAX_FAILURES_KEPT = 20
-MAX_SAVEPOINTS_KEPT = 20
+MAX_SAVEPOINTS_KEPT = 20       # requests kept per job (completed ones are evicted first)
+MAX_PENDING_SAVEPOINTS = 10    # requests in progress per job; more are refused (409)
+MAX_ATTEMPTS_KEPT = 20         # a job keeps its first attempt and its last 20
+MAX_SAVEPOINT_TARGET = 4096    # characters of a savepoint's target directory (PATH_MAX)
 
 STREAMING = "streaming"
 BATCH = "batch"
@@ -118,6 +121,7 @@ class JobRecord:
     stop_trigger: Optional[str] = None   # a stop-with-savepoint in progress
     savepoint_location: Optional[str] = None  # the last completed savepoint
     report_seq: int = 0  # the highest StatusReport.seq applied in this epoch
+    number: int = 0      # 1, 2, ... in submission order (Livy's batch ids); 0: older jobs
 
     @property
     def slots(self) -> int:

@@ -7,6 +7,7 @@ The records it holds and the job states are in raft/records.py.
 """
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Optional
 
 from raft import commands as c
@@ -15,6 +16,7 @@ from raft import sessions as sql
 from raft.records import (  # noqa: F401  (re-exported: raft.state is the public view)
     CREATED, INITIALIZING, RUNNING, RESTARTING, CANCELLING, CANCELED, FAILED, FINISHED,
     TERMINAL, REPORTABLE, ALIVE, DEAD, MAX_FAILURES_KEPT, MAX_SAVEPOINTS_KEPT, STREAMING,
+    MAX_PENDING_SAVEPOINTS, MAX_ATTEMPTS_KEPT, MAX_SAVEPOINT_TARGET,
     BATCH, IN_PROGRESS, COMPLETED, Result, PeerRecord, AttemptRecord, SavepointRecord,
     JobRecord, ArtifactRecord, SqlSessionRecord)
 
@@ -39,6 +41,11 @@ class ClusterState:
         self.joining: dict[str, str] = {}
         self.removed: dict[str, float] = {}
         self.applied: int = 0
+        # the cluster's id, made by its first registration (jm/policy/identity.py)
+        self.cluster_id: Optional[str] = None
+        # jobs numbered in submission order (Livy batch ids are integers): number -> id
+        self.next_number: int = 1
+        self.by_number: dict[int, str] = {}
 
     def __setstate__(self, data: dict) -> None:
         """A snapshot from an older version lacks the newer tables."""
@@ -46,6 +53,9 @@ class ClusterState:
         self.__dict__.setdefault("sessions", {})
         self.__dict__.setdefault("joining", {})
         self.__dict__.setdefault("removed", {})
+        self.__dict__.setdefault("cluster_id", None)
+        self.__dict__.setdefault("next_number", 1)
+        self.__dict__.setdefault("by_number", {})
 
     # ---- queries (pure, read-only) -------------------------------------------------
     def slots_used(self, node: str) -> int:
@@ -99,6 +109,8 @@ class ClusterState:
         self.assigned.setdefault(node, {})[job.id] = job.slots
         self.pending.pop(job.id, None)
         job.attempts.append(AttemptRecord(job.epoch, node, time))
+        if len(job.attempts) > MAX_ATTEMPTS_KEPT + 1:  # bounded: the first and the last K
+            del job.attempts[1:len(job.attempts) - MAX_ATTEMPTS_KEPT]
 
     def _end_attempt(self, job: JobRecord, time: float, reason: str) -> None:
         if job.attempts and job.attempts[-1].end is None:
@@ -121,6 +133,8 @@ class ClusterState:
 def _register_peer(state: ClusterState, cmd: c.RegisterPeer) -> Result:
     if cmd.node in state.removed:
         return Result.fail("removed", f"peer {cmd.node} was removed from the cluster")
+    if state.cluster_id is None:  # from the command only: the same on every replica
+        state.cluster_id = hashlib.sha256(f"{cmd.node}@{cmd.time!r}".encode()).hexdigest()[:16]
     state.joining.pop(cmd.node, None)
     peer = state.peers.get(cmd.node)
     if peer is None:
@@ -204,6 +218,8 @@ def _submit(state: ClusterState, cmd: c.SubmitJob) -> Result:
     job.timestamps[CREATED] = cmd.time
     state.jobs[job.id] = job
     state.pending[job.id] = None
+    job.number, state.next_number = state.next_number, state.next_number + 1
+    state.by_number[job.number] = job.id
     if cmd.request_id:
         state.request_ids[cmd.request_id] = job.id
     return Result(True, {"jobid": job.id, "duplicate": False})
@@ -337,6 +353,7 @@ def _purge(state: ClusterState, cmd: c.PurgeJobs) -> Result:
             continue
         del state.jobs[job_id]
         state.pending.pop(job_id, None)
+        state.by_number.pop(job.number, None)
         if job.request_id and state.request_ids.get(job.request_id) == job_id:
             del state.request_ids[job.request_id]
         purged.append(job_id)
@@ -379,6 +396,17 @@ def _trigger_savepoint(state: ClusterState, cmd: c.TriggerSavepoint) -> Result:
     if cmd.stop and job.move_to is not None:
         return Result.fail("conflict", f"job {cmd.job_id} is moving to {job.move_to}; "
                                        "retry when it runs there")
+    if not isinstance(cmd.trigger_id, str) or not 0 < len(cmd.trigger_id) <= 128:
+        return Result.fail("invalid", "a savepoint request id must be 1-128 characters")
+    if cmd.target is not None and (not isinstance(cmd.target, str)
+                                   or len(cmd.target) > MAX_SAVEPOINT_TARGET):
+        return Result.fail("invalid", f"a savepoint target directory must be a path of at "
+                                      f"most {MAX_SAVEPOINT_TARGET} characters")
+    if len(job.pending_savepoints()) >= MAX_PENDING_SAVEPOINTS:
+        return Result.fail("conflict", f"job {cmd.job_id} already has "
+                                       f"{MAX_PENDING_SAVEPOINTS} savepoint requests in "
+                                       "progress (the most it keeps); retry when one has "
+                                       "completed")
     job.savepoints[cmd.trigger_id] = SavepointRecord(cmd.trigger_id, bool(cmd.stop),
                                                      cmd.target, cmd.time)
     if cmd.stop:

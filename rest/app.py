@@ -9,9 +9,7 @@ import hmac
 import json
 import logging
 import os
-import re
 import time
-import uuid
 from typing import Any, Optional
 
 from aiohttp import web
@@ -25,6 +23,8 @@ STATIC = os.path.join(os.path.dirname(__file__), "static")
 GATEWAY: web.AppKey["Gateway"] = web.AppKey("gateway")
 METRICS: web.AppKey[Any] = web.AppKey("metrics")
 MAX_BODY: web.AppKey[int] = web.AppKey("max_body", int)
+CLIENT_SSL: web.AppKey[Any] = web.AppKey("client_ssl")
+MAX_SPEC: web.AppKey[int] = web.AppKey("max_spec", int)  # jobmanager.spec.max-size
 INDEX_HEADER = "X-JM-Index"          # answers: the Raft index this peer has applied
 MIN_INDEX_HEADER = "X-JM-Min-Index"  # requests: answer only once you have applied this
 
@@ -33,15 +33,17 @@ def error_response(status: int, errors: list[str], headers: dict | None = None) 
     return web.json_response({"errors": errors}, status=status, headers=headers)
 
 
-OPEN_PATHS = ("/healthz",)  # plus the web UI shell: "/" and /static/...
+OPEN_PATHS = ("/healthz", "/readyz")  # plus the web UI shell: "/" and /static/...
 
 
-def auth_middleware(token: Optional[str], secret: Optional[str]):
+def auth_middleware(token: Optional[str], peer_credential: Optional[str]):
     """With rest.auth.token set, every endpoint but /healthz and the UI shell needs
-    `Authorization: Bearer <token>` (peers may use cluster.secret instead). With only
-    cluster.secret set, the endpoints peers call each other on (artifact content, a
-    peer's own logs) need the secret."""
-    accepted = [t.encode() for t in (token, secret) if t]
+    `Authorization: Bearer <token>` (peers may show their credential instead: derived from
+    cluster.secret by the peer, jm.policy.security.peer_credential, never the secret
+    itself). With only cluster.secret set, the endpoints peers call each other on
+    (artifact content, a peer's own logs) need the peer credential."""
+    secret = peer_credential
+    accepted = [t.encode() for t in (token, peer_credential) if t]
 
     def allowed(request: web.Request) -> bool:
         header = request.headers.get("Authorization", "")
@@ -81,7 +83,7 @@ async def metrics_middleware(request: web.Request, handler):
         if metrics is not None:
             route = request.match_info.route.resource
             name = route.canonical if route is not None else "unmatched"
-            metrics.rest.observe(time.perf_counter() - start, request.method, name, str(status))
+            metrics.observe_rest(request.method, name, status, time.perf_counter() - start)
 
 
 @web.middleware
@@ -139,11 +141,19 @@ async def _add_index(request: web.Request, response: web.StreamResponse) -> None
         response.headers[INDEX_HEADER] = str(gw.applied_index())
 
 
-async def _json_body(request: web.Request, optional: bool = False) -> Any:
-    if request.content_length is not None and request.content_length > request.app[MAX_BODY]:
-        raise ApiError(413, f"request body too large (limit rest.max-body-size, "
-                            f"{request.app[MAX_BODY]} bytes)")
+async def _json_body(request: web.Request, optional: bool = False,
+                     limit: Optional[tuple[str, int]] = None) -> Any:
+    """The request's JSON body; 413 naming the limit's key (`limit`: (key, bytes), else
+    rest.max-body-size) when it is larger, checked before it is read where the client
+    said its length."""
+    key, most = limit if limit is not None else ("rest.max-body-size", request.app[MAX_BODY])
+    if request.content_length is not None and request.content_length > most:
+        raise ApiError(413, f"request body too large ({request.content_length} bytes; limit "
+                            f"{key}, {most} bytes)")
     raw = await request.read()
+    if len(raw) > most:
+        raise ApiError(413, f"request body too large ({len(raw)} bytes; limit {key}, "
+                            f"{most} bytes)")
     if not raw.strip():
         if optional:
             return {}
@@ -158,9 +168,24 @@ def _gw(request: web.Request) -> Gateway:
     return request.app[GATEWAY]
 
 
+# more /healthz fields, set by the peer (the janitor's `disk-low`): warnings that leave
+# "ok" and the status as they are
+HEALTH_EXTRA: web.AppKey[list] = web.AppKey("health_extra", list)
+
+
 async def healthz(request: web.Request) -> web.Response:
     h = _gw(request).health()
+    for extra in request.app.get(HEALTH_EXTRA, ()):
+        h.update({k: v for k, v in extra().items() if k not in h})
     return web.json_response(h, status=200 if h.get("ok") else 503)
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """Readiness (a Kubernetes readinessProbe, a load balancer's check): the peer has
+    joined the cluster (its registration is committed) and its lease is valid. Unlike
+    /healthz it stays ready through a leader election shorter than the lease."""
+    r = _gw(request).readiness()
+    return web.json_response(r, status=200 if r.get("ready") else 503)
 
 
 async def get_overview(request: web.Request) -> web.Response:
@@ -172,7 +197,9 @@ async def get_nodes(request: web.Request) -> web.Response:
 
 
 async def post_job(request: web.Request) -> web.Response:
-    spec = await _json_body(request)
+    spec_limit, body_limit = request.app[MAX_SPEC], request.app[MAX_BODY]
+    spec = await _json_body(request, limit=("jobmanager.spec.max-size", spec_limit)
+                            if spec_limit <= body_limit else None)
     request_id = request.headers.get("X-Request-Id", "")
     if len(request_id) > 128:
         raise ApiError(400, "X-Request-Id must be at most 128 characters")
@@ -209,52 +236,23 @@ async def get_job_result(request: web.Request) -> web.Response:
 
 
 async def patch_job(request: web.Request) -> web.Response:
-    mode = request.query.get("mode", "cancel")
-    if mode != "cancel":
-        raise ApiError(400, f"unsupported mode {mode!r}; use mode=cancel")
+    from rest.flink import termination_mode
+    termination_mode(request.query.get("mode"))  # Flink's: any case; 400 unless cancel
     state = await _gw(request).cancel_job(request.match_info["job_id"])
     return web.json_response({"state": state}, status=202)
 
 
-TRIGGER_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
-
-
-def _savepoint_request(body: Any, stop: bool) -> tuple[str, Optional[str]]:
-    """Flink's trigger bodies: savepoints take target-directory, stop takes targetDirectory
-    (both spellings accepted on both), plus an optional triggerId for safe retries."""
-    if not isinstance(body, dict):
-        raise ApiError(400, "the request body must be a JSON object")
-    known = {"target-directory", "targetDirectory", "triggerId", "formatType"}
-    if stop:
-        known.add("drain")
-    unknown = sorted(set(body) - known)
-    errors = []
-    if unknown:
-        errors.append(f"unknown field(s): {', '.join(unknown)}")
-    if body.get("drain"):
-        errors.append("drain=true (end the job's event time) is not supported; "
-                      "stop without it")
-    target = body.get("target-directory", body.get("targetDirectory"))
-    if target is not None and (not isinstance(target, str) or not target.startswith("/")):
-        errors.append("target-directory must be an absolute path every peer can write")
-    trigger = body.get("triggerId")
-    if trigger is not None and (not isinstance(trigger, str)
-                                or not TRIGGER_ID_RE.fullmatch(trigger)):
-        errors.append("triggerId must be 1-128 letters, digits, '-' or '_'")
-    if errors:
-        raise ApiError(400, *errors)
-    return trigger or uuid.uuid4().hex, target
-
-
 async def post_savepoint(request: web.Request) -> web.Response:
-    trigger, target = _savepoint_request(await _json_body(request, optional=True), stop=False)
+    from rest.flink import savepoint_request  # Flink's body: cancel-job, formatType, file://
+    trigger, target, stop = savepoint_request(await _json_body(request, optional=True), False)
     out = await _gw(request).trigger_savepoint(request.match_info["job_id"], trigger, target,
-                                               False)
+                                               stop)
     return web.json_response(out, status=202)
 
 
 async def post_stop(request: web.Request) -> web.Response:
-    trigger, target = _savepoint_request(await _json_body(request, optional=True), stop=True)
+    from rest.flink import savepoint_request
+    trigger, target, _ = savepoint_request(await _json_body(request, optional=True), True)
     out = await _gw(request).trigger_savepoint(request.match_info["job_id"], trigger, target,
                                                True)
     return web.json_response(out, status=202)
@@ -297,6 +295,10 @@ async def post_drain(request: web.Request) -> web.Response:
     deadline = _deadline(request, await _json_body(request, optional=True))
     return web.json_response(await _gw(request).drain_node(request.match_info["node"], True,
                                                            deadline), status=202)
+
+
+async def get_cluster_identity(request: web.Request) -> web.Response:
+    return web.json_response(_gw(request).identity())
 
 
 async def get_cluster_peers(request: web.Request) -> web.Response:
@@ -357,11 +359,14 @@ async def get_job_logs(request: web.Request) -> web.Response:
 
 
 async def get_metrics(request: web.Request) -> web.Response:
+    """The peer's Prometheus registry: OpenMetrics if the scraper's Accept asks for
+    application/openmetrics-text, else the classic text format."""
     metrics = request.app.get(METRICS)
-    text = metrics.render() if metrics is not None else ""
-    return web.Response(text=text, content_type="text/plain",
-                        headers={"X-Content-Type-Options": "nosniff"},
-                        charset="utf-8")
+    if metrics is None:
+        return web.Response(text="", content_type="text/plain", charset="utf-8")
+    body, ctype = metrics.render(request.headers.get("Accept"))
+    return web.Response(body=body, headers={"Content-Type": ctype,
+                                            "X-Content-Type-Options": "nosniff"})
 
 
 async def post_artifact(request: web.Request) -> web.Response:
@@ -403,21 +408,32 @@ async def index(request: web.Request) -> web.StreamResponse:
 
 
 def make_app(gateway: Gateway, max_body: int, token: Optional[str] = None,
-             secret: Optional[str] = None, metrics: Any = None,
-             wait_timeout: float = 5.0) -> web.Application:
+             peer_credential: Optional[str] = None, metrics: Any = None,
+             wait_timeout: float = 5.0, hosts: tuple = (), allowed_hosts: tuple = (),
+             allowed_origins: tuple = (), client_ssl: Any = True) -> web.Application:
+    """`hosts`: this peer's own names (conf/masters, the bind address); with the two
+    `allowed_*` lists they decide which Host and Origin headers are answered (rest/guard)."""
+    from rest.guard import guard_middleware
     # aiohttp's own limit is a little above ours so that our handlers answer 413 in JSON
     app = web.Application(middlewares=[metrics_middleware, errors_middleware,
-                                       auth_middleware(token, secret),
+                                       guard_middleware(token, hosts, allowed_hosts,
+                                                        allowed_origins),
+                                       auth_middleware(token, peer_credential),
                                        consistency_middleware(wait_timeout)],
                           client_max_size=max_body + 1024)
     app.on_response_prepare.append(_add_index)
     app[GATEWAY] = gateway
     app[MAX_BODY] = max_body
+    app[CLIENT_SSL] = client_ssl  # how this peer verifies others (rest.ssl.ca)
+    # a job spec's own, smaller limit (the gateway's jobmanager.spec.max-size)
+    spec_limit = getattr(gateway, "max_spec_size", None)
+    app[MAX_SPEC] = spec_limit if isinstance(spec_limit, int) else max_body
     app[METRICS] = metrics
     r = app.router
     r.add_get("/", index)
     r.add_static("/static/", STATIC, follow_symlinks=False)
     r.add_get("/healthz", healthz)
+    r.add_get("/readyz", readyz)
     r.add_get("/overview", get_overview)
     r.add_get("/nodes", get_nodes)
     r.add_post("/jobs", post_job)
@@ -436,12 +452,16 @@ def make_app(gateway: Gateway, max_body: int, token: Optional[str] = None,
     r.add_post("/cluster/rebalance", post_rebalance)
     r.add_post("/nodes/{node}/drain", post_drain)
     r.add_get("/cluster/peers", get_cluster_peers)
+    r.add_get("/cluster/identity", get_cluster_identity)
     r.add_post("/cluster/peers", post_cluster_peer)
     r.add_delete("/cluster/peers/{node}", delete_cluster_peer)
     r.add_delete("/nodes/{node}/drain", delete_drain)
     r.add_post("/artifacts", post_artifact)
     r.add_get("/artifacts", get_artifacts)
     r.add_get("/artifacts/{artifact_id}/content", get_artifact_content)
-    from rest import sql
+    from rest import livy, sql
     sql.add_routes(app)
+    livy.add_routes(app)  # Apache Livy's batches (Airflow's Livy operator)
+    from rest import flink  # Flink's /config, /jobs/{id}/status, the /v1 prefix
+    flink.add_routes(app)
     return app

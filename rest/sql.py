@@ -108,7 +108,7 @@ class _Unreachable(Exception):
 
 
 async def _proxy(request: web.Request, url: str) -> web.StreamResponse:
-    from rest.app import GATEWAY, MIN_INDEX_HEADER
+    from rest.app import CLIENT_SSL, GATEWAY, MIN_INDEX_HEADER
     headers = {FORWARDED: "1",
                MIN_INDEX_HEADER: str(request.app[GATEWAY].applied_index())}
     for name in ("Authorization", "Content-Type", "X-Request-Id"):
@@ -120,7 +120,8 @@ async def _proxy(request: web.Request, url: str) -> web.StreamResponse:
                                         sock_read=_gw(request).proxy_read_timeout())
         async with request.app[HTTP].request(request.method, url + request.path_qs,
                                              data=body or None, headers=headers,
-                                             timeout=timeout) as resp:
+                                             timeout=timeout,
+                                             ssl=request.app.get(CLIENT_SSL, True)) as resp:
             data = await resp.read()
             out = web.Response(body=data, status=resp.status,
                                content_type=resp.content_type or "application/json")

@@ -25,6 +25,7 @@ def make_conf(base: str, n: int, settings: dict | None = None) -> tuple[str, lis
 # Read-your-writes across peers, as the CLI and the web UI do it: requests to the peers of
 # one registered cluster carry the highest X-JM-Index seen so far (X-JM-Min-Index).
 _SESSIONS: dict[str, list[int]] = {}  # "host:port" -> the shared [index] of its cluster
+_TOKENS: dict[str, str] = {}  # "host:port" -> the rest.auth.token its cluster wants
 
 
 def _netloc(url: str) -> str:
@@ -32,22 +33,29 @@ def _netloc(url: str) -> str:
     return urlsplit(url).netloc
 
 
-def consistent_session(urls: list[str]) -> None:
-    """From now on, requests to these peers read what any of them acknowledged."""
+def consistent_session(urls: list[str], token: str | None = None) -> None:
+    """From now on, requests to these peers read what any of them acknowledged (and carry
+    `token` as their bearer credential, unless they bring their own)."""
     cell = [0]
     for u in urls:
         _SESSIONS[_netloc(u)] = cell
+        if token:
+            _TOKENS[_netloc(u)] = token
 
 
 def end_session(urls: list[str]) -> None:
     for u in urls:
         _SESSIONS.pop(_netloc(u), None)
+        _TOKENS.pop(_netloc(u), None)
 
 
 def _session_headers(url: str, headers: dict) -> list[int] | None:
     cell = _SESSIONS.get(_netloc(url))
     if cell is not None and cell[0] and "X-JM-Min-Index" not in headers:
         headers["X-JM-Min-Index"] = str(cell[0])
+    token = _TOKENS.get(_netloc(url))
+    if token and "Authorization" not in headers:
+        headers["Authorization"] = f"Bearer {token}"
     return cell
 
 

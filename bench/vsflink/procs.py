@@ -9,11 +9,9 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
-import zipfile
 
 import psutil
 
@@ -48,29 +46,8 @@ def log(msg: str) -> None:
 # ---------------------------------------------------------------------------------- set-up
 
 def setup() -> None:
-    wheels = [f"apache_flink-{FLINK_VERSION}-", f"apache_flink_libraries-{FLINK_VERSION}-"]
-    have = os.listdir(WHEELS) if os.path.isdir(WHEELS) else []
-    if not all(any(f.startswith(w) and f.endswith(".whl") for f in have) for w in wheels):
-        log("downloading the Apache Flink wheels from PyPI")
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q",
-                        f"apache-flink=={FLINK_VERSION}",
-                        f"apache-flink-libraries=={FLINK_VERSION}", "-d", WHEELS], check=True)
-    if not os.path.exists(os.path.join(HOME, "bin", "jobmanager.sh")) or \
-            not os.path.isdir(os.path.join(HOME, "lib")):
-        log("unzipping the wheels into bench/.flink/home")
-        for f in sorted(os.listdir(WHEELS)):
-            if any(f.startswith(w) for w in wheels) and f.endswith(".whl"):
-                with zipfile.ZipFile(os.path.join(WHEELS, f)) as z:
-                    for info in z.infolist():
-                        path = z.extract(info, os.path.dirname(HOME))
-                        mode = info.external_attr >> 16
-                        if mode and not info.is_dir():
-                            os.chmod(path, mode & 0o777)
-    for script in ("jobmanager.sh", "taskmanager.sh", "flink", "config.sh", "flink-console.sh",
-                   "bash-java-utils.sh", "config-parser-utils.sh", "find-flink-home.sh"):
-        p = os.path.join(HOME, "bin", script)
-        if os.path.exists(p):
-            os.chmod(p, 0o755)
+    from bench.flinkdist import ensure_home
+    ensure_home(FLINK_VERSION, log)
     sources = [os.path.join(JOB_SRC, f) for f in os.listdir(JOB_SRC) if f.endswith(".java")]
     if not os.path.exists(JOB_JAR) or \
             os.path.getmtime(JOB_JAR) < max(os.path.getmtime(s) for s in sources):

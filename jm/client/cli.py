@@ -231,7 +231,8 @@ def cmd_cluster(client: Client, a: argparse.Namespace) -> int:
         f"{ov.get('jobs-cancelled')} cancelled")
     out("")
     rows = [[n.get("id"), n.get("state"), n.get("raft-role") or "-",
-             f"http://{n.get('host')}:{n.get('rest-port')}" if n.get("rest-port") else "-",
+             f"{client.base.split('://')[0]}://{n.get('host')}:{n.get('rest-port')}"
+             if n.get("rest-port") else "-",
              f"{n.get('slots-used')}/{n.get('slots')}", len(n.get("jobs") or []),
              n.get("pid") or "-", fmt_time(n.get("registered-at"))]
             for n in sorted(nodes, key=lambda n: str(n.get("id")))]
@@ -313,6 +314,9 @@ def _common() -> argparse.ArgumentParser:
                         f"./conf/masters, else {DEFAULT_ADDRESS})")
     g.add_argument("--token", metavar="TOKEN", default=argparse.SUPPRESS,
                    help="the cluster's rest.auth.token (default: $JM_TOKEN)")
+    g.add_argument("--ca", metavar="FILE", default=argparse.SUPPRESS,
+                   help="CA certificates (PEM) to verify https peers with, e.g. the "
+                        "cluster's rest.ssl.ca (default: $JM_CA_FILE, else the system's)")
     g.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                    help="print the API's JSON instead of text")
     g.add_argument("--timeout", type=_positive_float, metavar="S", default=argparse.SUPPRESS,
@@ -395,7 +399,17 @@ def make_parser() -> argparse.ArgumentParser:
     add_commands(add, upload)
     add_run(add, upload)
     add_sql(add)
+    comp = add("completion", "print a shell completion script: eval \"$(jm completion bash)\"",
+               cmd_completion)
+    comp.add_argument("shell", choices=("bash", "zsh"), help="bash or zsh")
+    comp.set_defaults(offline=True)
     return p
+
+
+def cmd_completion(client: Optional[Client], a: argparse.Namespace) -> int:
+    from jm.client.completion import script
+    out(script(make_parser(), a.shell).rstrip("\n"))
+    return EXIT_OK
 
 
 def run(argv: Optional[list[str]]) -> int:
@@ -407,10 +421,13 @@ def run(argv: Optional[list[str]]) -> int:
                          "upload, sql (see 'jm --help')")
     a.json = bool(getattr(a, "json", False))
     a.timeout = getattr(a, "timeout", None)
+    if getattr(a, "offline", False):  # needs no peer
+        return a.func(None, a)
     address = (getattr(a, "address", None) or os.environ.get("JM_ADDRESS")
                or masters_addresses() or DEFAULT_ADDRESS)
     token = getattr(a, "token", None) or os.environ.get("JM_TOKEN") or None
-    client = Client(address, a.timeout if a.timeout is not None else DEFAULT_TIMEOUT, token)
+    ca = getattr(a, "ca", None) or os.environ.get("JM_CA_FILE") or None
+    client = Client(address, a.timeout if a.timeout is not None else DEFAULT_TIMEOUT, token, ca)
     return a.func(client, a)
 
 

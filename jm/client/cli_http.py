@@ -73,10 +73,26 @@ def normalise_address(address: str) -> str:
     return a.rstrip("/")
 
 
-def masters_addresses() -> Optional[str]:
-    """The REST addresses of the peers in $JM_CONF_DIR/masters (or ./conf/masters)."""
+def _ssl_enabled(conf_dir: str) -> bool:
+    """rest.ssl.enabled in <conf_dir>/config.yaml (read without a YAML library)."""
     import os
-    path = os.path.join(os.environ.get("JM_CONF_DIR") or "conf", "masters")
+    import re
+    try:
+        with open(os.path.join(conf_dir, "config.yaml")) as f:
+            text = f.read()
+    except OSError:
+        return False
+    m = re.search(r"^rest\.ssl\.enabled\s*:\s*['\"]?(\w+)", text, re.M)
+    return bool(m) and m.group(1).lower() in ("true", "yes", "on", "1")
+
+
+def masters_addresses() -> Optional[str]:
+    """The REST addresses of the peers in $JM_CONF_DIR/masters (or ./conf/masters), https
+    when its config.yaml sets rest.ssl.enabled."""
+    import os
+    conf_dir = os.environ.get("JM_CONF_DIR") or "conf"
+    scheme = "https" if _ssl_enabled(conf_dir) else "http"
+    path = os.path.join(conf_dir, "masters")
     try:
         with open(path) as f:
             lines = [ln.split("#", 1)[0].strip() for ln in f]
@@ -86,7 +102,7 @@ def masters_addresses() -> Optional[str]:
     for ln in lines:
         parts = ln.split(":")
         if len(parts) == 3 and parts[0] and parts[1].isdigit():
-            out.append(f"http://{parts[0]}:{parts[1]}")
+            out.append(f"{scheme}://{parts[0]}:{parts[1]}")
     return ",".join(out) or None
 
 
@@ -122,7 +138,7 @@ class Client:
     so callers make writes idempotent (X-Request-Id for POST /jobs)."""
 
     def __init__(self, address: str, timeout: float = DEFAULT_TIMEOUT,
-                 token: Optional[str] = None) -> None:
+                 token: Optional[str] = None, ca_file: Optional[str] = None) -> None:
         # several peers (comma-separated): a peer that does not answer (or has no leader)
         # makes the client move on to the next one
         self.bases = [normalise_address(a) for a in address.split(",") if a.strip()] or \
@@ -130,6 +146,7 @@ class Client:
         self.base = self.bases[0]
         self.timeout = timeout
         self.token = token
+        self.ca_file = ca_file     # CA bundle for https peers with a private CA
         self.attempts = 0          # attempts made by the last request
         self.min_index = 0         # the highest X-JM-Index seen: every peer asked later
         self._opener = None        # answers with at least that much applied
@@ -149,7 +166,15 @@ class Client:
         import urllib.error
         import urllib.request
         if self._opener is None:
-            self._opener = urllib.request.build_opener()
+            handlers = []
+            if self.ca_file:
+                import ssl
+                try:
+                    ctx = ssl.create_default_context(cafile=self.ca_file)
+                except (OSError, ssl.SSLError) as exc:
+                    raise UsageError(f"--ca {self.ca_file}: {one_line(exc)}")
+                handlers.append(urllib.request.HTTPSHandler(context=ctx))
+            self._opener = urllib.request.build_opener(*handlers)
         if self.min_index:
             headers = dict(headers, **{"X-JM-Min-Index": str(self.min_index)})
         req = urllib.request.Request(url, data=data, method=method, headers=headers)

@@ -1,5 +1,10 @@
 """Group commit: many small writes from concurrent tasks of one peer become one Raft
-command. Each caller still gets its own Result, once the batch is applied here."""
+command. Each caller still gets its own Result, once the batch is applied here.
+
+A batch is bounded in items (`max_batch`) and in bytes (`max_bytes`, the items' encoded
+size): pysyncobj applies a command on its one tick thread, so a batch of 500 large specs
+would hold every peer's Raft for as long as it takes. An item is measured once, when it is
+queued; one that cannot be encoded is refused there, alone."""
 from __future__ import annotations
 
 import asyncio
@@ -13,6 +18,9 @@ from raft.state import Result
 log = logging.getLogger("jm.cluster.batcher")
 
 
+MAX_BATCH_BYTES = 1024 * 1024  # a batch holds items up to this many encoded bytes
+
+
 class Batcher:
     """`await submit(item)` -> that item's Result. `wrap(items)` builds the batch command,
     whose Result.value is the list of per-item Results. With `retry`, a batch that could
@@ -20,13 +28,15 @@ class Batcher:
     RaftUnavailable (a REST client can retry with its request id)."""
 
     def __init__(self, raft, wrap: Callable[[tuple], Any], timeout: float, retry: bool,
-                 max_batch: int = 500) -> None:
+                 max_batch: int = 500, max_bytes: int = MAX_BATCH_BYTES) -> None:
         self.raft = raft
         self.wrap = wrap
         self.timeout = timeout
         self.retry = retry
         self.max_batch = max_batch
+        self.max_bytes = max_bytes
         self._queue: list[tuple[Any, asyncio.Future]] = []
+        self._sizes: dict[int, int] = {}  # id(future) -> the item's encoded size
         self._wake = asyncio.Event()
         self._task: Optional[asyncio.Task] = None
 
@@ -34,17 +44,35 @@ class Batcher:
         self._task = asyncio.create_task(self._loop())
 
     async def submit(self, item: Any) -> Result:
+        try:
+            size = len(encode(self.wrap((item,))))
+        except Exception as bad:  # e.g. a lone surrogate: refused alone, nothing queued
+            return Result.fail("invalid", f"cannot be stored: {bad}")
         fut = asyncio.get_running_loop().create_future()
+        self._sizes[id(fut)] = size
+        fut.add_done_callback(lambda f: self._sizes.pop(id(f), None))
         self._queue.append((item, fut))
         self._wake.set()
         return await fut
+
+    def _take(self) -> list[tuple[Any, asyncio.Future]]:
+        """The next batch: up to max_batch items and max_bytes bytes (at least one item)."""
+        total, n = 0, 0
+        for _, fut in self._queue[:self.max_batch]:
+            size = self._sizes.get(id(fut), 0)
+            if n and total + size > self.max_bytes:
+                break
+            total += size
+            n += 1
+        batch, self._queue = self._queue[:n], self._queue[n:]
+        return batch
 
     async def _loop(self) -> None:
         backoff = 0.05
         while True:
             await self._wake.wait()
             self._wake.clear()
-            batch, self._queue = self._queue[:self.max_batch], self._queue[self.max_batch:]
+            batch = self._take()
             if self._queue:
                 self._wake.set()
             if not batch:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import tempfile
 from typing import Optional
 
@@ -30,6 +31,22 @@ def safe_name(filename: str) -> str:
     return stem[:120] + dot + suffix
 
 
+def newest_mtime(folder: str) -> float | None:
+    """The newest modification time of `folder` and the entries directly in it (None if
+    it is gone)."""
+    try:
+        best = os.stat(folder).st_mtime
+        with os.scandir(folder) as it:
+            for e in it:
+                try:
+                    best = max(best, e.stat(follow_symlinks=False).st_mtime)
+                except OSError:
+                    pass
+    except OSError:
+        return None
+    return best
+
+
 class BlobStore:
     def __init__(self, directory: str) -> None:
         self.dir = directory
@@ -40,8 +57,9 @@ class BlobStore:
             raise BlobError(f"bad artifact digest {digest!r}")
         return os.path.join(self.dir, digest)
 
-    def put(self, filename: str, data: bytes) -> tuple[str, str]:
-        """Store bytes; return (artifact id 'sha256:<hex>', stored name)."""
+    def put(self, filename: str, data: bytes, durable: bool = False) -> tuple[str, str]:
+        """Store bytes; return (artifact id 'sha256:<hex>', stored name). `durable`: on
+        disk (file and directories fsynced) when this returns."""
         name = safe_name(filename)
         digest = hashlib.sha256(data).hexdigest()
         folder = self._folder(digest)
@@ -51,8 +69,41 @@ class BlobStore:
             fd, tmp = tempfile.mkstemp(dir=folder)
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
+                if durable:
+                    f.flush()
+                    os.fsync(f.fileno())
             os.replace(tmp, target)
+            if durable:
+                for d in (folder, self.dir):
+                    dfd = os.open(d, os.O_RDONLY)
+                    try:
+                        os.fsync(dfd)
+                    finally:
+                        os.close(dfd)
+        else:  # given again: young again (the janitor spares blobs in their grace period)
+            try:
+                os.utime(target)
+            except OSError:
+                pass
         return f"sha256:{digest}", name
+
+    def entries(self) -> list[tuple[str, float]]:
+        """(digest, newest mtime of its folder and files) of every blob folder."""
+        out = []
+        try:
+            names = os.listdir(self.dir)
+        except OSError:
+            return out
+        for digest in names:
+            if re.fullmatch(r"[0-9a-f]{64}", digest):
+                mtime = newest_mtime(os.path.join(self.dir, digest))
+                if mtime is not None:
+                    out.append((digest, mtime))
+        return out
+
+    def remove(self, digest: str) -> None:
+        """Delete a blob's folder (the janitor decided no job needs it)."""
+        shutil.rmtree(self._folder(digest), ignore_errors=True)
 
     def local_path(self, artifact_id: str, name: str) -> Optional[str]:
         digest = artifact_id.split(":", 1)[-1]
@@ -60,7 +111,7 @@ class BlobStore:
         return path if os.path.exists(path) else None
 
     async def fetch(self, artifact_id: str, name: str, urls: list[str],
-                    headers: dict | None = None) -> str:
+                    headers: dict | None = None, ssl: object = True) -> str:
         """Get a blob from the first peer that serves it; verify its hash."""
         digest = artifact_id.split(":", 1)[-1]
         errors = []
@@ -68,7 +119,8 @@ class BlobStore:
         async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
             for url in urls:
                 try:
-                    async with session.get(f"{url}/artifacts/{artifact_id}/content") as resp:
+                    async with session.get(f"{url}/artifacts/{artifact_id}/content",
+                                           ssl=ssl) as resp:
                         if resp.status != 200:
                             errors.append(f"{url}: HTTP {resp.status}")
                             continue

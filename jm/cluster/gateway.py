@@ -17,8 +17,8 @@ from typing import Any, Optional
 from jm.cluster.blobs import BlobError, safe_name
 from jm.cluster.resourcemanager import rebalance_round, to_command
 from jm.cluster.savepoint import SavepointError, read_metadata
-from jm.policy import views
-from jm.policy.spec import SpecError, validate_spec
+from jm.policy import livy, views
+from jm.policy.spec import SpecError, SpecLimits, validate_spec
 from jm.runtime import joblogs
 from jm.config import ConfigError, parse_peer
 from raft.commands import (AddArtifact, AdmitPeer, CancelJob, DrainPeer, RemovePeer, SubmitJob,
@@ -34,8 +34,11 @@ def _api_errors(fn):
     async def wrapper(*args: Any, **kw: Any) -> Any:
         try:
             return await fn(*args, **kw)
-        except SpecError as exc:
-            raise ApiError(400, *exc.errors)
+        except SpecError as exc:  # 400, or 413 for a spec over its byte limit
+            raise ApiError(exc.status, *exc.errors)
+        except UnicodeEncodeError:  # e.g. "\udcff" in JSON: Raft stores UTF-8 text only
+            raise ApiError(400, "the request holds text that is not valid Unicode (a lone "
+                                "surrogate such as \\udcff); send UTF-8 text")
         except RaftUnavailable as exc:
             raise ApiError(503, str(exc), headers={"Retry-After": "1"})
     return wrapper
@@ -60,6 +63,11 @@ class PeerGateway:
     submitter = property(lambda self: self.peer.submitter)
     sql = property(lambda self: self.peer.sql)
     registered = property(lambda self: self.peer.registered)
+
+    @property
+    def max_spec_size(self) -> int:
+        """jobmanager.spec.max-size: REST refuses a larger job spec before reading it."""
+        return self.conf["jobmanager.spec.max-size"]
 
     def lease_valid(self) -> bool:
         return self.peer.lease_valid()
@@ -94,7 +102,7 @@ class PeerGateway:
 
     @_api_errors
     async def submit_job(self, spec: Any, request_id: str) -> dict:
-        spec = validate_spec(spec, self._max_slots())
+        spec = validate_spec(spec, self._max_slots(), SpecLimits.from_conf(self.conf))
         self._writable()
         script = spec.get("script")
         if script and not script.startswith("artifact:"):
@@ -164,6 +172,38 @@ class PeerGateway:
         return {"leader": leader, "members": [
             {"id": m, "role": "leader" if m == leader else "follower", "self": m == self.node}
             for m in self.raft.members()]}
+
+    async def livy_submit(self, body: Any, request_id: str) -> dict:
+        """POST /batches: a Livy batch request as a script job (jm/policy/livy.py)."""
+        try:
+            spec = livy.batch_spec(body)
+        except ValueError as exc:
+            raise ApiError(400, *exc.args[0])
+        out = await self.submit_job(spec, request_id)
+        with self.raft.read() as st:
+            job = st.jobs.get(out["jobid"])
+            if job is None:  # applied here before the answer: never; purged at once: gone
+                raise ApiError(404, f"batch of job {out['jobid']} is gone already")
+            return livy.batch(job)
+
+    async def livy_log(self, job_id: str, start: Optional[int], size: Optional[int]) -> dict:
+        """A batch's log lines, Livy's way (the last 100 by default)."""
+        try:
+            text = (await self.job_logs(job_id, None, 0, None, False)).get("text") or ""
+        except ApiError as exc:
+            if exc.status != 404:  # 404: it has not run yet, no log
+                raise
+            text = ""
+        first, total, lines = livy.log_page(text, start, size)
+        return {"from": first, "total": total, "log": lines}
+
+    def identity(self) -> dict:
+        """What this replica knows of the cluster, without a leader (a starting peer whose
+        Raft data is missing asks this: jm/policy/identity.py): its id and the peers
+        registered in it (not removed)."""
+        with self.raft.read() as st:
+            return {"cluster-id": st.cluster_id, "node": self.node,
+                    "known": sorted(st.peers), "applied-index": self.raft.applied_index()}
 
     @_api_errors
     async def add_peer(self, peer: str) -> dict:
@@ -248,6 +288,14 @@ class PeerGateway:
             art_id, name = self.blobs.put(known.name if known else name, data)
         except BlobError as exc:
             raise ApiError(400, str(exc))
+        # acknowledged only once a second copy is on disk in the storage every peer shares
+        # (high-availability.storageDir): a peer that loses its disk loses no artifact
+        try:
+            await asyncio.to_thread(self.peer.ha_blobs.put, name, data, True)
+        except OSError as exc:
+            raise ApiError(503, f"the artifact could not be stored in "
+                                f"high-availability.storageDir: {exc}",
+                           headers={"Retry-After": "1"})
         res = await self.raft.submit(AddArtifact(art_id, name, len(data), self.node, time.time()),
                                      self.conf["rest.write-timeout"])
         if not res.ok:
@@ -278,6 +326,14 @@ class PeerGateway:
                 return views.jobs_overview(st, now)
             if name == "artifacts":
                 return views.artifacts(st)
+            if name == "livy-version":
+                return {"version": livy.VERSION, "gitCommit": "", "user": "", "url": "",
+                        "branch": "", "date": ""}
+            if name == "livy-batches":
+                return livy.batches(list(st.jobs.values()), *args)
+            if name == "livy-batch":  # by number; -> (job id, the batch) or None
+                job = st.jobs.get(st.by_number.get(args[0], ""))
+                return (job.id, livy.batch(job)) if job is not None else None
             job = st.jobs.get(args[0]) if args else None
             if job is None:
                 return None
@@ -309,7 +365,7 @@ class PeerGateway:
                 raise ApiError(404, f"job {job_id} has no attempt {attempt} (attempts "
                                     f"1-{job.attempts[-1].epoch})")
             peer = st.peers.get(rec.node)
-            url = f"http://{peer.host}:{peer.rest_port}" if peer else None
+            url = self.peer.url_of(peer.host, peer.rest_port) if peer else None
         out = {"job": job_id, "attempt": attempt, "node": rec.node, "ended": rec.end is not None}
         if rec.node == self.node:
             files = joblogs.attempt_files(self.log_dir, job_id, attempt)
@@ -326,7 +382,8 @@ class PeerGateway:
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10),
                                              headers=self.peer_headers) as session:
-                async with session.get(f"{url}/jobs/{job_id}/logs", params=query) as resp:
+                async with session.get(f"{url}/jobs/{job_id}/logs", params=query,
+                                       ssl=self.peer.client_ssl) as resp:
                     body = await resp.json(content_type=None)
                     if resp.status != 200:
                         errors = body.get("errors") if isinstance(body, dict) else None
@@ -339,31 +396,38 @@ class PeerGateway:
         return body
 
     def gauges(self) -> dict:
-        """Prometheus gauges, read at scrape time."""
+        """Prometheus gauges, read at scrape time (jm.cluster.metrics): this peer's own
+        (labelled with the peer by PeerMetrics), and the cluster-wide jm_cluster_* ones
+        only if this peer is the leader (a follower exports none: sum() over peers is
+        right)."""
+        from jm.cluster.metrics import cluster_gauges
         leader = self._leader()
         with self.raft.read() as st:
-            by_state: dict[str, int] = {}
-            for job in st.jobs.values():
-                by_state[job.status] = by_state.get(job.status, 0) + 1
-            peers: dict[str, int] = {}
-            for p in st.peers.values():
-                k = views.peer_state(st, p)
-                peers[k] = peers.get(k, 0) + 1
+            cluster = cluster_gauges(st) if leader == self.node else {}
             used = st.slots_used(self.node)
             mine = len(st.jobs_of(self.node))
         sync = self.raft.syncobj
         spark_up = (self.spark.ready.is_set() if self.spark else
                     bool(self.conf["spark.remote"]))
         journal = self.raft.journal_stats()
+        disk = []
+        for kind, where in (("data", self.peer.data_dir), ("log", self.peer.log_dir)):
+            try:
+                fs = os.statvfs(where)
+            except OSError:
+                continue
+            disk.append((kind, fs.f_bavail * fs.f_frsize, fs.f_blocks * fs.f_frsize))
+        janitor = getattr(self.peer, "janitor", None)
         return {
-            "jm_jobs": ("Jobs by state (cluster-wide, this peer's replica)", ("state",),
-                        [((k,), v) for k, v in sorted(by_state.items())]),
-            "jm_peers": ("Peers by state", ("state",), [((k,), v) for k, v in sorted(peers.items())]),
-            "jm_raft_term": ("Raft term", (), [((), sync.raftCurrentTerm)]),
-            "jm_raft_commit_index": ("Raft commit index", (), [((), sync.raftCommitIndex)]),
+            **cluster,
+            "jm_raft_term": ("Raft term of this peer's replica", (), [((), sync.raftCurrentTerm)]),
+            "jm_raft_commit_index": ("Raft commit index of this peer's replica", (),
+                                     [((), sync.raftCommitIndex)]),
             "jm_raft_last_applied": ("Raft entries applied here", (), [((), sync.raftLastApplied)]),
             "jm_raft_leader": ("1 if this peer is the Raft leader", (),
                                [((), 1 if leader == self.node else 0)]),
+            "jm_raft_disk_problem": ("1 if this peer's Raft journal cannot be written", (),
+                                     [((), 0 if self.raft.disk_trouble() is None else 1)]),
             "jm_job_processes": ("Job processes alive on this peer", (),
                                  [((), self.executor.running())]),
             "jm_jobs_assigned": ("Jobs assigned to this peer", (), [((), mine)]),
@@ -374,6 +438,13 @@ class PeerGateway:
                                     [((), 1 if spark_up else 0)]),
             "jm_lease_valid": ("1 if this peer holds a valid lease", (),
                                [((), 1 if self.lease_valid() else 0)]),
+            "jm_disk_free_bytes": ("Room left for this peer on the file system of its data "
+                                   "or log folder", ("dir",), [((k,), f) for k, f, _ in disk]),
+            "jm_disk_size_bytes": ("Size of the file system of this peer's data or log folder",
+                                   ("dir",), [((k,), t) for k, _, t in disk]),
+            "jm_disk_low": ("1 if the data or log folder has less room than "
+                            "jobmanager.disk.min-free", (),
+                            [((), 1 if janitor is not None and janitor.disk_low() else 0)]),
             "jm_raft_fsyncs_total": ("fsyncs of this peer's Raft journal (raft.fsync)", (),
                                      [((), journal.get("fsyncs", 0))]),
             "jm_raft_fsynced_entries_total": ("Raft entries those fsyncs made durable", (),
@@ -381,6 +452,15 @@ class PeerGateway:
             "jm_raft_fsync_seconds_total": ("Time spent in those fsyncs", (),
                                             [((), journal.get("fsync-seconds", 0.0))]),
         }
+
+    def readiness(self) -> dict:
+        registered = self.registered.is_set()
+        lease = bool(self.peer.lease_valid())
+        started = bool(self.peer.started)
+        why = [w for w, bad in (("not started", not started), ("not registered", not registered),
+                                ("lease not valid", not lease)) if bad]
+        return {"ready": not why, "node": self.node, "registered": registered,
+                "lease-valid": lease, "started": started, "reasons": why}
 
     def health(self) -> dict:
         leader = self._leader()

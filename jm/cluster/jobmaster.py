@@ -20,6 +20,7 @@ from raft.node import RaftUnavailable
 from jm.cluster.batcher import Batcher
 from jm.runtime.executor import ExecutorLost, JobProcess
 from jm.runtime.sparkapp import INFO_FILE
+from jm.policy.bounds import bounded_failure, json_size, readable, storable, truncate
 from jm.policy.restart import RestartStrategy, RestartTracker, on_failure
 from jm.cluster.savepoint import SavepointError, new_location, restore, snapshot
 
@@ -28,6 +29,7 @@ log = logging.getLogger("jm.cluster.jobmaster")
 
 _last_seq = 0
 STOP_WAIT = 5.0  # seconds a stopping JobMaster waits for its cancelled tasks
+MAX_INFO_SIZE = 16 * 1024  # bytes of an attempt's Spark details (spark.json) kept
 
 
 def next_report_seq() -> int:
@@ -165,13 +167,19 @@ class JobMaster:
 
     def _send(self, status: str, result: Any = None, failure: Any = None,
               info: Optional[dict] = None) -> asyncio.Future:
+        # whatever the job wrote or however it ended, what goes to Raft is readable text
+        # (no lone surrogate msgpack refuses) of bounded size (jobmanager.failure.max-size)
+        if failure is not None:
+            failure = bounded_failure(failure, self.env.conf["jobmanager.failure.max-size"])
+        if result is not None:
+            result = storable(result)
         return asyncio.ensure_future(self.env.reporter.submit(StatusReport(
             self.job_id, self.epoch, self.env.node, status, self.env.clock(), result, failure,
             next_report_seq(), info)))
 
     async def _report(self, status: str, result: Any = None, failure: Any = None,
-                      sent: Optional[asyncio.Future] = None, info: Optional[dict] = None
-                      ) -> None:
+                      sent: Optional[asyncio.Future] = None, info: Optional[dict] = None,
+                      last_resort: bool = False) -> None:
         r = await (sent or self._send(status, result, failure, info))
         if r.ok and status == S.RESTARTING and self.env.metrics is not None:
             self.env.metrics.restarts.inc()
@@ -183,6 +191,12 @@ class JobMaster:
                 await self._report(S.FAILED, failure={
                     "exception": f"the job's result could not be stored: {r.error}",
                     "traceback": "", "final": True})
+            elif status == S.FAILED and not last_resort:
+                # the job must end: a failure the state cannot hold ends it all the same
+                await self._report(S.FAILED, failure={
+                    "exception": f"the job failed; its failure could not be stored: "
+                                 f"{r.error}", "traceback": "", "final": True},
+                    last_resort=True)
 
     def _params(self, pyfiles: list[str], run_dir: str, script: Optional[str] = None) -> dict:
         conf = self.env.conf
@@ -211,6 +225,7 @@ class JobMaster:
             "spark_wait": conf["spark.connect.startup-timeout"],
             "max_result_rows": conf["sql.max-result-rows"],
             "max_result_size": conf["jobmanager.result.max-size"],
+            "max_failure_size": conf["jobmanager.failure.max-size"],
         }
 
     async def _run(self) -> None:
@@ -287,7 +302,7 @@ class JobMaster:
                     if watch is not None:
                         watch.cancel()
                 if outcome is None:  # stopped for a request (cancel, stop, move)
-                    result = (_read_json(os.path.join(run_dir, "result.json")) or {}).get("result")
+                    result, _ = await self._read_result(run_dir)
                     intent = self._intent()  # None: the request was withdrawn meanwhile
                     if intent is not None and await self._conclude(intent, result):
                         return
@@ -308,11 +323,13 @@ class JobMaster:
                 if sig and self.streaming:  # its queries may outlive it in the Spark server
                     await self._cleanup_session(run_dir)
                 if code == 0:
-                    result = _read_json(os.path.join(run_dir, "result.json"))
-                    await self._report(S.FINISHED, result=(result or {}).get("result"))
-                    return
-                failure = _read_json(os.path.join(run_dir, "error.json")) or {
-                    "exception": _describe_exit(code, sig), "traceback": ""}
+                    result, problem = await self._read_result(run_dir)
+                    if problem is None:
+                        await self._report(S.FINISHED, result=result)
+                        return
+                    failure = {"exception": problem, "traceback": ""}
+                else:
+                    failure = await self._read_failure(run_dir, code, sig)
             tracker, decision = on_failure(strategy, tracker, self.env.monotonic(),
                                            random.random())
             if not decision.restart:
@@ -323,6 +340,32 @@ class JobMaster:
             self.restart_index += 1
             await self._wait_for_intent(decision.delay)
 
+    async def _read_result(self, run_dir: str) -> tuple[Any, Optional[str]]:
+        """The result the job wrote (result.json), read off the event loop: (value, None),
+        or (None, why) for a file over jobmanager.result.max-size (the job process checks
+        what it returns, but a job can write the file itself)."""
+        limit = self.env.conf["jobmanager.result.max-size"]
+        path = os.path.join(run_dir, "result.json")
+        out, size = await asyncio.to_thread(_read_json_bounded, path, limit + 64)
+        if size is not None:
+            return None, (f"ValueError: the job's result.json is {size} bytes, more than "
+                          f"jobmanager.result.max-size ({limit} bytes)")
+        return (out if isinstance(out, dict) else {}).get("result"), None
+
+    async def _read_failure(self, run_dir: str, code: int, sig: int) -> dict:
+        """The failure the job wrote (error.json), read off the event loop and bounded; the
+        exit's description when there is none (or it is too large to read)."""
+        limit = self.env.conf["jobmanager.failure.max-size"]
+        path = os.path.join(run_dir, "error.json")
+        out, size = await asyncio.to_thread(_read_json_bounded, path, 8 * limit + 4096)
+        if size is not None:
+            return {"exception": f"{_describe_exit(code, sig)}; its error.json ({size} bytes) "
+                                 f"is over what jobmanager.failure.max-size ({limit} bytes) "
+                                 "allows: see the job's log", "traceback": ""}
+        if not isinstance(out, dict):
+            return {"exception": _describe_exit(code, sig), "traceback": ""}
+        return bounded_failure(out, limit)
+
     async def _watch_spark(self, run_dir: str) -> None:
         """Report the attempt's Spark application (id, UI, executors, a note when it waits
         for resources) whenever the job process (classic mode) writes new details."""
@@ -331,7 +374,7 @@ class JobMaster:
         delay = 0.1
         while True:
             await asyncio.sleep(delay)
-            info = _read_json(path)
+            info, _ = await asyncio.to_thread(_read_json_bounded, path, MAX_INFO_SIZE)
             if info is not None and info != last:
                 last = info
                 if not await self._report_info(self._info_report(info)):
@@ -354,7 +397,9 @@ class JobMaster:
             task.add_done_callback(self._info_tasks.discard)
 
     def _info_report(self, info: dict) -> asyncio.Future:
-        info = {k: str(v)[:500] if isinstance(v, str) else v for k, v in info.items()}
+        info = storable({k: str(v)[:500] if isinstance(v, str) else v for k, v in info.items()})
+        if json_size(info) > MAX_INFO_SIZE:  # bounded: only its plain fields
+            info = {k: v for k, v in info.items() if not isinstance(v, (dict, list))}
         return self._send(S.RUNNING, info=dict(info, restart=self.restart_index))
 
     async def _report_info(self, sent: asyncio.Future) -> bool:
@@ -424,7 +469,7 @@ class JobMaster:
         location, failure = await self._take_savepoint(trigger_id, target)
         res = await self._commit(CompleteSavepoint(self.job_id, self.epoch, self.env.node,
                                                    trigger_id, location, failure,
-                                                   self.env.clock(), result))
+                                                   self.env.clock(), storable(result)))
         if failure is None and res.ok:
             return True
         # the stop failed (or was superseded): run the job again, not counted as a failure
@@ -441,9 +486,9 @@ class JobMaster:
             await asyncio.to_thread(snapshot, self.checkpoint_dir, location, meta)
         except SavepointError as exc:
             self.log.warning("savepoint %s of %s failed: %s", trigger_id, self.job_id, exc)
-            return None, str(exc)
+            return None, truncate(exc, self.env.conf["jobmanager.failure.max-size"])
         self.log.info("savepoint %s of job %s written to %s", trigger_id, self.job_id, location)
-        return location, None
+        return readable(location), None
 
     async def _savepoint(self, trigger_id: str, target: Optional[str]) -> None:
         """A savepoint while the job runs on (served by whichever attempt owns the job)."""
@@ -499,7 +544,9 @@ class JobMaster:
                 await asyncio.wait_for(asyncio.shield(proc.exited), 60)
             except asyncio.TimeoutError:
                 self.env.executor.kill(proc, signal.SIGKILL)
-            out = _read_json(params["result_path"]) or {}
+            out, _ = await asyncio.to_thread(_read_json_bounded, params["result_path"],
+                                             MAX_INFO_SIZE)
+            out = out if isinstance(out, dict) else {}
             self.log.info("job %s: stopped %s streaming queries left by the killed attempt",
                      self.job_id, (out.get("result") or {}).get("stopped"))
         except (ExecutorLost, OSError) as exc:
@@ -507,12 +554,17 @@ class JobMaster:
                       self.job_id, exc)
 
 
-def _read_json(path: str) -> Optional[dict]:
+def _read_json_bounded(path: str, limit: int) -> tuple[Any, Optional[int]]:
+    """(the JSON in `path` or None, None); (None, its size) when it is over `limit` bytes,
+    unread. Blocking: call it in a thread."""
     try:
-        with open(path) as f:
-            return json.load(f)
+        size = os.path.getsize(path)
+        if size > limit:
+            return None, size
+        with open(path, "rb") as f:
+            return json.loads(f.read()), None
     except (OSError, ValueError):
-        return None
+        return None, None
 
 
 def _describe_exit(code: int, sig: int) -> str:

@@ -23,7 +23,7 @@ import json
 import logging
 import os
 import time
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import aiohttp
 
@@ -65,20 +65,20 @@ def has_raft_data(raft_dir: str) -> bool:
                for name in ("raft.journal", "raft.dump", MEMBERS_FILE))
 
 
-async def ask_seeds(seeds: list[PeerAddress], headers: dict, timeout: float = 1.5
-                    ) -> Optional[list[str]]:
+async def ask_seeds(seeds: list[PeerAddress], headers: dict, timeout: float = 1.5,
+                    scheme: str = "http", ssl: Any = True) -> Optional[list[str]]:
     """The Raft members according to the first seed that answers GET /cluster/peers (which
     answers after a Raft barrier, so with every committed change; no leader: no answer)."""
-    return await ask_members([seed.rest_url for seed in seeds], headers, timeout)
+    return await ask_members([seed.url(scheme) for seed in seeds], headers, timeout, ssl)
 
 
-async def ask_members(urls: list[str], headers: dict, timeout: float = 1.5
-                      ) -> Optional[list[str]]:
+async def ask_members(urls: list[str], headers: dict, timeout: float = 1.5,
+                      ssl: Any = True) -> Optional[list[str]]:
     client_timeout = aiohttp.ClientTimeout(total=timeout)
     async with aiohttp.ClientSession(timeout=client_timeout, headers=headers) as http:
         for url in urls:
             try:
-                async with http.get(url + "/cluster/peers") as resp:
+                async with http.get(url + "/cluster/peers", ssl=ssl) as resp:
                     if resp.status != 200:
                         continue
                     body = await resp.json()
@@ -90,11 +90,11 @@ async def ask_members(urls: list[str], headers: dict, timeout: float = 1.5
 
 
 async def initial_members(me: PeerAddress, masters: list[PeerAddress], raft_dir: str,
-                          headers: dict) -> list[str]:
+                          headers: dict, scheme: str = "http", ssl: Any = True) -> list[str]:
     """The Raft members this peer starts with (see the module's docstring). ConfigError
     when the cluster says this peer is not a member."""
     seeds = [m for m in masters if m != me]
-    current = await ask_seeds(seeds, headers) if seeds else None
+    current = await ask_seeds(seeds, headers, scheme=scheme, ssl=ssl) if seeds else None
     if current is not None and me.node_id not in current:
         hint = f"add it first: jm cluster add-peer {me}"
         if has_raft_data(raft_dir):  # removed while it was away: its Raft data is stale

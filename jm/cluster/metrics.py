@@ -1,113 +1,141 @@
-"""A small Prometheus registry per peer (text exposition format 0.0.4), so that peers of
-one process (MiniCluster, tests) never share counters. Counters and histograms count
-this peer's events; gauges are read at scrape time from the peer and its replica."""
+"""The Prometheus metrics of one peer, through `prometheus_client`.
+
+Every peer has its own CollectorRegistry (in-process clusters, MiniCluster and the tests,
+run several peers in one process: they never share a counter). It holds:
+
+* the process, platform and GC collectors (`process_resident_memory_bytes`: the control
+  plane's RSS; `python_gc_*`, `python_info`);
+* this peer's counters and histograms (restarts, moves, failovers detected, placement
+  latency, REST latency per route);
+* the gauges read at scrape time from the peer and its replica (PeerGateway.gauges).
+
+Every series carries a `peer` label (the node id) except the cluster-wide ones, named
+`jm_cluster_*`, which only the Raft leader exports (a follower exports none), so that a
+`sum()` over every peer's series is right. `render(accept)` negotiates the format:
+OpenMetrics when the scraper asks for `application/openmetrics-text`, else the classic
+text format 0.0.4."""
 from __future__ import annotations
 
-import math
-import threading
-from typing import Callable, Iterable
+import logging
+from typing import Any, Callable, Iterable, Optional
+
+from prometheus_client import (CollectorRegistry, Counter, GCCollector, Histogram,
+                               PlatformCollector, ProcessCollector)
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+log = logging.getLogger(__name__)
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                    10.0)
+CLUSTER_PREFIX = "jm_cluster_"  # cluster-wide series: exported by the leader only, no peer
+
+# name -> (help, label names, [(label values, value)]), as PeerGateway.gauges returns them
+Gauges = dict[str, tuple[str, tuple, list]]
 
 
-def _labels(names: tuple, values: tuple) -> str:
-    if not names:
-        return ""
-    parts = []
-    for n, v in zip(names, values):
-        v = str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-        parts.append(f'{n}="{v}"')
-    return "{" + ",".join(parts) + "}"
+def cluster_gauges(st: Any) -> Gauges:
+    """The cluster-wide numbers of a replica's state (pure): jobs by state, peers by state,
+    slots of the alive peers and those used. Only the leader exports them."""
+    from jm.policy import views
+    jobs: dict[str, int] = {}
+    for job in st.jobs.values():
+        jobs[job.status] = jobs.get(job.status, 0) + 1
+    peers: dict[str, int] = {}
+    for p in st.peers.values():
+        k = views.peer_state(st, p)
+        peers[k] = peers.get(k, 0) + 1
+    alive = st.alive_peers()
+    return {
+        "jm_cluster_jobs": ("Jobs by state in the cluster (exported by the Raft leader only)",
+                            ("state",), [((k,), v) for k, v in sorted(jobs.items())]),
+        "jm_cluster_peers": ("Peers by state in the cluster (exported by the Raft leader "
+                             "only)", ("state",), [((k,), v) for k, v in sorted(peers.items())]),
+        "jm_cluster_slots": ("Slots of the alive peers (exported by the Raft leader only)", (),
+                             [((), sum(p.slots for p in alive))]),
+        "jm_cluster_slots_used": ("Slots used on the alive peers (exported by the Raft leader "
+                                  "only)", (), [((), sum(st.slots_used(p.id) for p in alive))]),
+    }
 
 
-def _num(x: float) -> str:
-    if math.isinf(x):
-        return "+Inf" if x > 0 else "-Inf"
-    return repr(float(x)) if not float(x).is_integer() else str(int(x))
+def families(node: str, gauges: Gauges) -> list[Metric]:
+    """Metric families of scrape-time gauges (pure): a name ending in `_total` is a counter;
+    every family but the cluster-wide ones (`jm_cluster_*`) gets the `peer` label."""
+    out: list[Metric] = []
+    for name, (help_, label_names, samples) in sorted(gauges.items()):
+        own = not name.startswith(CLUSTER_PREFIX)
+        names = (("peer",) if own else ()) + tuple(label_names)
+        cls = CounterMetricFamily if name.endswith("_total") else GaugeMetricFamily
+        fam = cls(name, help_, labels=names)
+        for values, v in samples:
+            fam.add_metric(((node,) if own else ()) + tuple(str(x) for x in values), float(v))
+        out.append(fam)
+    return out
 
 
-class Counter:
-    def __init__(self, name: str, help_: str, labels: tuple = ()) -> None:
-        self.name, self.help, self.labels = name, help_, labels
-        self.values: dict[tuple, float] = {}
-        self._lock = threading.Lock()
+class _ScrapeGauges:
+    """A collector reading the gauges at each scrape; a failing read costs these series
+    for that scrape (logged), never the whole /metrics."""
 
-    def inc(self, amount: float = 1.0, *labels: str) -> None:
-        with self._lock:
-            self.values[labels] = self.values.get(labels, 0.0) + amount
+    def __init__(self, node: str, read: Callable[[], Gauges]) -> None:
+        self.node, self.read = node, read
 
-    def render(self) -> Iterable[str]:
-        yield f"# HELP {self.name} {self.help}"
-        yield f"# TYPE {self.name} counter"
-        if not self.values and not self.labels:
-            yield f"{self.name} 0"
-        for labels, v in sorted(self.values.items()):
-            yield f"{self.name}{_labels(self.labels, labels)} {_num(v)}"
+    def collect(self) -> Iterable[Metric]:
+        try:
+            gauges = self.read()
+        except Exception:
+            log.warning("metrics: reading the peer's gauges failed", exc_info=True)
+            return []
+        return families(self.node, gauges)
 
 
-class Histogram:
-    def __init__(self, name: str, help_: str, labels: tuple = (),
-                 buckets: tuple = LATENCY_BUCKETS) -> None:
-        self.name, self.help, self.labels, self.buckets = name, help_, labels, buckets
-        self.series: dict[tuple, list] = {}  # labels -> [bucket counts..., sum, count]
-        self._lock = threading.Lock()
+class _PeerLabelled:
+    """Another collector's families with a `peer` label added to every sample (process,
+    platform and GC metrics: per peer like the rest)."""
 
-    def observe(self, value: float, *labels: str) -> None:
-        with self._lock:
-            s = self.series.setdefault(labels, [0] * len(self.buckets) + [0.0, 0])
-            for i, b in enumerate(self.buckets):
-                if value <= b:
-                    s[i] += 1
-            s[-2] += value
-            s[-1] += 1
+    def __init__(self, inner: Any, node: str) -> None:
+        self.inner, self.node = inner, node
 
-    def render(self) -> Iterable[str]:
-        yield f"# HELP {self.name} {self.help}"
-        yield f"# TYPE {self.name} histogram"
-        for labels, s in sorted(self.series.items()):
-            for i, b in enumerate(self.buckets):
-                yield (f"{self.name}_bucket{_labels(self.labels + ('le',), labels + (_num(b),))}"
-                       f" {s[i]}")
-            yield f"{self.name}_bucket{_labels(self.labels + ('le',), labels + ('+Inf',))} {s[-1]}"
-            yield f"{self.name}_sum{_labels(self.labels, labels)} {_num(s[-2])}"
-            yield f"{self.name}_count{_labels(self.labels, labels)} {s[-1]}"
-
-
-class Gauges:
-    """Gauges computed by a callback at scrape time: name -> (help, [(labels, value)])."""
-
-    def __init__(self, collect: Callable[[], dict]) -> None:
-        self.collect = collect
-
-    def render(self) -> Iterable[str]:
-        for name, (help_, label_names, samples) in sorted(self.collect().items()):
-            yield f"# HELP {name} {help_}"
-            yield f"# TYPE {name} gauge"
-            for labels, v in samples:
-                yield f"{name}{_labels(label_names, labels)} {_num(v)}"
+    def collect(self) -> Iterable[Metric]:
+        for fam in self.inner.collect():
+            out = Metric(fam.name, fam.documentation, fam.type, fam.unit)
+            out.samples = [s._replace(labels={"peer": self.node, **s.labels})
+                           for s in fam.samples]
+            yield out
 
 
 class PeerMetrics:
-    """The metrics of one JobManager peer."""
+    """The metrics of one JobManager peer (node id `node`); `read_gauges` returns the
+    scrape-time gauges (PeerGateway.gauges)."""
 
-    def __init__(self) -> None:
-        self.restarts = Counter("jm_job_restarts_total",
-                                "Job restarts reported by this peer's JobMasters")
-        self.moves = Counter("jm_job_moves_total",
-                             "Planned moves of jobs away from this peer (rebalance, drain)")
-        self.failovers = Counter("jm_failovers_detected_total",
-                                 "Peers this peer (as leader) declared dead")
-        self.placement = Histogram("jm_placement_latency_seconds",
-                                   "From a job waiting (CREATED) to its assignment, on the "
-                                   "leader")
-        self.rest = Histogram("jm_rest_request_duration_seconds",
-                              "REST request latency on this peer", ("method", "route", "code"))
-        self.gauges: list[Gauges] = []
+    def __init__(self, node: str, read_gauges: Optional[Callable[[], Gauges]] = None) -> None:
+        self.node = node
+        self.registry = CollectorRegistry(auto_describe=False)
+        scratch = CollectorRegistry(auto_describe=False)  # they insist on registering
+        for inner in (ProcessCollector(registry=scratch), PlatformCollector(registry=scratch),
+                      GCCollector(registry=scratch)):
+            self.registry.register(_PeerLabelled(inner, node))
+        reg = self.registry
+        self.restarts = Counter("jm_job_restarts", "Job restarts reported by this peer's "
+                                "JobMasters", ("peer",), registry=reg).labels(node)
+        self.moves = Counter("jm_job_moves", "Planned moves of jobs away from this peer "
+                             "(rebalance, drain)", ("peer",), registry=reg).labels(node)
+        self.failovers = Counter("jm_failovers_detected", "Peers this peer (as leader) "
+                                 "declared dead", ("peer",), registry=reg).labels(node)
+        self.placement = Histogram("jm_placement_latency_seconds", "From a job waiting "
+                                   "(CREATED) to its assignment, on the leader", ("peer",),
+                                   registry=reg, buckets=LATENCY_BUCKETS).labels(node)
+        self._rest = Histogram("jm_rest_request_duration_seconds", "REST request latency on "
+                               "this peer", ("peer", "method", "route", "code"),
+                               registry=reg, buckets=LATENCY_BUCKETS)
+        if read_gauges is not None:
+            self.registry.register(_ScrapeGauges(node, read_gauges))
 
-    def render(self) -> str:
-        lines: list[str] = []
-        for m in (self.restarts, self.moves, self.failovers, self.placement, self.rest,
-                  *self.gauges):
-            lines.extend(m.render())
-        return "\n".join(lines) + "\n"
+    def observe_rest(self, method: str, route: str, code: int, seconds: float) -> None:
+        self._rest.labels(self.node, method, route, str(code)).observe(seconds)
+
+    def render(self, accept: Optional[str] = None) -> tuple[bytes, str]:
+        """The exposition (body, content type): OpenMetrics if `accept` (the scraper's
+        Accept header) asks for it, else the classic text format."""
+        encoder, content_type = choose_encoder(accept or "")
+        return encoder(self.registry), content_type

@@ -8,10 +8,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import hashlib
 import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 import time
 from typing import Any, Optional
@@ -22,21 +24,27 @@ from jm.cluster.batcher import Batcher
 from jm.cluster.blobs import BlobStore
 from jm.cluster.dispatcher import Dispatcher
 from jm.cluster.gateway import PeerGateway
+from jm.cluster.janitor import Janitor, JanitorConfig, peer_log_handler
 from jm.cluster.jobmaster import JobEnv, make_reporter
 from jm.cluster.lease import Lease
-from jm.cluster.membership import Membership, ask_members, initial_members
-from jm.cluster.metrics import Gauges, PeerMetrics
+from jm.cluster import tls
+from jm.cluster.identity import amnesia_guard, keep_identity
+from jm.cluster.membership import Membership, ask_members, has_raft_data, initial_members
+from jm.cluster.metrics import PeerMetrics
 from jm.cluster.resourcemanager import RebalanceConfig, ResourceManager
 from jm.config import (Config, ConfigError, PeerAddress, choose_self, load_config,
                        parse_overrides, read_masters)
+from jm.policy.identity import NON_VOTER
+from jm.policy.security import peer_credential, start_refusal
 from jm.runtime.executor import Executor
+from jm.runtime.limits import from_conf as job_limits
 from jm.cluster.sqlgateway import SqlGateway
 from jm.cluster.sqljobs import SqlJobExecutor
 from jm.runtime.sparkserver import (SparkConnectServer, free_port, server_conf,
                                     spark_conf_dir)
 from raft.commands import AddArtifact, Heartbeat, RegisterPeer, RetirePeer, SubmitJobs
 from raft.node import RaftHost, RaftSettings, RaftUnavailable
-from rest.app import make_app
+from rest.app import HEALTH_EXTRA, make_app
 
 log = logging.getLogger("jm.cluster.peer")
 _NEVER = asyncio.Event()  # `registered` before the lease loop exists
@@ -49,20 +57,33 @@ def raft_settings(conf: Config) -> RaftSettings:
         leader_fallback_timeout=conf["raft.leader-fallback-timeout"],
         connection_retry_time=conf["raft.connection-retry-time"],
         use_batch=conf["raft.use-batch"], fsync=conf["raft.fsync"],
-        password=conf["raft.password"] or conf["cluster.secret"])
+        password=conf["raft.password"] or conf["cluster.secret"],
+        max_message_size=conf["raft.max-message-size"],
+        max_connections=conf["raft.max-connections"])
 
 
 class Peer:
     """A JobManager peer: builds, starts and stops its components."""
 
-    def __init__(self, conf: Config, me: PeerAddress, masters: list[PeerAddress]) -> None:
+    def __init__(self, conf: Config, me: PeerAddress, masters: list[PeerAddress],
+                 rejoin: bool = False) -> None:
         self.conf = conf
+        self.rejoin = rejoin  # --rejoin: its Raft data is lost; no vote until caught up
         self.me = me
         self.node = me.node_id
         self.masters = masters
+        self.token = conf.rest_token()
+        self.secret = conf["cluster.secret"]
+        self._check_exposure()  # before anything is made on disk
         self.data_dir = os.path.join(conf.path("jobmanager.data-dir"), self.node.replace(":", "_"))
         self.log_dir = os.path.join(conf.path("env.log.dir"), self.node.replace(":", "_"))
         self.blobs = BlobStore(os.path.join(self.data_dir, "blobs"))
+        # a durable copy of every upload, where every peer can read it
+        self.ha_blobs = BlobStore(os.path.join(conf.path("high-availability.storageDir"),
+                                               "blobs"))
+        # deletes what nothing needs, caps job logs, watches free space
+        self.janitor = Janitor(JanitorConfig.from_conf(conf, self.data_dir, self.log_dir),
+                               self.blobs, self.node, self.ha_blobs)
         self.raft: Optional[RaftHost] = None
         self.raft_dir = os.path.join(self.data_dir, "raft")
         self.membership: Optional[Membership] = None
@@ -71,7 +92,8 @@ class Peer:
         self._removal_check: Optional[asyncio.Future] = None
         self.runner: Optional[web.AppRunner] = None
         self.executor = Executor(self.log_dir, conf["jobmanager.executor.preload"],
-                                 conf["jobmanager.executor.nice"])
+                                 conf["jobmanager.executor.nice"], job_limits(conf),
+                                 conf["jobmanager.executor.cgroup"])
         self.spark: Optional[SparkConnectServer] = None
         self.reporter: Optional[Batcher] = None
         self.submitter: Optional[Batcher] = None
@@ -83,14 +105,50 @@ class Peer:
         self._tasks: list[asyncio.Task] = []
         self.started = False  # every component is up (REST answers writes 503 until then)
         self.started_at = time.time()
-        self.token = conf.rest_token()
-        self.secret = conf["cluster.secret"]
-        # what this peer shows other peers (artifact and log fetches)
-        self.peer_headers = ({"Authorization": f"Bearer {self.secret or self.token}"}
-                             if (self.secret or self.token) else {})
+        # what this peer shows other peers (artifact and log fetches): a credential
+        # derived from cluster.secret (never the secret, which may be the Raft password)
+        credential = peer_credential(self.secret) if self.secret else self.token
+        self.peer_headers = {"Authorization": f"Bearer {credential}"} if credential else {}
+        # HTTPS (rest.ssl.*): how this peer serves REST and verifies the other peers
+        self.ssl_server = tls.server_context(conf)
+        self.client_ssl = tls.client_context(conf)
+        self.scheme = tls.scheme(conf)
         self.gateway = PeerGateway(self)  # what REST may ask of this peer
-        self.metrics = PeerMetrics()
-        self.metrics.gauges.append(Gauges(self.gateway.gauges))
+        self.metrics = PeerMetrics(self.node, self.gateway.gauges)  # a registry per peer
+
+    def _check_exposure(self) -> None:
+        """Safe by default (jm.policy.security.start_refusal): ConfigError when REST or
+        Raft listens beyond loopback without rest.auth.token and cluster.secret."""
+        def resolve(name: str) -> list[str]:
+            try:
+                return [ai[4][0] for ai in socket.getaddrinfo(name, None)]
+            except OSError:
+                return []
+        refusal, warnings = start_refusal(
+            [self.conf["rest.bind-address"] or self.me.host, self.me.host], self.token,
+            self.secret, self.conf["raft.password"], self.conf["security.insecure"], resolve)
+        if refusal:
+            raise ConfigError(refusal)
+        for w in warnings:
+            log.warning("%s", w)
+
+    def _blob_from_shared(self, art_id: str, name: str) -> str:
+        """The artifact from high-availability.storageDir, its hash checked (LookupError)."""
+        shared = self.ha_blobs.local_path(art_id, name)
+        if shared is None:
+            raise LookupError(f"artifact {art_id} is on no peer that answers and not in "
+                              "high-availability.storageDir")
+        with open(shared, "rb") as f:
+            data = f.read()
+        if "sha256:" + hashlib.sha256(data).hexdigest() != art_id:
+            raise LookupError(f"the shared copy of artifact {art_id} is damaged")
+        self.blobs.put(name, data)
+        return self.blobs.local_path(art_id, name)
+
+    def url_of(self, host: str, rest_port: int) -> str:
+        """The REST base URL of a peer (https with rest.ssl.enabled)."""
+        host = f"[{host}]" if ":" in host else host
+        return f"{self.scheme}://{host}:{rest_port}"
 
     # ---- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -98,22 +156,37 @@ class Peer:
         os.makedirs(self.data_dir, exist_ok=True)
         os.makedirs(self.log_dir, exist_ok=True)
         os.makedirs(self.raft_dir, exist_ok=True)
-        members = await initial_members(self.me, self.masters, self.raft_dir, self.peer_headers)
+        had_data = has_raft_data(self.raft_dir)
+        members = await initial_members(self.me, self.masters, self.raft_dir, self.peer_headers,
+                                        self.scheme, self.client_ssl)
+        mode = await amnesia_guard(had_data, self.raft_dir, self.node,
+                                   [m.url(self.scheme) for m in self.masters if m != self.me],
+                                   self.peer_headers, self.client_ssl, self.rejoin)
         others = [m for m in members if m != self.me.raft_addr]
         self.raft = RaftHost(self.me.raft_addr, others, self.raft_dir,
-                             raft_settings(self.conf), loop, {})
+                             raft_settings(self.conf), loop, {}, no_vote=mode == NON_VOTER)
         self.raft.apply_hooks.append(self._on_applied)
         self.raft.start_watch()
         self.membership = Membership(self.raft, self.raft_dir, self.conf["rest.write-timeout"])
         app = make_app(self.gateway, self.conf["rest.max-body-size"], token=self.token,
-                       secret=self.secret, metrics=self.metrics,
-                       wait_timeout=self.conf["rest.write-timeout"])
+                       peer_credential=peer_credential(self.secret) if self.secret else None,
+                       metrics=self.metrics,
+                       wait_timeout=self.conf["rest.write-timeout"],
+                       hosts=tuple({m.host for m in self.masters} | {
+                           self.me.host, self.conf["rest.bind-address"] or self.me.host,
+                           socket.gethostname(), socket.getfqdn()}),
+                       allowed_hosts=self.conf["rest.allowed-hosts"],
+                       allowed_origins=self.conf["rest.allowed-origins"],
+                       client_ssl=self.client_ssl)
+        app[HEALTH_EXTRA] = [self.janitor.health]  # disk-low in /healthz
         # a stopping peer gives requests in flight (a write waits up to rest.write-timeout
         # for Raft) a few seconds, then cancels them: stopping never waits for clients
         self.runner = web.AppRunner(app, access_log=None, shutdown_timeout=3.0)
         await self.runner.setup()
+        from rest.connlimit import limit_connections  # (kept here: imports are shared)
+        limit_connections(self.runner, self.conf["rest.max-connections"])
         site = web.TCPSite(self.runner, self.conf["rest.bind-address"] or self.me.host,
-                           self.me.rest_port,
+                           self.me.rest_port, ssl_context=self.ssl_server,
                            reuse_address=True)
         await site.start()
         await self.executor.start()
@@ -161,11 +234,14 @@ class Peer:
         self._tasks.append(asyncio.create_task(self.lease.run()))
         self._tasks.append(asyncio.create_task(self.lease.watchdog()))
         self._tasks.append(asyncio.create_task(self._watch_membership()))
+        self._tasks.append(asyncio.create_task(
+            keep_identity(self.raft, self.registered, self.raft_dir, self.node)))
         self.dispatcher.start()
         self.rm.start()
         self.sql.start()
+        self.janitor.start(self.raft, lambda: self.registered.is_set())
         self.started = True
-        log.info("peer %s up: REST %s, Raft %s, pid %d", self.node, self.me.rest_url,
+        log.info("peer %s up: REST %s, Raft %s, pid %d", self.node, self.me.url(self.scheme),
                  self.me.raft_addr, os.getpid())
 
     def _on_applied(self, command: Any, result: Any) -> None:
@@ -201,10 +277,11 @@ class Peer:
             if cut_off < 2:
                 continue
             with self.raft.read() as st:
-                urls = [f"http://{p.host}:{p.rest_port}" for p in st.peers.values()
+                urls = [self.url_of(p.host, p.rest_port) for p in st.peers.values()
                         if p.id != self.node]
-            urls += [m.rest_url for m in self.masters if m != self.me and m.rest_url not in urls]
-            members = await ask_members(urls, self.peer_headers)
+            urls += [u for m in self.masters if m != self.me
+                     and (u := m.url(self.scheme)) not in urls]
+            members = await ask_members(urls, self.peer_headers, ssl=self.client_ssl)
             if members is not None and self.node not in members:
                 log.warning("peer %s is not a Raft member any more (members: %s); stopping",
                             self.node, ", ".join(members))
@@ -269,7 +346,8 @@ class Peer:
         for t in self._tasks:
             t.cancel()
         steps = [("background tasks", lambda: asyncio.gather(*self._tasks,
-                                                            return_exceptions=True))]
+                                                            return_exceptions=True)),
+                 ("janitor", self.janitor.close)]
         if self.rm:
             steps.append(("resource manager", self.rm.close))
         steps.append(("SQL gateway", self.sql.close))
@@ -339,11 +417,15 @@ class Peer:
                 if art is None:
                     raise LookupError(f"unknown artifact {art_id}")
                 name, holders = art.name, list(art.nodes)
-                urls = [f"http://{st.peers[n].host}:{st.peers[n].rest_port}" for n in holders
+                urls = [self.url_of(st.peers[n].host, st.peers[n].rest_port) for n in holders
                         if n in st.peers and n != self.node]
             path = self.blobs.local_path(art_id, name)
             if path is None:
-                path = await self.blobs.fetch(art_id, name, urls, self.peer_headers)
+                try:
+                    path = await self.blobs.fetch(art_id, name, urls, self.peer_headers,
+                                                  ssl=self.client_ssl)
+                except LookupError:  # no peer that has it answers: the shared copy
+                    path = await asyncio.to_thread(self._blob_from_shared, art_id, name)
                 try:  # this peer holds a copy now: others may fetch it from here too
                     await self.raft.submit(AddArtifact(art_id, name, os.path.getsize(path),
                                                        self.node, time.time()),
@@ -418,8 +500,10 @@ class LogFormat(logging.Formatter):
         return line if job is None else f"{line} [job={job} epoch={epoch}]"
 
 
-def _setup_logging(level: str, kind: str = "text", node: str = "") -> None:
-    handler = logging.StreamHandler(sys.stdout)
+def _setup_logging(level: str, kind: str = "text", node: str = "", max_size: int = 0,
+                   max_files: int = 1) -> None:
+    # stdout redirected to a file (bin/jobmanager.sh): that file rotates (env.log.max-size)
+    handler = peer_log_handler(max_size, max_files) or logging.StreamHandler(sys.stdout)
     handler.setFormatter(LogFormat(kind, node))
     logging.basicConfig(level=getattr(logging, level), handlers=[handler])
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
@@ -452,14 +536,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--peer", help="host:rest-port:raft-port (a line of conf/masters, or a "
                                    "member added with jm cluster add-peer)")
     ap.add_argument("-D", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--rejoin", action="store_true",
+                    help="this peer's Raft data was lost: catch up before voting again")
     args = ap.parse_args(argv)
     try:
         conf = load_config(args.conf_dir, parse_overrides(args.overrides),
                            home=os.environ.get("JM_HOME"))
         masters = read_masters(os.path.join(args.conf_dir, "masters"))
         me = choose_self(masters, args.peer)
-        _setup_logging(conf["jobmanager.log.level"], conf["jobmanager.log.format"], me.node_id)
-        peer = Peer(conf, me, masters)
+        _setup_logging(conf["jobmanager.log.level"], conf["jobmanager.log.format"], me.node_id,
+                       conf["env.log.max-size"], conf["env.log.max-files"])
+        peer = Peer(conf, me, masters, rejoin=args.rejoin)
     except ConfigError as exc:
         print(f"jobmanager: configuration error: {exc}", file=sys.stderr)
         return 2

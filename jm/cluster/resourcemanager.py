@@ -15,7 +15,7 @@ from typing import Callable, Optional
 from raft import state as S
 from raft.commands import (ANYWHERE, Assignment, AssignJobs, DeclarePeerDead, Heartbeat, Move,
                            MoveJobs, PurgeJobs, RegisterPeer)
-from jm.policy.retention import expired_jobs, track_ended
+from jm.policy.retention import expired_jobs, purge_batches, track_ended
 from raft.state import ClusterState
 from raft.node import RaftUnavailable
 from jm.policy.placement import PeerLoad, Waiting, place
@@ -24,6 +24,7 @@ from jm.policy.rebalance import JobInfo, PeerInfo, PlannedMove, plan_drain, plan
 log = logging.getLogger("jm.rm")
 
 MAX_PLACE_BATCH = 2000
+PURGE_PER_ROUND = 20000  # ended jobs forgotten per purge round (in byte-bounded commands)
 
 
 @dataclass(frozen=True)
@@ -338,10 +339,19 @@ class ResourceManager:
         now = self._last_purge = self.mono()
         with self.raft.read() as st:
             self._ended_seen = track_ended(st, self._ended_seen, now)
-            ids = expired_jobs(self._ended_seen, now, self.expiration, self.capacity)
+            ids = expired_jobs(self._ended_seen, now, self.expiration, self.capacity,
+                               limit=PURGE_PER_ROUND + 1)
+        more = len(ids) > PURGE_PER_ROUND
+        forgotten = 0
+        # several commands, each bounded in bytes, so that one round keeps up with any
+        # submission rate Raft accepts (SubmitJobs batches are bounded likewise)
+        for chunk in purge_batches(ids[:PURGE_PER_ROUND]):
+            res = await self.raft.submit(PurgeJobs(chunk, self.wall()), self.write_timeout)
+            forgotten += len(res.value or [])
         if ids:
-            res = await self.raft.submit(PurgeJobs(tuple(ids), self.wall()), self.write_timeout)
-            log.info("forgot %d ended jobs (job store expiration/capacity)", len(res.value or []))
+            log.info("forgot %d ended jobs (job store expiration/capacity)", forgotten)
+        if more:  # more expired than one round takes: purge again at once, not in 10 s
+            self._last_purge = now - self.purge_every
 
     async def close(self) -> None:
         if self._task:

@@ -14,6 +14,11 @@ directory are copied as they are; a job that keeps its own state there should st
 Layout of a savepoint: `<location>/_metadata` (JSON) and `<location>/checkpoint/...`.
 It is written under a temporary name and renamed into place, so a savepoint that exists
 is complete.
+
+Retention (the Raft leader's janitor, jm/policy/cleanup.py): in `state.savepoints.dir` each
+job keeps its newest `state.savepoints.num-retained` savepoints; a savepoint holding a
+`_pinned` file (`touch <location>/_pinned`), one a job in the job store resumes from and
+each job's last one are never deleted. Other target directories are left alone.
 """
 from __future__ import annotations
 
@@ -23,6 +28,8 @@ import re
 import shutil
 import uuid
 from typing import Optional
+
+from jm.policy.cleanup import PIN_FILE, SavepointEntry, norm
 
 METADATA = "_metadata"
 RESTORED_MARKER = "restored-from"
@@ -172,3 +179,46 @@ def restore(location: str, checkpoint_dir: str, marker_dir: str) -> bool:
     except OSError as exc:
         raise SavepointError(f"could not restore savepoint {location}: {exc}") from exc
     return True
+
+
+def list_savepoints(directory: str) -> list[SavepointEntry]:
+    """The complete savepoints directly in `directory` whose _metadata names their job
+    (in-progress copies, other folders and files are not listed)."""
+    out = []
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return out
+    for name in names:
+        if name.startswith("."):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            with open(os.path.join(path, METADATA)) as f:
+                meta = json.load(f)
+            mtime = os.stat(path).st_mtime
+        except (OSError, ValueError):
+            continue
+        job_id = meta.get("job-id") if isinstance(meta, dict) else None
+        if not isinstance(job_id, str) or not job_id:
+            continue
+        when = meta.get("time")
+        when = float(when) if isinstance(when, (int, float)) else mtime
+        out.append(SavepointEntry(norm(os.path.abspath(path)), job_id, when, mtime,
+                                  os.path.exists(os.path.join(path, PIN_FILE))))
+    return out
+
+
+def remove(location: str) -> None:
+    """Delete a savepoint: renamed aside first, so that what is left of a removal cut
+    short is never taken for a complete savepoint."""
+    parent, base = os.path.split(location.rstrip("/"))
+    doomed = os.path.join(parent, f".{base}.deleting")
+    try:
+        os.rename(location, doomed)
+    except FileNotFoundError:
+        doomed = doomed if os.path.exists(doomed) else ""
+    except OSError:
+        doomed = location
+    if doomed:
+        shutil.rmtree(doomed, ignore_errors=True)

@@ -218,7 +218,7 @@ class SqlGateway:
                 raise UnknownSession(404, f"session {handle} does not exist (closed, expired or "
                                     "never opened)")
             peer = st.peers.get(rec.node) if rec.node else None
-            return rec, (f"http://{peer.host}:{peer.rest_port}" if peer else None)
+            return rec, (self.peer.url_of(peer.host, peer.rest_port) if peer else None)
 
     def _held_here(self, handle: str, forwarded: bool) -> LocalSession:
         rec, url = self._record(handle)

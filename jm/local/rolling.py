@@ -35,8 +35,11 @@ class RollingError(Exception):
 class Cluster:
     """The REST API of whichever peer answers (the one being restarted does not)."""
 
-    def __init__(self, urls: list[str], token: Optional[str]) -> None:
+    def __init__(self, urls: list[str], token: Optional[str], scheme: str = "http",
+                 ssl_context: Any = None) -> None:
         self.urls = urls
+        self.scheme = scheme
+        self.ssl_context = ssl_context  # rest.ssl.ca: how the peers' certificates are checked
         self.headers = {"Content-Type": "application/json"}
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
@@ -50,7 +53,7 @@ class Cluster:
             req = urllib.request.Request(url + path, data=data, method=method,
                                          headers=self.headers)
             try:
-                with urllib.request.urlopen(req, timeout=10) as resp:
+                with urllib.request.urlopen(req, timeout=10, context=self.ssl_context) as resp:
                     return json.loads(resp.read() or b"{}")
             except urllib.error.HTTPError as exc:
                 try:
@@ -89,7 +92,7 @@ def say(text: str) -> None:
 
 def restart(cluster: Cluster, node: dict, args: argparse.Namespace, env: dict) -> None:
     nid, line = node["id"], f"{node['host']}:{node['rest-port']}:{node['raft-port']}"
-    url = f"http://{node['host']}:{node['rest-port']}"
+    url = f"{cluster.scheme}://{node['host']}:{node['rest-port']}"
     say(f"{nid}: draining")
     body = {"deadline": args.deadline} if args.deadline is not None else None
     cluster.call("POST", f"/nodes/{nid}/drain", body)
@@ -132,13 +135,16 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 2
     args.D = [a for kv in args.D for a in ("-D", kv)]
     env = dict(os.environ, JM_CONF_DIR=os.path.abspath(args.conf_dir))
-    cluster = Cluster([m.rest_url for m in masters], conf.rest_token())
+    from jm.cluster import tls
+    ctx = tls.client_context(conf)
+    cluster = Cluster([m.url(tls.scheme(conf)) for m in masters], conf.rest_token(),
+                      tls.scheme(conf), ctx if ctx is not True else None)
     done: set[str] = set()
     try:
         while True:
             nodes = cluster.nodes()
             for n in nodes.values():  # members added online are reached through them too
-                url = f"http://{n['host']}:{n['rest-port']}"
+                url = f"{cluster.scheme}://{n['host']}:{n['rest-port']}"
                 if n.get("rest-port") and url not in cluster.urls:
                     cluster.urls.append(url)
             todo = [n for n in nodes.values() if n["id"] not in done and n["raft-role"]

@@ -12,10 +12,11 @@ Option names follow Flink: `restart-strategy.type` and
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
-from jm.config import RESTART_TYPES, parse_duration
+from jm.config import KEYS, RESTART_TYPES, parse_duration
 
 OPTIONS = {
     "fixed-delay": {"attempts": "int", "delay": "duration"},
@@ -44,22 +45,28 @@ class RestartStrategy:
             opts[name] = conf[f"restart-strategy.{kind}.{name}"]
         for name, value in (override or {}).items():
             if name != "type" and name in OPTIONS[kind]:
-                opts[name] = _coerce(OPTIONS[kind][name], value)
+                opts[name] = _coerce(OPTIONS[kind][name], value, f"restart-strategy.{kind}.{name}")
         return RestartStrategy(kind, opts)
 
 
-def _coerce(kind: str, value: Any) -> Any:
+def _coerce(kind: str, value: Any, key: Optional[str] = None) -> Any:
+    """A job spec's option value as the strategy uses it, held to the range its config key
+    allows (`key`): finite numbers only (a NaN or infinite multiplier, delay or count is
+    refused, as in the config file)."""
     if isinstance(value, bool):
         raise ValueError(f"expected a number, got {value!r}")
     if kind == "duration":
-        return parse_duration(value)
+        return parse_duration(value)  # finite, non-negative
     if kind == "int":
-        if isinstance(value, bool) or int(value) != float(value) or int(value) < 0:
+        if not math.isfinite(float(value)) or int(value) != float(value) or int(value) < 0:
             raise ValueError(f"expected a non-negative integer, got {value!r}")
-        return int(value)
-    x = float(value)
-    if x < 0:
-        raise ValueError(f"expected a non-negative number, got {value!r}")
+        x: Any = int(value)
+    else:
+        x = float(value)
+        if not math.isfinite(x) or x < 0:
+            raise ValueError(f"expected a finite non-negative number, got {value!r}")
+    if key in KEYS:  # the config key's own range (e.g. backoff-multiplier 1..100)
+        x = KEYS[key][0](x)
     return x
 
 
@@ -78,7 +85,7 @@ def validate_override(spec: Any) -> dict:
         if name not in OPTIONS[kind]:
             raise ValueError(f"restart-strategy: unknown option {name!r} for {kind}")
         try:
-            _coerce(OPTIONS[kind][name], value)
+            _coerce(OPTIONS[kind][name], value, f"restart-strategy.{kind}.{name}")
         except (TypeError, ValueError, OverflowError) as exc:
             raise ValueError(f"restart-strategy.{name}: {exc}")
     return dict(spec, type=kind)

@@ -41,3 +41,24 @@ def expired_jobs(seen: dict[str, float], now: float, expiration: float, capacity
     if len(keep) > capacity:
         out += [jid for jid, _ in keep[:len(keep) - capacity]]
     return out[:limit]
+
+
+PURGE_BATCH_BYTES = 64 * 1024  # job ids per PurgeJobs command, in encoded bytes
+
+
+def purge_batches(ids: list[str], max_bytes: int = PURGE_BATCH_BYTES) -> list[tuple]:
+    """Pure: `ids` in PurgeJobs-sized chunks of at most `max_bytes` (each id counted as its
+    UTF-8 length plus msgpack's few bytes of framing), at least one id each."""
+    out: list[tuple] = []
+    chunk: list[str] = []
+    size = 0
+    for jid in ids:
+        n = len(jid.encode("utf-8", "backslashreplace")) + 3
+        if chunk and size + n > max_bytes:
+            out.append(tuple(chunk))
+            chunk, size = [], 0
+        chunk.append(jid)
+        size += n
+    if chunk:
+        out.append(tuple(chunk))
+    return out

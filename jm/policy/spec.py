@@ -1,10 +1,13 @@
 """Validation of job specs as submitted through REST or the CLI (pure)."""
 from __future__ import annotations
 
+import json
 import re
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
+from jm.policy.bounds import json_size
 from jm.policy.restart import validate_override
 
 FIELDS = {"name", "entry", "pyfiles", "args", "sql", "jobid", "slots", "restart-strategy",
@@ -26,20 +29,71 @@ RESERVED_IDS = {"overview"}  # would collide with GET /jobs/overview
 
 class SpecError(ValueError):
     """A list of problems with a submitted spec."""
+    status = 400
 
     def __init__(self, errors: list[str]) -> None:
         super().__init__("; ".join(errors))
         self.errors = errors
 
 
+class SpecTooLarge(SpecError):
+    """A spec, or its args or sql, over its byte limit (HTTP 413, naming the key)."""
+    status = 413
+
+
+@dataclass(frozen=True)
+class SpecLimits:
+    """Byte limits of a submitted spec (jobmanager.spec.max-size, .max-args-size,
+    .max-sql-size), measured as compact UTF-8 JSON (the sql as its text)."""
+    spec: int = 1024 * 1024
+    args: int = 256 * 1024
+    sql: int = 256 * 1024
+
+    @staticmethod
+    def from_conf(conf: Any) -> "SpecLimits":
+        return SpecLimits(conf["jobmanager.spec.max-size"],
+                          conf["jobmanager.spec.max-args-size"],
+                          conf["jobmanager.spec.max-sql-size"])
+
+
+def size_errors(spec: dict, limits: SpecLimits) -> list[str]:
+    """Problems of a spec's size (and of text the replicated state cannot hold)."""
+    try:
+        text = json.dumps(spec, separators=(",", ":"), ensure_ascii=False)
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return ["the spec holds text that is not valid Unicode (a lone surrogate such as "
+                "\\udcff); send UTF-8 text"]
+    except (TypeError, ValueError) as exc:
+        return [f"the spec is not plain JSON: {exc}"]
+    if size > limits.spec:
+        return [f"the job spec is {size} bytes, more than jobmanager.spec.max-size "
+                f"({limits.spec} bytes); pass large inputs as files or artifacts"]
+    errors = []
+    args = spec.get("args")
+    if args is not None and (n := json_size(args)) > limits.args:
+        errors.append(f"args is {n} bytes, more than jobmanager.spec.max-args-size "
+                      f"({limits.args} bytes)")
+    sql = spec.get("sql")
+    if isinstance(sql, str) and (n := len(sql.encode("utf-8"))) > limits.sql:
+        errors.append(f"sql is {n} bytes, more than jobmanager.spec.max-sql-size "
+                      f"({limits.sql} bytes)")
+    return errors
+
+
 def new_job_id() -> str:
     return uuid.uuid4().hex
 
 
-def validate_spec(spec: Any, max_slots: int | None = None) -> dict:
-    """Return a normalised spec (with a jobid) or raise SpecError listing every problem."""
+def validate_spec(spec: Any, max_slots: int | None = None,
+                  limits: SpecLimits | None = None) -> dict:
+    """Return a normalised spec (with a jobid) or raise SpecError listing every problem
+    (SpecTooLarge, first, for a spec or field over its byte limit)."""
     if not isinstance(spec, dict):
         raise SpecError(["the job spec must be a JSON object"])
+    too_large = size_errors(spec, limits or SpecLimits())
+    if too_large:
+        raise (SpecTooLarge if "jobmanager.spec." in too_large[0] else SpecError)(too_large)
     errors = []
     unknown = sorted(set(spec) - FIELDS)
     if unknown:

@@ -3,8 +3,14 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from jm.policy.flinkerror import failure_cause
 from raft import state as S
 from raft.state import ClusterState, JobRecord
+
+
+# the Flink REST API this cluster answers like (Flink's /overview and /config name it)
+FLINK_REST_VERSION = "2.3.0"
+FLINK_COMMIT = "jobmanager-cluster"
 
 
 def _ms(t: Optional[float]) -> int:
@@ -28,6 +34,8 @@ def overview(st: ClusterState, leader: Optional[str]) -> dict:
     total = sum(p.slots for p in alive)
     used = sum(st.slots_used(p.id) for p in alive)
     return {"leader": leader, "peers": len(st.peers), "peers-alive": len(alive),
+            "taskmanagers": len(alive), "flink-version": FLINK_REST_VERSION,
+            "flink-commit": FLINK_COMMIT,
             "slots-total": total, "slots-available": max(0, total - used),
             "jobs-running": counts["running"], "jobs-waiting": counts["created"],
             "jobs-finished": counts["finished"], "jobs-failed": counts["failed"],
@@ -85,11 +93,36 @@ def _duration(job: JobRecord, now: float) -> int:
     return int((end - job.submitted_at) * 1000)
 
 
+# Flink's ExecutionState names (JobDetails' "tasks"); a job is one task here: its process
+TASK_STATES = ("created", "scheduled", "deploying", "running", "finished", "canceling",
+               "canceled", "failed", "reconciling", "initializing")
+_TASK_OF = {S.CREATED: "created", S.INITIALIZING: "deploying", S.RUNNING: "running",
+            S.RESTARTING: "scheduled", S.CANCELLING: "canceling", S.CANCELED: "canceled",
+            S.FAILED: "failed", S.FINISHED: "finished"}
+
+
+def tasks(job: JobRecord) -> dict:
+    """Flink's JobDetails "tasks": the total and a count per ExecutionState."""
+    out = {s: 0 for s in TASK_STATES}
+    out[_TASK_OF.get(job.status, "created")] = 1
+    out["total"] = 1
+    return out
+
+
+def last_modification(job: JobRecord) -> int:
+    """Flink's JobDetails "last-modification": the latest status change (ms)."""
+    times = [t for t in (job.submitted_at, job.end_time, *job.timestamps.values())
+             if isinstance(t, (int, float))]
+    return _ms(max(times))
+
+
 def job_row(job: JobRecord, now: float) -> dict:
-    return {"jid": job.id, "name": job.name, "state": job.status,
+    return {"jid": job.id, "name": job.name or job.id, "state": job.status,
             "node": job.node or job.last_node, "attempt": job.epoch, "restarts": job.restarts,
             "start-time": _ms(job.submitted_at), "end-time": _ms(job.end_time),
-            "duration": _duration(job, now)}
+            "duration": _duration(job, now), "last-modification": last_modification(job),
+            "tasks": tasks(job), "pending-operators": 0,
+            "jobType": "STREAMING" if job.streaming else "BATCH", "schedulerType": "Default"}
 
 
 def jobs_overview(st: ClusterState, now: float) -> dict:
@@ -147,8 +180,10 @@ def _savepoint(sp) -> dict:
         if sp.failure is None:
             out["operation"] = {"location": sp.location}
         else:
-            out["operation"] = {"failure-cause": {"class": "SavepointFailed",
-                                                  "stack-trace": sp.failure}}
+            # "serialized-throwable": the only field Flink's clients read (a Java object)
+            out["operation"] = {"failure-cause": {
+                "class": "SavepointFailed", "stack-trace": sp.failure,
+                "serialized-throwable": failure_cause("SavepointFailed", str(sp.failure))}}
     return out
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 import os
 import signal
@@ -11,8 +12,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
-from jm.runtime.zygote import (PARENT_ENV, Exited, Guard, Lease, Ready, Spawn, Spawned, pack,
-                               unpack)
+from jm.config import ConfigError
+from jm.runtime.limits import JobLimits, check_user
+from jm.runtime.zygote import (CGROUP_ENV, LIMITS_ENV, PARENT_ENV, Exited, Guard, Lease, Ready,
+                               Spawn, Spawned, pack, unpack)
 
 log = logging.getLogger("jm.runtime.executor")
 
@@ -28,13 +31,26 @@ class ExecutorLost(Exception):
     pass
 
 
+class ExecutorConfigError(ConfigError):
+    """The job processes cannot run as configured (e.g. no such user); str() names the key."""
+
+
 class Executor:
     """Starts job processes by asking the zygote to fork; restarts a dead zygote."""
 
-    def __init__(self, log_dir: str, preload: str = "pyspark", nice: int = 0) -> None:
+    def __init__(self, log_dir: str, preload: str = "pyspark", nice: int = 0,
+                 limits: Optional[JobLimits] = None, cgroup: bool = False,
+                 cgroup_mount: Optional[str] = None) -> None:
         self.log_dir = log_dir
         self.preload = preload
         self.nice = nice
+        self.limits = limits or JobLimits()
+        self.cgroup = cgroup
+        self.cgroup_mount = cgroup_mount
+        from jm.runtime.confine import user_uid
+        problem = check_user(self.limits.user, os.getuid(), user_uid(self.limits.user))
+        if problem:
+            raise ExecutorConfigError(problem)
         self.proc: Optional[asyncio.subprocess.Process] = None
         self._spawns: dict[str, asyncio.Future] = {}
         self._procs: dict[str, JobProcess] = {}
@@ -56,7 +72,13 @@ class Executor:
             sys.executable, "-m", "jm.runtime.zygote",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
             env=dict(os.environ, JM_ZYGOTE_PRELOAD=self.preload, JM_JOB_NICE=str(self.nice),
-                     **{PARENT_ENV: str(os.getpid())}),
+                     JM_CGROUP_MOUNT=self.cgroup_mount or "",
+                     **{PARENT_ENV: str(os.getpid()),
+                        LIMITS_ENV: json.dumps(self.limits.to_dict()),
+                        CGROUP_ENV: "1" if self.cgroup else "0"}),
+            # its own session: a stop of the peer's process group (Ctrl-Z) must not stop
+            # the process that fences the jobs
+            start_new_session=True,
             limit=2 ** 20)  # the zygote sets its own parent-death signal
         stderr.close()
         self._reader = asyncio.create_task(self._read_loop(self.proc))
@@ -74,6 +96,9 @@ class Executor:
                 msg = unpack(await proc.stdout.readexactly(n))
                 if isinstance(msg, Ready):
                     self.zygote_pid = msg.pid
+                    if msg.note:
+                        (log.warning if "WARNING" in msg.note else log.info)(
+                            "job executor: %s", msg.note)
                     if self._ready and not self._ready.done():
                         self._ready.set_result(True)
                 elif isinstance(msg, Spawned):

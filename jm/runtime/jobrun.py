@@ -21,6 +21,8 @@ import types
 import zipfile
 from typing import Any, Optional
 
+from jm.policy.bounds import readable, truncate
+
 
 class JobContext:
     """Handed to `main(ctx)`; see DESIGN.md's job model."""
@@ -155,6 +157,14 @@ def _write_json(path: str, obj: Any) -> None:
     with open(tmp, "w") as f:
         json.dump(obj, f)
     os.replace(tmp, path)
+
+
+def _write_error(path: str, exception: str, tb: str, params: dict) -> None:
+    """error.json with readable texts (a lone surrogate of a file name becomes its escape)
+    of at most jobmanager.failure.max-size bytes each, however large the exit message."""
+    limit = int(params.get("max_failure_size", 16 * 1024))
+    _write_json(path, {"exception": truncate(exception, limit),
+                       "traceback": truncate(tb, limit, "tail")})
 
 
 def _add_pyfiles(pyfiles: list[str]) -> None:
@@ -314,14 +324,12 @@ def run_job(params: dict) -> int:
         if code in (None, 0):
             _write_json(result_path, {"result": None})
             return 0
-        _write_json(error_path, {"exception": f"SystemExit: {code}",
-                                 "traceback": traceback.format_exc()})
+        _write_error(error_path, f"SystemExit: {code}", traceback.format_exc(), params)
         return 1
     except BaseException as exc:
         tb = traceback.format_exc()
-        print(tb, file=sys.stderr, flush=True)
-        _write_json(error_path, {"exception": f"{type(exc).__name__}: {exc}"[:2000],
-                                 "traceback": tb[-16000:]})
+        print(readable(tb), file=sys.stderr, flush=True)
+        _write_error(error_path, f"{type(exc).__name__}: {exc}", tb, params)
         return 1
     finally:
         ctx.close()

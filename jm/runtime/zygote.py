@@ -8,12 +8,21 @@ milliseconds. It never opens a Spark/gRPC channel itself (gRPC is not fork-safe)
 Protocol on stdin/stdout: 4-byte big-endian length + msgpack frames of the typed
 messages below. The zygote dies with its peer (PR_SET_PDEATHSIG, and EOF on
 stdin), and kills its job processes when it goes.
+
+It runs in a session of its own (the Executor starts it so), so that a stop or kill of
+the peer's process group (Ctrl-Z on `bin/jobmanager.sh start-foreground`) does not stop
+the process that enforces the lease. A job runs only while its fence can act: each job
+process stops its own process group while the zygote or the peer is stopped
+(`confine.watch_fence`); the zygote continues it once both run and the lease holds, and
+kills it when the lease ran out meanwhile. Each job process gets its limits, its user and
+its cgroup (`jm/runtime/limits.py`, `jm/runtime/confine.py`) before user code runs.
 """
 from __future__ import annotations
 
 import ctypes
 import dataclasses
 import gc
+import json
 import os
 import select
 import selectors
@@ -24,6 +33,9 @@ import time
 from dataclasses import dataclass
 
 import msgpack
+
+from jm.runtime import limits as L
+from jm.runtime.confine import state_of
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,7 @@ class Exited:
 @dataclass(frozen=True)
 class Ready:
     pid: int
+    note: str = ""  # a line for the peer's log (e.g. whether jobs get cgroups)
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,27 @@ def unpack(body: bytes):
 
 
 PARENT_ENV = "JM_PARENT_PID"  # set by whoever starts us: the pid we must die with
+LIMITS_ENV = "JM_JOB_LIMITS"  # JSON of limits.JobLimits for every job process
+CGROUP_ENV = "JM_JOB_CGROUP"  # "1": a cgroup v2 per job where the host has one
+
+
+def latest_lease(buf: bytes) -> float | None:
+    """The last Lease among the whole frames of `buf` (pure; None: none there): what the
+    zygote will hold once it has read them. A zygote that was stopped looks at it (how far
+    the peer renewed the lease meanwhile) before it judges the lease run out."""
+    until = None
+    while len(buf) >= 4:
+        (n,) = struct.unpack(">I", buf[:4])
+        if len(buf) < 4 + n:
+            break
+        body, buf = buf[4:4 + n], buf[4 + n:]
+        try:
+            name, fields = msgpack.unpackb(body, raw=False)
+        except Exception:
+            continue
+        if name == "Lease":
+            until = fields["until"]
+    return until
 
 
 def set_pdeathsig(sig: int = signal.SIGKILL) -> None:
@@ -145,7 +179,8 @@ def _warm_imports(preload: str) -> None:
             print(f"[zygote] warm import of {name} failed: {exc}", file=sys.stderr, flush=True)
 
 
-def _child(params: dict, fds_to_close: list[int], zygote_pid: int) -> None:
+def _child(params: dict, fds_to_close: list[int], zygote_pid: int, peer_pid: int,
+           limits: L.JobLimits, cgroup_base: str | None) -> None:
     """In the forked child: become the job process. Never returns."""
     code = 1
     try:
@@ -160,6 +195,8 @@ def _child(params: dict, fds_to_close: list[int], zygote_pid: int) -> None:
         os.setpgid(0, 0)
         if not die_with_parent(zygote_pid):
             os._exit(1)
+        from jm.runtime import confine
+        cgroup = confine.join_cgroup(cgroup_base, limits) if cgroup_base else None
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.close(devnull)
@@ -170,6 +207,19 @@ def _child(params: dict, fds_to_close: list[int], zygote_pid: int) -> None:
         os.close(logfd)
         sys.stdout = open(1, "w", buffering=1, closefd=False)
         sys.stderr = open(2, "w", buffering=1, closefd=False)
+        target = confine.user_uid(limits.user)
+        switch = L.switch_user(limits, os.getuid(), target)
+        confine.apply_limits(limits, target if switch else os.getuid(), cgroup is not None)
+        if switch:
+            own = [os.path.dirname(params[k]) for k in ("result_path", "error_path")
+                   if params.get(k)]
+            if params.get("checkpoint_dir"):
+                own.append(params["checkpoint_dir"])
+            confine.drop_user(limits.user, own)
+            # a change of credentials clears the parent-death signal: arm it again
+            if not die_with_parent(zygote_pid):
+                os._exit(1)
+        confine.watch_fence([zygote_pid, peer_pid])
         if params.get("cwd"):
             os.chdir(params["cwd"])
         from jm.runtime.jobrun import run_job
@@ -185,13 +235,36 @@ def _child(params: dict, fds_to_close: list[int], zygote_pid: int) -> None:
         os._exit(code)
 
 
+PAUSED_POLL = 0.1  # seconds between looks at the peer while jobs wait for it to run
+
+
 def main() -> None:
     if not die_with_parent():
         sys.exit(0)
+    peer_pid = os.getppid()
+    try:  # out of the peer's process group and session (the Executor starts us so)
+        os.setsid()
+    except OSError:
+        pass
     # user code yields the CPU to the JobManager peer (heartbeats, REST, Raft)
     nice = int(os.environ.get("JM_JOB_NICE", "0") or 0)
     if nice:
         os.nice(nice)
+    limits = L.JobLimits.from_dict(json.loads(os.environ.get(LIMITS_ENV) or "{}"))
+    cgroup_base, note = None, "no per-job cgroups (jobmanager.executor.cgroup is off)"
+    if os.environ.get(CGROUP_ENV) == "1":
+        from jm.runtime.confine import setup_cgroups
+        cgroup_base, note = setup_cgroups(limits, os.getpid(),
+                                          os.environ.get("JM_CGROUP_MOUNT") or "/sys/fs/cgroup")
+    target = None
+    if limits.user is not None:
+        from jm.runtime.confine import probe_user, user_uid
+        target = user_uid(limits.user)
+    if L.switch_user(limits, os.getuid(), target):
+        problem = probe_user(limits.user)
+        if problem:
+            note += f"; WARNING {problem}"
+    print(f"[zygote] {note}", file=sys.stderr, flush=True)
     _warm_imports(os.environ.get("JM_ZYGOTE_PRELOAD", "pyspark"))
     gc.collect()
     gc.freeze()
@@ -211,9 +284,12 @@ def main() -> None:
     sel.register(wake_r, selectors.EVENT_READ, "sig")
     children: dict[int, str] = {}
     fenced: set[int] = set()
+    paused: set[int] = set()  # job processes that stopped themselves (their fence was)
+    cgroups_left: list[str] = []  # cgroups of ended jobs still busy (being killed)
     lease_until = float("inf")  # no lease until the peer sends one
     guarded: list[int] = []
     buf = b""
+    eof = False
 
     def send(msg) -> None:
         data = pack(msg)
@@ -224,6 +300,13 @@ def main() -> None:
             except BlockingIOError:  # the peer is not reading (frozen?): keep fencing
                 enforce_lease()
                 select.select([], [stdout_fd], [], wait_timeout(time.monotonic(), lease_until))
+
+    def drop_cgroup(pid: int) -> None:
+        if cgroup_base:
+            from jm.runtime.confine import remove_cgroup
+            path = os.path.join(cgroup_base, L.job_cgroup_name(pid))
+            if not remove_cgroup(path):
+                cgroups_left.append(path)
 
     def reap() -> None:
         while children:
@@ -242,6 +325,8 @@ def main() -> None:
             key = children.pop(pid, None)
             if key is None:
                 continue
+            paused.discard(pid)
+            drop_cgroup(pid)
             was_fenced = pid in fenced
             fenced.discard(pid)
             if os.WIFSIGNALED(status):
@@ -250,9 +335,30 @@ def main() -> None:
             else:
                 send(Exited(key, pid, os.WEXITSTATUS(status), 0, was_fenced))
 
+    def read_input() -> None:
+        """What the peer sent so far, into buf (without acting on it)."""
+        nonlocal buf, eof
+        while not eof:
+            try:
+                chunk = os.read(stdin_fd, 65536)
+            except BlockingIOError:
+                return
+            if not chunk:
+                eof = True
+                return
+            buf += chunk
+
     def enforce_lease() -> None:
+        nonlocal lease_until
         if time.monotonic() <= lease_until:
             return
+        # stopped for a while? the peer may have renewed the lease meanwhile: read first
+        read_input()
+        newest = latest_lease(buf)
+        if newest is not None:
+            lease_until = newest
+            if time.monotonic() <= lease_until:
+                return
         while guarded:
             try:
                 os.kill(guarded.pop(), signal.SIGKILL)
@@ -268,53 +374,99 @@ def main() -> None:
                     except OSError:
                         continue
 
-    my_pid = os.getpid()
-    send(Ready(my_pid))
-    running = True
-    while running:
+    def note_stopped() -> None:
+        """Job processes that stopped themselves since we last looked."""
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WSTOPPED | os.WNOHANG)
+            except ChildProcessError:
+                return
+            if info is None or info.si_pid == 0:
+                return
+            if info.si_pid in children:
+                paused.add(info.si_pid)
+
+    def resume_paused() -> None:
+        """Continue the stopped job processes once their fence runs again: the lease
+        still holds (else they are killed) and the peer is not stopped."""
+        if not paused:
+            return
         enforce_lease()
-        for skey, _ in sel.select(wait_timeout(time.monotonic(), lease_until)):
+        if time.monotonic() > lease_until or not L.job_may_run([state_of(peer_pid)]):
+            return
+        for pid in list(paused):
+            paused.discard(pid)
+            for cont in (os.killpg, os.kill):
+                try:
+                    cont(pid, signal.SIGCONT)
+                    break
+                except OSError:
+                    continue
+
+    def handle(msg) -> None:
+        nonlocal lease_until
+        if isinstance(msg, Lease):
+            lease_until = msg.until
+        elif isinstance(msg, Guard):
+            guarded[:] = [int(p) for p in msg.pids]
+        elif isinstance(msg, Spawn):
+            if time.monotonic() > lease_until:  # fenced: run nothing
+                send(Exited(msg.key, 0, -int(signal.SIGKILL), int(signal.SIGKILL), True))
+                return
+            pid = os.fork()
+            if pid == 0:
+                _child(msg.params, [stdin_fd, stdout_fd, wake_r, wake_w], my_pid, peer_pid,
+                       limits, cgroup_base)
+            children[pid] = msg.key
+            send(Spawned(msg.key, pid))
+
+    my_pid = os.getpid()
+    send(Ready(my_pid, note))
+    while not eof:
+        enforce_lease()
+        timeout = wait_timeout(time.monotonic(), lease_until)
+        if paused or cgroups_left:
+            timeout = min(timeout, PAUSED_POLL)
+        for skey, _ in sel.select(timeout):
             if skey.data == "sig":
                 try:
                     os.read(wake_r, 4096)
                 except BlockingIOError:
                     pass
                 reap()
+                note_stopped()
                 continue
-            try:
-                chunk = os.read(stdin_fd, 65536)
-            except BlockingIOError:
-                continue
-            if not chunk:
-                running = False
+            read_input()
+        while len(buf) >= 4 and not eof:
+            (n,) = struct.unpack(">I", buf[:4])
+            if len(buf) < 4 + n:
                 break
-            buf += chunk
-            while len(buf) >= 4:
-                (n,) = struct.unpack(">I", buf[:4])
-                if len(buf) < 4 + n:
-                    break
-                msg, buf = unpack(buf[4:4 + n]), buf[4 + n:]
-                if isinstance(msg, Lease):
-                    lease_until = msg.until
-                    continue
-                if isinstance(msg, Guard):
-                    guarded[:] = [int(p) for p in msg.pids]
-                    continue
-                if isinstance(msg, Spawn):
-                    if time.monotonic() > lease_until:  # fenced: run nothing
-                        send(Exited(msg.key, 0, -int(signal.SIGKILL), int(signal.SIGKILL), True))
-                        continue
-                    pid = os.fork()
-                    if pid == 0:
-                        _child(msg.params, [stdin_fd, stdout_fd, wake_r, wake_w], my_pid)
-                    children[pid] = msg.key
-                    send(Spawned(msg.key, pid))
+            msg, buf = unpack(buf[4:4 + n]), buf[4 + n:]
+            handle(msg)
         reap()
+        note_stopped()
+        resume_paused()
+        if cgroups_left:
+            from jm.runtime.confine import remove_cgroup
+            cgroups_left[:] = [p for p in cgroups_left if not remove_cgroup(p)]
     for pid in list(children):
         try:
             os.killpg(pid, signal.SIGKILL)
         except OSError:
             pass
+    if cgroup_base:
+        from jm.runtime.confine import remove_cgroup
+        deadline = time.monotonic() + 2.0
+        for pid in list(children):
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+            drop_cgroup(pid)
+        while cgroups_left and time.monotonic() < deadline:
+            cgroups_left[:] = [p for p in cgroups_left if not remove_cgroup(p)]
+            time.sleep(0.05)
+        remove_cgroup(cgroup_base)
 
 
 if __name__ == "__main__":

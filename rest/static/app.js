@@ -91,7 +91,8 @@ const views = {
       let term = "";
       try {
         const m = await api("GET", "/metrics");
-        const t = /^jm_raft_term (\d+)/m.exec(m), c = /^jm_raft_commit_index (\d+)/m.exec(m);
+        const t = /^jm_raft_term(?:\{[^}]*\})? (\d+)/m.exec(m),
+          c = /^jm_raft_commit_index(?:\{[^}]*\})? (\d+)/m.exec(m);
         if (t && c) term = `<div><b>${t[1]}</b><span>Raft term</span></div>` +
                            `<div><b>${c[1]}</b><span>commit index</span></div>`;
       } catch (e) { /* metrics are optional */ }

@@ -20,6 +20,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(REASON is not None, reason=RE
 
 N = 3
 REST, RAFT = 8081, 6123  # the same ports on every host: each has its own address
+TOKEN = "hosts-test-token"
 
 JOB_MODULE = b'''"""Test job shipped as an artifact: no Spark."""
 import os
@@ -60,11 +61,13 @@ class SshCluster:
             "jobmanager.data-dir": "data", "env.log.dir": "log", "env.pid.dir": "run",
             "high-availability.storageDir": "ha",  # shared: every host sees this disk
             "spark.connect.embedded": False, "jobmanager.executor.preload": "none",
-            "restart-strategy.type": "none", "env.ssh.opts": hosts.ssh_opts})
+            "restart-strategy.type": "none", "env.ssh.opts": hosts.ssh_opts,
+            # peers on shared addresses: safe by default wants both (README: Security)
+            "rest.auth.token": TOKEN, "cluster.secret": "hosts-test-secret"})
         os.makedirs(self.home)
         self.env = dict(os.environ, JM_HOME=self.home, JM_CONF_DIR=self.conf_dir)
         self.seen: set[int] = set()  # every peer and job process seen, killed at the end
-        consistent_session(self.urls)
+        consistent_session(self.urls, token=TOKEN)
 
     def run(self, script: str, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([os.path.join(ROOT, "bin", script), *args], env=self.env,

@@ -12,7 +12,7 @@ import pytest
 
 from chaos import checks
 from chaos.__main__ import read_probes
-from chaos.harness import ChaosCluster, Scenario, call
+from chaos.harness import ChaosCluster, Scenario, auth_headers, call
 from chaos.netns import available
 from tests.helpers import ROOT, poll
 
@@ -22,8 +22,8 @@ pytestmark = [pytest.mark.slow,
 
 def get_inside(c: ChaosCluster, i: int, path: str) -> dict:
     """GET from inside peer i's namespace (reachable even while it is partitioned)."""
-    code = ("import json,urllib.request;print(urllib.request.urlopen("
-            f"'{c.urls[i]}{path}',timeout=2).read().decode())")
+    code = ("import json,urllib.request;print(urllib.request.urlopen(urllib.request.Request("
+            f"'{c.urls[i]}{path}',headers={auth_headers(c.urls[i])!r}),timeout=2).read().decode())")
     r = subprocess.run([*c.net.exec_prefix(i), sys.executable, "-c", code],
                        capture_output=True, text=True, timeout=10)
     return json.loads(r.stdout)

@@ -53,16 +53,27 @@ async def test_metrics_in_prometheus_format(cluster3):
         s, text = await ahttp("GET", c.url(i) + "/metrics")  # the first scrape is counted
         assert s == 200
         texts.append(str(text))
-    for t in texts:
-        assert '# TYPE jm_jobs gauge' in t and 'jm_jobs{state="FINISHED"} 1' in t
-        assert 'jm_peers{state="ALIVE"} 3' in t
-        assert "jm_raft_term " in t and "jm_raft_commit_index " in t
+    from prometheus_client.parser import text_string_to_metric_families
+    views = []  # per peer: {(sample name, frozen labels): value}
+    for t, p in zip(texts, c.peers):
         assert "# TYPE jm_rest_request_duration_seconds histogram" in t
-        assert ('jm_rest_request_duration_seconds_count{method="GET",route="/metrics",'
-                'code="200"}') in t
-    leaders = [t for t in texts if "\njm_raft_leader 1\n" in t]
+        v = {(x.name, frozenset(x.labels.items())): x.value
+             for f in text_string_to_metric_families(t) for x in f.samples}
+        me = frozenset({("peer", p.node)})
+        assert ("jm_raft_term", me) in v and ("jm_raft_commit_index", me) in v
+        assert v[("jm_rest_request_duration_seconds_count", me | {
+            ("method", "GET"), ("route", "/metrics"), ("code", "200")})] >= 1
+        views.append((p.node, v))
+    # cluster-wide numbers come from the leader alone (a sum() over peers is right)
+    leaders = [(n, v) for n, v in views if v[("jm_raft_leader", frozenset({("peer", n)}))]]
     assert len(leaders) == 1
-    assert "jm_placement_latency_seconds_count 1" in leaders[0]
+    node, lv = leaders[0]
+    assert lv[("jm_cluster_jobs", frozenset({("state", "FINISHED")}))] == 1
+    assert lv[("jm_cluster_peers", frozenset({("state", "ALIVE")}))] == 3
+    assert lv[("jm_placement_latency_seconds_count", frozenset({("peer", node)}))] == 1
+    for n, v in views:
+        if n != node:
+            assert not [k for k in v if k[0].startswith("jm_cluster_")]
 
 
 async def _state(c, jid, state, peer=0):

@@ -120,7 +120,7 @@ async def test_savepoint_errors(tmp_path):
         assert s == 404 and b["errors"]
         s, b = await ahttp("GET", u + f"/jobs/{batch}/savepoints/nope")
         assert s == 404 and "no savepoint request" in b["errors"][0]
-        for bad in ({"triggerId": "a b"}, {"target-directory": "rel"}, {"cancel-job": True},
+        for bad in ({"triggerId": "a b"}, {"target-directory": "rel"}, {"cancel-job": "yes"},
                     [1]):
             s, b = await ahttp("POST", u + f"/jobs/{batch}/savepoints", bad)
             assert s == 400 and b["errors"], bad

@@ -366,3 +366,33 @@ def test_the_documented_fast_failover_profile_is_valid_and_is_the_benchmarks_one
     conf = cfg(**documented)
     assert conf["heartbeat.timeout"] == pytest.approx(1.4)
     assert conf["jobmanager.lease-timeout"] == pytest.approx(0.8)
+
+
+def test_settings_from_the_environment(tmp_path):
+    """Containers: JM_PROPERTIES lines, then JM_CONF_<KEY>, then -D overrides."""
+    import os
+    conf = tmp_path / "conf"
+    os.makedirs(conf)
+    (conf / "config.yaml").write_text("jobmanager.slots: 2\nrest.write-timeout: 4 s\n")
+    env = {"JM_PROPERTIES": "jobmanager.slots: 3\nspark.conf.spark.sql.shuffle.partitions: 4\n",
+           "JM_CONF_JOBMANAGER_SLOTS": "5", "JM_CONF_REST_AUTH_TOKEN": "s3cret",
+           "JM_CONF_HEARTBEAT_TIMEOUT": "4 s", "PATH": "/bin", "JM_CONF_DIR": str(conf)}
+    c = C.load_config(str(conf), environ=env)
+    assert c["jobmanager.slots"] == 5 and c["rest.auth.token"] == "s3cret"
+    assert c["rest.write-timeout"] == pytest.approx(4.0)
+    assert c["heartbeat.timeout"] == pytest.approx(4.0)
+    assert c.spark_conf["spark.sql.shuffle.partitions"] in (4, "4")
+    c = C.load_config(str(conf), {"jobmanager.slots": 7}, environ=env)
+    assert c["jobmanager.slots"] == 7
+    with pytest.raises(C.ConfigError, match="JM_CONF_NO_SUCH_KEY"):
+        C.load_config(str(conf), environ={"JM_CONF_NO_SUCH_KEY": "1"})
+    with pytest.raises(C.ConfigError, match="jobmanager.slots"):
+        C.load_config(str(conf), environ={"JM_CONF_JOBMANAGER_SLOTS": "many"})
+    with pytest.raises(C.ConfigError, match="JM_PROPERTIES"):
+        C.load_config(str(conf), environ={"JM_PROPERTIES": "just text"})
+
+
+def test_every_key_has_its_own_environment_name():
+    names = [C.env_name(k) for k in C.KEYS]
+    assert len(names) == len(set(names))
+    assert not set(names) & set(C.ENV_RESERVED)

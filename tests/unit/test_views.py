@@ -45,7 +45,8 @@ def st():
 
 def test_overview(st):
     assert V.overview(st, "n1") == {
-        "leader": "n1", "peers": 3, "peers-alive": 2,
+        "leader": "n1", "peers": 3, "peers-alive": 2, "taskmanagers": 2,
+        "flink-version": V.FLINK_REST_VERSION, "flink-commit": V.FLINK_COMMIT,
         "slots-total": 5, "slots-available": 2,   # run + cing on n1, asg on n2
         "jobs-running": 3,                        # run, cing (CANCELLING), asg (assigned)
         "jobs-waiting": 1,                        # wait
@@ -54,7 +55,8 @@ def test_overview(st):
 
 def test_overview_empty_and_no_leader():
     assert V.overview(ClusterState(), None) == {
-        "leader": None, "peers": 0, "peers-alive": 0, "slots-total": 0,
+        "leader": None, "peers": 0, "peers-alive": 0, "taskmanagers": 0,
+        "flink-version": V.FLINK_REST_VERSION, "flink-commit": V.FLINK_COMMIT, "slots-total": 0,
         "slots-available": 0, "jobs-running": 0, "jobs-waiting": 0, "jobs-finished": 0,
         "jobs-failed": 0, "jobs-cancelled": 0}
 
@@ -88,7 +90,10 @@ def test_jobs_overview_rows(st):
     rows = {r["jid"]: r for r in V.jobs_overview(st, now=100.0)["jobs"]}
     assert rows["run"] == {"jid": "run", "name": "job-run", "state": "RUNNING", "node": "n1",
                            "attempt": 1, "restarts": 0, "start-time": 10000, "end-time": -1,
-                           "duration": 90000}
+                           "duration": 90000, "last-modification": 21000,
+                           "tasks": V.tasks(st.jobs["run"]), "pending-operators": 0,
+                           "jobType": "BATCH", "schedulerType": "Default"}
+    assert rows["run"]["tasks"]["running"] == rows["run"]["tasks"]["total"] == 1
     assert rows["fin"]["node"] == "n2"          # last node kept after the end
     assert rows["fin"]["end-time"] == 30500
     assert rows["fin"]["duration"] == 19500     # 30.5 - 11.0
@@ -201,8 +206,10 @@ def test_peer_states_and_savepoint_views():
         "trigger-time": 4000}
     st.apply(c.CompleteSavepoint("s", 1, "n1", "t1", None, "disk full", 5.0))
     out = V.savepoint_status(st.jobs["s"], "t1")
-    assert out["operation"] == {"failure-cause": {"class": "SavepointFailed",
-                                                  "stack-trace": "disk full"}}
+    cause = dict(out["operation"]["failure-cause"])
+    assert cause.pop("serialized-throwable")  # Flink's clients' (tests/unit/test_flink_compat.py)
+    assert out["operation"].keys() == {"failure-cause"}
+    assert cause == {"class": "SavepointFailed", "stack-trace": "disk full"}
     st.apply(c.TriggerSavepoint("s", "t2", None, True, 6.0))
     st.apply(c.CompleteSavepoint("s", 1, "n1", "t2", "/sp/2", None, 7.0))
     assert V.savepoint_status(st.jobs["s"], "t2")["operation"] == {"location": "/sp/2"}

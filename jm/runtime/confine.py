@@ -1,0 +1,263 @@
+"""Confining job processes: the I/O side of `jm/runtime/limits.py`.
+
+Used by the zygote (its per-job cgroups) and in each forked job process before user code
+runs: cgroup, resource limits, oom_score_adj, then the job's user (setgid/setuid). Linux
+clears the parent-death signal when a process changes its credentials, so the caller arms
+it again after `drop_user`.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import pwd
+import resource
+import signal
+import sys
+import threading
+from typing import Optional
+
+from jm.runtime import limits as L
+
+CGROUP_MOUNT = "/sys/fs/cgroup"
+
+
+def log(msg: str) -> None:
+    print(f"[zygote] {msg}", file=sys.stderr, flush=True)
+
+
+def user_uid(name: Optional[str]) -> Optional[int]:
+    if name is None:
+        return None
+    try:
+        return pwd.getpwnam(name).pw_uid
+    except KeyError:
+        if name.isdigit():
+            return int(name)
+        return None
+
+
+# ---- cgroups (zygote side) ----------------------------------------------------------------
+def _fs_type(path: str) -> str:
+    try:
+        with open("/proc/self/mounts") as f:
+            mounts = [line.split() for line in f]
+    except OSError:
+        return ""
+    kinds = [m[2] for m in mounts if len(m) >= 3 and m[1] == path]
+    kind = kinds[-1] if kinds else ""  # the last mount on a path is the one in use
+    return {"cgroup2": "cgroup2fs"}.get(kind, kind)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def setup_cgroups(limits: L.JobLimits, zygote_pid: int, mount: str = CGROUP_MOUNT,
+                  fs_type: Optional[str] = None) -> tuple[Optional[str], str]:
+    """Make the zygote's cgroup directory, under which each job gets its own.
+    Returns (directory or None, a line for the log)."""
+    needed = L.controllers_needed(limits)
+    kind = fs_type if fs_type is not None else _fs_type(mount)
+    available = set(_read(os.path.join(mount, "cgroup.controllers")).split())
+    why = L.cgroup_unusable(kind, os.access(mount, os.W_OK), available, needed)
+    if why:
+        return None, f"no per-job cgroups: {why}"
+    base = os.path.join(mount, L.cgroup_name(zygote_pid))
+    try:
+        enabled = set(_read(os.path.join(mount, "cgroup.subtree_control")).split())
+        missing = [c for c in needed if c not in enabled]
+        if missing:  # may fail in a container whose root cgroup holds processes
+            _write(os.path.join(mount, "cgroup.subtree_control"),
+                   " ".join("+" + c for c in missing))
+        os.makedirs(base, exist_ok=True)
+        _write(os.path.join(base, "cgroup.subtree_control"), " ".join("+" + c for c in needed))
+    except OSError as exc:
+        remove_cgroup(base)
+        return None, f"no per-job cgroups: cannot set up {base}: {exc.strerror or exc}"
+    return base, f"per-job cgroups under {base} ({', '.join(needed)})"
+
+
+def remove_cgroup(path: str) -> bool:
+    """Kill what is left in a job's cgroup and remove it; False while it is still busy."""
+    if not os.path.isdir(path):
+        return True
+    kill = os.path.join(path, "cgroup.kill")
+    if os.path.exists(kill):
+        try:
+            _write(kill, "1")
+        except OSError:
+            pass
+    try:
+        os.rmdir(path)
+        return True
+    except OSError as exc:
+        if exc.errno == errno.EBUSY:  # processes still in it (being killed)
+            return False
+        if exc.errno != errno.ENOTEMPTY:
+            return True  # gone, or not ours to keep trying (permissions)
+    # ENOTEMPTY: a plain directory standing in for a cgroup (tests): its files go first
+    for name in os.listdir(path):
+        try:
+            os.unlink(os.path.join(path, name))
+        except OSError:
+            pass
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
+    return True
+
+
+# ---- in the forked job process ------------------------------------------------------------
+def join_cgroup(base: str, limits: L.JobLimits) -> Optional[str]:
+    """Put this process into a new cgroup of its own under `base`."""
+    path = os.path.join(base, L.job_cgroup_name(os.getpid()))
+    try:
+        os.makedirs(path, exist_ok=True)
+        for name, value in L.cgroup_files(limits).items():
+            try:
+                _write(os.path.join(path, name), value)
+            except FileNotFoundError:
+                if name != "memory.swap.max":  # no swap accounting: nothing to cap
+                    raise
+        _write(os.path.join(path, "cgroup.procs"), str(os.getpid()))
+        return path
+    except OSError as exc:
+        print(f"[jobmanager] job runs without its cgroup: {path}: {exc.strerror or exc}",
+              file=sys.stderr, flush=True)
+        return None
+
+
+def count_tasks(uid: int) -> int:
+    """Processes and threads of `uid` on this host (what RLIMIT_NPROC counts)."""
+    n = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status") as f:
+                uid_line = threads = None
+                for line in f:
+                    if line.startswith("Uid:"):
+                        uid_line = line
+                    elif line.startswith("Threads:"):
+                        threads = line
+                        break
+        except OSError:
+            continue
+        if uid_line and int(uid_line.split()[1]) == uid:
+            n += int(threads.split()[1]) if threads else 1
+    return n
+
+
+def apply_limits(limits: L.JobLimits, job_uid: int, cgroup: bool) -> None:
+    """Resource limits and oom_score_adj of this process (inherited by what it starts)."""
+    privileged = os.geteuid() == 0
+    try:
+        with open("/proc/self/oom_score_adj") as f:
+            current_adj = int(f.read().strip() or 0)
+        adj = L.oom_score_adj(limits, current_adj, privileged)
+        if adj is not None:
+            _write("/proc/self/oom_score_adj", str(adj))
+    except (OSError, ValueError):
+        pass
+    nproc = L.nproc_limit(limits, job_uid, count_tasks(job_uid) if limits.nproc > 0
+                          and job_uid != 0 and not cgroup else 0, cgroup)
+    current = {res: resource.getrlimit(res) for res in
+               (resource.RLIMIT_AS, resource.RLIMIT_FSIZE, resource.RLIMIT_NOFILE,
+                resource.RLIMIT_NPROC)}
+    for res, soft, hard in L.rlimits(limits, current, privileged, nproc):
+        try:
+            resource.setrlimit(res, (soft, hard))
+        except (OSError, ValueError) as exc:
+            print(f"[jobmanager] could not set resource limit {res}: {exc}", file=sys.stderr,
+                  flush=True)
+
+
+def probe_user(name: str) -> str:
+    """'' or a warning: what the job user cannot read of this Python and JobManager (a
+    job importing a module the zygote did not load, or starting Python, would fail)."""
+    import jm
+    paths = [(sys.executable, os.X_OK), (os.path.dirname(os.__file__), os.R_OK | os.X_OK),
+             (os.path.dirname(os.path.dirname(os.path.abspath(jm.__file__))),
+              os.R_OK | os.X_OK)]
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the zygote is single-threaded here
+        try:
+            os.close(r)
+            pw = pwd.getpwnam(name) if not name.isdigit() else pwd.getpwuid(int(name))
+            os.setgroups([])
+            os.setgid(pw.pw_gid)
+            os.setuid(pw.pw_uid)
+            os.write(w, "\n".join(p for p, mode in paths if not os.access(p, mode)).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        bad = f.read().decode(errors="replace").split("\n")
+    os.waitpid(pid, 0)
+    bad = [b for b in bad if b]
+    if not bad:
+        return ""
+    return (f"jobmanager.executor.user: user {name!r} cannot read {', '.join(bad)}: jobs "
+            "that import a module the zygote did not load, or start Python, will fail; "
+            "make them readable (o+rx) by that user")
+
+
+def drop_user(name: str, own: list[str]) -> None:
+    """Become `name` (its groups, gid, uid): after this the job cannot signal the peer.
+    `own`: paths the job must write (its run directory), given to the user first."""
+    pw = pwd.getpwnam(name) if not name.isdigit() else pwd.getpwuid(int(name))
+    for path in own:
+        try:
+            os.makedirs(path, exist_ok=True)
+            os.chown(path, pw.pw_uid, pw.pw_gid)
+        except OSError:
+            pass
+    os.initgroups(pw.pw_name, pw.pw_gid)
+    os.setgid(pw.pw_gid)
+    os.setuid(pw.pw_uid)
+    home = pw.pw_dir if os.path.isdir(pw.pw_dir) and os.access(pw.pw_dir, os.W_OK) else None
+    os.environ.update(USER=pw.pw_name, LOGNAME=pw.pw_name)
+    os.environ["HOME"] = home or (own[0] if own else "/tmp")
+
+
+# ---- the fence watch ----------------------------------------------------------------------
+def state_of(pid: int) -> str:
+    """The process's state letter (R, S, T, ...), or '' if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return L.proc_state(f.read())
+    except OSError:
+        return ""
+
+
+WATCH_INTERVAL = 0.1  # seconds between looks at the fencing processes (two /proc reads)
+
+
+def watch_fence(pids: list[int], interval: float = WATCH_INTERVAL) -> threading.Thread:
+    """A thread in the job process that stops the job's whole process group (its driver
+    JVM too) while one of `pids` (the zygote that enforces the lease, the peer) is stopped.
+    The zygote continues the group once it runs again and the lease still holds, and kills
+    it otherwise; a job never runs while its fence cannot act."""
+    def run() -> None:
+        event = threading.Event()
+        while not event.wait(interval):
+            if not L.job_may_run([state_of(p) for p in pids]):
+                try:
+                    os.killpg(os.getpgid(0), signal.SIGSTOP)
+                except OSError:
+                    os.kill(os.getpid(), signal.SIGSTOP)
+    t = threading.Thread(target=run, name="jm-fence-watch", daemon=True)
+    t.start()
+    return t

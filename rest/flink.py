@@ -1,0 +1,233 @@
+"""Apache Flink REST compatibility: what Flink's own tools (the `flink` CLI's
+RestClusterClient, the web UI's first call, Python REST clients) need beyond our routes.
+
+- `/v1/...`: Flink's clients prefix every path with the API version; a request under /v1
+  that matches no route of its own (the SQL gateway registers /v1 and /v2 itself) is
+  served by the route without the prefix.
+- `GET /config` (Flink's DashboardConfiguration) and `GET /jobs/{id}/status`
+  (JobStatusInfo).
+- Under /v1, Flink's exact answers where ours differ: `GET /v1/jobs/overview` lists only
+  jobs whose id is a Flink JobID (32 hex digits: one other id would fail Flink's whole
+  list), `PATCH /v1/jobs/{id}` answers `{}`.
+- Flink's trigger bodies for savepoints and stop-with-savepoint: `cancel-job`, `formatType`,
+  `drain`, `triggerId`, and Hadoop-style targets (`file://`; other schemes need a
+  filesystem library, else a 400 that says so).
+
+The decisions (`savepoint_request`, `termination_mode`, `savepoint_target`, `unprefixed`,
+`flink_jobs`) are pure functions; the handlers are a thin shell over the gateway.
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+import time
+import uuid
+from typing import Any, Callable, Optional
+from urllib.parse import urlsplit
+
+from aiohttp import web
+from aiohttp.web_urldispatcher import MatchInfoError
+
+from rest.gateway import ApiError
+
+TRIGGER_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+JOB_ID_RE = re.compile(r"^[0-9a-fA-F]{32}$")  # Flink's JobID: 16 bytes in hex (our default)
+FORMAT_TYPES = ("CANONICAL", "NATIVE")  # Flink's SavepointFormatType; ours is one format
+VERSION_PREFIX = "/v1"
+# a remote scheme -> the fsspec implementation module that writes it
+REMOTE_SCHEMES = {"s3": "s3fs", "s3a": "s3fs", "s3n": "s3fs", "hdfs": "pyarrow",
+                  "gs": "gcsfs", "gcs": "gcsfs", "abfs": "adlfs", "abfss": "adlfs",
+                  "wasb": "adlfs", "wasbs": "adlfs", "oss": "ossfs", "viewfs": "pyarrow"}
+
+
+# ---- decisions (pure) -----------------------------------------------------------------
+def unprefixed(path: str) -> Optional[str]:
+    """The path without Flink's /v1 version prefix, or None when it has none."""
+    if path == VERSION_PREFIX or path.startswith(VERSION_PREFIX + "/"):
+        return path[len(VERSION_PREFIX):] or "/"
+    return None
+
+
+def termination_mode(raw: Optional[str]) -> str:
+    """PATCH /jobs/{id}?mode=: Flink's TerminationMode, in any case (Flink upper-cases it).
+    Only cancel is supported; stop is POST /jobs/{id}/stop."""
+    mode = (raw if raw is not None else "cancel").strip().lower()
+    if mode == "cancel":
+        return mode
+    if mode == "stop":
+        raise ApiError(400, "mode=stop is not supported (Flink deprecated it too); use "
+                            "mode=cancel, or POST /jobs/{id}/stop for stop-with-savepoint")
+    raise ApiError(400, f"unsupported mode {raw!r}; use mode=cancel")
+
+
+def _has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def remote_support(scheme: str, has_module: Callable[[str], bool] = _has_module
+                   ) -> Optional[str]:
+    """Why a savepoint target of this URI scheme cannot be written here (None: it can).
+    Savepoints are written by copying files on the owner's file system; a remote scheme
+    would need fsspec and the scheme's implementation on every peer."""
+    impl = REMOTE_SCHEMES.get(scheme)
+    if impl is None:
+        return (f"the {scheme}:// scheme is not a file system we know; give an absolute "
+                f"path or a file:// URI")
+    missing = [m for m in ("fsspec", impl) if not has_module(m)]
+    if missing:
+        what = "libraries" if len(missing) > 1 else "library"
+        return (f"{scheme}:// targets need the Python {what} {' and '.join(missing)} on "
+                f"every peer, which this peer lacks; give an absolute path or a file:// URI "
+                f"of a directory every peer can write (a shared mount)")
+    return (f"{scheme}:// targets are not written by this cluster yet (savepoints are file "
+            f"copies on a path every peer can write); give an absolute path or a file:// "
+            f"URI of a shared mount")
+
+
+def savepoint_target(raw: Any, field: str = "target-directory",
+                     has_module: Callable[[str], bool] = _has_module) -> Optional[str]:
+    """A savepoint target as a local absolute path: "/a/b", "file:///a/b", "file:/a/b"
+    (Hadoop's spelling) and "file://localhost/a/b" are the same directory; other schemes
+    (s3://, hdfs://, ...) are refused with the reason (ValueError)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or not raw.strip():
+        raise ValueError(f"{field} must be an absolute path every peer can write")
+    if raw.startswith("/"):
+        return raw
+    parts = urlsplit(raw)
+    scheme = parts.scheme.lower()
+    if not scheme or not re.fullmatch(r"[a-z][a-z0-9+.-]*", scheme):
+        raise ValueError(f"{field} must be an absolute path every peer can write "
+                         f"(or a file:// URI), not {raw!r}")
+    if scheme == "file":
+        if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
+            raise ValueError(f"{field} {raw!r}: a file:// URI must name an absolute path "
+                             f"on this host (file:///dir)")
+        return parts.path
+    raise ValueError(f"{field} {raw!r}: {remote_support(scheme, has_module)}")
+
+
+def savepoint_request(body: Any, stop: bool,
+                      has_module: Callable[[str], bool] = _has_module
+                      ) -> tuple[str, Optional[str], bool]:
+    """Flink's trigger bodies -> (trigger id, target directory, stop?). Savepoints take
+    target-directory and cancel-job (true: a savepoint, then the job ends: our
+    stop-with-savepoint), stop takes targetDirectory and drain (both spellings of the
+    target are accepted on both); formatType (CANONICAL or NATIVE, any case: our
+    savepoints have one format) and triggerId (for safe retries) on both. JSON nulls are
+    absent fields (Flink's client sends them)."""
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    known = {"target-directory", "targetDirectory", "triggerId", "formatType"}
+    known.add("drain" if stop else "cancel-job")
+    unknown = sorted(set(body) - known)
+    errors = []
+    if unknown:
+        errors.append(f"unknown field(s): {', '.join(unknown)}")
+    for flag in ("drain", "cancel-job"):
+        if body.get(flag) is not None and not isinstance(body.get(flag), bool):
+            errors.append(f"{flag} must be true or false")
+    if body.get("drain") is True:
+        errors.append("drain=true (end the job's event time) is not supported; "
+                      "stop without it")
+    key = "target-directory" if body.get("target-directory") is not None else "targetDirectory"
+    target = None
+    try:
+        target = savepoint_target(body.get(key), key, has_module)
+    except ValueError as exc:
+        errors.append(str(exc))
+    fmt = body.get("formatType")
+    if fmt is not None and (not isinstance(fmt, str) or fmt.upper() not in FORMAT_TYPES):
+        errors.append(f"formatType must be one of {', '.join(FORMAT_TYPES)}")
+    trigger = body.get("triggerId")
+    if trigger is not None and (not isinstance(trigger, str)
+                                or not TRIGGER_ID_RE.fullmatch(trigger)):
+        errors.append("triggerId must be 1-128 letters, digits, '-' or '_'")
+    if errors:
+        raise ApiError(400, *errors)
+    return trigger or uuid.uuid4().hex, target, stop or body.get("cancel-job") is True
+
+
+def flink_jobs(rows: list[dict]) -> list[dict]:
+    """The rows a Flink client can read: Flink's JobID deserializer refuses a whole list
+    for one id that is not 32 hex digits (a spec's own "jobid" may be anything)."""
+    return [r for r in rows if isinstance(r.get("jid"), str) and JOB_ID_RE.match(r["jid"])]
+
+
+def dashboard_config(version: str, commit: str, offset_s: int, zone: str) -> dict:
+    """Flink's DashboardConfiguration (GET /config, the web UI's first call)."""
+    return {"refresh-interval": 3000, "timezone-name": zone,
+            "timezone-offset": offset_s * 1000, "flink-version": version,
+            "flink-revision": commit,
+            "features": {"web-submit": False, "web-cancel": True, "web-rescale": False,
+                         "web-history": False}}
+
+
+# ---- handlers --------------------------------------------------------------------------
+def _gw(request: web.Request):
+    from rest.app import GATEWAY  # (rest/app.py imports this module in make_app)
+    return request.app[GATEWAY]
+
+
+async def get_config(request: web.Request) -> web.Response:
+    ov = _gw(request).view("overview")
+    lt = time.localtime()
+    return web.json_response(dashboard_config(ov.get("flink-version", ""),
+                                              ov.get("flink-commit", ""), lt.tm_gmtoff or 0,
+                                              lt.tm_zone or "UTC"))
+
+
+async def get_job_status(request: web.Request) -> web.Response:
+    job_id = request.match_info["job_id"]
+    out = _gw(request).view("job", job_id)
+    if out is None:
+        raise ApiError(404, f"job {job_id} not found")
+    return web.json_response({"status": out["state"]})
+
+
+async def get_jobs_overview_v1(request: web.Request) -> web.Response:
+    """GET /v1/jobs/overview (Flink's MultipleJobsDetails): the jobs with Flink job ids."""
+    out = _gw(request).view("jobs-overview")
+    return web.json_response({**out, "jobs": flink_jobs(out["jobs"])})
+
+
+async def patch_job_v1(request: web.Request) -> web.Response:
+    """PATCH /v1/jobs/{id}: our cancel, answered with Flink's EmptyResponseBody (`{}`:
+    Python clients take any other body for a refusal); unversioned, the answer names the
+    job's state."""
+    from rest.app import patch_job
+    await patch_job(request)
+    return web.json_response({}, status=202)
+
+
+@web.middleware
+async def v1_middleware(request: web.Request, handler):
+    """/v1/<path> is <path> when no route of its own matches (Flink's clients' prefix)."""
+    rest = unprefixed(request.path)
+    if rest is None or not isinstance(request.match_info, MatchInfoError):
+        return await handler(request)
+    alias = request.clone(rel_url=request.rel_url.with_path(rest).with_query(
+        request.rel_url.query))
+    match = await request.app.router.resolve(alias)
+    if isinstance(match, MatchInfoError):
+        return await handler(request)  # the original 404/405
+    match.add_app(request.app)
+    match.freeze()
+    alias._match_info = match  # what aiohttp's own dispatch sets
+    return await match.handler(alias)
+
+
+def add_routes(app: web.Application) -> None:
+    """Flink's routes that ours lack, and the /v1 prefix for every route (call once, from
+    make_app; routes added later are served under /v1 too: the prefix is resolved per
+    request)."""
+    r = app.router
+    r.add_get("/config", get_config)
+    r.add_get("/jobs/{job_id}/status", get_job_status)
+    r.add_patch(VERSION_PREFIX + "/jobs/{job_id}", patch_job_v1)
+    r.add_get(VERSION_PREFIX + "/jobs/overview", get_jobs_overview_v1)
+    app.middlewares.append(v1_middleware)

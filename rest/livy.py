@@ -1,0 +1,98 @@
+"""Apache Livy's batch REST API (the part Airflow's Livy operator and Livy clients use), on
+application-mode script jobs. The mapping is jm/policy/livy.py; the gateway does the work.
+
+    POST   /batches             {"file", "args", "pyFiles", "conf", "name", ...} -> 201 batch
+    GET    /batches[?from=&size=]
+    GET    /batches/{id}        GET /batches/{id}/state        GET /batches/{id}/log
+    DELETE /batches/{id}        (cancels the job)
+    GET    /version
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from aiohttp import web
+
+from rest.gateway import ApiError
+
+
+def _gw(request: web.Request):
+    from rest.app import GATEWAY
+    return request.app[GATEWAY]
+
+
+def _int(request: web.Request, name: str, default: Optional[int]) -> Optional[int]:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ApiError(400, f"{name} must be an integer, not {raw!r}")
+    if value < 0:
+        raise ApiError(400, f"{name} must not be negative")
+    return value
+
+
+def _batch(request: web.Request) -> tuple[str, dict]:
+    raw = request.match_info["batch_id"]
+    try:
+        number = int(raw)
+    except ValueError:
+        raise ApiError(404, f"batch {raw!r} not found (batch ids are integers)")
+    found = _gw(request).view("livy-batch", number)
+    if found is None:
+        raise ApiError(404, f"batch {number} not found")
+    return found
+
+
+async def post_batch(request: web.Request) -> web.Response:
+    from rest.app import _json_body
+    body = await _json_body(request)
+    out = await _gw(request).livy_submit(body, request.headers.get("X-Request-Id", ""))
+    return web.json_response(out, status=201)
+
+
+async def get_batches(request: web.Request) -> web.Response:
+    start, size = _int(request, "from", 0), _int(request, "size", 20)
+    return web.json_response(_gw(request).view("livy-batches", start, size))
+
+
+async def get_batch(request: web.Request) -> web.Response:
+    job_id, batch = _batch(request)
+    batch["log"] = (await _gw(request).livy_log(job_id, None, 10))["log"]
+    return web.json_response(batch)
+
+
+async def get_state(request: web.Request) -> web.Response:
+    _, batch = _batch(request)
+    return web.json_response({"id": batch["id"], "state": batch["state"]})
+
+
+async def get_log(request: web.Request) -> web.Response:
+    job_id, batch = _batch(request)
+    out = await _gw(request).livy_log(job_id, _int(request, "from", None),
+                                      _int(request, "size", None))
+    return web.json_response({"id": batch["id"], **out})
+
+
+async def delete_batch(request: web.Request) -> web.Response:
+    job_id, batch = _batch(request)
+    if batch["state"] not in ("success", "dead", "killed"):
+        await _gw(request).cancel_job(job_id)
+    return web.json_response({"msg": "deleted"})
+
+
+async def version(request: web.Request) -> web.Response:
+    return web.json_response(_gw(request).view("livy-version"))
+
+
+def add_routes(app: web.Application) -> None:
+    r = app.router
+    r.add_post("/batches", post_batch)
+    r.add_get("/batches", get_batches)
+    r.add_get("/batches/{batch_id}", get_batch)
+    r.add_get("/batches/{batch_id}/state", get_state)
+    r.add_get("/batches/{batch_id}/log", get_log)
+    r.add_delete("/batches/{batch_id}", delete_batch)
+    r.add_get("/version", version)

@@ -1,0 +1,75 @@
+"""Job entry points for tests/integration/test_job_isolation.py (run in job processes)."""
+import os
+import resource
+import threading
+import time
+
+
+def whoami(ctx):
+    """What the job process runs with: user, limits, oom_score_adj, process group."""
+    with open("/proc/self/oom_score_adj") as f:
+        adj = int(f.read())
+    return {"uid": os.getuid(), "gid": os.getgid(), "home": os.environ.get("HOME"),
+            "nproc": list(resource.getrlimit(resource.RLIMIT_NPROC)),
+            "nofile": list(resource.getrlimit(resource.RLIMIT_NOFILE)),
+            "fsize": list(resource.getrlimit(resource.RLIMIT_FSIZE)),
+            "as": list(resource.getrlimit(resource.RLIMIT_AS)),
+            "oom_score_adj": adj, "pgid": os.getpgid(0), "sid": os.getsid(0)}
+
+
+def many_threads(ctx):
+    """Starts threads until the process limit says no (a fork bomb, politely)."""
+    stop = threading.Event()
+    started = []
+    try:
+        for _ in range(int(ctx.args.get("max", 10000))):
+            t = threading.Thread(target=stop.wait, daemon=True)
+            t.start()
+            started.append(t)
+    finally:
+        stop.set()
+    return {"started": len(started)}
+
+
+def big_file(ctx):
+    """Writes one file past jobmanager.executor.limits.file-size."""
+    path = ctx.args["path"]
+    chunk = b"x" * 65536
+    with open(path, "wb") as f:
+        for _ in range(int(ctx.args.get("chunks", 64))):
+            f.write(chunk)
+            f.flush()
+    return {"size": os.path.getsize(path)}
+
+
+def kill_everyone(ctx):
+    """os.kill(-1, SIGKILL): every process this job's user may signal. Refuses to run as
+    root (it would kill the whole host, the test runner included)."""
+    if os.getuid() == 0 or os.geteuid() == 0:
+        raise RuntimeError("refusing os.kill(-1, 9) as root")
+    os.kill(-1, 9)
+    return "still here"
+
+
+def ticks(ctx):
+    """Appends `time.monotonic()` to a file every 20 ms (the job's sign of life)."""
+    path = ctx.args["path"]
+    end = time.monotonic() + float(ctx.args.get("seconds", 60))
+    while time.monotonic() < end:
+        with open(path, "a") as f:
+            f.write(f"{time.monotonic()}\n")
+        time.sleep(0.02)
+    return "done"
+
+
+def spark_probe(ctx):
+    """A Spark Connect client job: what it needs (threads, files, address space)."""
+    n = ctx.spark.range(1000).count()
+    status = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmPeak", "VmSize", "VmRSS", "Threads"):
+                status[key] = value.strip()
+    return {"count": n, "uid": os.getuid(), "fds": len(os.listdir("/proc/self/fd")),
+            **status}

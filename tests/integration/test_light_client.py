@@ -1,0 +1,53 @@
+"""The light client (bin/build-client.sh): a wheel with the jm CLI, its completion and the
+Python client, installed into a fresh virtualenv without any dependency (so no pyspark),
+drives a real cluster."""
+import asyncio
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import running
+from tests.helpers import ROOT
+
+pytestmark = pytest.mark.slow  # makes a virtualenv
+
+
+def _run(args, **kw):
+    return subprocess.run(args, capture_output=True, text=True, timeout=120, **kw)
+
+
+async def test_the_client_wheel_installs_alone_and_drives_a_cluster(tmp_path):
+    r = await asyncio.to_thread(_run, [os.path.join(ROOT, "bin", "build-client.sh"),
+                                       str(tmp_path / "dist")])
+    assert r.returncode == 0, r.stderr
+    wheel = r.stdout.strip()
+    venv = tmp_path / "venv"
+    r = await asyncio.to_thread(_run, [sys.executable, "-m", "venv", str(venv)])
+    assert r.returncode == 0, r.stderr
+    py, jm = str(venv / "bin" / "python"), str(venv / "bin" / "jm")
+    r = await asyncio.to_thread(_run, [py, "-m", "pip", "install", "-q", "--no-index",
+                                       "--no-deps", wheel])
+    assert r.returncode == 0, r.stderr
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "JM_CONF_DIR")}
+    r = await asyncio.to_thread(_run, [py, "-c", "import pyspark"], env=clean, cwd=str(tmp_path))
+    assert r.returncode != 0  # nothing heavy came with it
+    r = await asyncio.to_thread(_run, [py, "-c", "import aiohttp"], env=clean, cwd=str(tmp_path))
+    assert r.returncode != 0
+    r = await asyncio.to_thread(_run, [jm, "completion", "bash"], env=clean, cwd=str(tmp_path))
+    assert r.returncode == 0 and "complete -F _jm_complete jm" in r.stdout
+    r = await asyncio.to_thread(_run, ["bash", "-n"], input=r.stdout)
+    assert r.returncode == 0, r.stderr
+    async with running(str(tmp_path / "c"), 2) as c:
+        env = dict(clean, JM_ADDRESS=",".join(c.urls))
+        r = await asyncio.to_thread(_run, [jm, "--json", "submit", "--sql", "SELECT 1"],
+                                    env=env, cwd=str(tmp_path))
+        assert r.returncode == 0, r.stderr
+        r = await asyncio.to_thread(_run, [jm, "--json", "list"], env=env, cwd=str(tmp_path))
+        assert r.returncode == 0, r.stderr
+        assert len(json.loads(r.stdout)["jobs"]) == 1
+        code = ("from jm.client import dbapi; print(dbapi.__name__)")
+        r = await asyncio.to_thread(_run, [py, "-c", code], env=clean, cwd=str(tmp_path))
+        assert r.returncode == 0 and "jm.client.dbapi" in r.stdout, r.stderr

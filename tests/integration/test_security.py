@@ -1,0 +1,145 @@
+"""Safe by default, through real peers: drive-by POSTs and DNS rebinding refused, bodies
+of the wrong type refused, peers show a credential derived from cluster.secret (never the
+secret), and a peer that would listen beyond loopback unprotected does not start."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from jm.config import ConfigError, PeerAddress, load_config
+from jm.policy.security import peer_credential
+from tests.conftest import InProcessCluster, running
+from tests.helpers import ROOT, ahttp, apoll, make_conf
+
+FIX = os.path.dirname(os.path.abspath(__file__)) + "/"
+JOB = {"entry": "jobs_fixture:quick", "pyfiles": [FIX]}
+
+
+async def _jobs(c) -> int:
+    s, b = await ahttp("GET", c.url(0) + "/jobs/overview")
+    return len(b["jobs"])
+
+
+async def test_browsers_from_elsewhere_and_non_json_bodies_are_refused(tmp_path):
+    async with running(str(tmp_path), 2) as c:
+        port = c.url(0).rsplit(":", 1)[1]
+        # a form POST (what any web page may send without asking first): 415, nothing made
+        s, b = await ahttp("POST", c.url(0) + "/jobs", raw=b'{"entry": "m:f"}',
+                           headers={"Content-Type": "text/plain"})
+        assert s == 415 and "application/json" in b["errors"][0]
+        s, b = await ahttp("POST", c.url(0) + "/jobs", raw=b"entry=m:f",
+                           headers={"Content-Type": "application/x-www-form-urlencoded"})
+        assert s == 415
+        # a page of another origin, even with a JSON body (fetch, no-cors or not): 403
+        s, b = await ahttp("POST", c.url(0) + "/jobs", JOB,
+                           headers={"Origin": "https://evil.example"})
+        assert s == 403 and "rest.allowed-origins" in b["errors"][0]
+        s, b = await ahttp("POST", c.url(1) + "/cluster/rebalance",
+                           headers={"Origin": "http://127.0.0.1:1"})
+        assert s == 403
+        assert await _jobs(c) == 0
+        # DNS rebinding: this peer under a name that is not its own
+        s, b = await ahttp("GET", c.url(0) + "/jobs/overview",
+                           headers={"Host": f"evil.example:{port}"})
+        assert s == 403 and "rest.allowed-hosts" in b["errors"][0]
+        s, b = await ahttp("GET", c.url(0) + "/healthz", headers={"Host": f"evil.example:{port}"})
+        assert s == 200  # probes call a peer by whatever name they have
+        # the web UI's own pages, the CLI and curl with a JSON body: accepted
+        s, b = await ahttp("POST", c.url(0) + "/jobs", JOB,
+                           headers={"Origin": f"http://127.0.0.1:{port}"})
+        assert s == 202, b
+        s, b = await ahttp("POST", c.url(0) + "/jobs", raw=b'{"entry": "jobs_fixture:quick", '
+                           b'"pyfiles": ["' + FIX.encode() + b'"]}',
+                           headers={"Content-Type": "application/json; charset=utf-8",
+                                    "Host": f"localhost:{port}"})
+        assert s == 202, b
+        assert await _jobs(c) == 2
+
+
+async def test_configured_hosts_and_origins_and_a_token_open_the_guards(tmp_path):
+    async with running(str(tmp_path), 1, {"rest.allowed-hosts": "jm.example, lb.example",
+                                          "rest.allowed-origins": ["https://ui.example"]}) as c:
+        port = c.url(0).rsplit(":", 1)[1]
+        s, _ = await ahttp("GET", c.url(0) + "/overview", headers={"Host": f"lb.example:{port}"})
+        assert s == 200
+        s, b = await ahttp("POST", c.url(0) + "/jobs", JOB,
+                           headers={"Origin": "https://ui.example"})
+        assert s == 202, b
+    token = {"Authorization": "Bearer tok"}
+    async with running(str(tmp_path / "t"), 1, {"rest.auth.token": "tok"}) as c:
+        port = c.url(0).rsplit(":", 1)[1]
+        # with a token, a rebinding page has nothing to send: any name is fine
+        s, _ = await ahttp("GET", c.url(0) + "/overview",
+                           headers={"Host": f"any.example:{port}", **token})
+        assert s == 200
+        s, _ = await ahttp("GET", c.url(0) + "/overview", headers={"Host": f"any.example:{port}"})
+        assert s == 401
+        s, _ = await ahttp("POST", c.url(0) + "/jobs", JOB,
+                           headers={"Origin": "https://evil.example", **token})
+        assert s == 403
+
+
+async def test_peers_show_a_credential_derived_from_the_secret(tmp_path):
+    secret = "the-raft-password-too"
+    async with running(str(tmp_path), 2, {"cluster.secret": secret}) as c:
+        s, b = await ahttp("POST", c.url(0) + "/jobs",
+                           {"entry": "jobs_fixture:wait_for_stop", "pyfiles": [FIX]})
+        jid = b["jobid"]
+
+        async def log_via_both():
+            for i in range(2):  # one of them fetches it from the other peer
+                s, b = await ahttp("GET", c.url(i) + f"/jobs/{jid}/logs")
+                if s != 200 or "waiting for stop" not in b["text"]:
+                    return False
+            return b
+        b = await apoll(log_via_both, 30, what="the log through both peers")
+        owner = c.urls[[p.node for p in c.peers].index(b["node"])]
+        q = f"/jobs/{jid}/logs?local=1"
+        # the peer-to-peer endpoints take the derived credential, not the secret itself
+        s, _ = await ahttp("GET", owner + q, headers={"Authorization": f"Bearer {secret}"})
+        assert s == 401
+        s, _ = await ahttp("GET", owner + q,
+                           headers={"Authorization": f"Bearer {peer_credential(secret)}"})
+        assert s == 200
+        for p in c.peers:
+            assert secret not in str(p.peer_headers)
+        await ahttp("PATCH", c.url(0) + f"/jobs/{jid}?mode=cancel")
+
+
+def test_a_peer_on_a_shared_address_needs_a_token_and_a_secret(tmp_path):
+    from jm.cluster.peer import Peer
+    conf_dir, _ = make_conf(str(tmp_path), 1)
+    me = PeerAddress("10.255.255.1", 8081, 6123)  # never bound: the peer refuses first
+    with pytest.raises(ConfigError, match="rest.auth.token.*cluster.secret"):
+        Peer(load_config(conf_dir), me, [me])
+    with pytest.raises(ConfigError, match="cluster.secret"):
+        Peer(load_config(conf_dir, {"rest.auth.token": "t"}), me, [me])
+    Peer(load_config(conf_dir, {"rest.auth.token": "t", "cluster.secret": "s"}), me, [me])
+    Peer(load_config(conf_dir, {"security.insecure": True}), me, [me])
+    # loopback REST bound to every interface is exposed too
+    lo = PeerAddress("127.0.0.1", 8081, 6123)
+    with pytest.raises(ConfigError, match="0.0.0.0"):
+        Peer(load_config(conf_dir, {"rest.bind-address": "0.0.0.0"}), lo, [lo])
+
+
+def test_the_jobmanager_command_says_why_in_one_line(tmp_path):
+    conf_dir = os.path.join(str(tmp_path), "conf")
+    os.makedirs(conf_dir)
+    with open(os.path.join(conf_dir, "masters"), "w") as f:
+        f.write("10.255.255.1:18081:16123\n")
+    with open(os.path.join(conf_dir, "config.yaml"), "w") as f:
+        f.write(f"jobmanager.data-dir: {tmp_path}/data\nenv.log.dir: {tmp_path}/log\n")
+    r = subprocess.run([sys.executable, "-m", "jm.cluster.peer", "--conf-dir", conf_dir],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "rest.auth.token" in lines[0] and "Traceback" not in r.stderr
+    assert not os.path.exists(os.path.join(str(tmp_path), "data"))
+
+
+async def test_in_process_cluster_refuses_too(tmp_path):
+    c = InProcessCluster(str(tmp_path), 1, {"rest.bind-address": "0.0.0.0"})
+    with pytest.raises(ConfigError):
+        await c.start()
+    await c.stop()

@@ -1,0 +1,241 @@
+"""The Raft port and the REST port of real peers (raft/transport.py, rest/connlimit.py):
+a raw TCP client that sends a pickle which would run a command gets its connection
+dropped, the command never runs, and the peer stays in the cluster; so does one that
+announces a huge frame; inbound Raft connections past raft.max-connections are closed
+and idle ones go after the connection timeout while the cluster keeps committing;
+REST connections past rest.max-connections get a 503 naming the key."""
+import asyncio
+import os
+import pickle
+import struct
+import zlib
+
+import pytest
+
+from raft.commands import Barrier
+from tests.conftest import running
+from tests.helpers import ahttp, apoll
+
+
+class _Evil:
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.path}",))
+
+
+def _frame(message, protocol: int = 2) -> bytes:
+    data = zlib.compress(pickle.dumps(message, protocol), 3)
+    return struct.pack("i", len(data)) + data
+
+
+def _raft_port(cluster, i: int) -> int:
+    return int(cluster.lines[i].split(":")[2])
+
+
+async def _closed_by_peer(reader, timeout: float = 10.0) -> bool:
+    """True once the peer closed the connection (EOF or reset) within `timeout`."""
+    try:
+        while True:
+            data = await asyncio.wait_for(reader.read(4096), timeout)
+            if not data:
+                return True
+    except asyncio.TimeoutError:  # (before OSError: TimeoutError is one)
+        return False
+    except (ConnectionError, OSError):
+        return True
+
+
+async def _commits(cluster) -> None:
+    """Every peer commits a write through Raft, and all agree on one leader."""
+    for p in cluster.peers:
+        res = await p.raft.submit(Barrier(), 10.0)
+        assert res.ok
+    leaders = {p.raft.leader() for p in cluster.peers}
+    assert len(leaders) == 1 and None not in leaders, leaders
+
+
+@pytest.mark.parametrize("settings", [{}, {"raft.password": "s3cret"}],
+                         ids=["no-password", "password"])
+async def test_a_pickle_that_would_run_code_is_refused(tmp_path, settings):
+    async with running(str(tmp_path / "c"), settings=settings) as c:
+        leader_before = c.peers[0].raft.leader()
+        marks = []
+        for i in range(len(c.peers)):  # the leader and the followers
+            port = _raft_port(c, i)
+            mark = tmp_path / f"pwned-{i}"
+            marks.append(mark)
+            for protocol in (2, 4):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(_frame(_Evil(str(mark)), protocol))
+                await writer.drain()
+                assert await _closed_by_peer(reader), "the connection was not dropped"
+                writer.close()
+            # a pysyncobj utility command (it would remove a member)
+            other = c.masters()[(i + 1) % len(c.peers)].raft_addr
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(_frame(["remove", other]))
+            await writer.drain()
+            assert await _closed_by_peer(reader)
+            writer.close()
+        await _commits(c)
+        assert not [m for m in marks if m.exists()], "the payload ran"
+        assert all(len(p.raft.members()) == 3 for p in c.peers)
+        assert c.peers[0].raft.leader() == leader_before  # nobody lost a beat
+
+
+async def test_a_client_claiming_to_be_a_member_cannot_run_code_either(tmp_path):
+    """Without raft.password anyone may claim to be a member (and so disturb the
+    cluster for a moment: the real member's connection is replaced), but what it sends
+    is still read by the restricted unpickler."""
+    async with running(str(tmp_path / "c")) as c:
+        mark = tmp_path / "pwned"
+        port = _raft_port(c, 1)
+        other = c.masters()[0].raft_addr
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(_frame(other) + _frame({"type": "append_entries", "term": 10 ** 6,
+                                             "commit_index": 0,
+                                             "entries": [_Evil(str(mark))]}))
+        await writer.drain()
+        assert await _closed_by_peer(reader), "the connection was not dropped"
+        writer.close()
+        await apoll(lambda: _commits_ok(c), 30, what="the cluster commits again")
+        assert not mark.exists(), "the payload ran"
+        assert all(len(p.raft.members()) == 3 for p in c.peers)
+
+
+async def _commits_ok(cluster) -> bool:
+    try:
+        await _commits(cluster)
+    except Exception:
+        return False
+    return True
+
+
+async def test_a_huge_frame_is_refused_before_it_is_read(tmp_path):
+    async with running(str(tmp_path / "c")) as c:
+        port = _raft_port(c, 1)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(struct.pack("i", 2 ** 31 - 1) + b"\x00" * 1000)
+        await writer.drain()
+        assert await _closed_by_peer(reader, 5.0)
+        writer.close()
+        # also a member's frame past raft.max-message-size: dropped
+        other = c.masters()[0].raft_addr
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(_frame(other) + struct.pack("i", 300 * 1024 * 1024) + b"\x00" * 1000)
+        await writer.drain()
+        assert await _closed_by_peer(reader, 5.0)
+        writer.close()
+        # (the claim replaced member 0's connection for a moment: see the test above)
+        await apoll(lambda: _commits_ok(c), 30, what="the cluster commits again")
+
+
+async def test_inbound_raft_connections_are_capped_and_idle_ones_closed(tmp_path):
+    cap = 6
+    async with running(str(tmp_path / "c"), settings={"raft.max-connections": cap}) as c:
+        port = _raft_port(c, 0)
+        conns = []
+        for _ in range(3 * cap):
+            conns.append(await asyncio.open_connection("127.0.0.1", port))
+            await asyncio.sleep(0.02)
+
+        async def open_count() -> int:
+            n = 0
+            for reader, _ in conns:
+                if reader.at_eof():
+                    continue
+                try:
+                    await asyncio.wait_for(reader.read(1), 0.01)
+                except asyncio.TimeoutError:
+                    n += 1
+                except (ConnectionError, OSError):
+                    pass
+            return n
+        # the peer holds at most `cap` inbound connections (members' included)
+        await apoll(lambda: _le(open_count(), cap), 10, what=f"at most {cap} held open")
+        await _commits(c)  # the members' own connections were not the ones closed
+        # the rest never said which member they are: closed after the connection timeout
+        await apoll(lambda: _le(open_count(), 0), 15, what="idle connections closed")
+        for _, w in conns:
+            w.close()
+        await _commits(c)
+
+
+async def _le(coro, n: int) -> bool:
+    return (await coro) <= n
+
+
+async def test_rest_connections_past_the_limit_get_503(tmp_path):
+    limit = 5
+    async with running(str(tmp_path / "c"), n=1,
+                       settings={"rest.max-connections": limit}) as c:
+        url = c.urls[0]
+        port = int(url.rsplit(":", 1)[1])
+        held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(limit)]
+        await apoll(lambda: len(c.peers[0].runner.server.connections) >= limit, 10,
+                    what="connections registered")
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 503"), answer[:200]
+        assert b"rest.max-connections" in answer and b'"errors"' in answer
+        for _, w in held:
+            w.close()
+        await apoll(lambda: len(c.peers[0].runner.server.connections) < limit, 10,
+                    what="held connections gone")
+        status, body = await ahttp("GET", url + "/healthz")
+        assert status == 200, body
+
+
+class _FailingAccept:
+    """A listening socket whose accept() fails with `code` the first `times` calls."""
+
+    def __init__(self, sock, code: int, times: int) -> None:
+        self.sock, self.code, self.left, self.accepted = sock, code, times, 0
+
+    def accept(self):
+        if self.left > 0:
+            self.left -= 1
+            raise OSError(self.code, os.strerror(self.code))
+        conn = self.sock.accept()
+        self.accepted += 1
+        return conn
+
+    def __getattr__(self, name):
+        return getattr(self.sock, name)
+
+
+@pytest.mark.parametrize("fsync", [True, False])
+async def test_the_raft_listener_survives_emfile(tmp_path, fsync, caplog):
+    """accept() failing for want of descriptors pauses the listener, never closes it
+    (pysyncobj closed it for good: the member never took a Raft connection again). The
+    process-level test with a real RLIMIT_NOFILE: tests/e2e/test_wire_limits.py."""
+    import errno
+
+    from raft.node import RaftHost, RaftSettings
+    from tests.helpers import free_ports
+    port = free_ports(1)[0]
+    addr = f"127.0.0.1:{port}"
+    host = RaftHost(addr, [], str(tmp_path / "r"), RaftSettings(fsync=fsync),
+                    asyncio.get_running_loop(), {addr: "p0"})
+    try:
+        await apoll(lambda: host.leader() == "p0", 20, what="single-node leader")
+        server = host.syncobj._SyncObj__transport._server
+        failing = _FailingAccept(server._TcpServer__socket, errno.EMFILE, 5)
+        server._TcpServer__socket = failing
+        conns = []
+        for _ in range(3):  # each waits in the backlog until accept() works again
+            conns.append(await asyncio.open_connection("127.0.0.1", port))
+        await apoll(lambda: failing.accepted >= 3, 20, what="the connections accepted")
+        assert failing.left == 0
+        assert "Raft listener: accept() failed" in caplog.text
+        for _, w in conns:
+            w.close()
+        res = await host.submit(Barrier(), 5.0)
+        assert res.ok
+    finally:
+        await asyncio.to_thread(host.destroy)

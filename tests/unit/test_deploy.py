@@ -1,0 +1,122 @@
+"""deploy/: the image, the Kubernetes manifests, the entry point and the systemd unit refer to
+real files, real configuration keys and real endpoints."""
+import configparser
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from jm import config as C
+from tests.helpers import ROOT
+
+DEPLOY = os.path.join(ROOT, "deploy")
+
+
+def _docs():
+    with open(os.path.join(DEPLOY, "kubernetes", "jobmanager.yaml")) as f:
+        return [d for d in yaml.safe_load_all(f) if d]
+
+
+def _env_keys(names):
+    keys = {C.env_name(k): k for k in C.KEYS}
+    for name in names:
+        if name.startswith(C.ENV_PREFIX) and name not in C.ENV_RESERVED:
+            assert name in keys, f"{name} is no configuration key"
+
+
+def test_kubernetes_manifests_fit_together():
+    docs = _docs()
+    kinds = {d["kind"]: d for d in docs if d["kind"] != "Service"}
+    services = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Service"}
+    sts = kinds["StatefulSet"]
+    headless = services[sts["spec"]["serviceName"]]
+    assert headless["spec"]["clusterIP"] == "None"
+    assert headless["spec"]["publishNotReadyAddresses"] is True
+    labels = sts["spec"]["template"]["metadata"]["labels"]
+    assert sts["spec"]["selector"]["matchLabels"] == labels
+    for svc in services.values():
+        assert svc["spec"]["selector"] == labels
+    c = sts["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e for e in c["env"]}
+    assert env["JM_SERVICE"]["value"] == headless["metadata"]["name"]
+    assert int(env["JM_REPLICAS"]["value"]) == sts["spec"]["replicas"]
+    _env_keys(env)
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports == {"rest": 8081, "raft": 6123}
+    secrets = {e["valueFrom"]["secretKeyRef"]["key"] for e in c["env"]
+               if "secretKeyRef" in e.get("valueFrom", {})}
+    assert secrets == {"rest-token", "cluster-secret"}  # safe by default: both are needed
+    # the ConfigMap's config.yaml is a valid configuration
+    cm = kinds["ConfigMap"]
+    conf = yaml.safe_load(cm["data"]["config.yaml"])
+    for key in conf:
+        assert key in C.KEYS, key
+
+
+def test_the_config_map_and_env_load(tmp_path):
+    cm = next(d for d in _docs() if d["kind"] == "ConfigMap")
+    os.makedirs(tmp_path / "conf")
+    (tmp_path / "conf" / "config.yaml").write_text(cm["data"]["config.yaml"])
+    env = {"JM_CONF_REST_AUTH_TOKEN": "t", "JM_CONF_CLUSTER_SECRET": "s",
+           "JM_CONF_JOBMANAGER_DATA_DIR": "/var/lib/jm/data"}
+    c = C.load_config(str(tmp_path / "conf"), environ=env)
+    assert c["rest.auth.token"] == "t" and c["jobmanager.slots"] == 8
+
+
+def test_the_entry_point_writes_masters_from_the_pod_names(tmp_path):
+    env = dict(os.environ, JM_SERVICE="jm-peers", JM_REPLICAS="3", POD_NAME="jm-1",
+               POD_NAMESPACE="data", JM_MASTERS_DIR=str(tmp_path), JM_DRY_RUN="1",
+               JM_HOME=ROOT, JM_CONF_DIR=os.path.join(ROOT, "conf"), JM_REJOIN="1")
+    r = subprocess.run(["sh", os.path.join(DEPLOY, "entrypoint.sh")], env=env,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    peer, flag = r.stdout.split()
+    assert flag == "--rejoin"
+    masters = C.read_masters(str(tmp_path / "masters"))
+    assert [m.host for m in masters] == [f"jm-{i}.jm-peers.data.svc.cluster.local"
+                                         for i in range(3)]
+    assert peer == "jm-1.jm-peers.data.svc.cluster.local:8081:6123"
+    assert C.choose_self(masters, peer).host.startswith("jm-1.")
+
+
+def test_the_image_copies_what_exists_and_runs_as_a_user():
+    text = open(os.path.join(DEPLOY, "Dockerfile")).read()
+    for src in re.findall(r"^COPY (.+) \S+$", text, re.M):
+        for path in src.split():
+            assert os.path.exists(os.path.join(ROOT, path)), path
+    user = re.findall(r"^USER (\S+)", text, re.M)
+    assert user and user[-1] not in ("root", "0")
+    assert "openjdk-17" in text  # Spark needs Java
+    _env_keys(re.findall(r"\b(JM_CONF_[A-Z0-9_]+)=", text))
+    entry = re.search(r"^ENTRYPOINT (.+)$", text, re.M).group(1)
+    assert "deploy/entrypoint.sh" in entry
+
+
+def test_the_systemd_unit_runs_a_peer_in_the_foreground():
+    unit = configparser.ConfigParser(interpolation=None, strict=False)
+    unit.optionxform = str
+    unit.read(os.path.join(DEPLOY, "systemd", "jobmanager@.service"))
+    svc = unit["Service"]
+    assert svc["ExecStart"].split()[-2:] == ["start-foreground", "%i"]
+    assert svc["ExecStart"].split()[0].endswith("/bin/jobmanager.sh")
+    assert svc["Type"] == "simple" and svc["User"] != "root"
+    assert unit["Install"]["WantedBy"] == "multi-user.target"
+    if shutil.which("systemd-analyze") and os.path.isdir("/run/systemd/system"):
+        r = subprocess.run(["systemd-analyze", "verify",
+                            os.path.join(DEPLOY, "systemd", "jobmanager@.service")],
+                           capture_output=True, text=True, timeout=60)
+        assert "error" not in r.stderr.lower(), r.stderr
+
+
+@pytest.mark.skipif(not (shutil.which("systemd-run") and os.path.isdir("/run/systemd/system")),
+                    reason="no systemd running here (a container): the unit is checked above")
+def test_the_unit_under_systemd_run():  # pragma: no cover - needs a systemd host
+    r = subprocess.run(["systemd-run", "--wait", "--collect", "--property=RuntimeMaxSec=5",
+                        os.path.join(ROOT, "bin", "jobmanager.sh"), "start-foreground"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode in (0, 1)

@@ -1,0 +1,37 @@
+"""jm.policy.identity.decide: who may start as a voter."""
+from jm.policy.identity import NON_VOTER, VOTER, SeedView, decide
+
+ME = "10.0.0.2:6123"
+KNOWN = SeedView("c1", ("10.0.0.1:6123", ME))
+NEW = SeedView("c1", ("10.0.0.1:6123",))
+FRESH = SeedView(None, ())
+
+
+def test_a_peer_with_its_data_votes():
+    assert decide(True, {"cluster-id": "c1", "node": ME}, ME, [KNOWN], False)[0] == VOTER
+    assert decide(True, None, ME, [KNOWN], False)[0] == VOTER  # written by an older version
+    assert decide(True, None, ME, [], False)[0] == VOTER
+
+
+def test_data_of_another_peer_or_cluster_is_refused():
+    mode, why = decide(True, {"cluster-id": "c1", "node": "10.0.0.1:6123"}, ME, [KNOWN], False)
+    assert mode is None and "belongs to peer 10.0.0.1:6123" in why
+    mode, why = decide(True, {"cluster-id": "c0", "node": ME}, ME, [KNOWN], False)
+    assert mode is None and "cluster c0" in why and "c1" in why
+    # seeds that know no cluster yet (all starting) are no contradiction
+    assert decide(True, {"cluster-id": "c0", "node": ME}, ME, [FRESH], False)[0] == VOTER
+
+
+def test_a_known_member_without_data_lost_it():
+    mode, why = decide(False, None, ME, [NEW, KNOWN], False)
+    assert mode is None and "--rejoin" in why and "remove-peer" in why
+    assert decide(False, None, ME, [KNOWN], True)[0] == NON_VOTER
+
+
+def test_a_new_peer_votes_and_rejoin_always_waits():
+    assert decide(False, None, ME, [NEW], False)[0] == VOTER
+    assert decide(False, None, ME, [FRESH, FRESH], False)[0] == VOTER
+    mode, why = decide(False, None, ME, [], False)
+    assert mode == VOTER and "--rejoin" in why
+    assert decide(False, None, ME, [], True)[0] == NON_VOTER
+    assert decide(True, {"cluster-id": "c1", "node": ME}, ME, [KNOWN], True)[0] == NON_VOTER
