@@ -30,7 +30,7 @@ async def test_livy_client_runs_and_kills_batches(tmp_path):
         print("waiting", flush=True)
         time.sleep(600)
         """)
-    async with running(str(tmp_path / "c"), 2) as c:
+    async with running(str(tmp_path / "c"), 3) as c:  # a 3-peer cluster; any peer
         url = c.url(1)
 
         def drive():
@@ -61,7 +61,7 @@ async def test_livy_client_runs_and_kills_batches(tmp_path):
         assert s == 404 and b["errors"]
         s, b = await ahttp("GET", url + "/batches/x/state")
         assert s == 404
-        s, b = await ahttp("GET", c.url(0) + f"/batches/{first}/state")
+        s, b = await ahttp("GET", c.url(2) + f"/batches/{first}/state")
         assert s == 200 and b == {"id": first, "state": "success"}
         s, b = await ahttp("GET", url + "/batches?from=1&size=5")
         assert s == 200 and b["total"] == 2 and [x["id"] for x in b["sessions"]] == [second]
