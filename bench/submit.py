@@ -163,7 +163,10 @@ def journal_fsyncs(urls: list[str]) -> dict:
     for url in urls:
         with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
             for line in resp.read().decode().splitlines():
-                name, _, value = line.partition(" ")
+                if line.startswith("#"):
+                    continue
+                series, _, value = line.rpartition(" ")
+                name = series.split("{", 1)[0]  # the series carry a peer label
                 if name in names:
                     out[names[name]] += float(value)
     return out
