@@ -300,6 +300,11 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
 PASS_THROUGH_PREFIXES = ("spark.conf.",)
 
 
+def rest_base_url(scheme: str, host: str, rest_port: int) -> str:
+    """scheme://host:port, an IPv6 address in brackets."""
+    return f"{scheme}://[{host}]:{rest_port}" if ":" in host else f"{scheme}://{host}:{rest_port}"
+
+
 @dataclass(frozen=True)
 class PeerAddress:
     host: str
@@ -316,12 +321,11 @@ class PeerAddress:
 
     @property
     def rest_url(self) -> str:
-        return f"http://{self.host}:{self.rest_port}"
+        return self.url()
 
     def url(self, scheme: str = "http") -> str:
         """Its REST base URL (https with rest.ssl.enabled)."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{scheme}://{host}:{self.rest_port}"
+        return rest_base_url(scheme, self.host, self.rest_port)
 
     def __str__(self) -> str:
         return f"{self.host}:{self.rest_port}:{self.raft_port}"

@@ -22,16 +22,10 @@ def _gw(request: web.Request):
 
 
 def _int(request: web.Request, name: str, default: Optional[int]) -> Optional[int]:
-    raw = request.query.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(400, f"{name} must be an integer, not {raw!r}")
-    if value < 0:
-        raise ApiError(400, f"{name} must not be negative")
-    return value
+    """A non-negative integer query parameter (rest/app.py's parser), or `default`."""
+    from rest.app import _int_param
+    value = _int_param(request, name, 0)
+    return default if value is None else value
 
 
 def _batch(request: web.Request) -> tuple[str, dict]:

@@ -33,7 +33,7 @@ from jm.cluster.membership import Membership, ask_members, has_raft_data, initia
 from jm.cluster.metrics import PeerMetrics
 from jm.cluster.resourcemanager import RebalanceConfig, ResourceManager
 from jm.config import (Config, ConfigError, PeerAddress, choose_self, load_config,
-                       parse_overrides, read_masters)
+                       parse_overrides, read_masters, rest_base_url)
 from jm.policy.identity import NON_VOTER
 from jm.policy.security import peer_credential, start_refusal
 from jm.runtime.executor import Executor
@@ -147,8 +147,7 @@ class Peer:
 
     def url_of(self, host: str, rest_port: int) -> str:
         """The REST base URL of a peer (https with rest.ssl.enabled)."""
-        host = f"[{host}]" if ":" in host else host
-        return f"{self.scheme}://{host}:{rest_port}"
+        return rest_base_url(self.scheme, host, rest_port)
 
     # ---- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
