@@ -219,6 +219,7 @@ async def _quietly(aw: Any) -> None:
 
 
 def _write(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)  # the attempt's run folder
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         f.write(text)

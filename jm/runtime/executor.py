@@ -76,9 +76,8 @@ class Executor:
                      **{PARENT_ENV: str(os.getpid()),
                         LIMITS_ENV: json.dumps(self.limits.to_dict()),
                         CGROUP_ENV: "1" if self.cgroup else "0"}),
-            # its own session: a stop of the peer's process group (Ctrl-Z) must not stop
-            # the process that fences the jobs
-            start_new_session=True,
+            # (the zygote leaves the peer's process group itself: a stop of that group,
+            # Ctrl-Z, must not stop the process that fences the jobs)
             limit=2 ** 20)  # the zygote sets its own parent-death signal
         stderr.close()
         self._reader = asyncio.create_task(self._read_loop(self.proc))

@@ -9,9 +9,12 @@ Protocol on stdin/stdout: 4-byte big-endian length + msgpack frames of the typed
 messages below. The zygote dies with its peer (PR_SET_PDEATHSIG, and EOF on
 stdin), and kills its job processes when it goes.
 
-It runs in a session of its own (the Executor starts it so), so that a stop or kill of
-the peer's process group (Ctrl-Z on `bin/jobmanager.sh start-foreground`) does not stop
-the process that enforces the lease. A job runs only while its fence can act: each job
+It runs in a process group of its own, so that a stop or kill of the peer's process group
+(Ctrl-Z on `bin/jobmanager.sh start-foreground`) does not stop the process that enforces
+the lease. It stays in the peer's session: where the kernel groups CPU time by session
+(sched_autogroup), a session of its own would put every job in a scheduling group of
+its own, as heavy as the whole peer's, and the jobs' `nice` would no longer yield to the
+peer (submissions measured ~35% slower that way, docs/benchmarks.md). A job runs only while its fence can act: each job
 process stops its own process group while the zygote or the peer is stopped
 (`confine.watch_fence`); the zygote continues it once both run and the lease holds, and
 kills it when the lease ran out meanwhile. Each job process gets its limits, its user and
@@ -201,6 +204,9 @@ def _child(params: dict, fds_to_close: list[int], zygote_pid: int, peer_pid: int
         os.dup2(devnull, 0)
         os.close(devnull)
         os.makedirs(os.path.dirname(params["log_path"]), exist_ok=True)
+        for key in ("result_path", "error_path"):  # the attempt's run folder
+            if params.get(key):
+                os.makedirs(os.path.dirname(params[key]), exist_ok=True)
         logfd = os.open(params["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(logfd, 1)
         os.dup2(logfd, 2)
@@ -242,8 +248,8 @@ def main() -> None:
     if not die_with_parent():
         sys.exit(0)
     peer_pid = os.getppid()
-    try:  # out of the peer's process group and session (the Executor starts us so)
-        os.setsid()
+    try:  # out of the peer's process group, in its session (see the module's doc)
+        os.setpgid(0, 0)
     except OSError:
         pass
     # user code yields the CPU to the JobManager peer (heartbeats, REST, Raft)

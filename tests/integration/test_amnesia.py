@@ -116,8 +116,12 @@ async def test_a_wiped_voter_would_elect_a_stale_leader(tmp_path, monkeypatch, g
                 assert c.peers[2].raft.leader() is None and c.peers[1].raft.leader() is None
                 await asyncio.sleep(0.1)  # observation window, not a wait for state
         else:
-            await apoll(lambda: c.peers[2].raft.leader() is not None, 30,
-                        what="a leader among B and C")
+            # a leader among B and C, and an entry of its term on both (their
+            # registrations commit only on both): until then A, back with the longer log,
+            # could still win B's vote and the control would keep the jobs by luck
+            await apoll(lambda: c.peers[2].raft.leader() is not None
+                        and c.peers[1].registered.is_set() and c.peers[2].registered.is_set(),
+                        30, what="a leader among B and C, both registered in its term")
         await c.peers[0].start()
         await apoll(lambda: all(p.raft.leader() is not None for p in c.peers), 30,
                     what="a leader known to all")

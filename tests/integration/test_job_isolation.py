@@ -89,8 +89,10 @@ async def test_job_runs_as_the_configured_user_with_its_limits(tmp_path):
         assert r["nproc"][0] == r["nproc"][1] and 64 <= r["nproc"][0] < 10000
         assert r["oom_score_adj"] == 700
         assert r["pgid"] == jp.pid  # a process group of its own
-        # the zygote has a session of its own: a stop of the peer's group misses it
-        assert os.getsid(ex.zygote_pid) == ex.zygote_pid != os.getsid(0)
+        # the zygote has a process group of its own (a stop of the peer's group misses
+        # it) in the peer's session (one CPU scheduling group with the peer: autogroup)
+        assert os.getpgid(ex.zygote_pid) == ex.zygote_pid != os.getpgid(0)
+        assert os.getsid(ex.zygote_pid) == os.getsid(0)
     finally:
         await ex.close()
 
@@ -244,7 +246,7 @@ async def test_kill_minus_one_from_a_job_running_as_nobody_leaves_the_peers_aliv
 @pytest.mark.slow
 def test_a_stop_of_the_peers_process_group_stops_its_jobs_and_the_lease_still_fences(tmp_path):
     """Ctrl-Z on `bin/jobmanager.sh start-foreground` stops the peer's process group. The
-    zygote is not in it (its own session): the job stops with its peer, goes on when the
+    zygote is not in it (its own process group): the job stops with its peer, goes on when the
     peer does, and is killed by the zygote when the lease runs out while the peer is
     stopped."""
     import subprocess
