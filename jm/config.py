@@ -13,6 +13,8 @@ from typing import Any, Callable, Optional
 
 import yaml
 
+from jm.policy import fsuri
+
 
 class ConfigError(Exception):
     """A bad or missing setting; str() is one line naming the key."""
@@ -122,6 +124,18 @@ def _opt_str(v: Any) -> Optional[str]:
     return None if v in (None, "") else _str(v)
 
 
+def _opt_bool(v: Any) -> Optional[bool]:
+    return None if v in (None, "") else _bool(v)
+
+
+def _savepoints_dir(v: Any) -> Optional[str]:
+    """A path (relative: to the installation) or a URI (file://, s3://, gs://, hdfs://)."""
+    v = _opt_str(v)
+    if v is not None and ("://" in v or v.startswith("file:")):
+        return fsuri.location(v, "the directory")
+    return v
+
+
 def _names(v: Any) -> tuple:
     """A list of names: a YAML list, or one text with commas ("a, b")."""
     if v in (None, ""):
@@ -222,7 +236,13 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "jobmanager.executor.cgroup": (_bool, True),  # a cgroup v2 per job where possible
     "jobmanager.weight": (_float(0.0), 0.0),  # 0: proportional to jobmanager.slots
     "high-availability.storageDir": (_str, "data/ha"),
-    "state.savepoints.dir": (_opt_str, None),  # default: <high-availability.storageDir>/savepoints
+    "state.savepoints.dir": (_savepoints_dir, None),  # default: <high-availability.storageDir>/savepoints
+    # savepoints on S3 (s3:// targets, jm/cluster/remotefs.py); unset: the AWS defaults
+    "s3.endpoint": (_opt_str, None),  # e.g. http://minio:9000 (S3-compatible stores)
+    "s3.access-key": (_opt_str, None),
+    "s3.secret-key": (_opt_str, None),
+    "s3.region": (_opt_str, None),
+    "s3.path.style.access": (_opt_bool, None),  # unset: path style with s3.endpoint
     "rebalance.strategy": (_choice("none", "on-join", "continuous"), "on-join"),
     "rebalance.interval": (parse_duration, "10 s"),
     "rebalance.max-moves-per-round": (_int(1), 2),
@@ -478,6 +498,8 @@ class Config:
     def savepoints_dir(self) -> str:
         """state.savepoints.dir, by default <high-availability.storageDir>/savepoints."""
         if self["state.savepoints.dir"]:
+            if fsuri.is_remote(self["state.savepoints.dir"]):  # s3://... (jm/cluster/remotefs.py)
+                return self["state.savepoints.dir"]
             return self.path("state.savepoints.dir")
         return os.path.join(self.path("high-availability.storageDir"), "savepoints")
 

@@ -10,20 +10,19 @@ RestClusterClient, the web UI's first call, Python REST clients) need beyond our
   jobs whose id is a Flink JobID (32 hex digits: one other id would fail Flink's whole
   list), `PATCH /v1/jobs/{id}` answers `{}`.
 - Flink's trigger bodies for savepoints and stop-with-savepoint: `cancel-job`, `formatType`,
-  `drain`, `triggerId`, and Hadoop-style targets (`file://`; other schemes need a
-  filesystem library, else a 400 that says so).
+  `drain`, `triggerId`, and Hadoop-style targets (`file://`, `s3://`, `gs://`, `hdfs://`:
+  the gateway makes them canonical, jm/policy/fsuri.py, and refuses with a 400 what this
+  cluster cannot write).
 
-The decisions (`savepoint_request`, `termination_mode`, `savepoint_target`, `unprefixed`,
+The decisions (`savepoint_request`, `termination_mode`, `unprefixed`,
 `flink_jobs`) are pure functions; the handlers are a thin shell over the gateway.
 """
 from __future__ import annotations
 
-import importlib.util
 import re
 import time
 import uuid
-from typing import Any, Callable, Optional
-from urllib.parse import urlsplit
+from typing import Any, Optional
 
 from aiohttp import web
 from aiohttp.web_urldispatcher import MatchInfoError
@@ -34,10 +33,6 @@ TRIGGER_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 JOB_ID_RE = re.compile(r"^[0-9a-fA-F]{32}$")  # Flink's JobID: 16 bytes in hex (our default)
 FORMAT_TYPES = ("CANONICAL", "NATIVE")  # Flink's SavepointFormatType; ours is one format
 VERSION_PREFIX = "/v1"
-# a remote scheme -> the fsspec implementation module that writes it
-REMOTE_SCHEMES = {"s3": "s3fs", "s3a": "s3fs", "s3n": "s3fs", "hdfs": "pyarrow",
-                  "gs": "gcsfs", "gcs": "gcsfs", "abfs": "adlfs", "abfss": "adlfs",
-                  "wasb": "adlfs", "wasbs": "adlfs", "oss": "ossfs", "viewfs": "pyarrow"}
 
 
 # ---- decisions (pure) -----------------------------------------------------------------
@@ -60,60 +55,7 @@ def termination_mode(raw: Optional[str]) -> str:
     raise ApiError(400, f"unsupported mode {raw!r}; use mode=cancel")
 
 
-def _has_module(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def remote_support(scheme: str, has_module: Callable[[str], bool] = _has_module
-                   ) -> Optional[str]:
-    """Why a savepoint target of this URI scheme cannot be written here (None: it can).
-    Savepoints are written by copying files on the owner's file system; a remote scheme
-    would need fsspec and the scheme's implementation on every peer."""
-    impl = REMOTE_SCHEMES.get(scheme)
-    if impl is None:
-        return (f"the {scheme}:// scheme is not a file system we know; give an absolute "
-                f"path or a file:// URI")
-    missing = [m for m in ("fsspec", impl) if not has_module(m)]
-    if missing:
-        what = "libraries" if len(missing) > 1 else "library"
-        return (f"{scheme}:// targets need the Python {what} {' and '.join(missing)} on "
-                f"every peer, which this peer lacks; give an absolute path or a file:// URI "
-                f"of a directory every peer can write (a shared mount)")
-    return (f"{scheme}:// targets are not written by this cluster yet (savepoints are file "
-            f"copies on a path every peer can write); give an absolute path or a file:// "
-            f"URI of a shared mount")
-
-
-def savepoint_target(raw: Any, field: str = "target-directory",
-                     has_module: Callable[[str], bool] = _has_module) -> Optional[str]:
-    """A savepoint target as a local absolute path: "/a/b", "file:///a/b", "file:/a/b"
-    (Hadoop's spelling) and "file://localhost/a/b" are the same directory; other schemes
-    (s3://, hdfs://, ...) are refused with the reason (ValueError)."""
-    if raw is None:
-        return None
-    if not isinstance(raw, str) or not raw.strip():
-        raise ValueError(f"{field} must be an absolute path every peer can write")
-    if raw.startswith("/"):
-        return raw
-    parts = urlsplit(raw)
-    scheme = parts.scheme.lower()
-    if not scheme or not re.fullmatch(r"[a-z][a-z0-9+.-]*", scheme):
-        raise ValueError(f"{field} must be an absolute path every peer can write "
-                         f"(or a file:// URI), not {raw!r}")
-    if scheme == "file":
-        if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
-            raise ValueError(f"{field} {raw!r}: a file:// URI must name an absolute path "
-                             f"on this host (file:///dir)")
-        return parts.path
-    raise ValueError(f"{field} {raw!r}: {remote_support(scheme, has_module)}")
-
-
-def savepoint_request(body: Any, stop: bool,
-                      has_module: Callable[[str], bool] = _has_module
-                      ) -> tuple[str, Optional[str], bool]:
+def savepoint_request(body: Any, stop: bool) -> tuple[str, Optional[str], bool]:
     """Flink's trigger bodies -> (trigger id, target directory, stop?). Savepoints take
     target-directory and cancel-job (true: a savepoint, then the job ends: our
     stop-with-savepoint), stop takes targetDirectory and drain (both spellings of the
@@ -135,11 +77,11 @@ def savepoint_request(body: Any, stop: bool,
         errors.append("drain=true (end the job's event time) is not supported; "
                       "stop without it")
     key = "target-directory" if body.get("target-directory") is not None else "targetDirectory"
-    target = None
-    try:
-        target = savepoint_target(body.get(key), key, has_module)
-    except ValueError as exc:
-        errors.append(str(exc))
+    target = body.get(key)  # a path or URI: the gateway makes it canonical (or a 400)
+    if target is not None and (not isinstance(target, str) or not target.strip()):
+        errors.append(f"{key} must be an absolute path or a URI (file://, s3://, gs://, "
+                      f"hdfs://) every peer can write")
+        target = None
     fmt = body.get("formatType")
     if fmt is not None and (not isinstance(fmt, str) or fmt.upper() not in FORMAT_TYPES):
         errors.append(f"formatType must be one of {', '.join(FORMAT_TYPES)}")

@@ -259,6 +259,14 @@ class Client:
         return self.request("GET", path, **kw)
 
 
+def savepoint_location(raw: str) -> str:
+    """A savepoint location as given on the command line: a URI (file://, s3://, hdfs://,
+    ...) as it is, the peers check it; a path made absolute here."""
+    import os
+    import re
+    return raw if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", raw) else os.path.abspath(raw)
+
+
 def _q(job_id: str) -> str:
     from urllib.parse import quote
     return quote(job_id, safe="")

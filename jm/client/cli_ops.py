@@ -9,17 +9,16 @@ import uuid
 from typing import Any, Callable, Optional
 
 from jm.client.cli_http import (EXIT_INTERRUPTED, EXIT_OK, TERMINAL, ApiError, CliError,
-                         Client, UsageError, _q,
+                         Client, UsageError, _q, savepoint_location,
                          fmt_size, fmt_time, out, print_json, table)
 
 
 def _target(a: argparse.Namespace) -> Optional[str]:
-    import os
     if a.target is None:
         return None
     if not a.target.strip():
         raise UsageError("--target is empty")
-    return os.path.abspath(a.target)
+    return savepoint_location(a.target)
 
 
 def _poll(fn: Callable[[], Any], what: str, timeout: Optional[float]) -> Any:

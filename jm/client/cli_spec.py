@@ -11,7 +11,7 @@ import uuid
 from typing import Optional
 
 from jm.client.cli_http import (ApiError, CliError, Client, UsageError, one_line, out,
-                                print_json)
+                                print_json, savepoint_location)
 
 CODE_SUFFIXES = (".py", ".zip", ".egg")
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -185,7 +185,7 @@ def build_spec(a: argparse.Namespace) -> tuple[dict, Optional[str]]:
     if a.savepoint_path is not None:
         if not a.savepoint_path.strip():
             raise UsageError("--from-savepoint is empty")
-        spec["savepoint-path"] = os.path.abspath(a.savepoint_path)
+        spec["savepoint-path"] = savepoint_location(a.savepoint_path)
         spec.setdefault("job-type", "streaming")
     if a.streaming:
         spec["job-type"] = "streaming"

@@ -16,8 +16,9 @@ from typing import Any, Optional
 
 from jm.cluster.blobs import BlobError, safe_name
 from jm.cluster.resourcemanager import rebalance_round, to_command
+from jm.cluster import remotefs
 from jm.cluster.savepoint import SavepointError, read_metadata
-from jm.policy import livy, views
+from jm.policy import fsuri, livy, views
 from jm.policy.spec import SpecError, SpecLimits, validate_spec
 from jm.runtime import joblogs
 from jm.config import ConfigError, parse_peer
@@ -25,6 +26,9 @@ from raft.commands import (AddArtifact, AdmitPeer, CancelJob, DrainPeer, RemoveP
                            TriggerSavepoint)
 from raft.node import MembershipRefused, RaftUnavailable
 from rest.gateway import ApiError
+
+
+REMOTE_CHECK_TIMEOUT = 15.0  # seconds to open a remote file system or read a savepoint
 
 
 def _api_errors(fn):
@@ -112,10 +116,16 @@ class PeerGateway:
         await self._known_artifacts([("pyfiles", p) for p in spec["pyfiles"]]
                                     + ([("script", script)] if script else []))
         if spec.get("savepoint-path"):
+            await self._check_location(spec["savepoint-path"], "savepoint-path")
             try:
-                read_metadata(spec["savepoint-path"])
+                await asyncio.wait_for(asyncio.to_thread(
+                    read_metadata, spec["savepoint-path"], remotefs.options(self.conf)),
+                    REMOTE_CHECK_TIMEOUT)
             except SavepointError as exc:
                 raise ApiError(400, f"savepoint-path: {exc}")
+            except asyncio.TimeoutError:
+                raise ApiError(400, f"savepoint-path: {spec['savepoint-path']} could not be "
+                                    f"read within {REMOTE_CHECK_TIMEOUT:.0f} s")
         res = await self.submitter.submit(SubmitJob(spec["jobid"], spec, time.time(), request_id))
         if not res.ok:
             raise ApiError(409 if res.code == "exists" else 400, res.error)
@@ -148,9 +158,28 @@ class PeerGateway:
     async def cancel_job(self, job_id: str) -> str:
         return await self._write(CancelJob(job_id, time.time()))
 
+    async def _check_location(self, loc: str, field: str) -> None:
+        """400 unless this peer can open the remote file system of `loc` (pyarrow.fs with
+        the peer's s3.* settings; hdfs:// needs a Hadoop client)."""
+        if not fsuri.is_remote(loc):
+            return
+        try:
+            problem = await asyncio.wait_for(asyncio.to_thread(
+                remotefs.problem, loc, remotefs.options(self.conf)), REMOTE_CHECK_TIMEOUT)
+        except asyncio.TimeoutError:
+            problem = f"its file system did not open within {REMOTE_CHECK_TIMEOUT:.0f} s"
+        if problem:
+            raise ApiError(400, f"{field} {loc}: {problem}")
+
     @_api_errors
     async def trigger_savepoint(self, job_id: str, trigger_id: str, target: Optional[str],
                                 stop: bool) -> dict:
+        if target is not None:
+            try:  # "/a", "file:///a", "s3a://bucket/a" ... -> one canonical spelling
+                target = fsuri.location(target, "target-directory")
+            except ValueError as exc:
+                raise ApiError(400, str(exc))
+            await self._check_location(target, "target-directory")
         out = await self._write(TriggerSavepoint(job_id, trigger_id, target, stop, time.time()))
         return {"request-id": out["request-id"]}
 

@@ -35,6 +35,7 @@ from typing import Any, Callable, Optional
 from jm.cluster.blobs import BlobStore, newest_mtime
 from jm.cluster.savepoint import list_savepoints, remove as remove_savepoint
 from jm.policy import cleanup
+from jm.policy.fsuri import is_remote
 from jm.policy.cleanup import (BLOB, CHECKPOINTS, LOG_DIR, RUN_DIR, SAVEPOINT, SHARED_BLOB,
                                Deletion, Entry, Listing, Policy)
 from jm.runtime import joblogs
@@ -137,11 +138,13 @@ class Janitor:
     def _ha_entries(self) -> tuple:
         """Job folders in the HA storage: those holding checkpoints or a restore marker
         (anything else there, the savepoints folder included, is not a job's)."""
-        sp_dir = os.path.realpath(self.cfg.savepoints_dir)
+        sp_dir = ("" if is_remote(self.cfg.savepoints_dir)
+                  else os.path.realpath(self.cfg.savepoints_dir))
         out = []
         for e in self._entries(self.cfg.ha_dir):
             path = os.path.join(self.cfg.ha_dir, e.name)
-            if os.path.realpath(path) == sp_dir or sp_dir.startswith(os.path.realpath(path) + os.sep):
+            if sp_dir and (os.path.realpath(path) == sp_dir
+                           or sp_dir.startswith(os.path.realpath(path) + os.sep)):
                 continue
             if (os.path.isdir(os.path.join(path, "checkpoints"))
                     or os.path.exists(os.path.join(path, "restored-from"))):
@@ -155,7 +158,9 @@ class Janitor:
             log_dirs=self._entries(os.path.join(self.cfg.log_dir, "jobs")),
             blobs=blobs,
             ha_dirs=self._ha_entries() if leader else (),
-            savepoints=tuple(list_savepoints(self.cfg.savepoints_dir)) if leader else (),
+            # a remote state.savepoints.dir: the store's lifecycle rules, not ours
+            savepoints=tuple(list_savepoints(self.cfg.savepoints_dir))
+            if leader and not is_remote(self.cfg.savepoints_dir) else (),
             shared_blobs=tuple(Entry(d, m) for d, m in self.shared_blobs.entries())
             if leader and self.shared_blobs is not None else ())
 

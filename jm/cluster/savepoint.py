@@ -13,12 +13,16 @@ directory are copied as they are; a job that keeps its own state there should st
 
 Layout of a savepoint: `<location>/_metadata` (JSON) and `<location>/checkpoint/...`.
 It is written under a temporary name and renamed into place, so a savepoint that exists
-is complete.
+is complete. A remote location (s3://, gs://, hdfs://: jm/cluster/remotefs.py) is staged
+next to the checkpoint and uploaded with `_metadata` last: there a savepoint whose
+`_metadata` exists is complete.
 
 Retention (the Raft leader's janitor, jm/policy/cleanup.py): in `state.savepoints.dir` each
 job keeps its newest `state.savepoints.num-retained` savepoints; a savepoint holding a
 `_pinned` file (`touch <location>/_pinned`), one a job in the job store resumes from and
-each job's last one are never deleted. Other target directories are left alone.
+each job's last one are never deleted. Other target directories, and a remote
+`state.savepoints.dir`, are left alone (an object store's lifecycle rules expire old
+savepoints there).
 """
 from __future__ import annotations
 
@@ -29,7 +33,9 @@ import shutil
 import uuid
 from typing import Optional
 
+from jm.cluster import remotefs
 from jm.policy.cleanup import PIN_FILE, SavepointEntry, norm
+from jm.policy.fsuri import is_remote, join
 
 METADATA = "_metadata"
 RESTORED_MARKER = "restored-from"
@@ -43,7 +49,7 @@ class SavepointError(Exception):
 
 def new_location(directory: str, job_id: str) -> str:
     """Flink's naming: savepoint-<first 6 of the job id>-<12 hex>."""
-    return os.path.join(directory, f"savepoint-{job_id[:6]}-{uuid.uuid4().hex[:12]}")
+    return join(directory, f"savepoint-{job_id[:6]}-{uuid.uuid4().hex[:12]}")
 
 
 def last_committed(query_dir: str) -> int:
@@ -114,29 +120,51 @@ def _query_of(src: str, rel: str, queries: dict) -> tuple[Optional[str], tuple]:
     return None, parts
 
 
-def snapshot(checkpoint_dir: str, location: str, meta: dict) -> dict:
-    """Copy `checkpoint_dir` into a new savepoint at `location`; return its metadata."""
-    if os.path.exists(location):
-        raise SavepointError(f"savepoint location {location} already exists")
+def _stage(checkpoint_dir: str, tmp: str, meta: dict) -> dict:
+    """Write a savepoint's content into the new directory `tmp`; return its metadata."""
     queries: dict[str, int] = {}
     if os.path.isdir(checkpoint_dir):
         for root, dirs, _ in os.walk(checkpoint_dir):
             if _is_query_dir(root):
                 queries[os.path.relpath(root, checkpoint_dir)] = last_committed(root)
                 dirs[:] = []  # a query checkpoint holds no other query
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    data = os.path.join(tmp, "checkpoint")
+    if os.path.isdir(checkpoint_dir):
+        _copy_tree(checkpoint_dir, data, queries)
+    else:
+        os.makedirs(data)
+    return dict(meta, **{"version": 1, "queries": {q: {"last-committed-batch": n}
+                                                   for q, n in sorted(queries.items())}})
+
+
+def snapshot(checkpoint_dir: str, location: str, meta: dict,
+             fs_options: Optional[dict] = None) -> dict:
+    """Copy `checkpoint_dir` into a new savepoint at `location` (a path, or a remote URI:
+    staged next to `checkpoint_dir`, then uploaded with `_metadata` last); return its
+    metadata."""
+    if is_remote(location):
+        stage = os.path.join(os.path.dirname(checkpoint_dir.rstrip("/")) or ".",
+                             f".savepoint-{uuid.uuid4().hex[:12]}.staging")
+        try:
+            out = _stage(checkpoint_dir, stage, meta)
+            remotefs.put_savepoint(stage, location, fs_options or {},
+                                   json.dumps(out, indent=1, sort_keys=True))
+        except OSError as exc:
+            raise SavepointError(f"could not stage savepoint {location}: {exc}") from exc
+        except remotefs.RemoteError as exc:
+            raise SavepointError(str(exc)) from exc
+        finally:
+            shutil.rmtree(stage, ignore_errors=True)
+        return out
+    if os.path.exists(location):
+        raise SavepointError(f"savepoint location {location} already exists")
     parent = os.path.dirname(location.rstrip("/")) or "."
     try:
         os.makedirs(parent, exist_ok=True)
         tmp = os.path.join(parent, f".{os.path.basename(location)}.inprogress")
-        shutil.rmtree(tmp, ignore_errors=True)
-        os.makedirs(tmp)
-        data = os.path.join(tmp, "checkpoint")
-        if os.path.isdir(checkpoint_dir):
-            _copy_tree(checkpoint_dir, data, queries)
-        else:
-            os.makedirs(data)
-        out = dict(meta, **{"version": 1, "queries": {q: {"last-committed-batch": n}
-                                                      for q, n in sorted(queries.items())}})
+        out = _stage(checkpoint_dir, tmp, meta)
         with open(os.path.join(tmp, METADATA), "w") as f:
             json.dump(out, f, indent=1, sort_keys=True)
         os.rename(tmp, location)
@@ -145,32 +173,54 @@ def snapshot(checkpoint_dir: str, location: str, meta: dict) -> dict:
     return out
 
 
-def read_metadata(location: str) -> dict:
+def read_metadata(location: str, fs_options: Optional[dict] = None) -> dict:
+    remote = is_remote(location)
     try:
-        with open(os.path.join(location, METADATA)) as f:
-            meta = json.load(f)
+        if remote:
+            text = remotefs.read_text(join(location, METADATA), fs_options or {})
+        else:
+            with open(os.path.join(location, METADATA)) as f:
+                text = f.read()
     except FileNotFoundError:
-        raise SavepointError(f"{location} is not a savepoint (no {METADATA} file)")
-    except (OSError, ValueError) as exc:
+        text = None
+    except remotefs.RemoteError as exc:
+        raise SavepointError(str(exc))
+    except OSError as exc:
         raise SavepointError(f"cannot read savepoint {location}: {exc}")
-    if not isinstance(meta, dict) or not os.path.isdir(os.path.join(location, "checkpoint")):
+    if text is None:
+        raise SavepointError(f"{location} is not a savepoint (no {METADATA} "
+                             f"{'object' if remote else 'file'})")
+    try:
+        meta = json.loads(text)
+    except ValueError as exc:
+        raise SavepointError(f"cannot read savepoint {location}: {exc}")
+    # a remote savepoint of an empty checkpoint has no objects under checkpoint/
+    if not isinstance(meta, dict) or (
+            not remote and not os.path.isdir(os.path.join(location, "checkpoint"))):
         raise SavepointError(f"{location} is not a complete savepoint")
     return meta
 
 
-def restore(location: str, checkpoint_dir: str, marker_dir: str) -> bool:
+def restore(location: str, checkpoint_dir: str, marker_dir: str,
+            fs_options: Optional[dict] = None) -> bool:
     """Make `checkpoint_dir` a copy of the savepoint, once per job: a marker in
     `marker_dir` remembers it, so later attempts resume from their own checkpoints.
     Returns True if it restored now."""
     marker = os.path.join(marker_dir, RESTORED_MARKER)
     if os.path.exists(marker):
         return False
-    read_metadata(location)
+    read_metadata(location, fs_options)
     try:
         os.makedirs(marker_dir, exist_ok=True)
         tmp = checkpoint_dir.rstrip("/") + ".restoring"
         shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(os.path.join(location, "checkpoint"), tmp)
+        if is_remote(location):
+            try:
+                remotefs.get_checkpoint(location, tmp, fs_options or {})
+            except remotefs.RemoteError as exc:
+                raise SavepointError(str(exc)) from exc
+        else:
+            shutil.copytree(os.path.join(location, "checkpoint"), tmp)
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
         os.rename(tmp, checkpoint_dir)
         with open(marker + ".tmp", "w") as f:

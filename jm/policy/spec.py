@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from jm.policy import fsuri
 from jm.policy.bounds import json_size
 from jm.policy.restart import validate_override
 
@@ -141,10 +142,14 @@ def validate_spec(spec: Any, max_slots: int | None = None,
         errors.append("a SQL job is a batch job; job-type 'streaming' needs an entry or a "
                       "script")
     sp = spec.get("savepoint-path")
-    if sp is not None and (not isinstance(sp, str) or not sp.startswith("/")):
-        errors.append("savepoint-path must be an absolute path (a savepoint's location)")
-    elif sp is not None and job_type != "streaming":
-        errors.append("savepoint-path needs \"job-type\": \"streaming\"")
+    if sp is not None:
+        try:  # a path or a URI (s3://, gs://, hdfs://), stored in its canonical spelling
+            sp = fsuri.location(sp, "savepoint-path")
+        except ValueError as exc:
+            errors.append(f"{exc} (a savepoint's location)")
+        else:
+            if job_type != "streaming":
+                errors.append("savepoint-path needs \"job-type\": \"streaming\"")
     rs = spec.get("restart-strategy")
     if rs is not None:
         try:
@@ -157,6 +162,8 @@ def validate_spec(spec: Any, max_slots: int | None = None,
     out["jobid"] = jobid or new_job_id()
     out["slots"] = slots
     out["job-type"] = job_type
+    if sp is not None:
+        out["savepoint-path"] = sp
     out.setdefault("args", {})
     out.setdefault("pyfiles", [])
     if script is not None:

@@ -1,6 +1,6 @@
 """Apache Flink's own tools drive a 3-peer cluster: the `flink` CLI of the Flink 2.3
-distribution from PyPI (bench/flinkdist.py; a JVM per call) lists, savepoints, stops and
-cancels streaming jobs on any peer, and a Python Flink REST client from PyPI
+distribution from PyPI (bench/flinkdist.py; a JVM per call) lists, savepoints, stops (to s3:// on a real S3 API
+server) and cancels streaming jobs on any peer, and a Python Flink REST client from PyPI
 (flink-rest-client, which prefixes /v1) reads the configuration, overviews and job status
 and triggers a savepoint with cancel-job. Each step checks the cluster's state after it."""
 import os
@@ -13,6 +13,7 @@ import pytest
 from bench import flinkdist
 from jm.testing import MiniCluster
 from tests.helpers import http, poll
+from tests.s3server import keys, peer_settings, s3_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -74,8 +75,9 @@ def saved_at(out):
 def test_flink_cli_and_python_client_drive_the_cluster(tmp_path, flink_home):
     from flink_rest_client import FlinkRestClient
     flink = Flink(flink_home, tmp_path)
-    with MiniCluster(peers=3, base_dir=str(tmp_path / "c"),
-                     conf={"jobmanager.log.level": "INFO"}) as c:
+    with s3_server(str(tmp_path / "moto.log")) as (endpoint, s3), \
+            MiniCluster(peers=3, base_dir=str(tmp_path / "c"),
+                        conf={"jobmanager.log.level": "INFO", **peer_settings(endpoint)}) as c:
         ids = [c.submit(ticker(tmp_path / f"out{i}"), peer=i % 3) for i in range(4)]
         own = c.submit({"entry": "jobs_fixture:quick", "pyfiles": [FIX], "jobid": "own-id"})
         for jid in ids:
@@ -105,9 +107,12 @@ def test_flink_cli_and_python_client_drive_the_cluster(tmp_path, flink_home):
         assert "SavepointFailed: could not write savepoint /proc/jm-no-such-dir/" in out, out
         assert job(c, a)["state"] == "RUNNING"
 
-        # flink stop --savepointPath <dir> <id>: stop-with-savepoint, the job FINISHED
-        loc = saved_at(flink(c.url(0), "stop", "--savepointPath", str(tmp_path / "sp2"), b))
-        assert loc.startswith(f"{tmp_path}/sp2/"), loc
+        # flink stop --savepointPath <uri> <id>: stop-with-savepoint to S3 (Hadoop's s3a://
+        # spelling, as Flink users write it), the job FINISHED
+        loc = saved_at(flink(c.url(0), "stop", "--savepointPath", "s3a://savepoints/stops",
+                             b))
+        assert loc.startswith("s3://savepoints/stops/savepoint-"), loc
+        assert f"{loc[len('s3://savepoints/'):]}/_metadata" in keys(s3, "stops/")
         j = wait_state(c, b, "FINISHED", peer=1)
         assert j["savepoint"] == loc and j["attempts"][-1]["end-reason"] == "stopped", j
 

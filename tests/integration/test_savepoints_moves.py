@@ -51,12 +51,29 @@ def batches(out):
     return rows
 
 
-async def wait_savepoint(c, jid, rid, peer=0):
+async def wait_savepoint(c, jid, rid, peer=0, timeout=30):
     async def check():
         s, b = await ahttp("GET", c.url(peer) + f"/jobs/{jid}/savepoints/{rid}")
         assert s == 200, b
         return b if b["status"]["id"] == "COMPLETED" else None
-    return await apoll(check, 30, what=f"savepoint {rid}")
+    return await apoll(check, timeout, what=f"savepoint {rid}")
+
+
+async def resume_from(c, out, location, stopped):
+    """A new job resumed from the savepoint at `location` of the job `stopped` (ended by
+    stop-with-savepoint) continues after its last committed batch: none lost, none
+    written twice. Returns the new job's id (canceled again)."""
+    upto = max(batches(out))
+    assert stopped["result"]["next"] == upto + 1
+    jid2 = await submit(c, ticker_spec(out, **{"savepoint-path": location}), peer=1)
+    j2 = await wait_state(c, jid2, "RUNNING")
+    await wait_batches(out, upto + 4)
+    s, b = await ahttp("PATCH", c.url(0) + f"/jobs/{jid2}?mode=cancel")
+    assert s == 202
+    await wait_state(c, jid2, "CANCELED")
+    rows = batches(out)
+    assert rows[upto] == stopped["attempt"] and rows[upto + 1] == j2["attempt"]
+    return jid2
 
 
 async def test_savepoint_stop_and_resume(tmp_path):
@@ -87,17 +104,7 @@ async def test_savepoint_stop_and_resume(tmp_path):
         assert stop_loc.startswith(str(tmp_path / "ha" / "savepoints"))
         j = await wait_state(c, jid, "FINISHED")
         assert j["savepoint"] == stop_loc and j["attempts"][-1]["end-reason"] == "stopped"
-        upto = max(batches(out))
-        assert j["result"]["next"] == upto + 1
-        # resume a new job from it: it continues after the last committed batch
-        jid2 = await submit(c, ticker_spec(out, **{"savepoint-path": stop_loc}), peer=1)
-        j2 = await wait_state(c, jid2, "RUNNING")
-        await wait_batches(out, upto + 4)
-        s, b = await ahttp("PATCH", c.url(0) + f"/jobs/{jid2}?mode=cancel")
-        assert s == 202
-        await wait_state(c, jid2, "CANCELED")
-        rows = batches(out)
-        assert rows[upto] == j["attempt"] and rows[upto + 1] == j2["attempt"]
+        await resume_from(c, out, stop_loc, j)
         s, b = await ahttp("GET", c.url(0) + f"/jobs/{jid}/savepoints")
         assert [x["request-id"] for x in b["savepoints"]][-1] == "sp-1"
     finally:

@@ -48,3 +48,15 @@ def test_submit_sends_the_index_of_its_upload(tmp_path, capsys):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_savepoint_locations_on_the_command_line():
+    """A URI goes to the peers as written (they make it canonical or refuse it); a path
+    is made absolute where the user typed it."""
+    import os
+    from jm.client.cli_http import savepoint_location
+    for uri in ("s3a://bucket/sp", "s3://b/x", "hdfs://nn:8020/sp", "file:///sp", "file:/sp",
+                "gs://b/x"):
+        assert savepoint_location(uri) == uri
+    assert savepoint_location("sp/one") == os.path.join(os.getcwd(), "sp/one")
+    assert savepoint_location("/abs/sp") == "/abs/sp"

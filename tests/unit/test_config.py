@@ -85,6 +85,17 @@ def test_typed_values():
     assert c["raft.use-batch"] is True
 
 
+def test_savepoints_dir_may_be_a_remote_uri():
+    c = cfg(**{"state.savepoints.dir": "s3a://bucket/sp/", "s3.path.style.access": "true"})
+    assert c.savepoints_dir() == "s3://bucket/sp" and c["s3.path.style.access"] is True
+    assert cfg(**{"state.savepoints.dir": "file:///srv/sp"}).savepoints_dir() == "/srv/sp"
+    assert cfg(**{"state.savepoints.dir": "/srv/sp"}).savepoints_dir() == "/srv/sp"
+    assert cfg()["s3.path.style.access"] is None
+    for bad in ("ftp://host/sp", "s3://Bad_Bucket/x"):
+        with pytest.raises(ConfigError, match="^state.savepoints.dir:"):
+            cfg(**{"state.savepoints.dir": bad})
+
+
 def test_spark_conf_pass_through():
     c = cfg(**{"spark.conf.spark.sql.shuffle.partitions": 4})
     assert c.spark_conf == {"spark.sql.shuffle.partitions": "4"}

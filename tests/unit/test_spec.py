@@ -174,6 +174,17 @@ def test_bad_savepoint_path():
               r"savepoint-path must be an absolute path")
     one_error({"entry": "m:f", "savepoint-path": "rel/sp", "job-type": "streaming"},
               r"savepoint-path must be an absolute path")
+    one_error({"entry": "m:f", "savepoint-path": "ftp://h/sp", "job-type": "streaming"},
+              r"savepoint-path 'ftp://h/sp': the ftp:// scheme is not a file system")
+
+
+def test_savepoint_path_is_stored_canonical():
+    spec = validate_spec({"entry": "m:f", "job-type": "streaming",
+                          "savepoint-path": "s3a://bucket/sp/savepoint-1/"})
+    assert spec["savepoint-path"] == "s3://bucket/sp/savepoint-1"
+    spec = validate_spec({"entry": "m:f", "job-type": "streaming",
+                          "savepoint-path": "file:///sp/savepoint-1"})
+    assert spec["savepoint-path"] == "/sp/savepoint-1"
     one_error({"entry": "m:f", "savepoint-path": "/sp"}, r"needs \"job-type\": \"streaming\"")
 
 
