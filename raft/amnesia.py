@@ -15,6 +15,8 @@ from typing import Any, Optional
 from pysyncobj import SyncObj
 from pysyncobj.monotonic import monotonic as monotonic_time
 
+from raft.prevote import PreVote
+
 log = logging.getLogger("jm.raft")
 _FAR = 10 ** 9  # seconds: an election deadline that never comes
 
@@ -36,7 +38,7 @@ class NoVoteUntilCaughtUp:
         target = self._no_vote_target
         if target is not None and isinstance(message, dict):
             kind = message.get("type")
-            if kind in ("request_vote", "timeout_now"):
+            if kind in ("request_vote", "timeout_now", "pre_vote"):
                 return  # not a voter yet: no vote, no election on request
             if kind == "append_entries" and target < 0:
                 self._no_vote_target = max(1, int(message.get("commit_index") or 0))
@@ -55,5 +57,6 @@ class NoVoteUntilCaughtUp:
         super()._onTick(timeToWait)  # type: ignore[misc]
 
 
-class GuardedSyncObj(NoVoteUntilCaughtUp, SyncObj):
-    """pysyncobj's SyncObj with the guard (raft.fsync off; on: raft/journal.py)."""
+class GuardedSyncObj(NoVoteUntilCaughtUp, PreVote, SyncObj):
+    """pysyncobj's SyncObj with the guard and pre-votes (raft.fsync off; on:
+    raft/journal.py)."""

@@ -30,6 +30,7 @@ from pysyncobj import serializer as pser
 from pysyncobj import syncobj as ps
 
 from raft.amnesia import NoVoteUntilCaughtUp
+from raft.prevote import PRE_VOTE, PRE_VOTE_RESPONSE, PreVote
 from raft.transport import WireTransport
 
 log = logging.getLogger("jm.raft")
@@ -310,7 +311,9 @@ class DurableJournal(pj.FileJournal):
 
 # A leader's entries may leave before they are on its disk: they count toward a majority
 # only through the followers' answers and its own commit index (which waits for its sync).
-_NO_WAIT = frozenset({"append_entries", "apply_command_response"})
+# A pre-vote speaks for no entry (the election it may lead to waits as usual).
+_NO_WAIT = frozenset({"append_entries", "apply_command_response", PRE_VOTE,
+                      PRE_VOTE_RESPONSE})
 
 
 class SyncingTransport(WireTransport):
@@ -353,7 +356,7 @@ class SyncingTransport(WireTransport):
         return super().send(node, message)
 
 
-class DurableSyncObj(NoVoteUntilCaughtUp, ps.SyncObj):
+class DurableSyncObj(NoVoteUntilCaughtUp, PreVote, ps.SyncObj):
     """A tick's messages are held and sent after one sync. pysyncobj's tick ends waiting
     for socket events: here the tick runs without waiting, its messages go out, and then
     the wait (whose handlers' answers are held and sent after one sync in turn), so that

@@ -93,7 +93,7 @@ def say(text: str) -> None:
 def restart(cluster: Cluster, node: dict, args: argparse.Namespace, env: dict) -> None:
     nid, line = node["id"], f"{node['host']}:{node['rest-port']}:{node['raft-port']}"
     url = f"{cluster.scheme}://{node['host']}:{node['rest-port']}"
-    say(f"{nid}: draining")
+    say(f"{nid}: draining" + (" (the leader)" if node["raft-role"] == "leader" else ""))
     body = {"deadline": args.deadline} if args.deadline is not None else None
     cluster.call("POST", f"/nodes/{nid}/drain", body)
     wait(f"the drain of {nid}",

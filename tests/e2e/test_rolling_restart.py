@@ -88,9 +88,13 @@ def test_rolling_restart_keeps_streaming_jobs_and_submissions(cluster, tmp_path)
         load.stop.set()
         load.join(60)
     assert r.returncode == 0, r.stdout + r.stderr
-    order = [ln.split()[1].rstrip(":") for ln in r.stdout.splitlines()
-             if ln.endswith(": draining")]
-    assert sorted(order) == sorted(before) and order[-1] == leader, r.stdout
+    drains = [ln for ln in r.stdout.splitlines() if ": draining" in ln]
+    order = [ln.split()[1].rstrip(":") for ln in drains]
+    assert sorted(order) == sorted(before) and leader in order, r.stdout
+    # the leader of the moment goes last (pre-votes keep a restarted follower from deposing
+    # it, so that is normally the leader of the start; an election of the busy host's
+    # making may move it meanwhile, and then the script follows it)
+    assert all("(the leader)" not in ln for ln in drains[:-1]), r.stdout
 
     after = {n["id"]: n for n in http("GET", c.urls[0] + "/nodes")[1]["nodes"]}
     assert all(after[n]["pid"] != pid and after[n]["state"] == "ALIVE"
