@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command from a fresh clone: install everything and run the whole test suite.
-#   bin/test.sh                  (extra arguments go to pytest, e.g. -m "not slow")
+#   bin/test.sh                  (extra arguments: one pytest run with them, e.g. -m "not slow")
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$HERE"
@@ -34,4 +34,13 @@ if [ ${#NEED[@]} -gt 0 ]; then
              "the tests that need them will fail" >&2
     fi
 fi
-exec .venv/bin/python -m pytest "$@"
+if [ $# -gt 0 ]; then
+    exec .venv/bin/python -m pytest "$@"
+fi
+# The whole suite: the fast tests on two workers (pytest-xdist; a test file stays on one
+# worker, so its module fixtures are made once), then the slow real-process tests one at a
+# time (they start whole clusters, Spark and faults whose timing is what they test).
+rc=0
+.venv/bin/python -m pytest -m "not slow" -n 2 --dist loadfile || rc=$?
+.venv/bin/python -m pytest -m slow || rc=$?
+exit $rc

@@ -93,6 +93,8 @@ class PreVote:
                 and self._SyncObj__connectedToAnyone()):
             if self._pv_go:
                 self._pv_go = False  # pysyncobj campaigns in this tick
+                log.info("no leader heard: campaigning for term %d (a majority granted a "
+                         "pre-vote)", self._SyncObj__raftCurrentTerm + 1)
             else:
                 self._pv_start()
         super()._onTick(timeToWait)  # type: ignore[misc]

@@ -317,10 +317,29 @@ class WireTransport(TCPTransport):
             else:
                 conn.disconnect()
             return
+        node = self._nodeAddrToNode.get(message) if isinstance(message, str) else None
+        if node is not None and self._shouldConnect(node):
+            # members connect one way only (the greater address to the smaller): this
+            # claim cannot be that member's, and taking it would orphan the connection
+            # this member opened to it, which pysyncobj then never opens again
+            self._unknownConnections.discard(conn)
+            why = f"a claim to be member {message}, which this member connects to itself"
+            if isinstance(conn, WireConnection):
+                conn.refuse(why)
+            else:
+                conn.disconnect()
+            return
+        old = self._connections.get(node) if node is not None else None
         super()._onIncomingMessageReceived(conn, message)
         if conn not in self._unknownConnections and isinstance(conn, WireConnection):
             conn.frame_limit = self.max_message  # a member: its messages may be big
             conn.member = True
+        if old is not None and old is not conn and self._connections.get(node) is conn:
+            # the member connected again (its old connection is half-open, or this one is
+            # an impostor): close the old one, so that if the new one goes, the member
+            # notices and connects again rather than sending into a connection nobody reads
+            self._inbound.discard(old)
+            old.disconnect()
 
     def _onUtilityMessage(self, conn: Any, message: Any) -> bool:
         conn.disconnect()  # (refused by handshake_error already; never run one)

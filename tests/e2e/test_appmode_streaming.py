@@ -2,18 +2,36 @@
 takes a stop-with-savepoint, resumes from it, and moves with a drain, exactly once into a
 file sink: on each graceful stop the runner stops its queries, awaitTermination()
 returns and the script ends by itself."""
+import datetime
 import os
 
 import pytest
 
-from chaos.streaming import check_sink, sink_sql, write_events
+from chaos.streaming import BASE_TS, check_sink, sink_sql, write_events
 from tests.e2e.procs import ProcessCluster
-from tests.e2e.test_streaming import committed_batches, make_events
 from tests.helpers import http, poll
 
 pytestmark = pytest.mark.slow
 APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apps", "events_script.py")
 TERMINAL = ("FINISHED", "FAILED", "CANCELED")
+
+
+def make_events(batch: int, files: int, per_file: int) -> list[list[dict]]:
+    out = []
+    for k in range(files):
+        evs = []
+        for n in range(per_file):
+            i = (batch * files + k) * per_file + n
+            ts = BASE_TS + datetime.timedelta(seconds=7 * i)  # spans many 1-minute windows
+            evs.append({"user": f"u{i % 3}", "ts": ts.isoformat(), "amount": i % 10})
+        out.append(evs)
+    return out
+
+
+def committed_batches(checkpoint: str) -> int:
+    d = os.path.join(checkpoint, "events", "commits")
+    return max([int(n) + 1 for n in os.listdir(d) if n.isdigit()], default=0) \
+        if os.path.isdir(d) else 0
 
 
 @pytest.fixture

@@ -34,6 +34,14 @@ def _raft_port(cluster, i: int) -> int:
     return int(cluster.lines[i].split(":")[2])
 
 
+def _claim(cluster) -> tuple[int, str, str]:
+    """(port of a member, the address of a member that connects to it, the address of one
+    it connects to itself): members connect one way, the greater address to the smaller."""
+    addrs = sorted((m.raft_addr, int(m.raft_addr.rsplit(":", 1)[1]))
+                   for m in cluster.masters())
+    return addrs[1][1], addrs[2][0], addrs[0][0]
+
+
 async def _closed_by_peer(reader, timeout: float = 10.0) -> bool:
     """True once the peer closed the connection (EOF or reset) within `timeout`."""
     try:
@@ -91,16 +99,17 @@ async def test_a_client_claiming_to_be_a_member_cannot_run_code_either(tmp_path)
     is still read by the restricted unpickler."""
     async with running(str(tmp_path / "c")) as c:
         mark = tmp_path / "pwned"
-        port = _raft_port(c, 1)
-        other = c.masters()[0].raft_addr
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(_frame(other) + _frame({"type": "append_entries", "term": 10 ** 6,
-                                             "commit_index": 0,
-                                             "entries": [_Evil(str(mark))]}))
-        await writer.drain()
-        assert await _closed_by_peer(reader), "the connection was not dropped"
-        writer.close()
-        await apoll(lambda: _commits_ok(c), 30, what="the cluster commits again")
+        port, other, wrong_way = _claim(c)
+        evil = _frame({"type": "append_entries", "term": 10 ** 6, "commit_index": 0,
+                       "entries": [_Evil(str(mark))]})
+        # the second claim is to be a member that never connects this way: refused at once
+        for claim in (other, wrong_way):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(_frame(claim) + evil)
+            await writer.drain()
+            assert await _closed_by_peer(reader), "the connection was not dropped"
+            writer.close()
+            await apoll(lambda: _commits_ok(c), 30, what="the cluster commits again")
         assert not mark.exists(), "the payload ran"
         assert all(len(p.raft.members()) == 3 for p in c.peers)
 
@@ -115,14 +124,13 @@ async def _commits_ok(cluster) -> bool:
 
 async def test_a_huge_frame_is_refused_before_it_is_read(tmp_path):
     async with running(str(tmp_path / "c")) as c:
-        port = _raft_port(c, 1)
+        port, other, _ = _claim(c)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(struct.pack("i", 2 ** 31 - 1) + b"\x00" * 1000)
         await writer.drain()
         assert await _closed_by_peer(reader, 5.0)
         writer.close()
         # also a member's frame past raft.max-message-size: dropped
-        other = c.masters()[0].raft_addr
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(_frame(other) + struct.pack("i", 300 * 1024 * 1024) + b"\x00" * 1000)
         await writer.drain()
