@@ -307,7 +307,9 @@ class WireTransport(TCPTransport):
 
     def _onIncomingMessageReceived(self, conn: Any, message: Any) -> None:
         expects_key = bool(self._syncObj.encryptor) and not conn.sendRandKey
-        why = wire.handshake_error(message, expects_key, self._nodeAddrToNode)
+        why = wire.handshake_error(message, expects_key, self._nodeAddrToNode,
+                                   {a for a, n in self._nodeAddrToNode.items()
+                                    if self._shouldConnect(n)})
         if why:
             self._unknownConnections.discard(conn)
             if isinstance(conn, WireConnection):  # (a member that was just added or
@@ -318,17 +320,6 @@ class WireTransport(TCPTransport):
                 conn.disconnect()
             return
         node = self._nodeAddrToNode.get(message) if isinstance(message, str) else None
-        if node is not None and self._shouldConnect(node):
-            # members connect one way only (the greater address to the smaller): this
-            # claim cannot be that member's, and taking it would orphan the connection
-            # this member opened to it, which pysyncobj then never opens again
-            self._unknownConnections.discard(conn)
-            why = f"a claim to be member {message}, which this member connects to itself"
-            if isinstance(conn, WireConnection):
-                conn.refuse(why)
-            else:
-                conn.disconnect()
-            return
         old = self._connections.get(node) if node is not None else None
         super()._onIncomingMessageReceived(conn, message)
         if conn not in self._unknownConnections and isinstance(conn, WireConnection):

@@ -183,12 +183,16 @@ def message_error(message: Any) -> Optional[str]:
     return None
 
 
-def handshake_error(message: Any, expects_key: bool, members: Iterable[str]) -> Optional[str]:
+def handshake_error(message: Any, expects_key: bool, members: Iterable[str],
+                    connects_to: Iterable[str] = ()) -> Optional[str]:
     """Why the first message(s) of an inbound connection are refused (None: let in). With a
     password the first is the other side's random key (bytes); then its member address.
     pysyncobj also takes 'readonly' (a non-voting reader of the whole log) and utility
     commands (lists: add, remove, transfer, status, set_version) from anyone who connects:
-    this project uses neither, so both are refused."""
+    this project uses neither, so both are refused. Members connect one way only (the
+    greater address to the smaller): a claim to be one of `connects_to`, the members this
+    one opens connections to itself, cannot be that member's, and taking it would orphan
+    the connection this member opened (pysyncobj then never opens it again)."""
     if expects_key:
         return None if isinstance(message, bytes) else "a handshake without the random key"
     if isinstance(message, list):
@@ -197,6 +201,8 @@ def handshake_error(message: Any, expects_key: bool, members: Iterable[str]) -> 
         return "a read-only node (not used here)"
     if not isinstance(message, str) or message not in members:
         return f"an unknown member {str(message)[:80]!r}"
+    if message in connects_to:
+        return f"a claim to be member {message}, which this member connects to itself"
     return None
 
 

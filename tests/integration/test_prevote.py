@@ -9,7 +9,7 @@ import pytest
 from raft.commands import Barrier
 from raft.prevote import grants
 from tests.helpers import apoll
-from tests.integration.test_raft_journal import _hosts, _stop
+from tests.integration.test_raft_journal import _hosts, _leader, _stop
 
 
 def _term(host) -> int:
@@ -18,13 +18,6 @@ def _term(host) -> int:
 
 def _name(host) -> str:
     return host.addr_to_node[host.self_addr]
-
-
-async def _leader(hosts):
-    names = {_name(h) for h in hosts}
-    await apoll(lambda: len({h.leader() for h in hosts}) == 1 and hosts[0].leader() in names,
-                30, what="one leader (of these members) known to all")
-    return next(h for h in hosts if h.leader() == _name(h))
 
 
 def test_grants_only_without_a_leader_and_to_a_log_as_up_to_date():

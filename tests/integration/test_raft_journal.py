@@ -51,7 +51,10 @@ def sends(monkeypatch):
 
 
 async def _leader(hosts):
-    await apoll(lambda: all(h.leader() for h in hosts), 30, what="a leader")
+    """The leader, once every one of `hosts` knows the same one among them."""
+    names = {h.addr_to_node[h.self_addr] for h in hosts}
+    await apoll(lambda: len({h.leader() for h in hosts}) == 1 and hosts[0].leader() in names,
+                30, what="one leader (of these members) known to all")
     return next(h for h in hosts if h.leader() == h.addr_to_node[h.self_addr])
 
 

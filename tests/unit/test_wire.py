@@ -178,6 +178,10 @@ def test_messages_and_handshakes():
     assert "unknown member" in wire.handshake_error({"type": "x"}, False, members)
     assert wire.handshake_error(os.urandom(32), True, members) is None
     assert "random key" in wire.handshake_error("127.0.0.1:1", True, members)
+    # members connect one way: a claim to be one this member connects to is not theirs
+    assert "connects to itself" in wire.handshake_error("127.0.0.1:1", False, members,
+                                                        {"127.0.0.1:1"})
+    assert wire.handshake_error("127.0.0.1:2", False, members, {"127.0.0.1:1"}) is None
 
 
 def test_accept_errors_never_close_the_listener():
