@@ -2,6 +2,7 @@
 application-mode script jobs. The mapping is jm/policy/livy.py; the gateway does the work.
 
     POST   /batches             {"file", "args", "pyFiles", "conf", "name", ...} -> 201 batch
+                                 (s3://, gs://, hdfs:// files are copied into artifacts first)
     GET    /batches[?from=&size=]
     GET    /batches/{id}        GET /batches/{id}/state        GET /batches/{id}/log
     DELETE /batches/{id}        (cancels the job)

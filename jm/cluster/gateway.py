@@ -29,6 +29,7 @@ from rest.gateway import ApiError
 
 
 REMOTE_CHECK_TIMEOUT = 15.0  # seconds to open a remote file system or read a savepoint
+REMOTE_FETCH_TIMEOUT = 120.0  # seconds to copy a batch's remote application file
 
 
 def _api_errors(fn):
@@ -208,12 +209,35 @@ class PeerGateway:
             spec = livy.batch_spec(body)
         except ValueError as exc:
             raise ApiError(400, *exc.args[0])
+        for field, uri in livy.remote_refs(spec):  # as spark-submit downloads them
+            ref = await self._remote_artifact(field, uri)
+            if spec.get("script") == uri:
+                spec["script"] = ref
+            spec["pyfiles"] = [ref if p == uri else p for p in spec.get("pyfiles", [])]
         out = await self.submit_job(spec, request_id)
         with self.raft.read() as st:
             job = st.jobs.get(out["jobid"])
             if job is None:  # applied here before the answer: never; purged at once: gone
                 raise ApiError(404, f"batch of job {out['jobid']} is gone already")
             return livy.batch(job)
+
+    async def _remote_artifact(self, field: str, uri: str) -> str:
+        """A remote file (s3://, gs://, hdfs://) copied into the cluster's artifacts ->
+        `artifact:<id>`; 400 if it cannot be read, 413 beyond rest.max-body-size."""
+        limit = self.conf["rest.max-body-size"]
+        try:
+            data = await asyncio.wait_for(asyncio.to_thread(
+                remotefs.read_bytes, uri, remotefs.options(self.conf), limit),
+                REMOTE_FETCH_TIMEOUT)
+        except remotefs.TooLarge as exc:
+            raise ApiError(413, f"{field}: {exc}")
+        except remotefs.RemoteError as exc:
+            raise ApiError(400, f"{field}: {exc}")
+        except asyncio.TimeoutError:
+            raise ApiError(400, f"{field} {uri} could not be read within "
+                                f"{REMOTE_FETCH_TIMEOUT:.0f} s")
+        art = await self.add_artifact(uri.rsplit("/", 1)[-1], data)
+        return art["pyfile"]
 
     async def livy_log(self, job_id: str, start: Optional[int], size: Optional[int]) -> dict:
         """A batch's log lines, Livy's way (the last 100 by default)."""

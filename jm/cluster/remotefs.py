@@ -136,6 +136,36 @@ def read_text(loc: str, opts: dict) -> Optional[str]:
         raise RemoteError(f"cannot read {loc}: {_short(exc)}")
 
 
+class TooLarge(RemoteError):
+    """A remote file is larger than the caller takes."""
+
+
+def read_bytes(loc: str, opts: dict, limit: int) -> bytes:
+    """The contents of a remote file of at most `limit` bytes (an application a Livy batch
+    names); RemoteError if it is missing or cannot be read, TooLarge beyond `limit`."""
+    from pyarrow import fs as pafs
+    fs, path = filesystem(loc, opts)
+    try:
+        info = fs.get_file_info(path)
+        if info.type == pafs.FileType.NotFound:
+            raise RemoteError(f"{loc} does not exist")
+        if info.type != pafs.FileType.File:
+            raise RemoteError(f"{loc} is not a file")
+        if info.size is not None and info.size > limit:
+            raise TooLarge(f"{loc} is {info.size} bytes, more than the {limit} an artifact "
+                           f"may have (rest.max-body-size)")
+        with fs.open_input_stream(path) as f:
+            data = f.read(limit + 1)
+    except RemoteError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise RemoteError(f"cannot read {loc}: {_short(exc)}")
+    if len(data) > limit:
+        raise TooLarge(f"{loc} is more than the {limit} bytes an artifact may have "
+                       f"(rest.max-body-size)")
+    return data
+
+
 def put_savepoint(local_dir: str, loc: str, opts: dict, metadata: str) -> None:
     """Upload a savepoint staged in `local_dir` (its `checkpoint/` tree) to `loc`, then
     `_metadata` (whose text is `metadata`) last: the savepoint is complete once that

@@ -52,7 +52,7 @@ def location(raw: Any, field: str = "target-directory") -> str:
                          f"this cluster writes; give an absolute path, a file:// URI or one "
                          f"of {known}")
     if parts.query or parts.fragment:
-        raise ValueError(f"{field} {raw!r}: a savepoint URI takes no query or fragment "
+        raise ValueError(f"{field} {raw!r}: a URI here takes no query or fragment "
                          f"(file system options are peer settings, e.g. s3.endpoint)")
     authority = parts.netloc
     if canonical in ("s3", "gs"):

@@ -3,7 +3,10 @@ job (`{"script": ...}`), so Airflow's Livy operator and other Livy clients submi
 applications unchanged. Batch ids are the jobs' numbers (Livy's ids are integers).
 
 Request fields: `file` (the application: an absolute path every peer can read, `local:` or
-`file://` URLs of one, or an `artifact:sha256:...` id), `args`, `pyFiles`, `name`, `conf`
+`file://` URLs of one, an `artifact:sha256:...` id, or a URI of a remote file system the
+peers reach, `s3://` (`s3a://`), `gs://`, `hdfs://`: the peer that takes the request copies
+it into the cluster's artifacts before the job is submitted, as spark-submit downloads a
+remote application), `args`, `pyFiles` (the same kinds), `name`, `conf`
 (Spark properties), and the Spark shorthands `driverMemory`, `driverCores`,
 `executorMemory`, `executorCores`, `numExecutors`, `queue`, `jars`, `files`, `archives`
 (as their spark.* properties). `className` (JVM applications) and `proxyUser`
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from jm.policy import fsuri
 from raft.records import (CANCELED, CANCELLING, CREATED, FAILED, FINISHED, INITIALIZING,
                           RESTARTING, RUNNING, JobRecord)
 
@@ -41,12 +45,28 @@ def _path(field: str, url: Any, errors: list) -> Optional[str]:
             break
     if u.startswith("artifact:") or u.startswith("/"):
         return u
-    scheme = u.split("://", 1)[0] if "://" in u else None
+    scheme = u.split("://", 1)[0].lower() if "://" in u else None
+    if scheme in fsuri.REMOTE_SCHEMES:
+        try:  # fetched into an artifact by the peer (remote_refs, jm/cluster/gateway.py)
+            return fsuri.location(u, field)
+        except ValueError as exc:
+            errors.append(str(exc))
+            return None
     errors.append(f"{field} {url!r}: " + (
         f"{scheme}:// is not readable by the peers; give an absolute path every peer can "
-        "read, or upload it (POST /artifacts) and give its artifact:sha256:... id"
-        if scheme else "must be an absolute path or an artifact:sha256:... id"))
+        "read, a URI of s3://, gs:// or hdfs://, or upload it (POST /artifacts) and give "
+        "its artifact:sha256:... id"
+        if scheme else "must be an absolute path, a URI (s3://, gs://, hdfs://) or an "
+                       "artifact:sha256:... id"))
     return None
+
+
+def remote_refs(spec: dict) -> list[tuple[str, str]]:
+    """The code references of a batch's spec on remote file systems, as (field, URI): the
+    peer copies each into an artifact and puts `artifact:<id>` in its place."""
+    refs = [("file", p) for p in [spec.get("script")] if isinstance(p, str)]
+    refs += [("pyFiles", p) for p in spec.get("pyfiles", [])]
+    return [(f, p) for f, p in refs if fsuri.is_remote(p)]
 
 
 def batch_spec(body: Any) -> dict:
@@ -78,6 +98,8 @@ def batch_spec(body: Any) -> dict:
             spec["pyfiles"] = [p for p in (_path("pyFiles", f, errors) for f in py) if p]
     if body.get("name") is not None:
         spec["name"] = body["name"]
+    elif spec["script"] and fsuri.is_remote(spec["script"]):
+        spec["name"] = spec["script"].rsplit("/", 1)[-1]  # an artifact's name is "script"
     conf = body.get("conf")
     if conf is not None and not isinstance(conf, dict):
         errors.append("conf must be an object of Spark properties")

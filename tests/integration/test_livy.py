@@ -68,3 +68,54 @@ async def test_livy_client_runs_and_kills_batches(tmp_path):
         s, b = await ahttp("GET", url + "/version")
         assert s == 200 and b["version"]
     assert os.path.exists(out)
+
+
+async def test_livy_batch_from_s3(tmp_path):
+    """`file` and `pyFiles` on s3:// (Hadoop's s3a:// spelling too), as Airflow users on EMR
+    write them: the peer copies them into artifacts, any peer runs the job. A missing
+    object and an unreadable store are 400s that name the field; nothing is submitted."""
+    import io
+    import zipfile
+    from livy import LivyBatch
+    from livy.models import SessionState
+    from tests.s3server import BUCKET, peer_settings, s3_server
+    out = tmp_path / "out.txt"
+    lib = io.BytesIO()
+    with zipfile.ZipFile(lib, "w") as z:
+        z.writestr("etl_lib.py", "def greet(day):\n    return 'loaded ' + day\n")
+    app = textwrap.dedent(f"""
+        import sys
+        import etl_lib
+        open({str(out)!r}, "w").write(etl_lib.greet(sys.argv[1]))
+        """)
+    with s3_server(str(tmp_path / "moto.log")) as (endpoint, s3):
+        s3.put_object(Bucket=BUCKET, Key="apps/etl.py", Body=app.encode())
+        s3.put_object(Bucket=BUCKET, Key="apps/etl_lib.zip", Body=lib.getvalue())
+        s3.put_object(Bucket=BUCKET, Key="apps/big.zip", Body=b"x" * 70_000)
+        settings = {**peer_settings(endpoint), "rest.max-body-size": "64 kb"}
+        async with running(str(tmp_path / "c"), 3, settings) as c:
+            url = c.url(2)
+
+            def drive():
+                batch = LivyBatch.create(url, file=f"s3://{BUCKET}/apps/etl.py",
+                                         py_files=[f"s3a://{BUCKET}/apps/etl_lib.zip"],
+                                         args=["2026-11-24"])
+                return batch.batch_id, batch.wait()
+            number, state = await asyncio.to_thread(drive)
+            assert state == SessionState.SUCCESS, state
+            assert out.read_text() == "loaded 2026-11-24"
+            s, b = await ahttp("GET", c.url(0) + f"/batches/{number}")
+            assert s == 200 and b["name"] == "etl.py"
+            s, arts = await ahttp("GET", c.url(0) + "/artifacts")
+            assert s == 200 and {"etl.py", "etl_lib.zip"} <= {a["name"] for a in arts["artifacts"]}
+            s, b = await ahttp("POST", url + "/batches",
+                               {"file": f"s3://{BUCKET}/apps/etl.py",
+                                "pyFiles": [f"s3://{BUCKET}/apps/missing.zip"]})
+            assert s == 400 and "pyFiles" in b["errors"][0] and "missing.zip" in b["errors"][0]
+            s, b = await ahttp("POST", url + "/batches", {"file": f"s3://{BUCKET}/apps/etl.py",
+                                                          "pyFiles": [f"s3://{BUCKET}/apps/big.zip"]})
+            assert s == 413 and "rest.max-body-size" in b["errors"][0]
+            s, b = await ahttp("POST", url + "/batches", {"file": "s3://no_such bucket/x.py"})
+            assert s == 400 and "bucket" in b["errors"][0]
+            s, b = await ahttp("GET", url + "/batches")
+            assert s == 200 and b["total"] == 1  # the refused ones made no job

@@ -20,12 +20,27 @@ def test_a_full_request_maps_onto_a_script_job():
         "script": "artifact:sha256:" + "a" * 64}
 
 
+def test_remote_files_are_kept_canonical_for_the_peer_to_fetch():
+    spec = livy.batch_spec({"file": "s3a://apps/jobs/etl.py",
+                            "pyFiles": ["/lib/a.zip", "hdfs://nn:8020/lib/b.zip"]})
+    assert spec == {"script": "s3://apps/jobs/etl.py", "name": "etl.py",
+                    "pyfiles": ["/lib/a.zip", "hdfs://nn:8020/lib/b.zip"]}
+    assert livy.remote_refs(spec) == [("file", "s3://apps/jobs/etl.py"),
+                                      ("pyFiles", "hdfs://nn:8020/lib/b.zip")]
+    assert livy.remote_refs(livy.batch_spec({"file": "/a.py", "name": "x"})) == []
+    with pytest.raises(ValueError) as e:
+        livy.batch_spec({"file": "gs://Not_A_Bucket/etl.py"})
+    assert "bucket" in e.value.args[0][0]
+
+
 def test_bad_requests_name_every_problem():
     with pytest.raises(ValueError) as e:
-        livy.batch_spec({"file": "hdfs://nn/apps/etl.py", "className": "org.x.Main",
-                         "proxyUser": "bob", "args": "x", "wat": 1})
+        livy.batch_spec({"file": "ftp://nn/apps/etl.py", "className": "org.x.Main",
+                         "proxyUser": "bob", "args": "x", "wat": 1,
+                         "pyFiles": ["s3://b/lib.zip?versionId=2"]})
     errors = e.value.args[0]
-    assert any("hdfs://" in x and "artifact" in x for x in errors)
+    assert any("ftp://" in x and "artifact" in x for x in errors)
+    assert any(x.startswith("pyFiles") and "query" in x for x in errors)
     assert any("className" in x for x in errors) and any("proxyUser" in x for x in errors)
     assert any("args must be a list" in x for x in errors)
     assert any("unknown field(s): wat" in x for x in errors)
