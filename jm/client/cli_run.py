@@ -3,7 +3,8 @@
     jm run APP.py [ARGS...] [--conf K=V]... [--py-files A.py,B.zip] [--name N]
            [--mode classic|connect] [--streaming] [--wait]
 
-What is local (the application, its --py-files) is uploaded first. jm's options may
+What is local (the application, its --py-files) is uploaded first; s3://, gs:// and
+hdfs:// URIs are copied by the peer. jm's options may
 stand before APP or anywhere after it; everything after `--` goes to the application
 as it is (for an application option that has the name of one of jm's).
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from typing import Any, Callable
 
@@ -26,6 +28,7 @@ RUN_OPTIONS = {"--conf": True, "--py-files": True, "--name": True, "--mode": Tru
                "--address": True, "-a": True, "--token": True, "--timeout": True,
                "--json": False}
 APP_SUFFIXES = (".py", ".zip")
+REMOTE_URI = re.compile(r"^(s3|s3a|s3n|gs|gcs|hdfs|viewfs)://", re.I)  # jm/policy/fsuri.py
 
 
 def split_app_args(tokens: list[str]) -> tuple[list[str], list[str]]:
@@ -58,8 +61,10 @@ def parse_conf(pairs: list[str]) -> dict:
 
 def _code(client: Client, path: str, upload: Callable[[Client, str], dict],
           what: str) -> str:
-    """An artifact id for a local file (uploaded), or the reference as given."""
-    if path.startswith("artifact:"):
+    """An artifact id for a local file (uploaded), or the reference as given (an
+    artifact id, or a URI of a remote file system the peer copies from, as spark-submit
+    downloads s3://... applications)."""
+    if path.startswith("artifact:") or REMOTE_URI.match(path):
         return path
     if not os.path.isfile(path):
         raise UsageError(f"{what} {path}: no such file")

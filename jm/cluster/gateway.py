@@ -19,7 +19,7 @@ from jm.cluster.resourcemanager import rebalance_round, to_command
 from jm.cluster import remotefs
 from jm.cluster.savepoint import SavepointError, read_metadata
 from jm.policy import fsuri, livy, views
-from jm.policy.spec import SpecError, SpecLimits, validate_spec
+from jm.policy.spec import SpecError, SpecLimits, remote_refs, validate_spec
 from jm.runtime import joblogs
 from jm.config import ConfigError, parse_peer
 from raft.commands import (AddArtifact, AdmitPeer, CancelJob, DrainPeer, RemovePeer, SubmitJob,
@@ -106,9 +106,16 @@ class PeerGateway:
             return max([p.slots for p in st.peers.values()] + [self.conf["jobmanager.slots"]])
 
     @_api_errors
-    async def submit_job(self, spec: Any, request_id: str) -> dict:
+    async def submit_job(self, spec: Any, request_id: str, names: Optional[dict] = None
+                         ) -> dict:
+        """`names`: what the client calls the spec's fields, for its errors (Livy's)."""
         spec = validate_spec(spec, self._max_slots(), SpecLimits.from_conf(self.conf))
         self._writable()
+        for field, uri in remote_refs(spec):  # copied once, as spark-submit downloads them
+            ref = await self._remote_artifact((names or {}).get(field, field), uri)
+            if spec.get("script") == uri:
+                spec["script"] = ref
+            spec["pyfiles"] = [ref if p == uri else p for p in spec["pyfiles"]]
         script = spec.get("script")
         if script and not script.startswith("artifact:"):
             problem = await asyncio.to_thread(script_problem, script)
@@ -209,12 +216,7 @@ class PeerGateway:
             spec = livy.batch_spec(body)
         except ValueError as exc:
             raise ApiError(400, *exc.args[0])
-        for field, uri in livy.remote_refs(spec):  # as spark-submit downloads them
-            ref = await self._remote_artifact(field, uri)
-            if spec.get("script") == uri:
-                spec["script"] = ref
-            spec["pyfiles"] = [ref if p == uri else p for p in spec.get("pyfiles", [])]
-        out = await self.submit_job(spec, request_id)
+        out = await self.submit_job(spec, request_id, livy.FIELD_NAMES)
         with self.raft.read() as st:
             job = st.jobs.get(out["jobid"])
             if job is None:  # applied here before the answer: never; purged at once: gone

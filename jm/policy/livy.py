@@ -30,6 +30,7 @@ SHORTHANDS = {"driverMemory": "spark.driver.memory", "driverCores": "spark.drive
 LISTS = {"jars": "spark.jars", "files": "spark.files", "archives": "spark.archives"}
 KNOWN = {"file", "args", "pyFiles", "name", "conf", "className", "proxyUser",
          *SHORTHANDS, *LISTS}
+FIELD_NAMES = {"script": "file", "pyfiles": "pyFiles"}  # our spec's -> Livy's
 VERSION = "0.8.0-incubating"  # the Livy API this follows (GET /version)
 
 
@@ -47,7 +48,7 @@ def _path(field: str, url: Any, errors: list) -> Optional[str]:
         return u
     scheme = u.split("://", 1)[0].lower() if "://" in u else None
     if scheme in fsuri.REMOTE_SCHEMES:
-        try:  # fetched into an artifact by the peer (remote_refs, jm/cluster/gateway.py)
+        try:  # copied into an artifact by the peer (jm/policy/spec.py remote_refs)
             return fsuri.location(u, field)
         except ValueError as exc:
             errors.append(str(exc))
@@ -59,14 +60,6 @@ def _path(field: str, url: Any, errors: list) -> Optional[str]:
         if scheme else "must be an absolute path, a URI (s3://, gs://, hdfs://) or an "
                        "artifact:sha256:... id"))
     return None
-
-
-def remote_refs(spec: dict) -> list[tuple[str, str]]:
-    """The code references of a batch's spec on remote file systems, as (field, URI): the
-    peer copies each into an artifact and puts `artifact:<id>` in its place."""
-    refs = [("file", p) for p in [spec.get("script")] if isinstance(p, str)]
-    refs += [("pyFiles", p) for p in spec.get("pyfiles", [])]
-    return [(f, p) for f, p in refs if fsuri.is_remote(p)]
 
 
 def batch_spec(body: Any) -> dict:
@@ -98,8 +91,6 @@ def batch_spec(body: Any) -> dict:
             spec["pyfiles"] = [p for p in (_path("pyFiles", f, errors) for f in py) if p]
     if body.get("name") is not None:
         spec["name"] = body["name"]
-    elif spec["script"] and fsuri.is_remote(spec["script"]):
-        spec["name"] = spec["script"].rsplit("/", 1)[-1]  # an artifact's name is "script"
     conf = body.get("conf")
     if conf is not None and not isinstance(conf, dict):
         errors.append("conf must be an object of Spark properties")

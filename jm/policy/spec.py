@@ -165,8 +165,9 @@ def validate_spec(spec: Any, max_slots: int | None = None,
     if sp is not None:
         out["savepoint-path"] = sp
     out.setdefault("args", {})
-    out.setdefault("pyfiles", [])
+    out["pyfiles"] = [_canonical_ref(p) for p in out.get("pyfiles", [])]
     if script is not None:
+        out["script"] = _canonical_ref(script)
         out.setdefault("argv", [])
     out["spark-mode"] = spec.get("spark-mode") or ("classic" if script is not None
                                                    else "connect")
@@ -180,7 +181,8 @@ def validate_spec(spec: Any, max_slots: int | None = None,
 
 
 def script_name(script: str) -> str:
-    """The file name of a script path (an artifact's name is only known to the store)."""
+    """The file name of a script path or URI (an artifact's name is only known to the
+    store)."""
     return script.rsplit("/", 1)[-1] if not script.startswith("artifact:") else "script"
 
 
@@ -191,25 +193,51 @@ def spark_value(value: Any) -> str:
     return str(value)
 
 
+def is_remote_ref(ref: str) -> bool:
+    """Whether a code reference names a remote file system (s3://, gs://, hdfs://...)."""
+    return "://" in ref and ref.split("://", 1)[0].lower() in fsuri.REMOTE_SCHEMES
+
+
 def _code_ref_errors(field: str, ref: str, suffixes: tuple, what: str) -> list[str]:
-    """Problems of one code reference: an artifact id, or an absolute path of `what`."""
+    """Problems of one code reference: an artifact id, an absolute path of `what`, or a
+    URI of one on a remote file system (copied into an artifact when submitted)."""
     if ref.startswith("artifact:"):
         if not ARTIFACT_RE.fullmatch(ref):
             return [f"{field}: {ref!r} is not artifact:sha256:<64 hex digits>"]
+    elif is_remote_ref(ref):
+        try:
+            loc = fsuri.location(ref, field)
+        except ValueError as exc:
+            return [str(exc)]
+        if not loc.endswith(tuple(s for s in suffixes if s != "/")):
+            return [f"{field}: {ref!r} must be {what.replace(' or a directory/', '')}"]
     elif not ref.startswith("/"):
-        return [f"{field}: {ref!r} must be an absolute path every peer can read "
-                "or an artifact:sha256:... id"]
+        return [f"{field}: {ref!r} must be an absolute path every peer can read, a URI "
+                "(s3://, gs://, hdfs://) or an artifact:sha256:... id"]
     elif not ref.endswith(suffixes):
         return [f"{field}: {ref!r} must be {what}"]
     return []
+
+
+def remote_refs(spec: dict) -> list[tuple[str, str]]:
+    """The code references of a valid spec on remote file systems, as (field, URI): the
+    peer that takes the submission copies each into an artifact and puts `artifact:<id>`
+    in its place (as spark-submit downloads a remote application)."""
+    refs = [("script", p) for p in [spec.get("script")] if isinstance(p, str)]
+    refs += [("pyfiles", p) for p in spec.get("pyfiles", [])]
+    return [(f, p) for f, p in refs if is_remote_ref(p)]
+
+
+def _canonical_ref(ref: str) -> str:
+    return fsuri.location(ref) if is_remote_ref(ref) else ref
 
 
 def _script_errors(script: Any, argv: Any) -> list[str]:
     errors = []
     if script is not None:
         if not isinstance(script, str) or not script:
-            errors.append("script must be a string: an absolute path of a .py or .zip file "
-                          "or an artifact:sha256:... id")
+            errors.append("script must be a string: an absolute path or a URI (s3://, "
+                          "gs://, hdfs://) of a .py or .zip file, or an artifact:sha256:... id")
         else:
             errors += _code_ref_errors("script", script, SCRIPT_SUFFIXES,
                                        "a .py file or a .zip with a __main__.py")

@@ -70,10 +70,12 @@ async def test_livy_client_runs_and_kills_batches(tmp_path):
     assert os.path.exists(out)
 
 
-async def test_livy_batch_from_s3(tmp_path):
+async def test_applications_on_s3_through_livy_and_jm_run(tmp_path):
     """`file` and `pyFiles` on s3:// (Hadoop's s3a:// spelling too), as Airflow users on EMR
-    write them: the peer copies them into artifacts, any peer runs the job. A missing
-    object and an unreadable store are 400s that name the field; nothing is submitted."""
+    write them, and `jm run s3://...` as spark-submit takes it: the peer copies them into
+    artifacts, any peer runs the job. A missing object, a bad bucket name are 400s, a file
+    beyond rest.max-body-size a 413, each naming the field; nothing is submitted."""
+    from tests.integration.test_cli import jm
     import io
     import zipfile
     from livy import LivyBatch
@@ -107,7 +109,17 @@ async def test_livy_batch_from_s3(tmp_path):
             s, b = await ahttp("GET", c.url(0) + f"/batches/{number}")
             assert s == 200 and b["name"] == "etl.py"
             s, arts = await ahttp("GET", c.url(0) + "/artifacts")
-            assert s == 200 and {"etl.py", "etl_lib.zip"} <= {a["name"] for a in arts["artifacts"]}
+            arts_by_name = {a["name"]: a["id"] for a in arts["artifacts"]}
+            assert s == 200 and {"etl.py", "etl_lib.zip"} <= set(arts_by_name)
+            out.unlink()
+            rc, stdout, err = await jm("-a", c.url(0), "run", f"s3a://{BUCKET}/apps/etl.py",
+                                       "2026-11-25", "--py-files",
+                                       f"s3://{BUCKET}/apps/etl_lib.zip", "--wait")
+            assert rc == 0 and out.read_text() == "loaded 2026-11-25", (stdout, err)
+            jid = err.split("[jm] job ", 1)[1].split()[0]
+            s, job = await ahttp("GET", c.url(1) + f"/jobs/{jid}")
+            assert s == 200 and job["name"] == "etl.py", job
+            assert job["spec"]["script"] == "artifact:" + arts_by_name["etl.py"]
             s, b = await ahttp("POST", url + "/batches",
                                {"file": f"s3://{BUCKET}/apps/etl.py",
                                 "pyFiles": [f"s3://{BUCKET}/apps/missing.zip"]})
@@ -118,4 +130,4 @@ async def test_livy_batch_from_s3(tmp_path):
             s, b = await ahttp("POST", url + "/batches", {"file": "s3://no_such bucket/x.py"})
             assert s == 400 and "bucket" in b["errors"][0]
             s, b = await ahttp("GET", url + "/batches")
-            assert s == 200 and b["total"] == 1  # the refused ones made no job
+            assert s == 200 and b["total"] == 2  # the refused ones made no job

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from jm.policy.spec import JOBID_RE, SpecError, new_job_id, validate_spec
+from jm.policy.spec import JOBID_RE, SpecError, new_job_id, remote_refs, validate_spec
 
 GOOD_ART = "artifact:sha256:" + "0123456789abcdef" * 4
 
@@ -186,6 +186,21 @@ def test_savepoint_path_is_stored_canonical():
                           "savepoint-path": "file:///sp/savepoint-1"})
     assert spec["savepoint-path"] == "/sp/savepoint-1"
     one_error({"entry": "m:f", "savepoint-path": "/sp"}, r"needs \"job-type\": \"streaming\"")
+
+
+def test_remote_code_is_stored_canonical_and_listed_for_the_peer_to_copy():
+    spec = validate_spec({"script": "s3a://apps/etl/main.py",
+                          "pyfiles": ["/lib/", "gcs://apps/lib/dep.zip", "artifact:sha256:"
+                                      + "a" * 64]})
+    assert spec["script"] == "s3://apps/etl/main.py" and spec["name"] == "main.py"
+    assert spec["pyfiles"] == ["/lib/", "gs://apps/lib/dep.zip", "artifact:sha256:" + "a" * 64]
+    assert remote_refs(spec) == [("script", "s3://apps/etl/main.py"),
+                                 ("pyfiles", "gs://apps/lib/dep.zip")]
+    assert remote_refs(validate_spec({"entry": "m:f", "pyfiles": ["/lib/"]})) == []
+    one_error({"script": "hdfs://nn:8020/apps/main.jar"}, r"script: .* must be a \.py file")
+    one_error({"entry": "m:f", "pyfiles": ["s3://apps/lib/"]}, r"pyfiles: .* \.egg file'?$")
+    one_error({"script": "s3://Bad_Bucket/main.py"}, r"needs a bucket name")
+    one_error({"script": "ftp://h/main.py"}, r"absolute path every peer can read, a URI")
 
 
 def test_job_type():
