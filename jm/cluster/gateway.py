@@ -153,6 +153,21 @@ class PeerGateway:
             if unknown:
                 raise ApiError(400, *(f"{f}: unknown artifact {p}; upload it with "
                                       "POST /artifacts first" for f, p in unknown))
+        removed = await asyncio.to_thread(self._removed_artifacts, refs)
+        if removed:
+            raise ApiError(400, *(f"{f}: artifact {p} was removed (no job referred to it "
+                                  "for jobmanager.blob.grace-period); upload it again with "
+                                  "POST /artifacts" for f, p in removed))
+
+    def _removed_artifacts(self, refs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The known artifacts of `refs` whose content is gone from this peer and from the
+        shared copy (the janitor removes unreferenced blobs after their grace period)."""
+        with self.raft.read() as st:
+            known = {p: st.artifacts.get(p[len("artifact:"):]) for _, p in refs
+                     if p.startswith("artifact:")}
+        return [(f, p) for f, p in refs if known.get(p) is not None
+                and self.blobs.local_path(known[p].id, known[p].name) is None
+                and self.peer.ha_blobs.local_path(known[p].id, known[p].name) is None]
 
     async def _write(self, command: Any) -> Any:
         """One Raft command for a REST write; refusals become 404/409/400."""

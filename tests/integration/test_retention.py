@@ -103,6 +103,8 @@ async def test_janitor_keeps_what_live_jobs_need_and_deletes_the_rest(tmp_path):
         await wait_state(c, chatty, "RUNNING")
         age(os.path.dirname(blob[used["id"]]), 7200)
         age(os.path.dirname(blob[unused_old["id"]]), 7200)
+        shared_old = c.peers[0].ha_blobs.local_path(unused_old["id"], unused_old["name"])
+        age(os.path.dirname(shared_old), 7200)  # its copy in the shared storage too
 
         # savepoints of a streaming job: the 1st pinned by hand, the 2nd one a job resumes
         # from, the 3rd beyond the newest (num-retained 1), the 4th the newest
@@ -141,6 +143,19 @@ async def test_janitor_keeps_what_live_jobs_need_and_deletes_the_rest(tmp_path):
         await apoll(lambda: not os.path.exists(sp3), 30, what="savepoint 3 deleted")
         await apoll(lambda: not os.path.exists(blob[unused_old["id"]]), 30,
                     what="the old unused blob deleted")
+        await apoll(lambda: not os.path.exists(shared_old), 30,
+                    what="the old unused blob's shared copy deleted")
+        # a job naming it now is refused with what to do, not accepted to fail later
+        s, b = await ahttp("POST", c.url(0) + "/jobs",
+                           {"entry": "old:main", "pyfiles": [unused_old["pyfile"]]})
+        assert s == 400 and "was removed" in b["errors"][0] and "upload it again" in \
+            b["errors"][0], b
+        again = await upload(c, "old.py", b"x = 1\n")  # the same content again: usable
+        assert again["id"] == unused_old["id"]
+        s, b = await ahttp("POST", c.url(1) + "/jobs",
+                           {"entry": "jobs_fixture:quick", "pyfiles": [FIX, again["pyfile"]]})
+        assert s == 202, b
+        await wait_state(c, b["jobid"], "FINISHED")
         await sweeps_after(c)
 
         # what live jobs need stays
