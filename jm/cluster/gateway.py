@@ -29,7 +29,7 @@ from rest.gateway import ApiError
 
 
 REMOTE_CHECK_TIMEOUT = 15.0  # seconds to open a remote file system or read a savepoint
-REMOTE_FETCH_TIMEOUT = 120.0  # seconds to copy a batch's remote application file
+REMOTE_FETCH_TIMEOUT = 120.0  # seconds to copy a job's remote application or py-file
 
 
 def _api_errors(fn):

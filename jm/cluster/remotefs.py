@@ -1,5 +1,6 @@
-"""Savepoints on remote file systems, through pyarrow.fs (pyarrow comes with
-pyspark[connect]; no other library is needed): `s3://` (S3 and S3-compatible stores such as
+"""Savepoints (and jobs' applications, copied into artifacts) on remote file systems,
+through pyarrow.fs (pyarrow comes with pyspark[connect]; no other library is needed):
+`s3://` (S3 and S3-compatible stores such as
 MinIO or Ceph), `gs://` and `hdfs://` (needs a Hadoop client: libhdfs, a JVM and the Hadoop
 jars on CLASSPATH, as for Flink).
 
@@ -141,8 +142,8 @@ class TooLarge(RemoteError):
 
 
 def read_bytes(loc: str, opts: dict, limit: int) -> bytes:
-    """The contents of a remote file of at most `limit` bytes (an application a Livy batch
-    names); RemoteError if it is missing or cannot be read, TooLarge beyond `limit`."""
+    """The contents of a remote file of at most `limit` bytes (a job's application or
+    py-file); RemoteError if it is missing or cannot be read, TooLarge beyond `limit`."""
     from pyarrow import fs as pafs
     fs, path = filesystem(loc, opts)
     try:
