@@ -33,7 +33,11 @@ def test_grants_only_without_a_leader_and_to_a_log_as_up_to_date():
 
 @pytest.mark.parametrize("fsync", [True, False])
 async def test_a_follower_whose_timeout_passes_does_not_depose_a_live_leader(tmp_path, fsync):
-    hosts = _hosts(tmp_path, 3, fsync)
+    # the leader must stay live throughout: timeouts a starved test process cannot reach
+    # (at the defaults, 2 busy test workers could make a real election, and the follower
+    # it elected never ticks a pre-vote again: a leader keeps no election deadline)
+    hosts = _hosts(tmp_path, 3, fsync, min_timeout=3.0, max_timeout=6.0,
+                   leader_fallback_timeout=6.0, connection_timeout=6.0)
     try:
         leader = await _leader(hosts)
         assert (await leader.submit(Barrier(), 10.0)).ok

@@ -15,13 +15,13 @@ from raft.node import RaftHost, RaftSettings
 from tests.helpers import apoll, free_ports
 
 
-def _hosts(tmp_path, n: int, fsync: bool = True) -> list:
+def _hosts(tmp_path, n: int, fsync: bool = True, **settings) -> list:
     ports = free_ports(n)
     addrs = [f"127.0.0.1:{p}" for p in ports]
     names = {a: f"p{i}" for i, a in enumerate(addrs)}
     loop = asyncio.get_running_loop()
     return [RaftHost(a, [b for b in addrs if b != a], str(tmp_path / f"p{i}"),
-                     RaftSettings(fsync=fsync), loop, names) for i, a in enumerate(addrs)]
+                     RaftSettings(fsync=fsync, **settings), loop, names) for i, a in enumerate(addrs)]
 
 
 async def _stop(hosts) -> None:
