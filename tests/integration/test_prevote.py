@@ -20,6 +20,20 @@ def _name(host) -> str:
     return host.addr_to_node[host.self_addr]
 
 
+def _state(host) -> dict:
+    """What a member's Raft looks like, and where its tick thread is (a failure's text)."""
+    import sys
+    import traceback
+    so = host.syncobj
+    frames = sys._current_frames()
+    stacks = {t.name: "".join(traceback.format_stack(frames[t.ident])[-4:])
+              for t in __import__("threading").enumerate()
+              if t.ident in frames and ("tick" in t.name.lower() or "sync" in t.name.lower())}
+    return {"state": so._SyncObj__raftState, "term": _term(host), "leader": host.leader(),
+            "connected": so._SyncObj__connectedToAnyone(),
+            "transfer": so._SyncObj__transferInProgress, "threads": stacks}
+
+
 def test_grants_only_without_a_leader_and_to_a_log_as_up_to_date():
     mine = (3, 10)
     assert grants(False, 5.0, 0.4, 3, mine, 4, (3, 10))
@@ -48,8 +62,11 @@ async def test_a_follower_whose_timeout_passes_does_not_depose_a_live_leader(tmp
             # reconnected to it): without pre-votes it campaigns at term + 1 and the leader
             # steps down on hearing it
             follower.syncobj._SyncObj__raftElectionDeadline = 0
-            await apoll(lambda: follower.syncobj._SyncObj__raftElectionDeadline > 0, 10,
-                        what="the follower's tick")
+            try:
+                await apoll(lambda: follower.syncobj._SyncObj__raftElectionDeadline > 0, 10,
+                            what="the follower's tick")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; the follower: {_state(follower)}") from None
             assert (await leader.submit(Barrier(), 10.0)).ok
         assert [_term(h) for h in hosts] == [term] * 3
         assert {h.leader() for h in hosts} == {_name(leader)}
