@@ -139,3 +139,17 @@ async def ahttp(method: str, url: str, body: Any = None, headers: dict | None = 
                 return resp.status, json.loads(text) if text else None
             except ValueError:
                 return resp.status, text.decode(errors="replace")
+
+
+async def asubmit(url: str, spec: dict, timeout: float = 60.0) -> str:
+    """POST /jobs as a client does: a 503 (a write in flight when the leadership moved:
+    LEADER_CHANGED, or no leader for a moment on a busy machine) is sent again with the
+    same X-Request-Id, which the cluster accepts only once. -> the job id."""
+    import uuid
+    rid = str(uuid.uuid4())
+
+    async def attempt():
+        s, b = await ahttp("POST", url + "/jobs", spec, headers={"X-Request-Id": rid})
+        assert s in (202, 503), b
+        return b["jobid"] if s == 202 else None
+    return await apoll(attempt, timeout, what="the submission accepted")
