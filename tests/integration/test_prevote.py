@@ -55,6 +55,11 @@ async def test_a_follower_whose_timeout_passes_does_not_depose_a_live_leader(tmp
     try:
         leader = await _leader(hosts)
         assert (await leader.submit(Barrier(), 10.0)).ok
+        # every member past its first journal writes (a commit needs only a majority; a
+        # member's first entry reserves and fsyncs journal blocks on its tick thread, which
+        # a disk busy with another test's writes can hold for seconds)
+        await apoll(lambda: all(h.applied_index() >= leader.applied_index() for h in hosts),
+                    30, what="every member applied the barrier")
         term = _term(leader)
         follower = next(h for h in hosts if h is not leader)
         for _ in range(10):
@@ -63,7 +68,7 @@ async def test_a_follower_whose_timeout_passes_does_not_depose_a_live_leader(tmp
             # steps down on hearing it
             follower.syncobj._SyncObj__raftElectionDeadline = 0
             try:
-                await apoll(lambda: follower.syncobj._SyncObj__raftElectionDeadline > 0, 10,
+                await apoll(lambda: follower.syncobj._SyncObj__raftElectionDeadline > 0, 30,
                             what="the follower's tick")
             except AssertionError as exc:
                 raise AssertionError(f"{exc}; the follower: {_state(follower)}") from None
