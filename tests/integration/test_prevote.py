@@ -23,11 +23,12 @@ def _name(host) -> str:
 def _state(host) -> dict:
     """What a member's Raft looks like, and where its tick thread is (a failure's text)."""
     import sys
+    import threading
     import traceback
     so = host.syncobj
     frames = sys._current_frames()
     stacks = {t.name: "".join(traceback.format_stack(frames[t.ident])[-4:])
-              for t in __import__("threading").enumerate()
+              for t in threading.enumerate()
               if t.ident in frames and ("tick" in t.name.lower() or "sync" in t.name.lower())}
     return {"state": so._SyncObj__raftState, "term": _term(host), "leader": host.leader(),
             "connected": so._SyncObj__connectedToAnyone(),
