@@ -14,6 +14,14 @@ from tests.helpers import ROOT
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1000)]  # chaos runs + Spark
 
 
+def _report(out, r) -> dict:
+    """The chaos run's report; its own output when it wrote none (it ended early)."""
+    path = out / "report.json"
+    assert path.exists(), f"chaos exited {r.returncode} without a report:\n" \
+        f"{r.stdout[-3000:]}\n{r.stderr[-5000:]}"
+    return json.loads(path.read_text())
+
+
 def test_short_chaos_scenario_keeps_every_invariant(tmp_path):
     faults = "kill,kill-leader,pause,partition" if available() else "kill,kill-leader,pause"
     out = tmp_path / "report"
@@ -21,7 +29,7 @@ def test_short_chaos_scenario_keeps_every_invariant(tmp_path):
                         "--jobs", "9", "--fault-every", "10", "--seed", "11",
                         "--faults", faults, "--min-faults", "4", "--out", str(out)],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
-    report = json.loads((out / "report.json").read_text())
+    report = _report(out, r)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert report["ok"] is True
     assert all(c["ok"] for c in report["checks"].values()), report["checks"]
@@ -46,7 +54,7 @@ def test_streaming_job_survives_chaos_exactly_once(tmp_path):
                         "--jobs", "3", "--fault-every", "12", "--seed", "5", "--streaming", "1",
                         "--faults", "kill-owner", "--min-faults", "2", "--out", str(out)],
                        cwd=ROOT, capture_output=True, text=True, timeout=900)
-    report = json.loads((out / "report.json").read_text())
+    report = _report(out, r)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     streaming = report["checks"]["streaming exactly-once"]
     assert streaming["ok"], streaming
@@ -71,7 +79,7 @@ def test_chaos_on_hosts_keeps_every_invariant(tmp_path):
                         "--faults", "kill-leader,partition,membership,disk-full,power-loss,"
                         "clock", "--min-faults", "6", "--out", str(out)],
                        cwd=ROOT, capture_output=True, text=True, timeout=900)
-    report = json.loads((out / "report.json").read_text())
+    report = _report(out, r)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert all(c["ok"] for c in report["checks"].values()), report["checks"]
     kinds = {f["kind"] for f in report["faults"]}
