@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from typing import Any, Callable
 
@@ -20,6 +19,7 @@ from jm.client.cli_http import (EXIT_OK, Client, UsageError, end_error, interrup
                                 print_json, root_exception)
 from jm.client.cli_ops import follow_logs
 from jm.client.cli_spec import parse_pairs, parse_restart, post_job, print_submitted
+from jm.policy.fsuri import REMOTE_SCHEMES
 
 # jm run's options after APP: name -> takes a value
 RUN_OPTIONS = {"--conf": True, "--py-files": True, "--name": True, "--mode": True,
@@ -28,7 +28,6 @@ RUN_OPTIONS = {"--conf": True, "--py-files": True, "--name": True, "--mode": Tru
                "--address": True, "-a": True, "--token": True, "--timeout": True,
                "--json": False}
 APP_SUFFIXES = (".py", ".zip")
-REMOTE_URI = re.compile(r"^(s3|s3a|s3n|gs|gcs|hdfs|viewfs)://", re.I)  # jm/policy/fsuri.py
 
 
 def split_app_args(tokens: list[str]) -> tuple[list[str], list[str]]:
@@ -64,7 +63,8 @@ def _code(client: Client, path: str, upload: Callable[[Client, str], dict],
     """An artifact id for a local file (uploaded), or the reference as given (an
     artifact id, or a URI of a remote file system the peer copies from, as spark-submit
     downloads s3://... applications)."""
-    if path.startswith("artifact:") or REMOTE_URI.match(path):
+    if path.startswith("artifact:") or (
+            "://" in path and path.split("://", 1)[0].lower() in REMOTE_SCHEMES):
         return path
     if not os.path.isfile(path):
         raise UsageError(f"{what} {path}: no such file")
