@@ -350,6 +350,17 @@ class WireTransport(TCPTransport):
         super()._onDisconnected(conn)
 
     # ---- outbound connections ------------------------------------------------------------
+    def send(self, node: Any, message: Any) -> bool:
+        """pysyncobj sends on any connected socket; with raft.password a connection this
+        member opened is connected before the other side's session key has come back, and
+        a message sent then goes without the key: the other side drops the connection (and
+        one sent at that moment every time would keep the member out for good). Such a
+        message is not sent, as to a member not connected (Raft sends again)."""
+        conn = self._connections.get(node)
+        if conn is not None and conn.encryptor and not conn.sendRandKey:
+            return False
+        return super().send(node, message)
+
     def addNode(self, node: Any) -> None:
         self._nodes.add(node)
         self._nodeAddrToNode[node.address] = node
