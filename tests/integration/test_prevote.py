@@ -3,8 +3,10 @@ whose election timeout passes while the leader is alive (restarted before the le
 reconnected, or starved of CPU) does not depose it; when the leader is gone a new one
 is elected; a leadership transfer still moves leadership at once."""
 import asyncio
+import threading
 
 import pytest
+from pysyncobj.syncobj import _RAFT_STATE
 
 from raft.commands import Barrier
 from raft.prevote import grants
@@ -35,6 +37,25 @@ def _state(host) -> dict:
             "transfer": so._SyncObj__transferInProgress, "threads": stacks}
 
 
+def _slow_hosts(tmp_path, fsync: bool) -> list:
+    """3 members whose leader stays live throughout: timeouts a starved test process
+    cannot reach (at the defaults, 2 busy test workers could make a real election, and
+    the follower it elected never ticks a pre-vote again: a leader keeps no deadline)."""
+    return _hosts(tmp_path, 3, fsync, min_timeout=3.0, max_timeout=6.0,
+                  leader_fallback_timeout=6.0, connection_timeout=6.0)
+
+
+async def _settled(hosts):
+    """The leader, once every member is past its first journal writes (a commit needs
+    only a majority; a member's first entry reserves and fsyncs journal blocks on its
+    tick thread, which a disk busy with another test's writes can hold for seconds)."""
+    leader = await _leader(hosts)
+    assert (await leader.submit(Barrier(), 10.0)).ok
+    await apoll(lambda: all(h.applied_index() >= leader.applied_index() for h in hosts),
+                30, what="every member applied the barrier")
+    return leader
+
+
 def test_grants_only_without_a_leader_and_to_a_log_as_up_to_date():
     mine = (3, 10)
     assert grants(False, 5.0, 0.4, 3, mine, 4, (3, 10))
@@ -48,19 +69,9 @@ def test_grants_only_without_a_leader_and_to_a_log_as_up_to_date():
 
 @pytest.mark.parametrize("fsync", [True, False])
 async def test_a_follower_whose_timeout_passes_does_not_depose_a_live_leader(tmp_path, fsync):
-    # the leader must stay live throughout: timeouts a starved test process cannot reach
-    # (at the defaults, 2 busy test workers could make a real election, and the follower
-    # it elected never ticks a pre-vote again: a leader keeps no election deadline)
-    hosts = _hosts(tmp_path, 3, fsync, min_timeout=3.0, max_timeout=6.0,
-                   leader_fallback_timeout=6.0, connection_timeout=6.0)
+    hosts = _slow_hosts(tmp_path, fsync)
     try:
-        leader = await _leader(hosts)
-        assert (await leader.submit(Barrier(), 10.0)).ok
-        # every member past its first journal writes (a commit needs only a majority; a
-        # member's first entry reserves and fsyncs journal blocks on its tick thread, which
-        # a disk busy with another test's writes can hold for seconds)
-        await apoll(lambda: all(h.applied_index() >= leader.applied_index() for h in hosts),
-                    30, what="every member applied the barrier")
+        leader = await _settled(hosts)
         term = _term(leader)
         follower = next(h for h in hosts if h is not leader)
         for _ in range(10):
@@ -85,7 +96,10 @@ async def test_without_the_leader_a_new_one_is_elected_and_a_transfer_moves_it(t
     try:
         leader = await _leader(hosts)
         target = next(h for h in hosts if h is not leader)
-        assert await leader.transfer_leadership(target.self_addr)
+        # pysyncobj refuses a transfer to a member the leader does not know to have its
+        # whole log yet (right after the election, its first entry may be on its way)
+        await apoll(lambda: leader.transfer_leadership(target.self_addr), 30,
+                    what="the leader to accept the transfer")
         await apoll(lambda: target.leader() == _name(target), 30, what="the transfer")
         await asyncio.to_thread(target.destroy)
         rest = [h for h in hosts if h is not target]
@@ -93,5 +107,71 @@ async def test_without_the_leader_a_new_one_is_elected_and_a_transfer_moves_it(t
         assert new is not target
         assert (await new.submit(Barrier(), 10.0)).ok
         hosts = rest
+    finally:
+        await _stop(hosts)
+
+
+async def test_a_follower_held_past_its_timeout_within_a_tick_does_not_campaign(tmp_path):
+    """pysyncobj writes the term and commit index once a second in its tick, and looks at
+    the election timeout after that write: a write held by the disk (full, then room
+    again) until the timeout has passed must not start an election without a pre-vote
+    (the follower would raise its term, and the leader step down, or never hear it)."""
+    hosts = _slow_hosts(tmp_path, True)
+    try:
+        leader = await _settled(hosts)
+        term = _term(leader)
+        follower = next(h for h in hosts if h is not leader)
+        journal = follower.syncobj._SyncObj__raftLog
+        real, held = journal.onOneSecondTimer, {"done": False}
+        release = threading.Event()
+
+        def one_second_timer():  # the disk holds the write past the longest timeout
+            journal.onOneSecondTimer = real
+            release.wait(6.5)
+            held["done"] = True
+            real()
+        journal.onOneSecondTimer = one_second_timer
+        await apoll(lambda: held["done"], 30, what="the follower's held tick")
+        for _ in range(3):
+            assert (await leader.submit(Barrier(), 10.0)).ok
+        await apoll(lambda: follower.applied_index() >= leader.applied_index(), 30,
+                    what="the follower applied the leader's entries")
+        assert [_term(h) for h in hosts] == [term] * 3, _state(follower)
+        assert {h.leader() for h in hosts} == {_name(leader)}
+    finally:
+        await _stop(hosts)
+
+
+async def test_a_member_whose_term_went_past_the_leader_unheard_gets_back_in(tmp_path):
+    """A member raised its term and its vote requests were lost (its connections were
+    down when its disk let it go): the leader's entries are of an older term, which
+    pysyncobj ignores, and pre-votes are refused while that leader is heard. The member
+    tells the leader its term; a leader is elected at a newer term and all follow it."""
+    hosts = _hosts(tmp_path, 3, True)
+    try:
+        leader = await _leader(hosts)
+        assert (await leader.submit(Barrier(), 10.0)).ok
+        term = _term(leader)
+        member = next(h for h in hosts if h is not leader)
+        so = member.syncobj
+        done = threading.Event()
+
+        def ahead():  # on its tick thread: a campaign whose vote requests were all lost
+            if done.is_set():
+                return
+            so._SyncObj__setCurrentTerm(term + 2, so._SyncObj__selfNode.id)
+            so._SyncObj__setState(_RAFT_STATE.CANDIDATE)
+            so._SyncObj__raftLeader = None
+            done.set()
+        so.addOnTickCallback(ahead)
+        await apoll(done.is_set, 30, what="the member's term raised")
+        so.removeOnTickCallback(ahead)
+        await apoll(lambda: len({h.leader() for h in hosts}) == 1 and hosts[0].leader()
+                    and all(_term(h) >= term + 2 for h in hosts), 30,
+                    what="one leader at a term past the member's, known to all")
+        new = next(h for h in hosts if h.leader() == _name(h))
+        assert (await new.submit(Barrier(), 10.0)).ok
+        await apoll(lambda: member.applied_index() >= new.applied_index(), 30,
+                    what="the member applied the new leader's entry")
     finally:
         await _stop(hosts)
