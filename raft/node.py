@@ -311,6 +311,26 @@ class RaftHost:
     def is_leader(self) -> bool:
         return self.syncobj._isLeader()
 
+    def describe(self) -> str:
+        """One line on this member's Raft (`kill -USR1` writes it to the peer's log):
+        state, term, leader, indices, and each member's connection (the state of its
+        socket, whether the session keys are exchanged, bytes waiting to be sent)."""
+        so = self.syncobj
+        try:
+            st = so.getStatus()
+            conns = {str(n): {"state": ("disconnected", "connecting", "connected")[c.state]
+                              if c.state in (0, 1, 2) else c.state,
+                              "keys": bool(c.sendRandKey) if so.encryptor else None,
+                              "unsent": c.getSendBufferSize()}
+                     for n, c in list(so._SyncObj__transport._connections.items())}
+        except (RuntimeError, AttributeError) as exc:  # (the tick thread changed a dict)
+            return f"Raft state not readable now: {exc!r}"
+        names = {0: "follower", 1: "candidate", 2: "leader"}
+        return (f"Raft {names.get(st.get('state'), st.get('state'))} term {st.get('raft_term')}"
+                f" leader {self.leader()} log {st.get('log_len')} commit {st.get('commit_idx')}"
+                f" applied {st.get('last_applied')} voting {getattr(so, 'voting', True)}"
+                f" connections {conns}")
+
     def term(self) -> int:
         return self.syncobj._getTerm()
 

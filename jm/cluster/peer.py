@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import gc
 import hashlib
 import logging
@@ -511,6 +512,11 @@ def _setup_logging(level: str, kind: str = "text", node: str = "", max_size: int
 async def _serve(peer: Peer) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    # `kill -USR2 <pid>`: every thread's stack into the peer's log (stderr), as jstack
+    faulthandler.register(signal.SIGUSR2, all_threads=True)
+    # `kill -USR1 <pid>`: this member's Raft state (raft/node.py describe) into the log
+    loop.add_signal_handler(signal.SIGUSR1, lambda: log.warning(
+        "%s", peer.raft.describe() if peer.raft else "Raft not started"))
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:

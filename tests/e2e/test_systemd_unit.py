@@ -6,7 +6,8 @@ paths mapped onto this checkout), a job running under it; then `systemctl stop` 
 KillMode=mixed does it: SIGTERM to the main process, which must end cleanly within
 TimeoutStopSec with nothing of the unit left for systemd to SIGKILL. A unit's cgroup holds
 every process it started, also those in sessions of their own (the zygote): here an
-environment variable only the unit's processes inherit marks them."""
+environment variable only the unit's processes inherit marks them. Before the stop, the
+signals an operator sends a live peer: USR1 (its Raft state) and USR2 (thread stacks)."""
 from __future__ import annotations
 
 import configparser
@@ -89,6 +90,14 @@ def test_the_unit_starts_a_peer_and_stops_it_cleanly(tmp_path):
         poll(lambda: http("GET", url + f"/jobs/{jid}")[1].get("state") == "RUNNING", 60,
              what="a job running under the unit")
         assert len(_unit_processes(marker)) >= 3  # the peer, its zygote, the job
+        # what an operator asks a live peer (README "Running peers"): its Raft state
+        # (USR1) and every thread's stack (USR2) into its log, and it runs on
+        main.send_signal(signal.SIGUSR1)
+        main.send_signal(signal.SIGUSR2)
+        poll(lambda: "Raft leader term" in open(tmp_path / "unit.log").read()
+             and "most recent call first" in open(tmp_path / "unit.log").read(), 20,
+             what="the Raft state and the thread stacks in the peer's log")
+        assert http("GET", url + "/healthz")[0] == 200
         main.send_signal(signal.SIGTERM)  # KillMode=mixed: SIGTERM to the main process only
         rc = main.wait(float(svc["TimeoutStopSec"]))
         assert rc == 0, open(tmp_path / "unit.log").read()[-3000:]
