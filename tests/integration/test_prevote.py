@@ -74,17 +74,27 @@ async def test_a_follower_whose_timeout_passes_does_not_depose_a_live_leader(tmp
         leader = await _settled(hosts)
         term = _term(leader)
         follower = next(h for h in hosts if h is not leader)
-        for _ in range(10):
+        so, armed = follower.syncobj, threading.Event()
+
+        def expire():
             # its election timeout passes now (as for a member restarted before the leader
             # reconnected to it): without pre-votes it campaigns at term + 1 and the leader
-            # steps down on hearing it
-            follower.syncobj._SyncObj__raftElectionDeadline = 0
-            try:
-                await apoll(lambda: follower.syncobj._SyncObj__raftElectionDeadline > 0, 30,
+            # steps down on hearing it. Set on its tick thread, between ticks (a write from
+            # this thread could land in the middle of a tick, past the pre-vote's look)
+            if armed.is_set():
+                so._SyncObj__raftElectionDeadline = 0
+                armed.clear()
+        so.addOnTickCallback(expire)
+        for _ in range(10):
+            armed.set()
+            try:  # (0 until its next tick asks for pre-votes or hears the leader)
+                await apoll(lambda: not armed.is_set()
+                            and so._SyncObj__raftElectionDeadline > 0, 30,
                             what="the follower's tick")
             except AssertionError as exc:
                 raise AssertionError(f"{exc}; the follower: {_state(follower)}") from None
             assert (await leader.submit(Barrier(), 10.0)).ok
+        so.removeOnTickCallback(expire)
         assert [_term(h) for h in hosts] == [term] * 3
         assert {h.leader() for h in hosts} == {_name(leader)}
     finally:
