@@ -19,7 +19,7 @@ from jm.client.cli_http import (EXIT_OK, Client, UsageError, end_error, interrup
                                 print_json, root_exception)
 from jm.client.cli_ops import follow_logs
 from jm.client.cli_spec import parse_pairs, parse_restart, post_job, print_submitted
-from jm.policy.fsuri import REMOTE_SCHEMES
+from jm.policy.fsuri import is_remote_ref
 
 # jm run's options after APP: name -> takes a value
 RUN_OPTIONS = {"--conf": True, "--py-files": True, "--name": True, "--mode": True,
@@ -63,8 +63,7 @@ def _code(client: Client, path: str, upload: Callable[[Client, str], dict],
     """An artifact id for a local file (uploaded), or the reference as given (an
     artifact id, or a URI of a remote file system the peer copies from, as spark-submit
     downloads s3://... applications)."""
-    if path.startswith("artifact:") or (
-            "://" in path and path.split("://", 1)[0].lower() in REMOTE_SCHEMES):
+    if path.startswith("artifact:") or is_remote_ref(path):
         return path
     if not os.path.isfile(path):
         raise UsageError(f"{what} {path}: no such file")

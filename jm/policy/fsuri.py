@@ -72,6 +72,12 @@ def _clean(path: str) -> str:
     return "/" + out.lstrip("/") if out.startswith("//") else out
 
 
+def is_remote_ref(ref: str) -> bool:
+    """Whether a code reference as a user wrote it names a remote file system (s3://,
+    gs://, hdfs://...; a job's script and pyfiles, `jm run`'s APP)."""
+    return "://" in ref and ref.split("://", 1)[0].lower() in REMOTE_SCHEMES
+
+
 def is_remote(loc: str) -> bool:
     """Whether a canonical location is a remote file system's URI."""
     return "://" in loc and not loc.startswith("/")

@@ -193,18 +193,13 @@ def spark_value(value: Any) -> str:
     return str(value)
 
 
-def is_remote_ref(ref: str) -> bool:
-    """Whether a code reference names a remote file system (s3://, gs://, hdfs://...)."""
-    return "://" in ref and ref.split("://", 1)[0].lower() in fsuri.REMOTE_SCHEMES
-
-
 def _code_ref_errors(field: str, ref: str, suffixes: tuple, what: str) -> list[str]:
     """Problems of one code reference: an artifact id, an absolute path of `what`, or a
     URI of one on a remote file system (copied into an artifact when submitted)."""
     if ref.startswith("artifact:"):
         if not ARTIFACT_RE.fullmatch(ref):
             return [f"{field}: {ref!r} is not artifact:sha256:<64 hex digits>"]
-    elif is_remote_ref(ref):
+    elif fsuri.is_remote_ref(ref):
         try:
             loc = fsuri.location(ref, field)
         except ValueError as exc:
@@ -225,11 +220,11 @@ def remote_refs(spec: dict) -> list[tuple[str, str]]:
     in its place (as spark-submit downloads a remote application)."""
     refs = [("script", p) for p in [spec.get("script")] if isinstance(p, str)]
     refs += [("pyfiles", p) for p in spec.get("pyfiles", [])]
-    return [(f, p) for f, p in refs if is_remote_ref(p)]
+    return [(f, p) for f, p in refs if fsuri.is_remote_ref(p)]
 
 
 def _canonical_ref(ref: str) -> str:
-    return fsuri.location(ref) if is_remote_ref(ref) else ref
+    return fsuri.location(ref) if fsuri.is_remote_ref(ref) else ref
 
 
 def _script_errors(script: Any, argv: Any) -> list[str]:

@@ -8,20 +8,10 @@ import logging
 
 import pytest
 
-from raft.node import RaftHost, RaftSettings
 from raft.prevote import PRE_VOTE
 from raft.transport import WireTransport
-from tests.helpers import apoll, free_ports
-
-
-def _hosts(tmp_path, n: int, fsync: bool) -> list:
-    ports = free_ports(n)
-    addrs = [f"127.0.0.1:{p}" for p in ports]
-    names = {a: f"p{i}" for i, a in enumerate(addrs)}
-    loop = asyncio.get_running_loop()
-    return [RaftHost(a, [b for b in addrs if b != a], str(tmp_path / f"p{i}"),
-                     RaftSettings(fsync=fsync, password="s3cret"), loop, names)
-            for i, a in enumerate(addrs)]
+from tests.helpers import apoll
+from tests.integration.test_raft_journal import _hosts
 
 
 @pytest.mark.parametrize("fsync", [True, False], ids=["fsync", "no-fsync"])
@@ -46,7 +36,8 @@ async def test_nothing_is_sent_before_the_session_keys_are_exchanged(
         real_tick(self)
     monkeypatch.setattr(WireTransport, "_onOutgoingConnected", connected)
     monkeypatch.setattr(WireTransport, "_onTick", tick)
-    hosts = _hosts(tmp_path, 2, fsync)  # one connection, opened by one member, every time
+    # one connection, opened by one member, every time
+    hosts = _hosts(tmp_path, 2, fsync, password="s3cret")
     try:
         await apoll(lambda: len({h.leader() for h in hosts}) == 1 and hosts[0].leader(),
                     30, what="a leader known to both members")
