@@ -22,6 +22,7 @@ and a listing of the folders; this module lists, decides and deletes:
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
 import logging.handlers
 import os
@@ -315,6 +316,16 @@ def peer_log_handler(max_size: int, max_files: int) -> Optional[logging.Handler]
         return None  # the file was moved or deleted
     handler = _RotatingStdout(path, maxBytes=max_size, backupCount=max_files, encoding="utf-8")
     handler.fds = [1, 2] if _same_file(2, st) else [1]
+    # the handler appends through its own descriptor: fds 1 and 2 must append too, or a
+    # file opened for writing (systemd `StandardOutput=file:`) has what is written there
+    # (a `kill -USR2` stack dump, a traceback) land over the handler's lines
+    for fd in handler.fds:
+        try:
+            flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+            if not flags & os.O_APPEND:
+                fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_APPEND)
+        except OSError:
+            pass
     return handler
 
 

@@ -94,9 +94,15 @@ def test_the_unit_starts_a_peer_and_stops_it_cleanly(tmp_path):
         # (USR1) and every thread's stack (USR2) into its log, and it runs on
         main.send_signal(signal.SIGUSR1)
         main.send_signal(signal.SIGUSR2)
-        poll(lambda: "Raft leader term" in open(tmp_path / "unit.log").read()
-             and "most recent call first" in open(tmp_path / "unit.log").read(), 20,
-             what="the Raft state and the thread stacks in the peer's log")
+        # (the log is opened for writing, not appending, as systemd `StandardOutput=file:`
+        # opens it: the stack dump must not land over the logged Raft state)
+        try:
+            poll(lambda: "Raft leader term" in open(tmp_path / "unit.log").read()
+                 and "most recent call first" in open(tmp_path / "unit.log").read(), 20,
+                 what="the Raft state and the thread stacks in the peer's log")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{open(tmp_path / 'unit.log').read()[-4000:]}") from None
+        assert " up: REST http://" in open(tmp_path / "unit.log").read()  # (not written over)
         assert http("GET", url + "/healthz")[0] == 200
         main.send_signal(signal.SIGTERM)  # KillMode=mixed: SIGTERM to the main process only
         rc = main.wait(float(svc["TimeoutStopSec"]))

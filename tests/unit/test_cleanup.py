@@ -255,6 +255,30 @@ def test_peer_log_rotates_and_stdout_follows(tmp_path):
     assert "printed after rotation" in current and "stderr after rotation" in current
 
 
+def test_peer_log_to_a_file_opened_without_append_loses_no_line(tmp_path):
+    """stdout opened for writing, not appending (systemd `StandardOutput=file:`, a test's
+    `open(log, "w")`): the handler's own lines and what is written to fds 1 and 2 (a
+    `kill -USR2` stack dump, a traceback) all stay; none is written over another."""
+    log = tmp_path / "jm.log"
+    script = textwrap.dedent("""
+        import logging, os, sys
+        from jm.cluster.peer import _setup_logging
+        _setup_logging("INFO", "text", "n1", 1 << 20, 2)
+        lg = logging.getLogger("t")
+        for i in range(50):
+            lg.info("logged %02d", i)
+            os.write(2, b"raw stderr %02d\\n" % i)
+            print("printed %02d" % i, flush=True)
+    """)
+    with open(log, "w") as out:
+        subprocess.run([sys.executable, "-c", script], stdout=out, stderr=subprocess.STDOUT,
+                       cwd=ROOT, check=True, timeout=60)
+    text = log.read_text()
+    for i in range(50):
+        for what in ("logged", "raw stderr", "printed"):
+            assert f"{what} {i:02d}" in text, (what, i, text[-2000:])
+
+
 def test_peer_log_to_a_terminal_or_pipe_is_not_rotated(tmp_path):
     script = ("from jm.cluster.janitor import peer_log_handler;"
               "print(peer_log_handler(1 << 20, 3))")
