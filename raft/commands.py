@@ -121,6 +121,15 @@ class AddArtifact:
 
 
 @dataclass(frozen=True)
+class ForgetArtifacts:
+    """The leader's janitor: forget these artifacts if no job names them and they were last
+    uploaded before `before` (jobmanager.blob.grace-period ago)."""
+    artifact_ids: tuple
+    before: float
+    time: float
+
+
+@dataclass(frozen=True)
 class TriggerSavepoint:
     """Ask the job's owner for a savepoint (stop=True: stop-with-savepoint). Idempotent
     per (job, trigger_id)."""
@@ -266,10 +275,10 @@ class StartSqlOperations:
 
 COMMAND_TYPES = {cls.__name__: cls for cls in (
     RegisterPeer, Heartbeat, DeclarePeerDead, SubmitJob, SubmitJobs, Assignment, AssignJobs,
-    StatusReport, ReportStatuses, CancelJob, PurgeJobs, AddArtifact, TriggerSavepoint,
-    CompleteSavepoint, Move, MoveJobs, ReleaseJob, DrainPeer, AdmitPeer, RemovePeer,
-    RetirePeer, Barrier, OpenSqlSession, CloseSqlSessions, AddSqlStatement, SqlOperation,
-    StartSqlOperations)}
+    StatusReport, ReportStatuses, CancelJob, PurgeJobs, AddArtifact, ForgetArtifacts,
+    TriggerSavepoint, CompleteSavepoint, Move, MoveJobs, ReleaseJob, DrainPeer, AdmitPeer,
+    RemovePeer, RetirePeer, Barrier, OpenSqlSession, CloseSqlSessions, AddSqlStatement,
+    SqlOperation, StartSqlOperations)}
 
 _EXT_COMMAND = 1  # msgpack ext type: our dataclasses; user dicts stay plain dicts
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Optional
 
+from raft import artifacts
 from raft import commands as c
 from raft import members
 from raft import sessions as sql
@@ -213,6 +214,10 @@ def _submit(state: ClusterState, cmd: c.SubmitJob) -> Result:
         return Result(True, {"jobid": state.request_ids[cmd.request_id], "duplicate": True})
     if cmd.job_id in state.jobs:
         return Result.fail("exists", f"job {cmd.job_id} already exists")
+    gone = artifacts.unknown(state, cmd.spec)
+    if gone:  # (forgotten by the janitor since the peer checked)
+        return Result.fail("invalid", "; ".join(
+            f"unknown artifact artifact:{a}; upload it with POST /artifacts" for a in gone))
     job = JobRecord(cmd.job_id, str(cmd.spec.get("name") or cmd.job_id), dict(cmd.spec),
                     cmd.time, cmd.request_id)
     job.timestamps[CREATED] = cmd.time
@@ -358,16 +363,6 @@ def _purge(state: ClusterState, cmd: c.PurgeJobs) -> Result:
             del state.request_ids[job.request_id]
         purged.append(job_id)
     return Result(True, purged)
-
-
-def _add_artifact(state: ClusterState, cmd: c.AddArtifact) -> Result:
-    art = state.artifacts.get(cmd.artifact_id)
-    if art is None:
-        state.artifacts[cmd.artifact_id] = ArtifactRecord(cmd.artifact_id, cmd.name, cmd.size,
-                                                          [cmd.node], cmd.time)
-    elif cmd.node not in art.nodes:
-        art.nodes.append(cmd.node)
-    return Result(True, cmd.artifact_id)
 
 
 def _trigger_savepoint(state: ClusterState, cmd: c.TriggerSavepoint) -> Result:
@@ -536,7 +531,6 @@ _HANDLERS = {
     c.ReportStatuses: _report,
     c.CancelJob: _cancel,
     c.PurgeJobs: _purge,
-    c.AddArtifact: _add_artifact,
     c.TriggerSavepoint: _trigger_savepoint,
     c.CompleteSavepoint: _complete_savepoint,
     c.MoveJobs: _move_jobs,
@@ -545,4 +539,5 @@ _HANDLERS = {
     c.Barrier: lambda st, cmd: Result(True),
     **sql.HANDLERS,
     **members.HANDLERS,
+    **artifacts.HANDLERS,
 }

@@ -39,9 +39,13 @@ from jm.policy import cleanup
 from jm.policy.fsuri import is_remote
 from jm.policy.cleanup import (BLOB, CHECKPOINTS, LOG_DIR, RUN_DIR, SAVEPOINT, SHARED_BLOB,
                                Deletion, Entry, Listing, Policy)
+from jm.policy.retention import purge_batches
 from jm.runtime import joblogs
+from raft.commands import ForgetArtifacts
+from raft.node import RaftUnavailable
 
 log = logging.getLogger("jm.cluster.janitor")
+FORGET_TIMEOUT = 5.0  # s: one ForgetArtifacts committed
 
 
 @dataclass(frozen=True)
@@ -120,9 +124,30 @@ class Janitor:
             refs = cleanup.refs_of(st)
         todo = cleanup.plan(listing, refs, self._policy(), time.time())
         done = await asyncio.to_thread(self._delete, todo) if todo else []
+        if leader:
+            await self._forget_artifacts()
         self.deleted = done
         self.sweeps += 1
         return done
+
+    async def _forget_artifacts(self) -> None:
+        """The leader: forget the artifacts whose files go (GET /artifacts lists only what
+        a job can use); the state machine checks again that no job names them."""
+        now = time.time()
+        with self.raft.read() as st:
+            refs = cleanup.refs_of(st)
+            stale = cleanup.stale_artifacts(list(st.artifacts.values()), refs,
+                                            self._policy(), now)
+        for chunk in purge_batches(stale):
+            try:
+                res = await self.raft.submit(ForgetArtifacts(
+                    chunk, now - self.cfg.blob_grace, now), FORGET_TIMEOUT)
+            except RaftUnavailable:
+                return  # the next sweep tries again
+            if res.ok and res.value:
+                log.info("janitor: forgot %d artifact(s) no job names, older than "
+                         "jobmanager.blob.grace-period: %s", len(res.value),
+                         ", ".join(res.value[:5]) + (" ..." if len(res.value) > 5 else ""))
 
     def _entries(self, folder: str) -> tuple:
         out = []

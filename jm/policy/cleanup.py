@@ -12,7 +12,8 @@ What is deleted, and why it is safe:
 * a blob (`<data>/blobs/<sha256>/`) no job in the store refers to (`pyfiles`, `script`),
   once unmodified for `jobmanager.blob.grace-period`: an upload in flight, or one not yet
   named by a submitted job, is younger than that (BlobStore.put touches a blob it is
-  given again).
+  given again). The leader's janitor also forgets such an artifact in the replicated
+  state (`stale_artifacts`, raft/artifacts.py): GET /artifacts lists what can be used.
 * on the Raft leader only (shared storage): `<high-availability.storageDir>/<job>/` of a
   job the store no longer holds (its checkpoints); the savepoints in `state.savepoints.dir`
   beyond the newest `state.savepoints.num-retained` of each job, except pinned ones: the
@@ -26,6 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
+from raft import artifacts
 
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")  # jm/policy/spec.py JOBID_RE
 DIGEST = re.compile(r"^[0-9a-f]{64}$")
@@ -88,21 +90,13 @@ def norm(path: str) -> str:
     return posixpath.normpath(path) if path else path
 
 
-def _artifact(ref: Any) -> Optional[str]:
-    if isinstance(ref, str) and ref.startswith("artifact:"):
-        digest = ref[len("artifact:"):].split(":", 1)[-1]
-        return digest if DIGEST.fullmatch(digest) else None
-    return None
-
-
 def refs_of(state: Any) -> Refs:
     """Pure: what the jobs in `state` (a ClusterState) need kept on disk."""
     jobs, arts, sps = set(), set(), set()
     for job in state.jobs.values():
         jobs.add(job.id)
         spec = job.spec or {}
-        refs = list(spec.get("pyfiles") or []) + [spec.get("script")]
-        arts.update(d for d in map(_artifact, refs) if d)
+        arts.update(a.split(":", 1)[-1] for a in artifacts.named_by(spec))
         for loc in (spec.get("savepoint-path"), job.savepoint_location):
             if isinstance(loc, str) and loc:
                 sps.add(norm(loc))
@@ -129,6 +123,13 @@ def plan(listing: Listing, refs: Refs, policy: Policy, now: float) -> list[Delet
     out += [Deletion(SAVEPOINT, p, why) for p, why in
             savepoints_beyond(listing.savepoints, refs, policy.savepoints_retained)]
     return out
+
+
+def stale_artifacts(known: Iterable[Any], refs: Refs, policy: Policy, now: float) -> list[str]:
+    """Pure: the ids of the known artifacts (ArtifactRecords) to forget: no job names them
+    and they were last uploaded more than the grace period ago (as their blobs go)."""
+    return [a.id for a in known if a.id.split(":", 1)[-1] not in refs.artifacts
+            and now - a.created > policy.blob_grace]
 
 
 def savepoints_beyond(savepoints: Iterable[SavepointEntry], refs: Refs, retained: int

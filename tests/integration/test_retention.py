@@ -180,3 +180,52 @@ async def test_janitor_keeps_what_live_jobs_need_and_deletes_the_rest(tmp_path):
         assert s == 200 and b["text"] == "done printing\n"
         for jid in (chatty, t2):
             await ahttp("PATCH", c.url(0) + f"/jobs/{jid}?mode=cancel")
+
+
+async def test_artifacts_no_job_names_are_forgotten_after_their_grace_period(tmp_path):
+    """GET /artifacts (every peer) lists only what a job can use: an upload no job names
+    is forgotten a grace period after it was last uploaded, with its files; one a job
+    names stays; a job naming a forgotten one is refused with what to do."""
+    settings = dict(SETTINGS, **{"jobmanager.blob.grace-period": "2 s",
+                                 "jobstore.expiration-time": "1 h"})
+    async with running(str(tmp_path), 2, settings) as c:
+        unused = await upload(c, "unused.py", b"x = 1\n")
+
+        # a job names `used` (on a busy machine the upload can age past the 2 s grace
+        # before the job is in: then the refusal says to upload it again, as a user does)
+        uploaded = []
+
+        async def submitted():
+            used = await upload(c, "used.py", b"y = 2\n")
+            uploaded.append(time.time())
+            s, b = await ahttp("POST", c.url(1) + "/jobs", {
+                "entry": "jobs_fixture:sleepy", "pyfiles": [FIX, used["pyfile"]],
+                "args": {"seconds": 600}})
+            assert s == 202 or (s == 400 and "upload it" in b["errors"][0]), b
+            return (used, b["jobid"]) if s == 202 else None
+        used, jid = await apoll(submitted, 60, what="a job naming the used artifact")
+
+        async def listed(peer):
+            s, b = await ahttp("GET", c.url(peer) + "/artifacts")
+            assert s == 200, b
+            return {a["id"] for a in b["artifacts"]}
+
+        async def unused_forgotten():
+            return all([unused["id"] not in await listed(p) for p in (0, 1)])
+        await apoll(unused_forgotten, 30, what="the unused artifact forgotten on every peer")
+        await apoll(lambda: c.peers[0].blobs.local_path(unused["id"], unused["name"]) is None
+                    and c.peers[0].ha_blobs.local_path(unused["id"], unused["name"]) is None,
+                    30, what="its files deleted")
+        await apoll(lambda: time.time() > uploaded[-1] + 3, 30, what="the grace period over")
+        await sweeps_after(c)  # past its grace period too: a job names it
+        assert all([used["id"] in await listed(p) for p in (0, 1)])
+        assert (await job(c, jid))["state"] in ("CREATED", "RUNNING")
+
+        s, b = await ahttp("POST", c.url(0) + "/jobs",
+                           {"entry": "unused:main", "pyfiles": [unused["pyfile"]]})
+        assert s == 400 and "unknown artifact" in b["errors"][0] \
+            and "POST /artifacts" in b["errors"][0], b
+        again = await upload(c, "unused.py", b"x = 1\n")  # the same content again: usable
+        assert again["id"] == unused["id"] and unused["id"] in await listed(1)
+        await ahttp("PATCH", c.url(0) + f"/jobs/{jid}?mode=cancel")
+        await wait_state(c, jid, "CANCELED")

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -38,6 +39,8 @@ def sp(path, job, t, pinned=False):
 def test_refs_of_the_state():
     st = ClusterState()
     st.apply(c.RegisterPeer("n1", "h", 1, 2, 1, 4, 0.0))
+    for d in (D1, D2):
+        st.apply(c.AddArtifact(f"sha256:{d}", "lib.zip", 1, "n1", 0.0))
     st.apply(c.SubmitJob("j1", {"jobid": "j1", "name": "x", "entry": "m:f",
                                "pyfiles": [f"artifact:sha256:{D1}", "/local/lib.zip"],
                                "script": f"artifact:sha256:{D2}",
@@ -292,6 +295,7 @@ def test_peer_log_to_a_terminal_or_pipe_is_not_rotated(tmp_path):
 class FakeRaft:
     def __init__(self, state, leader=True):
         self.state, self.leader = state, leader
+        self.submitted = []
 
     def read(self):
         import contextlib
@@ -302,6 +306,10 @@ class FakeRaft:
 
     def is_leader(self):
         return self.leader
+
+    async def submit(self, cmd, timeout):  # applied at once, as a committed write
+        self.submitted.append(cmd)
+        return self.state.apply(cmd)
 
 
 def janitor_on(tmp_path, state, ready, leader=True):
@@ -352,6 +360,36 @@ async def test_janitor_rechecks_the_state_before_deleting(tmp_path):
     st.apply(c.SubmitJob("late", {"jobid": "late", "name": "x", "entry": "m:f"}, 0.0))
     assert j._delete(todo) == []
     assert (tmp_path / "data" / "jobs" / "late").exists()
+
+
+def test_stale_artifacts_are_old_and_named_by_no_job():
+    from raft.records import ArtifactRecord
+    arts = [ArtifactRecord(f"sha256:{d}", "x.py", 1, ["n1"], t)
+            for d, t in ((D1, 0.0), (D2, 0.0), (D3, 3550.0))]
+    refs = cleanup.Refs(frozenset(), frozenset({D2}), frozenset())
+    assert cleanup.stale_artifacts(arts, refs, cleanup.Policy(3600.0, 1), 3601.0) == \
+        [f"sha256:{D1}"]  # D2: a job names it; D3: in its grace period
+    assert cleanup.stale_artifacts(arts, refs, cleanup.Policy(3600.0, 1), 3600.0) == []
+
+
+@pytest.mark.parametrize("leader", [True, False])
+async def test_the_leaders_janitor_forgets_artifacts_whose_files_go(tmp_path, leader):
+    """GET /artifacts lists what a job can use: the leader's sweep forgets (through Raft)
+    an artifact no job names once it is older than the grace period (60 s here)."""
+    st = ClusterState()
+    now = time.time()
+    for d, t in ((D1, now - 120), (D2, now - 120), (D3, now)):
+        st.apply(c.AddArtifact(f"sha256:{d}", "x.py", 1, "n1", t))
+    st.apply(c.SubmitJob("j1", {"pyfiles": [f"artifact:sha256:{D2}"]}, now))
+    j = janitor_on(tmp_path, st, lambda: True, leader=leader)
+    await j.sweep()
+    if leader:
+        assert sorted(st.artifacts) == [f"sha256:{D2}", f"sha256:{D3}"]
+        assert [type(x).__name__ for x in j.raft.submitted] == ["ForgetArtifacts"]
+        await j.sweep()  # nothing more to forget: no command
+        assert len(j.raft.submitted) == 1
+    else:  # a follower's janitor leaves the replicated state to the leader
+        assert len(st.artifacts) == 3 and j.raft.submitted == []
 
 
 async def test_janitor_caps_the_logs_of_jobs_running_here(tmp_path):

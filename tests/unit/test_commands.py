@@ -33,6 +33,7 @@ SAMPLES = [
     c.ReportStatuses(()),
     c.CancelJob("job-1", 77.0),
     c.AddArtifact("sha256:" + "ab" * 32, "lib.zip", 1234, "n1", 3.0),
+    c.ForgetArtifacts(("sha256:" + "ab" * 32, "sha256:" + "cd" * 32), 100.0, 3700.0),
     c.RegisterPeer("n3", "127.0.0.1", 8083, 6125, 7, 4, 1.0, weight=2.5, ready=False),
     c.Heartbeat("n3", 2.0, ready=False),
     c.TriggerSavepoint("job-1", "t-1", "/sp", True, 4.0),

@@ -641,7 +641,54 @@ def test_add_artifact_and_more_holders(st):
     st.apply(c.AddArtifact(aid, "lib.zip", 10, "n1", 3.0))
     art = st.artifacts[aid]
     assert art.nodes == ["n1", "n2"]
-    assert (art.name, art.size, art.created) == ("lib.zip", 10, 1.0)
+    # given again: young again (the janitor forgets it a grace period after the last one)
+    assert (art.name, art.size, art.created) == ("lib.zip", 10, 3.0)
+    st.apply(c.AddArtifact(aid, "lib.zip", 10, "n2", 2.5))
+    assert st.artifacts[aid].created == 3.0
+
+
+def _art(n):
+    return f"sha256:{n * 64}"
+
+
+def test_forget_artifacts_only_old_ones_no_job_names(st):
+    for n, t in (("a", 1.0), ("b", 1.0), ("c", 1.0), ("d", 50.0)):
+        st.apply(c.AddArtifact(_art(n), f"{n}.py", 1, "n1", t))
+    assert st.apply(c.SubmitJob("j1", {"pyfiles": [f"artifact:{_art('b')}"]}, 2.0)).ok
+    assert st.apply(c.SubmitJob("j2", {"script": f"artifact:{_art('c')}"}, 2.0)).ok
+    st.apply(c.AddArtifact(_art("a"), "a.py", 1, "n2", 1.5))  # another holder: same age
+    res = st.apply(c.ForgetArtifacts((_art("a"), _art("b"), _art("c"), _art("d"),
+                                      _art("e"), 7), 10.0, 3610.0))
+    # named by a job (pyfiles, script), uploaded after `before`, unknown, junk: kept/ignored
+    assert res == Result(True, [_art("a")])
+    assert sorted(st.artifacts) == [_art("b"), _art("c"), _art("d")]
+    # once the jobs naming them are purged, they go too
+    st.apply(c.CancelJob("j1", 20.0))
+    st.apply(c.CancelJob("j2", 20.0))
+    assert st.apply(c.PurgeJobs(("j1", "j2"), 30.0)).value == ["j1", "j2"]
+    res = st.apply(c.ForgetArtifacts((_art("b"), _art("c"), _art("d")), 10.0, 3630.0))
+    assert res.value == [_art("b"), _art("c")] and list(st.artifacts) == [_art("d")]
+
+
+@pytest.mark.parametrize("cmd", [c.ForgetArtifacts(None, 1.0, 1.0),
+                                 c.ForgetArtifacts((["x"],), 1.0, 1.0),
+                                 c.ForgetArtifacts(("x",), "later", 1.0)])
+def test_forget_artifacts_junk_never_raises(st, cmd):
+    st.apply(c.AddArtifact(_art("a"), "a.py", 1, "n1", 1.0))
+    r = st.apply(cmd)
+    assert isinstance(r, Result) and _art("a") in st.artifacts
+
+
+def test_a_job_naming_an_unknown_or_forgotten_artifact_is_refused(st):
+    st.apply(c.AddArtifact(_art("a"), "a.py", 1, "n1", 1.0))
+    assert st.apply(c.ForgetArtifacts((_art("a"),), 5.0, 3605.0)).value == [_art("a")]
+    # the peer checked before the janitor's forget was applied: the state refuses it
+    r = st.apply(c.SubmitJob("j1", {"pyfiles": ["/lib", f"artifact:{_art('a')}"]}, 6.0))
+    assert not r.ok and r.code == "invalid" and f"unknown artifact artifact:{_art('a')}" in r.error
+    r = st.apply(c.SubmitJob("j1", {"script": f"artifact:{_art('z')}"}, 6.0))
+    assert not r.ok and "j1" not in st.jobs
+    st.apply(c.AddArtifact(_art("a"), "a.py", 1, "n1", 7.0))  # uploaded again: usable
+    assert st.apply(c.SubmitJob("j1", {"pyfiles": [f"artifact:{_art('a')}"]}, 8.0)).ok
 
 
 # ---- edge: peer re-registering while ALIVE -----------------------------------------------

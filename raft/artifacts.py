@@ -1,0 +1,67 @@
+"""Uploaded artifacts in the replicated state (pure, like raft/state.py).
+
+An artifact is known from its upload (AddArtifact; a re-upload of the same content makes
+it young again) until the leader's janitor forgets it (ForgetArtifacts): no job in the
+job store names it and it was last uploaded more than jobmanager.blob.grace-period ago,
+as its files go (jm/policy/cleanup.py). A job is accepted only while every artifact it
+names is known, so a submission and a forget racing each other never leave a job naming
+a forgotten artifact.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from raft import commands as c
+from raft.records import ArtifactRecord, Result
+
+PREFIX = "artifact:"
+
+
+def named_by(spec: Any) -> list[str]:
+    """The artifact ids (`sha256:<hex>`) a job spec names (its pyfiles and script)."""
+    if not isinstance(spec, dict):
+        return []
+    refs = list(spec.get("pyfiles") or []) + [spec.get("script")]
+    return [r[len(PREFIX):] for r in refs if isinstance(r, str) and r.startswith(PREFIX)]
+
+
+def unknown(state, spec: Any) -> list[str]:
+    return [a for a in named_by(spec) if a not in state.artifacts]
+
+
+def add(state, cmd: c.AddArtifact) -> Result:
+    art = state.artifacts.get(cmd.artifact_id)
+    if art is None:
+        state.artifacts[cmd.artifact_id] = ArtifactRecord(cmd.artifact_id, cmd.name, cmd.size,
+                                                          [cmd.node], cmd.time)
+        return Result(True, cmd.artifact_id)
+    if cmd.node not in art.nodes:
+        art.nodes.append(cmd.node)
+    if isinstance(cmd.time, (int, float)) and cmd.time > art.created:
+        art.created = cmd.time  # given again: young again (as its blob's mtime)
+    return Result(True, cmd.artifact_id)
+
+
+def forget(state, cmd: c.ForgetArtifacts) -> Result:
+    """Forget those of `artifact_ids` last uploaded before `before` that no job names;
+    the ids forgotten."""
+    if not isinstance(cmd.artifact_ids, tuple) or not isinstance(cmd.before, (int, float)):
+        return Result.fail("invalid", "malformed ForgetArtifacts")
+    named: set = set()
+    for job in state.jobs.values():
+        named.update(named_by(job.spec))
+    gone = []
+    for aid in cmd.artifact_ids:
+        if not isinstance(aid, str) or aid in named:
+            continue
+        art = state.artifacts.get(aid)
+        if art is not None and art.created < cmd.before:
+            del state.artifacts[aid]
+            gone.append(aid)
+    return Result(True, gone)
+
+
+HANDLERS = {
+    c.AddArtifact: add,
+    c.ForgetArtifacts: forget,
+}
