@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import random
+import shutil
 import signal
 import time
 import traceback
@@ -19,7 +20,7 @@ from raft.commands import CompleteSavepoint, ReleaseJob, ReportStatuses, StatusR
 from raft.node import RaftUnavailable
 from jm.cluster.batcher import Batcher
 from jm.runtime.executor import ExecutorLost, JobProcess
-from jm.runtime.sparkapp import INFO_FILE
+from jm.runtime.sparkapp import INFO_FILE, SCRATCH
 from jm.policy.bounds import bounded_failure, json_size, readable, storable, truncate
 from jm.policy.restart import RestartStrategy, RestartTracker, on_failure
 from jm.cluster import remotefs
@@ -218,6 +219,7 @@ class JobMaster:
                                      f"attempt-{self.epoch}-{self.restart_index}.log"),
             "result_path": os.path.join(run_dir, "result.json"),
             "error_path": os.path.join(run_dir, "error.json"),
+            "scratch_dir": os.path.join(run_dir, SCRATCH),
             "checkpoint_dir": self.checkpoint_dir,
             "restore_path": self.spec.get("savepoint-path"),
             "spark_remote": self.env.spark_remote(),
@@ -304,6 +306,8 @@ class JobMaster:
                     self._live = None
                     if watch is not None:
                         watch.cancel()
+                if not self.connect:  # its driver JVM is gone with it: its scratch files too
+                    await asyncio.to_thread(shutil.rmtree, os.path.join(run_dir, SCRATCH), True)
                 if outcome is None:  # stopped for a request (cancel, stop, move)
                     result, _ = await self._read_result(run_dir)
                     intent = self._intent()  # None: the request was withdrawn meanwhile

@@ -41,6 +41,7 @@ from jm.runtime.executor import Executor
 from jm.runtime.limits import from_conf as job_limits
 from jm.cluster.sqlgateway import SqlGateway
 from jm.cluster.sqljobs import SqlJobExecutor
+from jm.runtime.sparkapp import SCRATCH
 from jm.runtime.sparkserver import (SparkConnectServer, free_port, server_conf,
                                     spark_conf_dir)
 from raft.commands import AddArtifact, Heartbeat, RegisterPeer, RetirePeer, SubmitJobs
@@ -203,7 +204,8 @@ class Peer:
                 nice=self.conf["jobmanager.executor.nice"],
                 on_ready_change=lambda: self.lease and self.lease.now.set(),
                 waiting_after=self.conf["spark.executor-wait-warning"],
-                on_info=self._spark_info_changed)
+                on_info=self._spark_info_changed,
+                scratch_dir=os.path.join(self.data_dir, SCRATCH))
             self.spark.start()
         self.reporter = make_reporter(self.raft, self.conf["rest.write-timeout"])
         self.reporter.start()

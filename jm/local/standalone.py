@@ -58,7 +58,9 @@ class StandaloneCluster:
         return spark_env(SPARK_CONF_DIR=spark_conf_dir(self.base, "WARN",
                                                        "org.apache.spark.deploy"),
                          SPARK_LOG_DIR=os.path.join(self.base, "logs"),
-                         SPARK_WORKER_DIR=os.path.join(self.base, "work"))
+                         SPARK_WORKER_DIR=os.path.join(self.base, "work"),
+                         # the executors' scratch (blockmgr-*, spark-*): here, not in /tmp
+                         SPARK_LOCAL_DIRS=os.path.join(self.base, "local"))
 
     def _daemon(self, name: str, args: list[str]) -> None:
         os.makedirs(os.path.join(self.base, "logs"), exist_ok=True)

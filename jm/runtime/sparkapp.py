@@ -27,6 +27,7 @@ import time
 from typing import Any, Callable, Optional
 
 INFO_FILE = "spark.json"   # in the attempt's run dir; read by the JobMaster
+SCRATCH = "spark-local"     # a driver JVM's Spark local dir, in its attempt's run dir
 JVM_EXIT_WAIT = 10.0       # seconds the runner waits for its driver JVM to exit
 
 
@@ -52,6 +53,16 @@ def driver_conf(params: dict) -> dict:
     conf["spark.jm.job-id"] = params["job_id"]
     conf["spark.jm.attempt"] = str(params["attempt"])
     return conf
+
+
+def local_dirs_env(env: Any, conf: dict, scratch: Optional[str]) -> dict:
+    """Pure: SPARK_LOCAL_DIRS for a driver JVM a peer starts: a scratch folder of its own
+    (shuffle spills, broadcast blocks, added files), which the peer empties once the JVM
+    is gone, so a JVM killed by a fence leaves nothing in /tmp. Nothing if the operator
+    chose the local dirs (SPARK_LOCAL_DIRS in the environment, spark.local.dir)."""
+    if not scratch or env.get("SPARK_LOCAL_DIRS") or conf.get("spark.local.dir"):
+        return {}
+    return {"SPARK_LOCAL_DIRS": scratch}
 
 
 def _fence_gateway_launch() -> None:
@@ -82,8 +93,10 @@ def _fence_gateway_launch() -> None:
 def start_driver(params: dict, name: str, pyfiles: list[str]) -> None:
     """Launch the job's driver JVM now, from the calling (main) thread."""
     master = params.get("spark_master") or "local[*]"
-    args = submit_args(master, name, driver_conf(params), pyfiles)
+    conf = driver_conf(params)
+    args = submit_args(master, name, conf, pyfiles)
     os.environ["PYSPARK_SUBMIT_ARGS"] = shlex.join(args)
+    os.environ.update(local_dirs_env(os.environ, conf, params.get("scratch_dir")))
     for key in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_GATEWAY_PORT",
                 "PYSPARK_GATEWAY_SECRET"):
         os.environ.pop(key, None)

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import socket
 import sys
 import time
@@ -21,7 +22,7 @@ from typing import Any, Callable, Optional
 
 import aiohttp
 
-from jm.runtime.sparkapp import IdleSince
+from jm.runtime.sparkapp import IdleSince, local_dirs_env
 from jm.runtime.zygote import PARENT_ENV
 
 
@@ -120,8 +121,10 @@ class SparkConnectServer:
                  on_start: Callable[[int], None] = lambda pid: None, nice: int = 0,
                  on_ready_change: Callable[[], None] = lambda: None,
                  waiting_after: float = 30.0,
-                 on_info: Callable[[dict], None] = lambda info: None) -> None:
+                 on_info: Callable[[dict], None] = lambda info: None,
+                 scratch_dir: Optional[str] = None) -> None:
         self.port = port
+        self.scratch_dir = scratch_dir  # its Spark local dir, emptied before each start
         # on a Spark cluster the server's UI (loopback) says whether it has executors
         self.on_cluster = not master.startswith("local")
         self.ui_port: Optional[int] = None  # a free one at every start
@@ -227,6 +230,7 @@ class SparkConnectServer:
         env.setdefault("SPARK_LOG_DIR", self.log_dir)
         conf_dir = spark_conf_dir(self.log_dir, self.log_level)
         env["SPARK_CONF_DIR"] = conf_dir
+        env.update(local_dirs_env(env, self.extra_conf, self.scratch_dir))
         return env
 
     async def _supervise(self) -> None:
@@ -238,6 +242,8 @@ class SparkConnectServer:
                 pass
             self.generation += 1
             os.makedirs(self.log_dir, exist_ok=True)
+            if self.scratch_dir:  # what a JVM before this one left (killed with its peer)
+                await asyncio.to_thread(shutil.rmtree, self.scratch_dir, True)
             out = open(os.path.join(self.log_dir, "spark-connect.log"), "ab")
             started = time.monotonic()
             if self.on_cluster:

@@ -3,6 +3,7 @@ from pyspark's own distribution), 3 peers started with bin/ scripts whose spark.
 that cluster, unmodified spark-submit style applications run with `jm run`; their
 executors run on the workers; an application is fenced with its attempt (a SIGKILLed
 peer's application is gone before the next attempt's registers; a cancel leaves none)."""
+import glob
 import os
 import re
 import signal
@@ -56,6 +57,11 @@ def job_of(stderr: str) -> str:
     m = re.search(r"\[jm\] job ([0-9a-f]{32}) submitted", stderr)
     assert m, stderr
     return m.group(1)
+
+
+def run_dirs(c, node, jid):
+    """The glob of a job's attempt run dirs on `node`."""
+    return os.path.join(c.base, "data", node.replace(":", "_"), "jobs", jid, "*")
 
 
 def job(c, jid, peer=0):
@@ -174,6 +180,8 @@ def test_application_fenced_across_a_lost_peer_and_gone_after_cancel(cluster, sp
     watcher.start()
     poll(lambda: first in seen, 30, what="the watcher sees the first application")
     owner = job(cluster, jid)["node"]
+    # the driver's Spark local dir is in the attempt's run dir (not /tmp)
+    assert glob.glob(os.path.join(run_dirs(cluster, owner, jid), "spark-local", "blockmgr-*"))
     victim = next(i for i, line in enumerate(cluster.lines)
                   if line.endswith(":" + owner.split(":")[1]))
     victim_pid = cluster.peer_pid(victim)
@@ -193,6 +201,11 @@ def test_application_fenced_across_a_lost_peer_and_gone_after_cancel(cluster, sp
              what="the job cancelled")
         poll(lambda: not spark.active_apps(name), 30, interval=0.1,
              what="no application of the cancelled job at the master")
+        # the attempt that ran to the cancel: its driver's scratch files went with it
+        last = job(cluster, jid, survivor)["node"]
+        assert glob.glob(run_dirs(cluster, last, jid))  # its run dir stays (with its logs)
+        poll(lambda: not glob.glob(os.path.join(run_dirs(cluster, last, jid), "spark-local")),
+             30, what="the last attempt's Spark local dir removed")
     finally:
         stop.set()
         watcher.join(5)

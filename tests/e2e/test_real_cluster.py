@@ -1,6 +1,7 @@
 """End to end: 3 real peer processes started with bin/jobmanager.sh, each with its own
 Spark Connect server (real JVMs), jobs through REST, whole-cluster restart."""
 import collections
+import glob
 import os
 import re
 import signal
@@ -117,6 +118,11 @@ def test_spark_server_crash_restarts_server_and_the_jobs_using_it(cluster):
     log = os.path.join(cluster.base, "log", job["node"].replace(":", "_"), "jobs", jid,
                        f"attempt-{job['attempt']}-0.log")
     poll(lambda: "query 1" in open(log).read(), 120, what="the job ran a query on this JVM")
+    # the server's Spark local dir is the peer's own (data dir), not /tmp: what a killed
+    # JVM left there is emptied before the next one starts
+    scratch = os.path.join(cluster.base, "data", job["node"].replace(":", "_"), "spark-local")
+    before = set(glob.glob(os.path.join(scratch, "blockmgr-*")))
+    assert before, os.listdir(os.path.dirname(scratch))
     jvm.kill()
     # the peer keeps serving, restarts its server, and the job is restarted per strategy
     poll(lambda: not http("GET", url + "/healthz")[1]["spark-ready"], 30, what="not ready")
@@ -127,6 +133,8 @@ def test_spark_server_crash_restarts_server_and_the_jobs_using_it(cluster):
                           else None)(http("GET", url + f"/jobs/{jid}")[1]), 240, interval=0.5,
                  what="job restarted after the crash")
     assert after["attempt"] == job["attempt"]  # a restart on the same peer, not a move
+    now = set(glob.glob(os.path.join(scratch, "blockmgr-*")))
+    assert now and not now & before, (before, now)
     s, _ = http("PATCH", url + f"/jobs/{jid}?mode=cancel")
     assert s == 202
     assert wait_job(url, jid, 60)["state"] == "CANCELED"

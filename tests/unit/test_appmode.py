@@ -12,7 +12,8 @@ import pytest
 from jm.client.cli_http import UsageError
 from jm.client.cli_run import build_run_spec, parse_conf, split_app_args
 from jm.policy import views
-from jm.runtime.sparkapp import IdleSince, InfoWatcher, driver_conf, submit_args, waiting
+from jm.runtime.sparkapp import (IdleSince, InfoWatcher, driver_conf, local_dirs_env,
+                                 submit_args, waiting)
 from jm.runtime.sparkserver import server_info
 from raft import commands as c
 from raft import state as S
@@ -268,3 +269,12 @@ def test_connect_server_defaults_for_short_statements():
                                     "spark.sql.adaptive.enabled": "false"}, 1, cpus=8)
     assert conf["spark.sql.shuffle.partitions"] == "50"
     assert conf["spark.sql.adaptive.enabled"] == "false"
+
+
+def test_a_driver_the_peer_starts_keeps_its_scratch_in_a_folder_of_its_own():
+    assert local_dirs_env({}, {}, "/data/jobs/j/1-0/spark-local") == \
+        {"SPARK_LOCAL_DIRS": "/data/jobs/j/1-0/spark-local"}
+    # the operator's choice stands: the environment, or spark.local.dir
+    assert local_dirs_env({"SPARK_LOCAL_DIRS": "/fast"}, {}, "/x") == {}
+    assert local_dirs_env({}, {"spark.local.dir": "/fast"}, "/x") == {}
+    assert local_dirs_env({}, {}, None) == {}
