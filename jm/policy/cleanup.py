@@ -129,7 +129,7 @@ def stale_artifacts(known: Iterable[Any], refs: Refs, policy: Policy, now: float
     """Pure: the ids of the known artifacts (ArtifactRecords) to forget: no job names them
     and they were last uploaded more than the grace period ago (as their blobs go)."""
     return [a.id for a in known if a.id.split(":", 1)[-1] not in refs.artifacts
-            and now - a.created > policy.blob_grace]
+            and isinstance(a.created, (int, float)) and now - a.created > policy.blob_grace]
 
 
 def savepoints_beyond(savepoints: Iterable[SavepointEntry], refs: Refs, retained: int
