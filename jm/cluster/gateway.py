@@ -111,6 +111,11 @@ class PeerGateway:
         """`names`: what the client calls the spec's fields, for its errors (Livy's)."""
         spec = validate_spec(spec, self._max_slots(), SpecLimits.from_conf(self.conf))
         self._writable()
+        if request_id:  # a retry of a request this replica applied: its job, nothing read again
+            with self.raft.read() as st:
+                known = st.request_ids.get(request_id)
+            if known is not None:
+                return {"jobid": known}
         for field, uri in remote_refs(spec):  # copied once, as spark-submit downloads them
             ref = await self._remote_artifact((names or {}).get(field, field), uri)
             if spec.get("script") == uri:

@@ -131,3 +131,17 @@ async def test_applications_on_s3_through_livy_and_jm_run(tmp_path):
             assert s == 400 and "bucket" in b["errors"][0]
             s, b = await ahttp("GET", url + "/batches")
             assert s == 200 and b["total"] == 2  # the refused ones made no job
+            # a retried submission (its answer lost) is the same job: the remote file is
+            # not read again (here it is gone by then)
+            s3.put_object(Bucket=BUCKET, Key="apps/once.py", Body=b"print('once')\n")
+            once = {"script": f"s3://{BUCKET}/apps/once.py"}
+            s, first = await ahttp("POST", c.url(0) + "/jobs", once,
+                                   headers={"X-Request-Id": "once-1"})
+            assert s == 202, first
+            s3.delete_object(Bucket=BUCKET, Key="apps/once.py")
+            s, again = await ahttp("POST", c.url(0) + "/jobs", once,
+                                   headers={"X-Request-Id": "once-1"})
+            assert s == 202 and again["jobid"] == first["jobid"], again
+            s, b = await ahttp("POST", c.url(0) + "/jobs", once,
+                               headers={"X-Request-Id": "once-2"})
+            assert s == 400 and "once.py" in b["errors"][0], b  # a new request reads it
