@@ -7,7 +7,8 @@
         job fed known events; its peer is killed again and again; its sink is checked
 
 It prints the checks, writes report.json and timeline.png into --out, and exits 1 when
-a check fails (2 on a usage error).
+a check fails (2 on a usage error). The peers' data and logs (a temporary folder) are
+removed after a pass and kept after a failure (its path in the output and the report).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import sys
 import threading
@@ -273,9 +275,13 @@ def run(sc: Scenario, out: str) -> int:
     if streaming:
         results["streaming exactly-once"] = streaming
     ok = all(r["ok"] for r in results.values())
+    # the peers' data and logs: kept to look into after a failure, removed after a pass
+    kept = not ok or any(f" {c.base}" in ln for ln in open("/proc/mounts"))
+    if not kept:
+        shutil.rmtree(c.base, ignore_errors=True)
     report = {"ok": ok, "scenario": sc.__dict__, "faults": faults, "checks": results,
               "acknowledged": len(load.acked), "unacknowledged": len(load.unacked),
-              "log": lines, "base": c.base}
+              "log": lines, "base": c.base, "base-kept": kept}
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(report, f, indent=1, default=list)
     try:
@@ -285,7 +291,8 @@ def run(sc: Scenario, out: str) -> int:
     for name, r in results.items():
         print(f"{'PASS' if r['ok'] else 'FAIL'}  {name}" + ("" if r["ok"] else
                                                             f": {r['errors'][:3]}"))
-    print(f"{len(faults)} faults, {len(load.acked)} load jobs acknowledged; report in {out}")
+    print(f"{len(faults)} faults, {len(load.acked)} load jobs acknowledged; report in {out}"
+          + (f"; the peers' data and logs in {c.base}" if kept else ""))
     return 0 if ok else 1
 
 

@@ -32,6 +32,7 @@ def test_short_chaos_scenario_keeps_every_invariant(tmp_path):
     report = _report(out, r)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert report["ok"] is True
+    assert not report["base-kept"] and not os.path.exists(report["base"])  # (a pass)
     assert all(c["ok"] for c in report["checks"].values()), report["checks"]
     kinds = {f["kind"] for f in report["faults"]}
     assert "kill" in kinds and len(report["faults"]) >= 4
