@@ -32,6 +32,7 @@ class Heartbeat:
     node: str
     time: float
     ready: bool = True
+    disk_low: str = ""  # the peer's jobmanager.disk.min-free warning ("": none)
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,7 @@ class PeerRecord:
     # heartbeats and registrations applied so far: what a dead-declaration compares (a
     # count kept by the log itself; the senders' time stamps come from their own clocks)
     beats: int = 0
+    disk_low: str = ""  # its last heartbeat's free-space warning (jobmanager.disk.min-free)
 
     @property
     def share_weight(self) -> float:

@@ -160,6 +160,9 @@ def _register_peer(state: ClusterState, cmd: c.RegisterPeer) -> Result:
     return Result(True, cmd.node)
 
 
+MAX_DISK_LOW = 500  # characters of a peer's free-space warning kept
+
+
 def _heartbeat(state: ClusterState, cmd: c.Heartbeat) -> Result:
     peer = state.peers.get(cmd.node)
     if peer is None:
@@ -169,6 +172,7 @@ def _heartbeat(state: ClusterState, cmd: c.Heartbeat) -> Result:
     peer.last_heartbeat = max(peer.last_heartbeat, cmd.time)
     peer.beats += 1
     peer.ready = bool(cmd.ready)
+    peer.disk_low = cmd.disk_low[:MAX_DISK_LOW] if isinstance(cmd.disk_low, str) else ""
     return Result(True)
 
 

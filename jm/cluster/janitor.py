@@ -290,6 +290,11 @@ class Janitor:
         """Fields for /healthz (a warning: it does not make the peer unhealthy)."""
         return {"disk-low": self.disk_low()}
 
+    @property
+    def low(self) -> str:
+        """The last free-space check's warning ("" if none): sent with the heartbeats."""
+        return self._low or ""
+
     def _check_disk(self) -> None:
         low = self.disk_low()
         if low and not self._low:

@@ -230,7 +230,8 @@ class Peer:
                                   - self.conf["jobmanager.lease-timeout"],
                                   membership=self.membership)
         self.lease = Lease(self.raft, self.node, self._registration,
-                           lambda now: Heartbeat(self.node, now, self.spark_ready()),
+                           lambda now: Heartbeat(self.node, now, self.spark_ready(),
+                                                 self.janitor.low),
                            self.conf["heartbeat.interval"], self.conf["jobmanager.lease-timeout"],
                            self.conf["rest.write-timeout"], self.executor, self.dispatcher)
         self._tasks.append(asyncio.create_task(self.lease.run()))

@@ -70,6 +70,7 @@ def nodes(st: ClusterState, leader: Optional[str], members: Optional[list[str]] 
                     "slots-used": st.slots_used(p.id), "weight": p.share_weight,
                     "ready": p.ready, "jobs": st.jobs_of(p.id),
                     "drain-deadline": p.drain_deadline,
+                    "disk-low": p.disk_low or None,
                     "registered-at": _ms(p.registered_at),
                     "declared-dead-at": _ms(p.declared_dead_at)})
     for node in sorted(set(members or ()) - set(st.peers) - set(st.removed)):
@@ -79,7 +80,7 @@ def nodes(st: ClusterState, leader: Optional[str], members: Optional[list[str]] 
                     "rest-port": int(rest[1]) if len(rest) == 3 else None, "pid": None,
                     "leader": node == leader, "raft-role": _role(node, leader, members),
                     "state": "JOINING", "slots": 0, "slots-used": 0, "weight": 0.0,
-                    "ready": False, "jobs": [], "drain-deadline": None,
+                    "ready": False, "jobs": [], "drain-deadline": None, "disk-low": None,
                     "registered-at": _ms(None), "declared-dead-at": _ms(None)})
     return {"nodes": out}
 

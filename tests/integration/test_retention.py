@@ -92,6 +92,13 @@ async def test_janitor_keeps_what_live_jobs_need_and_deletes_the_rest(tmp_path):
         s, h = await ahttp("GET", c.url(1) + "/healthz")
         assert s == 200 and h["ok"], h
         assert "jobmanager.disk.min-free" in (h["disk-low"] or ""), h
+        # and every peer's warning is in GET /nodes on any peer (sent with its heartbeats)
+
+        async def every_peer_low():
+            s, b = await ahttp("GET", c.url(0) + "/nodes")
+            return s == 200 and len(b["nodes"]) == 2 and all(
+                "jobmanager.disk.min-free" in (n["disk-low"] or "") for n in b["nodes"])
+        await apoll(every_peer_low, 30, what="both peers' disk-low in GET /nodes")
 
         # blobs: one a running job uses, one nobody uses (old), one nobody uses (fresh)
         used = await upload(c, "chatty.py", CHATTY)

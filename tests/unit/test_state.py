@@ -819,3 +819,10 @@ def test_declare_dead_of_an_older_version_still_compares_stamps(st):
     assert (r.ok, r.code) == (False, "stale")
     r = st.apply(c.DeclarePeerDead("n1", 101.0, 100.0, p.registered_at))
     assert r.ok
+
+
+def test_a_heartbeat_carries_the_peers_free_space_warning_bounded(st):
+    assert st.apply(c.Heartbeat("n1", 5.0, True, "x" * 10_000)).ok
+    assert st.peers["n1"].disk_low == "x" * S.MAX_DISK_LOW
+    assert st.apply(c.Heartbeat("n1", 6.0, True, ["junk"])).ok  # not a string: none
+    assert st.peers["n1"].disk_low == ""

@@ -68,11 +68,16 @@ def test_nodes(st):
                       "pid": 11, "leader": False, "state": "ALIVE", "slots": 2,
                       "slots-used": 2, "jobs": ["run", "cing"], "registered-at": 1000,
                       "declared-dead-at": -1, "weight": 2.0, "ready": True,
-                      "raft-role": "follower", "drain-deadline": None}
+                      "raft-role": "follower", "drain-deadline": None, "disk-low": None}
     assert out[1]["leader"] is True and out[1]["raft-role"] == "leader"
     assert out[1]["jobs"] == ["asg"] and out[1]["slots-used"] == 1
     assert out[2]["state"] == "DEAD" and out[2]["declared-dead-at"] == 26000
     assert out[2]["jobs"] == [] and out[2]["slots-used"] == 0
+    # a peer's heartbeat carries its free-space warning; the next one without clears it
+    st.apply(c.Heartbeat("n2", 30.0, True, "/data: 1% free, below jobmanager.disk.min-free"))
+    assert V.nodes(st, "n2")["nodes"][1]["disk-low"].startswith("/data: 1% free")
+    st.apply(c.Heartbeat("n2", 31.0, True))
+    assert V.nodes(st, "n2")["nodes"][1]["disk-low"] is None
     # with the Raft members known: a peer that left them has no role
     assert [n["raft-role"] for n in V.nodes(st, "n2", ["n1", "n2"])["nodes"]] == \
         ["follower", "leader", None]
