@@ -237,6 +237,9 @@ def cmd_cluster(client: Client, a: argparse.Namespace) -> int:
              n.get("pid") or "-", fmt_time(n.get("registered-at"))]
             for n in sorted(nodes, key=lambda n: str(n.get("id")))]
     out(table(["NODE", "STATE", "RAFT", "REST", "SLOTS", "JOBS", "PID", "REGISTERED"], rows))
+    for n in sorted(nodes, key=lambda n: str(n.get("id"))):
+        if n.get("disk-low"):
+            out(f"disk low on {n.get('id')}: {n['disk-low']}")
     return EXIT_OK
 
 

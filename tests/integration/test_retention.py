@@ -7,6 +7,7 @@ import os
 import time
 
 from tests.conftest import running
+from tests.integration.test_cli import jm
 from tests.integration.test_savepoints_moves import submit
 from tests.helpers import ahttp, apoll, multipart
 
@@ -99,6 +100,10 @@ async def test_janitor_keeps_what_live_jobs_need_and_deletes_the_rest(tmp_path):
             return s == 200 and len(b["nodes"]) == 2 and all(
                 "jobmanager.disk.min-free" in (n["disk-low"] or "") for n in b["nodes"])
         await apoll(every_peer_low, 30, what="both peers' disk-low in GET /nodes")
+        rc, out, err = await jm("--address", c.url(1), "cluster")
+        assert rc == 0, err
+        assert sorted(ln.split(": ")[0] for ln in out.splitlines() if ln.startswith("disk low")) \
+            == sorted(f"disk low on {p.node}" for p in c.peers), out
 
         # blobs: one a running job uses, one nobody uses (old), one nobody uses (fresh)
         used = await upload(c, "chatty.py", CHATTY)
