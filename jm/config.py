@@ -243,6 +243,9 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "s3.secret-key": (_opt_str, None),
     "s3.region": (_opt_str, None),
     "s3.path.style.access": (_opt_bool, None),  # unset: path style with s3.endpoint
+    # gs:// (jm/cluster/remotefs.py); unset: Google's endpoint and default credentials
+    "gs.endpoint": (_opt_str, None),  # e.g. http://127.0.0.1:4443 (an emulator)
+    "gs.anonymous": (_bool, False),   # no credentials (an emulator, public buckets)
     "rebalance.strategy": (_choice("none", "on-join", "continuous"), "on-join"),
     "rebalance.interval": (parse_duration, "10 s"),
     "rebalance.max-moves-per-round": (_int(1), 2),

@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 from tests.helpers import free_ports, poll
 
@@ -24,26 +24,19 @@ def peer_settings(endpoint: str) -> dict:
 
 
 @contextlib.contextmanager
-def s3_server(log_path: str) -> Iterator[tuple[str, object]]:
-    """-> (endpoint URL, a boto3 client of it); the bucket BUCKET exists."""
-    import boto3
-    port = free_ports(1)[0]
+def api_server(argv: list[str], log_path: str, ready: Callable[[], Any],
+               what: str) -> Iterator[None]:
+    """A server process (its own session, output in `log_path`) until `ready()` answers;
+    killed with its group at the end."""
     log = open(log_path, "w")
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1",
-                             "-p", str(port)], stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    endpoint = f"http://127.0.0.1:{port}"
-    client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=KEY,
-                          aws_secret_access_key=SECRET, region_name=REGION)
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        def up() -> bool:
+        def up() -> Any:
             if proc.poll() is not None:
-                raise RuntimeError(f"the S3 server ended: {open(log_path).read()[-2000:]}")
-            client.list_buckets()
-            return True
-        poll(up, 60, what="moto S3 server")
-        client.create_bucket(Bucket=BUCKET)
-        yield endpoint, client
+                raise RuntimeError(f"the {what} ended: {open(log_path).read()[-2000:]}")
+            return ready() or True
+        poll(up, 60, what=what)
+        yield
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -51,6 +44,20 @@ def s3_server(log_path: str) -> Iterator[tuple[str, object]]:
             pass
         proc.wait(10)
         log.close()
+
+
+@contextlib.contextmanager
+def s3_server(log_path: str) -> Iterator[tuple[str, object]]:
+    """-> (endpoint URL, a boto3 client of it); the bucket BUCKET exists."""
+    import boto3
+    port = free_ports(1)[0]
+    endpoint = f"http://127.0.0.1:{port}"
+    client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=KEY,
+                          aws_secret_access_key=SECRET, region_name=REGION)
+    with api_server([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                    log_path, client.list_buckets, "moto S3 server"):
+        client.create_bucket(Bucket=BUCKET)
+        yield endpoint, client
 
 
 def keys(client, prefix: str = "") -> list[str]:

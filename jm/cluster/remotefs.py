@@ -9,7 +9,9 @@ exists (as in Flink): the checkpoint files are uploaded first, `_metadata` last;
 short leaves no `_metadata` and is removed as far as it can be. The S3 client takes
 Flink's keys (`s3.endpoint`, `s3.access-key`, `s3.secret-key`, `s3.region`,
 `s3.path.style.access`); without them the AWS defaults apply (environment variables such as
-AWS_ACCESS_KEY_ID and AWS_ENDPOINT_URL, ~/.aws, instance roles).
+AWS_ACCESS_KEY_ID and AWS_ENDPOINT_URL, ~/.aws, instance roles). The GCS client takes
+`gs.endpoint` and `gs.anonymous`; without them Google's endpoint and Application Default
+Credentials (GOOGLE_APPLICATION_CREDENTIALS, the metadata server).
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ class RemoteError(Exception):
 def options(conf: Any) -> dict:
     """The file system settings of a peer's configuration (hashable values only)."""
     keys = ("s3.endpoint", "s3.access-key", "s3.secret-key", "s3.region",
-            "s3.path.style.access")
+            "s3.path.style.access", "gs.endpoint", "gs.anonymous")
     return {k: conf[k] for k in keys if conf[k] is not None}
 
 
@@ -63,6 +65,20 @@ def _s3(opts: dict) -> Any:
     return pafs.S3FileSystem(**kw)
 
 
+def _gcs(opts: dict) -> Any:
+    from datetime import timedelta
+    from pyarrow import fs as pafs
+    kw: dict[str, Any] = {"retry_time_limit": timedelta(seconds=REQUEST_TIMEOUT)}
+    endpoint = opts.get("gs.endpoint")
+    if endpoint:
+        parts = urlsplit(endpoint if "://" in endpoint else "https://" + endpoint)
+        kw["endpoint_override"] = parts.netloc
+        kw["scheme"] = parts.scheme or "https"
+    if opts.get("gs.anonymous"):
+        kw["anonymous"] = True
+    return pafs.GcsFileSystem(**kw)
+
+
 def hadoop_missing(env: Any) -> Optional[str]:
     """What a peer lacks to open hdfs:// (None: it looks like a Hadoop client is there)."""
     if env.get("HADOOP_HOME") or "hadoop" in env.get("CLASSPATH", "").lower():
@@ -84,8 +100,7 @@ def filesystem(loc: str, opts: dict) -> tuple[Any, str]:
             if scheme == "s3":
                 fs = _s3(opts)
             elif scheme == "gs":
-                from pyarrow import fs as pafs
-                fs = pafs.GcsFileSystem()
+                fs = _gcs(opts)
             elif scheme in ("hdfs", "viewfs"):
                 missing = hadoop_missing(os.environ)
                 if missing:  # without it libhdfs would start a JVM in the peer to fail

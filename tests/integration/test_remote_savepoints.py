@@ -1,8 +1,9 @@
-"""Savepoints on a remote file system (s3://) through real peers: a real S3 API server
-(moto's, on 127.0.0.1, stopped by pid), the peers' pyarrow.fs S3 client with Flink's
-s3.* keys, a real boto3 client to look at the bucket. Savepoint, stop-with-savepoint,
-resume from an s3:// savepoint, and the refusals (a bucket that does not exist, hdfs://
-without a Hadoop client, an s3:// path that holds no savepoint)."""
+"""Savepoints on a remote file system (s3://, gs://) through real peers: a real S3 API
+server (moto's, on 127.0.0.1, stopped by pid), the peers' pyarrow.fs S3 client with
+Flink's s3.* keys, a real boto3 client to look at the bucket; a real GCS API server
+(gcp-storage-emulator) for gs://. Savepoint, stop-with-savepoint, resume from a remote
+savepoint, an application read from gs://, and the refusals (a bucket that does not
+exist, hdfs:// without a Hadoop client, an s3:// path that holds no savepoint)."""
 from __future__ import annotations
 
 import json
@@ -108,3 +109,46 @@ async def test_remote_refusals_are_clear(tmp_path, running):
         out, **{"savepoint-path": "s3://savepoints/nothing-here"}))
     assert s == 400 and "not a savepoint" in b["errors"][0], b
     assert keys(client, "") == []  # nothing written by the refusals
+
+
+@pytest.mark.slow
+async def test_savepoints_and_an_application_on_gs(tmp_path):
+    """gs:// through a real GCS API server (gcp-storage-emulator): a savepoint while the
+    job runs, a stop-with-savepoint, a job resumed from it, and a script read from gs://
+    (copied into an artifact, run by any peer)."""
+    from tests.gcsserver import BUCKET as GS, gcs_server, names, put
+    from tests.gcsserver import peer_settings as gs_settings
+    out, done = tmp_path / "out", tmp_path / "done.txt"
+    with gcs_server(str(tmp_path / "gcs.log")) as endpoint:
+        c = InProcessCluster(str(tmp_path / "c"), 3,
+                             {"rebalance.strategy": "none", **gs_settings(endpoint)})
+        try:
+            await c.start()
+            jid = await submit(c, ticker_spec(out))
+            await wait_state(c, jid, "RUNNING")
+            await wait_batches(out, 3)
+            s, b = await ahttp("POST", c.url(1) + f"/jobs/{jid}/savepoints",
+                               {"target-directory": f"gs://{GS}/running", "triggerId": "g1"})
+            assert (s, b) == (202, {"request-id": "g1"})
+            loc = (await wait_done(c, jid, "g1", peer=2))["operation"]["location"]
+            assert loc.startswith(f"gs://{GS}/running/savepoint-"), loc
+            prefix = loc[len(f"gs://{GS}/"):]
+            assert f"{prefix}/_metadata" in names(endpoint, prefix)
+            s, b = await ahttp("POST", c.url(2) + f"/jobs/{jid}/stop",
+                               {"targetDirectory": f"gs://{GS}/stopped"})
+            assert s == 202, b
+            stop_loc = (await wait_done(c, jid, b["request-id"]))["operation"]["location"]
+            assert stop_loc.startswith(f"gs://{GS}/stopped/savepoint-"), stop_loc
+            j = await wait_state(c, jid, "FINISHED")
+            jid2 = await resume_from(c, out, stop_loc, j)
+            assert (await job(c, jid2))["spec"]["savepoint-path"] == stop_loc
+            # an application on gs://, as spark-submit takes one
+            put(endpoint, "apps/app.py", f"open({str(done)!r}, 'w').write('ran')\n".encode())
+            s, b = await ahttp("POST", c.url(0) + "/jobs", {"script": f"gs://{GS}/apps/app.py"})
+            assert s == 202, b
+            await wait_state(c, b["jobid"], "FINISHED")
+            assert done.read_text() == "ran"
+            s, b = await ahttp("POST", c.url(0) + "/jobs", {"script": f"gs://{GS}/apps/none.py"})
+            assert s == 400 and "none.py" in b["errors"][0], b
+        finally:
+            await c.stop()
