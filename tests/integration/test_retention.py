@@ -237,7 +237,9 @@ async def test_artifacts_no_job_names_are_forgotten_after_their_grace_period(tmp
                            {"entry": "unused:main", "pyfiles": [unused["pyfile"]]})
         assert s == 400 and "unknown artifact" in b["errors"][0] \
             and "POST /artifacts" in b["errors"][0], b
-        again = await upload(c, "unused.py", b"x = 1\n")  # the same content again: usable
-        assert again["id"] == unused["id"] and unused["id"] in await listed(1)
+        # the same content again: known again under its id (and forgotten again 2 s later:
+        # the state machine's side of that is tests/unit/test_state.py)
+        again = await upload(c, "unused.py", b"x = 1\n")
+        assert again["id"] == unused["id"]
         await ahttp("PATCH", c.url(0) + f"/jobs/{jid}?mode=cancel")
         await wait_state(c, jid, "CANCELED")
