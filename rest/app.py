@@ -402,6 +402,11 @@ async def get_artifact_content(request: web.Request) -> web.StreamResponse:
     return web.FileResponse(path)
 
 
+async def delete_artifact(request: web.Request) -> web.Response:
+    return web.json_response(await _gw(request).delete_artifact(
+        request.match_info["artifact_id"]))
+
+
 async def index(request: web.Request) -> web.StreamResponse:
     """The web UI shell (it calls the REST API like any client)."""
     return web.FileResponse(os.path.join(STATIC, "index.html"))
@@ -459,6 +464,7 @@ def make_app(gateway: Gateway, max_body: int, token: Optional[str] = None,
     r.add_post("/artifacts", post_artifact)
     r.add_get("/artifacts", get_artifacts)
     r.add_get("/artifacts/{artifact_id}/content", get_artifact_content)
+    r.add_delete("/artifacts/{artifact_id}", delete_artifact)
     from rest import livy, sql
     sql.add_routes(app)
     livy.add_routes(app)  # Apache Livy's batches (Airflow's Livy operator)

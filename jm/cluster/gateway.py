@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import math
 import os
 import time
 import zipfile
@@ -22,8 +23,9 @@ from jm.policy import fsuri, livy, views
 from jm.policy.spec import SpecError, SpecLimits, remote_refs, validate_spec
 from jm.runtime import joblogs
 from jm.config import ConfigError, parse_peer
-from raft.commands import (AddArtifact, AdmitPeer, CancelJob, DrainPeer, RemovePeer, SubmitJob,
-                           TriggerSavepoint)
+from raft.artifacts import named_by
+from raft.commands import (AddArtifact, AdmitPeer, CancelJob, DrainPeer, ForgetArtifacts,
+                           RemovePeer, SubmitJob, TriggerSavepoint)
 from raft.node import MembershipRefused, RaftUnavailable
 from rest.gateway import ApiError
 
@@ -376,6 +378,35 @@ class PeerGateway:
         if not res.ok:
             raise ApiError(400, res.error)
         return {"id": art_id, "name": name, "size": len(data), "pyfile": f"artifact:{art_id}"}
+
+    @_api_errors
+    async def delete_artifact(self, artifact_id: str) -> dict:
+        """Forget an artifact no job names (Flink's DELETE /jars/<id>): 404 unknown, 409
+        named by a job. Its files go as an unused upload's do (the janitor, after
+        jobmanager.blob.grace-period), so an upload of the same bytes racing the delete
+        keeps them."""
+        self._writable()
+
+        def naming() -> Optional[list[str]]:  # None: unknown
+            with self.raft.read() as st:
+                if artifact_id not in st.artifacts:
+                    return None
+                return [j.id for j in st.jobs.values() if artifact_id in named_by(j.spec)]
+        jobs = naming()
+        if jobs is None:
+            await self.raft.barrier(self.conf["rest.write-timeout"])
+            jobs = naming()
+            if jobs is None:
+                raise ApiError(404, f"unknown artifact {artifact_id}")
+        if not jobs:
+            res = await self.raft.submit(ForgetArtifacts((artifact_id,), math.inf, time.time()),
+                                         self.conf["rest.write-timeout"])
+            if res.ok and res.value:
+                return {}
+            jobs = naming() or []
+        raise ApiError(409, f"artifact {artifact_id} is named by job(s) "
+                            f"{', '.join(jobs[:5]) or '(none now)'}; it is kept while they are "
+                            "in the job store")
 
     def artifact_file(self, artifact_id: str) -> Optional[str]:
         with self.raft.read() as st:

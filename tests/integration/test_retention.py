@@ -243,3 +243,33 @@ async def test_artifacts_no_job_names_are_forgotten_after_their_grace_period(tmp
         assert again["id"] == unused["id"]
         await ahttp("PATCH", c.url(0) + f"/jobs/{jid}?mode=cancel")
         await wait_state(c, jid, "CANCELED")
+
+
+async def test_delete_an_artifact_no_job_names(tmp_path):
+    """DELETE /artifacts/<id> (as Flink's DELETE /jars/<id>): forgotten on every peer at
+    once; one a job names is a 409 naming the job; an unknown one a 404."""
+    async with running(str(tmp_path), 2, SETTINGS) as c:
+        unused = await upload(c, "unused.py", b"x = 1\n")
+        used = await upload(c, "used.py", b"y = 2\n")
+        s, b = await ahttp("POST", c.url(1) + "/jobs", {
+            "entry": "jobs_fixture:sleepy", "pyfiles": [FIX, used["pyfile"]],
+            "args": {"seconds": 600}})
+        assert s == 202, b
+        jid = b["jobid"]
+        s, b = await ahttp("DELETE", c.url(1) + f"/artifacts/{unused['id']}")
+        assert (s, b) == (200, {}), b
+        for peer in (0, 1):
+            s, b = await ahttp("GET", c.url(peer) + "/artifacts")
+            assert [a["id"] for a in b["artifacts"]] == [used["id"]], b
+        s, b = await ahttp("DELETE", c.url(0) + f"/artifacts/{unused['id']}")
+        assert s == 404 and "unknown artifact" in b["errors"][0], b
+        s, b = await ahttp("DELETE", c.url(0) + f"/artifacts/{used['id']}")
+        assert s == 409 and jid in b["errors"][0], b
+        s, b = await ahttp("DELETE", c.url(0) + "/artifacts/sha256:nope")
+        assert s == 404, b
+        s, b = await ahttp("POST", c.url(0) + "/jobs",
+                           {"entry": "unused:main", "pyfiles": [unused["pyfile"]]})
+        assert s == 400 and "unknown artifact" in b["errors"][0], b
+        s, b = await ahttp("PATCH", c.url(0) + f"/jobs/{jid}?mode=cancel")
+        assert s == 202, b
+        await wait_state(c, jid, "CANCELED")
