@@ -403,10 +403,11 @@ class PeerGateway:
                                          self.conf["rest.write-timeout"])
             if res.ok and res.value:
                 return {}
-            jobs = naming() or []
+            jobs = naming()  # meanwhile: named by a new job, or forgotten by another delete
+            if jobs is None:
+                raise ApiError(404, f"unknown artifact {artifact_id}")
         raise ApiError(409, f"artifact {artifact_id} is named by job(s) "
-                            f"{', '.join(jobs[:5]) or '(none now)'}; it is kept while they are "
-                            "in the job store")
+                            f"{', '.join(jobs[:5])}; it is kept while they are in the job store")
 
     def artifact_file(self, artifact_id: str) -> Optional[str]:
         with self.raft.read() as st:
