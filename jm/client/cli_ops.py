@@ -132,6 +132,14 @@ def cmd_drain(client: Client, a: argparse.Namespace) -> int:
 
 
 def cmd_artifacts(client: Client, a: argparse.Namespace) -> int:
+    if a.delete:  # artifact:sha256:... (as listed) or sha256:...
+        art_id = a.delete[len("artifact:"):] if a.delete.startswith("artifact:") else a.delete
+        res = client.request("DELETE", f"/artifacts/{_q(art_id)}")
+        if a.json:
+            print_json(res)
+        else:
+            out(f"deleted artifact:{art_id}")
+        return EXIT_OK
     res = client.get("/artifacts")
     if a.json:
         print_json(res)
@@ -238,7 +246,10 @@ def add_commands(add: Callable[..., argparse.ArgumentParser],
     lg.add_argument("--tail", type=int, metavar="LINES", help="only the last LINES lines")
     lg.add_argument("-f", "--follow", action="store_true",
                     help="keep printing new output, into later attempts, until the job ends")
-    add("artifacts", "list the uploaded artifacts", cmd_artifacts)
+    ar = add("artifacts", "list the uploaded artifacts (or delete one no job names)",
+             cmd_artifacts)
+    ar.add_argument("--delete", metavar="PYFILE",
+                    help="forget this artifact (artifact:sha256:...) on every peer")
     u = add("upload", "upload a .py/.zip/.egg artifact; prints its pyfile id", cmd_upload)
     u.add_argument("file", metavar="FILE")
     for name, func, help_ in (

@@ -94,6 +94,18 @@ async def test_submit_upload_wait_prints_result(cluster3, tmp_path):
     assert rc == 0, (out, err)
     assert json.loads(out.strip().splitlines()[-1]) == {"n": 2, "k": "v"}
 
+    # an artifact no job names can be deleted; one a job names cannot (one line, exit 1)
+    spare = tmp_path / "spare.py"
+    spare.write_text("x = 1\n")
+    rc, out, err = await jm("--address", c.url(0), "upload", str(spare))
+    spare_id = out.strip()
+    rc, out, err = await jm("--address", c.url(1), "artifacts", "--delete", spare_id)
+    assert rc == 0 and out.strip() == f"deleted {spare_id}", (out, err)
+    rc, out, err = await jm("--address", c.url(2), "artifacts")
+    assert rc == 0 and spare_id not in out and pyfile in out, out
+    rc, out, err = await jm("--address", c.url(2), "artifacts", "--delete", pyfile)
+    assert rc != 0 and "named by job" in err and len(err.strip().splitlines()) == 1, err
+
 
 async def test_list_status_cluster(cluster3):
     c = cluster3
