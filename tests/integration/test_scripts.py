@@ -197,6 +197,13 @@ async def test_connect_jobs_say_when_their_peers_server_waits_for_executors(clus
     jobs = {jid: await apoll(lambda j=jid: running(j), 60, what=f"{jid} running")
             for jid in (connect, classic)}
     owner = {p.node: p for p in cluster3.peers}
+
+    def live(jid):  # RUNNING is applied before the JobMaster takes its attempt as live:
+        # from then on it relays its server's notes (it reads the server's current info
+        # itself when it goes live: here there is no server, so wait for that moment)
+        m = owner[jobs[jid]["node"]].dispatcher.masters.get(jid)
+        return m is not None and m._live is not None
+    await apoll(lambda: live(connect) and live(classic), 30, what="both attempts live")
     server = {"spark-app-id": "app-1", "master": "spark://m:7077", "executors": 0,
               "shared": "the peer's Spark Connect server"}
     for jid in (connect, classic):  # each job's own peer hears from its server
