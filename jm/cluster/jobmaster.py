@@ -19,6 +19,7 @@ from raft import state as S
 from raft.commands import CompleteSavepoint, ReleaseJob, ReportStatuses, StatusReport
 from raft.node import RaftUnavailable
 from jm.cluster.batcher import Batcher
+from jm.cluster.waits import wait_event
 from jm.runtime.executor import ExecutorLost, JobProcess
 from jm.runtime.sparkapp import INFO_FILE, SCRATCH
 from jm.policy.bounds import bounded_failure, json_size, readable, storable, truncate
@@ -428,9 +429,7 @@ class JobMaster:
             left = None if deadline is None else deadline - loop.time()
             if left is not None and left <= 0:
                 return
-            try:
-                await asyncio.wait_for(self.wake.wait(), left)
-            except asyncio.TimeoutError:
+            if not await wait_event(self.wake, left):
                 return
 
     async def _wait_or_intent(self, run_dir: str) -> Optional[tuple[int, int, bool]]:

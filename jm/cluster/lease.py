@@ -23,6 +23,7 @@ from typing import Callable, Optional
 
 from raft.commands import Heartbeat, RegisterPeer
 from raft.node import RaftUnavailable
+from jm.cluster.waits import wait_event
 
 log = logging.getLogger("jm.cluster.peer")
 
@@ -93,11 +94,8 @@ class Lease:
                     self._in_flight.add(task)
                     task.add_done_callback(self._in_flight.discard)
                 self.now.clear()
-                try:
-                    await asyncio.wait_for(self.now.wait(),
-                                           max(0.0, self.interval - (time.monotonic() - sent)))
-                except asyncio.TimeoutError:
-                    pass
+                await wait_event(self.now,
+                                 max(0.0, self.interval - (time.monotonic() - sent)))
         finally:
             for task in list(self._in_flight):
                 task.cancel()

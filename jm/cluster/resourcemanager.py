@@ -18,6 +18,7 @@ from raft.commands import (ANYWHERE, Assignment, AssignJobs, DeclarePeerDead, He
 from jm.policy.retention import expired_jobs, purge_batches, track_ended
 from raft.state import ClusterState
 from raft.node import RaftUnavailable
+from jm.cluster.waits import wait_event
 from jm.policy.placement import PeerLoad, Waiting, place
 from jm.policy.rebalance import JobInfo, PeerInfo, PlannedMove, plan_drain, plan_rebalance
 
@@ -155,6 +156,7 @@ class ResourceManager:
         self.leading = False
         self._wake = raft.subscribe()
         self._task = None
+        self._closing = False
         raft.apply_hooks.append(self._on_apply)
         raft.load_hooks.append(self._on_load)
 
@@ -175,13 +177,11 @@ class ResourceManager:
         self._task = asyncio.create_task(self._loop())
 
     async def _loop(self) -> None:
-        while True:
-            try:  # until a change, the next round, or the moment a peer's timeout runs out
-                wait = 0.2 if self._next_death is None else \
-                    min(0.2, max(0.02, self._next_death - self.mono()))
-                await asyncio.wait_for(self._wake.wait(), wait)
-            except asyncio.TimeoutError:
-                pass
+        while not self._closing:
+            # until a change, the next round, or the moment a peer's timeout runs out
+            wait = 0.2 if self._next_death is None else \
+                min(0.2, max(0.02, self._next_death - self.mono()))
+            await wait_event(self._wake, wait)
             self._wake.clear()
             if self.membership is not None:
                 self.membership.persist()
@@ -354,6 +354,7 @@ class ResourceManager:
             self._last_purge = now - self.purge_every
 
     async def close(self) -> None:
+        self._closing = True  # (ends the loop even if a cancellation was lost in a round)
         if self._task:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)

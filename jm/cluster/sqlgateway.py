@@ -20,6 +20,7 @@ import uuid
 from typing import Any, Optional
 
 from jm.cluster.batcher import Batcher
+from jm.cluster.waits import wait_event
 from jm.policy import sqlresult
 from jm.policy.sqlstmt import READ, STATE, WRITE, classify, temp_views
 from jm.runtime import sqlproto as P
@@ -120,10 +121,7 @@ class SqlGateway:
         """Follow the replicated sessions (new ones here are opened ahead of their first
         statement; moved or closed ones are let go) and expire idle ones."""
         while True:
-            try:
-                await asyncio.wait_for(self._wake.wait(), 2.0)
-            except asyncio.TimeoutError:
-                pass
+            await wait_event(self._wake, 2.0)
             self._wake.clear()
             try:
                 await self._reconcile()
