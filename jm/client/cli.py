@@ -230,14 +230,15 @@ def cmd_cluster(client: Client, a: argparse.Namespace) -> int:
         f"{ov.get('jobs-finished')} finished, {ov.get('jobs-failed')} failed, "
         f"{ov.get('jobs-cancelled')} cancelled")
     out("")
+    nodes = sorted(nodes, key=lambda n: str(n.get("id")))
     rows = [[n.get("id"), n.get("state"), n.get("raft-role") or "-",
              f"{client.base.split('://')[0]}://{n.get('host')}:{n.get('rest-port')}"
              if n.get("rest-port") else "-",
              f"{n.get('slots-used')}/{n.get('slots')}", len(n.get("jobs") or []),
              n.get("pid") or "-", fmt_time(n.get("registered-at"))]
-            for n in sorted(nodes, key=lambda n: str(n.get("id")))]
+            for n in nodes]
     out(table(["NODE", "STATE", "RAFT", "REST", "SLOTS", "JOBS", "PID", "REGISTERED"], rows))
-    for n in sorted(nodes, key=lambda n: str(n.get("id"))):
+    for n in nodes:
         if n.get("disk-low"):
             out(f"disk low on {n.get('id')}: {n['disk-low']}")
     return EXIT_OK

@@ -125,17 +125,17 @@ class Janitor:
         todo = cleanup.plan(listing, refs, self._policy(), time.time())
         done = await asyncio.to_thread(self._delete, todo) if todo else []
         if leader:
-            await self._forget_artifacts()
+            await self._forget_artifacts(refs)
         self.deleted = done
         self.sweeps += 1
         return done
 
-    async def _forget_artifacts(self) -> None:
+    async def _forget_artifacts(self, refs: cleanup.Refs) -> None:
         """The leader: forget the artifacts whose files go (GET /artifacts lists only what
-        a job can use); the state machine checks again that no job names them."""
+        a job can use); `refs`: the sweep's, as the state machine checks again that no job
+        names them."""
         now = time.time()
         with self.raft.read() as st:
-            refs = cleanup.refs_of(st)
             stale = cleanup.stale_artifacts(list(st.artifacts.values()), refs,
                                             self._policy(), now)
         for chunk in purge_batches(stale):

@@ -46,15 +46,18 @@ def _short(exc: BaseException) -> str:
     return (text[:300] + "...") if len(text) > 300 else text or type(exc).__name__
 
 
+def _endpoint(endpoint: Optional[str]) -> dict:
+    """pyarrow's endpoint_override and scheme for an endpoint setting (https if bare)."""
+    if not endpoint:
+        return {}
+    parts = urlsplit(endpoint if "://" in endpoint else "https://" + endpoint)
+    return {"endpoint_override": parts.netloc, "scheme": parts.scheme or "https"}
+
+
 def _s3(opts: dict) -> Any:
     from pyarrow import fs as pafs
     kw: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT,
-                          "request_timeout": REQUEST_TIMEOUT}
-    endpoint = opts.get("s3.endpoint")
-    if endpoint:
-        parts = urlsplit(endpoint if "://" in endpoint else "https://" + endpoint)
-        kw["endpoint_override"] = parts.netloc
-        kw["scheme"] = parts.scheme or "https"
+                          "request_timeout": REQUEST_TIMEOUT, **_endpoint(opts.get("s3.endpoint"))}
     if opts.get("s3.path.style.access") is False:  # else pyarrow: path style with an endpoint
         kw["force_virtual_addressing"] = True
     if opts.get("s3.access-key"):
@@ -68,12 +71,8 @@ def _s3(opts: dict) -> Any:
 def _gcs(opts: dict) -> Any:
     from datetime import timedelta
     from pyarrow import fs as pafs
-    kw: dict[str, Any] = {"retry_time_limit": timedelta(seconds=REQUEST_TIMEOUT)}
-    endpoint = opts.get("gs.endpoint")
-    if endpoint:
-        parts = urlsplit(endpoint if "://" in endpoint else "https://" + endpoint)
-        kw["endpoint_override"] = parts.netloc
-        kw["scheme"] = parts.scheme or "https"
+    kw: dict[str, Any] = {"retry_time_limit": timedelta(seconds=REQUEST_TIMEOUT),
+                          **_endpoint(opts.get("gs.endpoint"))}
     if opts.get("gs.anonymous"):
         kw["anonymous"] = True
     return pafs.GcsFileSystem(**kw)
