@@ -7,7 +7,8 @@ leader). The state holds what the peers need to agree on around it:
   (node id -> "host:rest-port:raft-port"), so that every peer can show them;
 * `removed`: tombstones (node id -> time) of peers taken out of the cluster; a removed
   peer cannot register again (it stops), and the leader takes every tombstoned node out
-  of the Raft membership;
+  of the Raft membership; `removed_dead` names those that were not alive when removed
+  (declared dead or never registered): nothing waits for them to hear of it;
 * a live peer being removed drains first (`leaving`): its streaming jobs move with
   savepoints, its batch jobs finish (or, after its drain deadline, restart elsewhere),
   and the leader retires it once it holds no job.
@@ -32,6 +33,7 @@ def holds_jobs(state, node: str) -> bool:
 def admit(state, cmd: c.AdmitPeer) -> Result:
     node = node_of(cmd.peer)
     state.removed.pop(node, None)
+    state.removed_dead.discard(node)
     if node not in state.peers:
         state.joining[node] = cmd.peer
     return Result(True, node)
@@ -63,7 +65,10 @@ def retire(state, cmd: c.RetirePeer) -> Result:
 def _retire(state, node: str, time: float) -> Result:
     if holds_jobs(state, node):  # never: a dead peer's jobs were requeued
         return Result.fail("conflict", f"peer {node} still holds jobs")
-    if node in state.peers:
+    peer = state.peers.get(node)
+    if peer is None or peer.state != ALIVE:
+        state.removed_dead.add(node)
+    if peer is not None:
         state.peers[node].state = "REMOVED"  # for the session moves below: not live
         sql.move_sessions_of(state, node, time)
         del state.peers[node]

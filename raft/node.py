@@ -150,6 +150,15 @@ class RaftHost:
                 continue
         return None
 
+    def connected(self, node: str) -> bool:
+        """On any member: whether its Raft link to `node` is up now."""
+        for _ in range(3):  # getStatus iterates dicts the tick thread may be changing
+            try:
+                return self.syncobj.getStatus().get(f"partner_node_status_server_{node}") == 2
+            except RuntimeError:
+                continue
+        return False
+
     def commit_index(self) -> int:
         return self.syncobj.raftCommitIndex
 

@@ -41,6 +41,7 @@ class ClusterState:
         # membership (raft/members.py): added, not yet registered; tombstones of removed
         self.joining: dict[str, str] = {}
         self.removed: dict[str, float] = {}
+        self.removed_dead: set[str] = set()  # removed while not alive (raft/members.py)
         self.applied: int = 0
         # the cluster's id, made by its first registration (jm/policy/identity.py)
         self.cluster_id: Optional[str] = None
@@ -54,6 +55,7 @@ class ClusterState:
         self.__dict__.setdefault("sessions", {})
         self.__dict__.setdefault("joining", {})
         self.__dict__.setdefault("removed", {})
+        self.__dict__.setdefault("removed_dead", set())
         self.__dict__.setdefault("cluster_id", None)
         self.__dict__.setdefault("next_number", 1)
         self.__dict__.setdefault("by_number", {})

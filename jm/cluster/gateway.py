@@ -228,9 +228,12 @@ class PeerGateway:
         change is in (a starting peer asks this to learn whether it is a member)."""
         await self.raft.barrier(self.conf["rest.write-timeout"])
         leader = self._leader()
+        members = self.raft.members()
+        with self.raft.read() as st:
+            pending = views.membership_pending(st, members)
         return {"leader": leader, "members": [
             {"id": m, "role": "leader" if m == leader else "follower", "self": m == self.node}
-            for m in self.raft.members()]}
+            for m in members], "pending": pending}
 
     async def livy_submit(self, body: Any, request_id: str) -> dict:
         """POST /batches: a Livy batch request as a script job (jm/policy/livy.py)."""

@@ -12,8 +12,11 @@ membership follow the replicated state (raft/members.py).
   snapshot then bring any later change.
 * The leader (`Membership.step`, run by the ResourceManager): retires a leaving peer that
   holds no job any more; adds the members the state says are joining; takes every
-  tombstoned node out of the Raft membership (after it has the entry that removed it, so
-  that it sees its removal and stops), handing leadership over first if that is itself.
+  tombstoned node out of the Raft membership, handing leadership over first if that is
+  itself. A live, connected member first gets the entry that removed it (so that it sees
+  its removal and stops); one that was dead when removed, or that the leader cannot reach,
+  is taken out at once: waiting could not tell it anything and would only keep the quorum
+  larger than the live members (a second loss then loses the majority).
   One change at a time, each committed before the next (pysyncobj refuses others).
 """
 from __future__ import annotations
@@ -119,6 +122,16 @@ async def initial_members(me: PeerAddress, masters: list[PeerAddress], raft_dir:
     return [m.raft_addr for m in masters] + ([me.raft_addr] if me not in masters else [])
 
 
+def removal_due(waited: float, has_entry: bool, dead: bool, connected: bool) -> bool:
+    """Whether the leader takes a tombstoned member out of the Raft membership now, after
+    `waited` s: at once if it was not alive when removed or cannot be reached (nothing to
+    wait for); else once it has the entry that removed it (plus one heartbeat), or after
+    CATCH_UP_WAIT."""
+    if dead or not connected:
+        return True
+    return waited >= (APPLY_WAIT if has_entry else CATCH_UP_WAIT)
+
+
 class Membership:
     """Keeps this peer's members file current; on the leader, reconciles the Raft
     membership with the state (called by the ResourceManager's rounds)."""
@@ -151,17 +164,17 @@ class Membership:
             retire = [p.id for p in st.peers.values()
                       if p.leaving and p.state == ALIVE and not holds_jobs(st, p.id)]
             joining = [n for n in st.joining if n not in members]
-            removed = [n for n in members if n in st.removed]
+            removed = [(n, n in st.removed_dead) for n in members if n in st.removed]
         for node in retire:
             res = await self.raft.submit(RetirePeer(node, self.wall()), self.write_timeout)
             if res.ok:
                 log.info("peer %s drained and retired; it leaves the Raft membership", node)
         if removed:
-            await self._remove(removed[0])
+            await self._remove(*removed[0])
         elif joining:
             await self._change(True, joining[0])
 
-    async def _remove(self, node: str) -> None:
+    async def _remove(self, node: str, dead: bool) -> None:
         if node == self.raft.self_addr:  # the leader cannot remove itself: hand over first
             log.info("this peer is being removed: handing leadership over")
             await self.raft.transfer_leadership()
@@ -170,7 +183,7 @@ class Membership:
         seen, index = self._removal_seen.setdefault(node, (now, self.raft.commit_index()))
         matched = self.raft.match_index(node)
         has_it = matched is not None and matched >= index
-        if now - seen < (APPLY_WAIT if has_it else CATCH_UP_WAIT):
+        if not removal_due(now - seen, has_it, dead, self.raft.connected(node)):
             # let it receive its removal, and a heartbeat that says it is committed, first
             # (it then stops by itself; if not, it finds out through Peer.watch_membership)
             return

@@ -85,6 +85,17 @@ def nodes(st: ClusterState, leader: Optional[str], members: Optional[list[str]] 
     return {"nodes": out}
 
 
+def membership_pending(st: ClusterState, members: list[str]) -> list[dict]:
+    """Raft membership changes the leader has still to make: removed peers that are still
+    members (they count in the quorum until then) and added ones that are not yet."""
+    out = [{"id": n, "change": "remove", "since": _ms(st.removed[n]),
+            "waits-for-peer": n not in st.removed_dead}
+           for n in sorted(set(members) & set(st.removed))]
+    out += [{"id": n, "change": "add", "peer": st.joining[n]}
+            for n in sorted(set(st.joining) - set(members))]
+    return out
+
+
 def jobs_list(st: ClusterState) -> dict:
     return {"jobs": [{"id": j.id, "status": j.status} for j in st.jobs.values()]}
 

@@ -3,7 +3,9 @@ the jm CLI: a 3-peer cluster grows to 4 (the new peer is not in conf/masters and
 through it), a live peer is removed (its streaming job moves with a savepoint, its batch
 job restarts elsewhere after the deadline, the peer stops by itself), a dead peer is
 removed at once and replaced by a new host, the removed peer cannot come back unasked,
-an added peer restarts from its own members file, and the leader itself is removed."""
+an added peer restarts from its own members file, and the leader itself is removed. A dead
+peer removed leaves the Raft voters at once: a second peer lost right after does not take
+the majority with it."""
 import os
 import signal
 import subprocess
@@ -149,23 +151,40 @@ def test_grow_remove_replace_and_remove_the_leader_online(cluster, tmp_path):
     assert not os.path.exists(raft_dir(c, victim))
     assert node_id(victim) not in nodes(url)
 
-    # ---- kill a follower; once dead it is removed at once, a new host E replaces it ----
-    gone = next(ln for ln in live if ln != leader_line(url, live) and ln in c.lines)
-    pid = peer_pid(c, gone)
-    os.kill(pid, signal.SIGKILL)
-    assert_gone([pid], "the killed peer")
-    live.remove(gone)
-    url = url_of(live[0])
-    poll(lambda: nodes(url)[node_id(gone)]["state"] == "DEAD", 60, what="declared dead")
-    rc, out, err = jm(url, "cluster", "remove-peer", node_id(gone))
-    assert rc == 0 and "REMOVED" in out, err
-    poll(lambda: members(url) == sorted(map(node_id, live)), 30, what="out of Raft")
+    # ---- a new host E joins (4 members); a follower is killed and, once dead, removed:
+    # it leaves the Raft voters at once, so losing a second follower right after still
+    # leaves a majority (3 members, 2 alive) -------------------------------------------
     rc, _, err = jm(url, "cluster", "add-peer", e)
     assert rc == 0, err
     r = c.run("jobmanager.sh", "start", e)
     assert r.returncode == 0, r.stderr
     live.append(e)
     poll(lambda: nodes(url)[node_id(e)]["state"] == "ALIVE", 60, what="E registered")
+    assert len(members(url)) == 4
+    gone = next(ln for ln in live if ln != leader_line(url, live) and ln in c.lines)
+    pid = peer_pid(c, gone)
+    os.kill(pid, signal.SIGKILL)
+    assert_gone([pid], "the killed peer")
+    live.remove(gone)
+    url = url_of(leader_line(url_of(e), live))
+    poll(lambda: nodes(url)[node_id(gone)]["state"] == "DEAD", 60, what="declared dead")
+    rc, out, err = jm(url, "cluster", "remove-peer", node_id(gone))
+    assert rc == 0 and "REMOVED" in out, err
+    pending = http("GET", url + "/cluster/peers")[1]["pending"]
+    assert all(p["id"] == node_id(gone) and p["change"] == "remove"
+               and p["waits-for-peer"] is False for p in pending), pending
+    second = next(ln for ln in live if url_of(ln) != url)  # lost at once, not 5 s later
+    pid2 = peer_pid(c, second)
+    os.kill(pid2, signal.SIGKILL)
+    assert_gone([pid2], "the second killed peer")
+    quick = submit(url, {"entry": "jobs_fixture:quick", "pyfiles": [FIX]})
+    poll(lambda: job(url, quick)["state"] == "FINISHED", 60, what="a job with 2 of 3 alive")
+    assert not http("GET", url + "/cluster/peers")[1]["pending"]
+    assert members(url) == sorted(map(node_id, live))
+    r = c.run("jobmanager.sh", "start", second)  # back with its data: still a member
+    assert r.returncode == 0, r.stderr
+    poll(lambda: http("GET", url_of(second) + "/healthz")[1].get("ok")
+         and nodes(url)[node_id(second)]["state"] == "ALIVE", 60, what="second back")
     quick = submit(url_of(e), {"entry": "jobs_fixture:quick", "pyfiles": [FIX]})
     poll(lambda: job(url, quick)["state"] == "FINISHED", 60, what="a job on the new cluster")
     for ln in live:

@@ -44,6 +44,10 @@ def test_remove_a_dead_peer_at_once_and_it_cannot_register_again(st):
     res = st.apply(c.RemovePeer("n2", 6.0))
     assert res.ok and res.value["state"] == "REMOVED"
     assert "n2" not in st.peers and st.removed == {"n2": 6.0}
+    assert st.removed_dead == {"n2"}  # the leader takes it out of Raft without waiting
+    pending = views.membership_pending(st, ["n1", "n2"])
+    assert pending == [{"id": "n2", "change": "remove", "since": 6000,
+                        "waits-for-peer": False}]
     again = reg(st, "n2", time=7.0)
     assert not again.ok and again.code == "removed"
 
@@ -53,6 +57,12 @@ def test_readmitted_peer_registers(st):
     st.apply(c.RemovePeer("n2", 6.0))
     assert st.apply(c.AdmitPeer("h:8000:9000", 8.0)).value == "h:9000"
     assert "h:9000" not in st.removed
+    st.apply(c.AdmitPeer("n2:0:1", 8.5))  # a node id "n2" cannot come back, but its
+    assert st.removed_dead == {"n2"}       # tombstone goes with a new admission of it
+    st.removed["x:1"] = 1.0
+    st.removed_dead.add("x:1")
+    st.apply(c.AdmitPeer("x:0:1", 8.6))
+    assert "x:1" not in st.removed_dead
     assert reg(st, "h:9000", time=9.0).ok
 
 
@@ -74,8 +84,14 @@ def test_a_live_peer_leaves_only_once_it_holds_no_job(st):
     refused = st.apply(c.RetirePeer("n2", 8.0))
     assert not refused.ok and refused.code == "conflict"
     report(st, "b1", 1, "n2", S.FINISHED)
+    assert views.membership_pending(st, ["n1", "n2", "h4:1"]) == []
     assert st.apply(c.RetirePeer("n2", 9.0)).ok
     assert "n2" not in st.peers and "n2" in st.removed
+    assert st.removed_dead == set()  # alive: the leader lets it see its removal first
+    assert views.membership_pending(st, ["n1", "n2"])[0]["waits-for-peer"] is True
+    st.apply(c.AdmitPeer("h5:8085:9005", 10.0))
+    assert views.membership_pending(st, ["n1"]) == [
+        {"id": "h5:9005", "change": "add", "peer": "h5:8085:9005"}]
 
 
 def test_retire_refuses_a_live_peer_not_being_removed(st):
@@ -151,7 +167,21 @@ def test_deadline_moves_place_what_fits_and_send_the_rest_anywhere():
 def test_old_snapshots_get_the_membership_tables():
     st = ClusterState()
     data = dict(st.__dict__)
-    del data["joining"], data["removed"]
+    del data["joining"], data["removed"], data["removed_dead"]
     fresh = ClusterState.__new__(ClusterState)
     fresh.__setstate__(data)
-    assert fresh.joining == {} and fresh.removed == {}
+    assert fresh.joining == {} and fresh.removed == {} and fresh.removed_dead == set()
+
+
+@pytest.mark.parametrize("waited,has_entry,dead,connected,due", [
+    (0.0, False, True, True, True),      # declared dead when removed: at once
+    (0.0, False, False, False, True),    # the leader has no link to it: at once
+    (0.0, False, False, True, False),    # live and connected: let it get its removal
+    (0.4, True, False, True, False),     # it has it: one more heartbeat carries the commit
+    (0.5, True, False, True, True),
+    (4.9, False, False, True, False),
+    (5.0, False, False, True, True),     # never acknowledged: cut off after CATCH_UP_WAIT
+])
+def test_removal_due(waited, has_entry, dead, connected, due):
+    from jm.cluster.membership import removal_due
+    assert removal_due(waited, has_entry, dead, connected) is due
