@@ -193,7 +193,8 @@ async def get_overview(request: web.Request) -> web.Response:
 
 
 async def get_nodes(request: web.Request) -> web.Response:
-    return web.json_response(_gw(request).view("nodes"))
+    """The peers (every one by default: a cluster's peers are a short list)."""
+    return web.json_response(_gw(request).list_page("nodes", request.query))
 
 
 async def post_job(request: web.Request) -> web.Response:
@@ -208,11 +209,24 @@ async def post_job(request: web.Request) -> web.Response:
 
 
 async def get_jobs(request: web.Request) -> web.Response:
-    return web.json_response(_gw(request).view("jobs"))
+    """A page of jobs, newest first (pages.DEFAULT_LIMIT by default; jm/policy/pages.py)."""
+    return web.json_response(_gw(request).list_page("jobs", request.query))
 
 
 async def get_jobs_overview(request: web.Request) -> web.Response:
-    return web.json_response(_gw(request).view("jobs-overview"))
+    """Flink's complete overview (its tools read every job); filters and a page on ask."""
+    return await json_blocks(request, await _gw(request).jobs_overview(request.query))
+
+
+async def json_blocks(request: web.Request, blocks: list[bytes]) -> web.StreamResponse:
+    """A large JSON answer written block by block (the loop serves others in between)."""
+    resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+    resp.content_length = sum(len(b) for b in blocks)
+    await resp.prepare(request)
+    for block in blocks:
+        await resp.write(block)
+    await resp.write_eof()
+    return resp
 
 
 def _job_view(request: web.Request, name: str) -> Any:
@@ -392,7 +406,7 @@ async def post_artifact(request: web.Request) -> web.Response:
 
 
 async def get_artifacts(request: web.Request) -> web.Response:
-    return web.json_response(_gw(request).view("artifacts"))
+    return web.json_response(_gw(request).list_page("artifacts", request.query))
 
 
 async def get_artifact_content(request: web.Request) -> web.StreamResponse:

@@ -15,7 +15,7 @@ RestClusterClient, the web UI's first call, Python REST clients) need beyond our
   cluster cannot write).
 
 The decisions (`savepoint_request`, `termination_mode`, `unprefixed`,
-`flink_jobs`) are pure functions; the handlers are a thin shell over the gateway.
+`dashboard_config`) are pure functions; the handlers are a thin shell over the gateway.
 """
 from __future__ import annotations
 
@@ -94,12 +94,6 @@ def savepoint_request(body: Any, stop: bool) -> tuple[str, Optional[str], bool]:
     return trigger or uuid.uuid4().hex, target, stop or body.get("cancel-job") is True
 
 
-def flink_jobs(rows: list[dict]) -> list[dict]:
-    """The rows a Flink client can read: Flink's JobID deserializer refuses a whole list
-    for one id that is not 32 hex digits (a spec's own "jobid" may be anything)."""
-    return [r for r in rows if isinstance(r.get("jid"), str) and JOB_ID_RE.match(r["jid"])]
-
-
 def dashboard_config(version: str, commit: str, offset_s: int, zone: str) -> dict:
     """Flink's DashboardConfiguration (GET /config, the web UI's first call)."""
     return {"refresh-interval": 3000, "timezone-name": zone,
@@ -133,8 +127,9 @@ async def get_job_status(request: web.Request) -> web.Response:
 
 async def get_jobs_overview_v1(request: web.Request) -> web.Response:
     """GET /v1/jobs/overview (Flink's MultipleJobsDetails): the jobs with Flink job ids."""
-    out = _gw(request).view("jobs-overview")
-    return web.json_response({**out, "jobs": flink_jobs(out["jobs"])})
+    from rest.app import json_blocks
+    return await json_blocks(request, await _gw(request).jobs_overview(request.query,
+                                                                       JOB_ID_RE.match))
 
 
 async def patch_job_v1(request: web.Request) -> web.Response:

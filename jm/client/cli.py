@@ -21,6 +21,7 @@ import sys
 import time
 from typing import Any, Optional
 
+from jm.client.cli_list import add_list
 from jm.client.cli_members import add_cluster_args, cluster_action
 from jm.client.cli_ops import add_commands
 from jm.client.cli_run import add_run
@@ -116,21 +117,6 @@ def report_end(client: Client, job: dict, as_json: bool, expect: str) -> int:
 
 
 # ---- other commands -------------------------------------------------------------------
-
-def cmd_list(client: Client, a: argparse.Namespace) -> int:
-    res = client.get("/jobs/overview")
-    if a.json:
-        print_json(res)
-        return EXIT_OK
-    jobs = sorted(res.get("jobs", []), key=lambda j: (j.get("start-time") or 0, j.get("jid") or ""))
-    if not jobs:
-        out("no jobs")
-        return EXIT_OK
-    rows = [[j.get("jid"), j.get("name"), j.get("state"), j.get("node"), j.get("attempt"),
-             j.get("restarts"), fmt_duration(j.get("duration"))] for j in jobs]
-    out(table(["ID", "NAME", "STATE", "NODE", "ATTEMPT", "RESTARTS", "DURATION"], rows))
-    return EXIT_OK
-
 
 def cmd_status(client: Client, a: argparse.Namespace) -> int:
     job = client.get(f"/jobs/{_q(a.jobid)}")
@@ -387,7 +373,7 @@ def make_parser() -> argparse.ArgumentParser:
                    help="with --wait: print each change of state, peer and attempt to stderr "
                         "(the default on a terminal)")
 
-    add("list", "list the jobs", cmd_list)
+    add_list(add)
     st = add("status", "show a job's details, attempts and result", cmd_status)
     st.add_argument("jobid", metavar="JOBID")
     c = add("cancel", "cancel a job", cmd_cancel)

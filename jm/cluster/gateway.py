@@ -16,6 +16,8 @@ import zipfile
 from typing import Any, Optional
 
 from jm.cluster.blobs import BlobError, safe_name
+from jm.cluster.joblists import JobLists
+from jm.policy.pages import DEFAULT_LIMIT
 from jm.cluster.resourcemanager import rebalance_round, to_command
 from jm.cluster import remotefs
 from jm.cluster.savepoint import SavepointError, read_metadata
@@ -62,6 +64,7 @@ class PeerGateway:
         self.blobs = peer.blobs
         self.log_dir = peer.log_dir
         self.peer_headers = peer.peer_headers
+        self.lists = JobLists(lambda: self.raft.read())
 
     raft = property(lambda self: self.peer.raft)
     lease = property(lambda self: self.peer.lease)
@@ -422,6 +425,18 @@ class PeerGateway:
         except BlobError:
             return None
 
+    def list_page(self, name: str, query: Any) -> dict:
+        """A page of a list route: jobs (newest first, DEFAULT_LIMIT by default), peers
+        (all by default), artifacts (DEFAULT_LIMIT); 400 for a parameter out of range."""
+        if name == "jobs":
+            return self.lists.jobs_page(query)
+        out = self.view(name)
+        return {**out, **self.lists.page(query, name, out[name],
+                                         None if name == "nodes" else DEFAULT_LIMIT)}
+
+    async def jobs_overview(self, query: Any, id_ok: Any = None) -> list[bytes]:
+        return await self.lists.overview(query, id_ok)
+
     def view(self, name: str, *args: Any) -> Any:
         now = time.time()
         leader = self._leader()
@@ -430,10 +445,6 @@ class PeerGateway:
                 return views.overview(st, leader)
             if name == "nodes":
                 return views.nodes(st, leader, self.raft.members())
-            if name == "jobs":
-                return views.jobs_list(st)
-            if name == "jobs-overview":
-                return views.jobs_overview(st, now)
             if name == "artifacts":
                 return views.artifacts(st)
             if name == "livy-version":

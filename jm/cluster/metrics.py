@@ -128,6 +128,10 @@ class PeerMetrics:
         self._rest = Histogram("jm_rest_request_duration_seconds", "REST request latency on "
                                "this peer", ("peer", "method", "route", "code"),
                                registry=reg, buckets=LATENCY_BUCKETS)
+        self.loop_lag = Histogram("jm_event_loop_lag_seconds", "How late this peer's event "
+                                  "loop ran a timer (every 100 ms; jm/cluster/looplag.py)",
+                                  ("peer",), registry=reg,
+                                  buckets=LATENCY_BUCKETS).labels(node)
         if read_gauges is not None:
             self.registry.register(_ScrapeGauges(node, read_gauges))
 

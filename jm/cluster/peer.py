@@ -31,6 +31,7 @@ from jm.cluster.lease import Lease
 from jm.cluster import tls
 from jm.cluster.identity import amnesia_guard, keep_identity
 from jm.cluster.membership import Membership, ask_members, has_raft_data, initial_members
+from jm.cluster.looplag import LoopMonitor
 from jm.cluster.metrics import PeerMetrics
 from jm.cluster.resourcemanager import RebalanceConfig, ResourceManager
 from jm.config import (Config, ConfigError, PeerAddress, choose_self, load_config,
@@ -237,6 +238,7 @@ class Peer:
         self._tasks.append(asyncio.create_task(self.lease.run()))
         self._tasks.append(asyncio.create_task(self.lease.watchdog()))
         self._tasks.append(asyncio.create_task(self._watch_membership()))
+        self._tasks.append(asyncio.create_task(LoopMonitor(self.metrics.loop_lag.observe).run()))
         self._tasks.append(asyncio.create_task(
             keep_identity(self.raft, self.registered, self.raft_dir, self.node)))
         self.dispatcher.start()

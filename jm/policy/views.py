@@ -96,10 +96,6 @@ def membership_pending(st: ClusterState, members: list[str]) -> list[dict]:
     return out
 
 
-def jobs_list(st: ClusterState) -> dict:
-    return {"jobs": [{"id": j.id, "status": j.status} for j in st.jobs.values()]}
-
-
 def _duration(job: JobRecord, now: float) -> int:
     end = job.end_time if job.end_time is not None else now
     return int((end - job.submitted_at) * 1000)

@@ -2,6 +2,7 @@
 "use strict";
 
 const REFRESH_MS = 1500;
+const PAGE = 50;  // jobs per page of the jobs table
 const TERMINAL = ["FINISHED", "FAILED", "CANCELED"];
 const STATES = ["CREATED", "INITIALIZING", "RUNNING", "RESTARTING", "CANCELLING", "CANCELED",
                 "FAILED", "FINISHED"];
@@ -134,22 +135,32 @@ const views = {
       $("#f-state").value = params.get("state") || "";
       $("#f-text").value = params.get("q") || "";
       this.node = params.get("node") || "";
+      this.offset = 0;
       for (const id of ["#f-state", "#f-text"]) {
-        $(id).oninput = () => this.refresh();
+        $(id).oninput = () => { this.offset = 0; this.refresh(); };
       }
-      $("#f-node").oninput = () => { this.node = $("#f-node").value; this.refresh(); };
+      $("#f-node").oninput = () => {
+        this.node = $("#f-node").value; this.offset = 0; this.refresh();
+      };
+      $("#pg-prev").onclick = () => { this.offset = Math.max(0, this.offset - PAGE); this.refresh(); };
+      $("#pg-next").onclick = () => { this.offset += PAGE; this.refresh(); };
     },
     async refresh() {
-      const [jobs, nodes] = await Promise.all([api("GET", "/jobs/overview"), api("GET", "/nodes")]);
+      // one page from the server, filtered there: the table costs what it shows
+      const q = new URLSearchParams({ limit: PAGE, offset: this.offset });
+      if ($("#f-state").value) q.set("state", $("#f-state").value);
+      if ($("#f-text").value) q.set("name", $("#f-text").value);
+      if (this.node) q.set("node", this.node);
+      const [jobs, nodes] = await Promise.all([api("GET", `/jobs?${q}`), api("GET", "/nodes")]);
       const sel = $("#f-node");
       const chosen = this.node;
       sel.innerHTML = `<option value="">all</option>` + nodes.nodes.map((n) =>
         `<option ${n.id === chosen ? "selected" : ""}>${esc(n.id)}</option>`).join("");
-      const st = $("#f-state").value, q = $("#f-text").value.toLowerCase();
-      const rows = jobs.jobs
-        .filter((j) => (!st || j.state === st) && (!chosen || j.node === chosen) &&
-                (!q || j.jid.includes(q) || (j.name || "").toLowerCase().includes(q)))
-        .sort((a, b) => b["start-time"] - a["start-time"]);
+      const rows = jobs.jobs;
+      const last = this.offset + rows.length;
+      $("#pg-info").textContent = jobs.total ? `${this.offset + 1}-${last} of ${jobs.total}` : "";
+      $("#pg-prev").disabled = this.offset === 0;
+      $("#pg-next").disabled = jobs["next-offset"] === null;
       $("#jobs tbody").innerHTML = rows.map((j) => `
         <tr data-job="${esc(j.jid)}">
           <td><a href="#/job/${encodeURIComponent(j.jid)}">${esc(j.jid.slice(0, 12))}</a></td>

@@ -56,7 +56,7 @@ def job(url, jid):
 
 
 def count_jobs(url):
-    return len(http("GET", url + "/jobs")[1]["jobs"])
+    return http("GET", url + "/jobs")[1]["total"]
 
 
 def submit(url, spec):

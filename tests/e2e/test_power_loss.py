@@ -254,7 +254,8 @@ def run_power_loss(base: str, fsync: bool) -> tuple[list, set, list]:
             # committed before it (the recovered log) is applied on the reading peer
             body = poll(lambda: _accepted(c.urls[0], "marker"), 30,
                         what="a submission after the restart")
-            present = {j["id"] for j in http("GET", c.urls[0] + "/jobs", timeout=30)[1]["jobs"]}
+            present = {j["jid"] for j in http("GET", c.urls[0] + "/jobs/overview",
+                                              timeout=30)[1]["jobs"]}  # every job
             assert body["jobid"] in present
         finally:
             end_session(c.urls)

@@ -267,7 +267,8 @@ def test_cancel_and_whole_cluster_restart_keeps_jobs(cluster):
     cluster.start()
     for url in cluster.urls:
         s, after = http("GET", url + "/jobs")
-        assert sorted(map(str, after["jobs"])) == sorted(map(str, before["jobs"]))
+        assert [(j["id"], j["status"]) for j in after["jobs"]] == \
+            [(j["id"], j["status"]) for j in before["jobs"]]
     s, job = http("GET", cluster.urls[2] + f"/jobs/{sleepy}")
     assert job["state"] == "CANCELED"
 

@@ -101,6 +101,8 @@ def test_dashboard_submit_cancel_and_failover(cluster, browser, tmp_path):
     d.find_element(By.ID, "nav-jobs").click()
     poll(lambda: d.find_elements(By.CSS_SELECTOR, f'tr[data-job="{jid}"]'), 20,
          what="the job in the table")
+    assert text_of(d, "#pg-info") == "1-1 of 1"  # one page, from GET /jobs?limit=...
+    assert not d.find_element(By.ID, "pg-next").is_enabled()
     shot(d, tmp_path, "jobs")
 
     # cancel, with the confirmation dialog

@@ -123,6 +123,23 @@ async def test_list_status_cluster(cluster3):
     rc, out, err = await jm("--address", c.url(0), "--json", "list")
     assert rc == 0 and any(j["jid"] == jid for j in json.loads(out)["jobs"])
 
+    # pages, newest first; filters applied by the peer
+    rc, out2, err = await jm("--address", c.url(1), "submit", *QUICK, "--name", "cli-second",
+                             "--wait")
+    assert rc == 0, err
+    rc, out, err = await jm("-a", c.url(0), "list", "--limit", "1")
+    assert rc == 0 and "cli-second" in out and "cli-quick" not in out, out
+    assert "older ones: jm list --offset 1 --limit 1" in out
+    rc, out, err = await jm("-a", c.url(0), "list", "--limit", "1", "--all")
+    assert rc == 0 and "cli-second" in out and "cli-quick" in out and "older" not in out
+    rc, out, err = await jm("-a", c.url(0), "list", "--name", "SECOND", "--state", "finished")
+    assert rc == 0 and "cli-second" in out and "cli-quick" not in out, out
+    rc, out, err = await jm("-a", c.url(0), "list", "--state", "RUNNING")
+    assert rc == 0 and out.strip() == "no jobs"
+    rc, out, err = await jm("-a", c.url(0), "list", "--limit", "5000")
+    assert rc != 0 and "limit must be between 1 and 1000" in err
+    assert len(err.strip().splitlines()) == 1, err
+
     rc, out, err = await jm("--address", c.url(0), "status", jid)
     assert rc == 0, err
     assert jid in out and "FINISHED" in out and "cli-quick" in out

@@ -78,4 +78,7 @@ async def test_leader_alone_exports_cluster_series_and_openmetrics(tmp_path):
         assert fams["jm_job_restarts"].type == "counter"
         assert fams["jm_cluster_jobs"].type == "gauge"
         assert fams["jm_rest_request_duration_seconds"].type == "histogram"
+        lag = fams["jm_event_loop_lag_seconds"]  # measured since the peer started
+        assert lag.type == "histogram"
+        assert next(s.value for s in lag.samples if s.name.endswith("_count")) > 0
         assert fams["process_resident_memory_bytes"].samples[0].value > 0

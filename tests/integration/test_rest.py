@@ -61,6 +61,27 @@ async def test_jobs_spread_over_peers_and_finish(cluster3):
     rows = {r["jid"]: r for r in ov["jobs"]}
     assert all(rows[j]["state"] == "FINISHED" and rows[j]["duration"] >= 1000 for j in ids)
 
+    # pages of /jobs: newest first, filtered on the peer; a page size out of range is a 400
+    s, page = await ahttp("GET", c.url(1) + "/jobs?limit=4&state=finished")
+    assert s == 200 and page["total"] == 9 and page["next-offset"] == 4
+    assert [r["id"] for r in page["jobs"]] == ids[::-1][:4]
+    s, rest = await ahttp("GET", c.url(2) + "/jobs?limit=4&offset=8&state=FINISHED")
+    assert [r["id"] for r in rest["jobs"]] == ids[:1] and rest["next-offset"] is None
+    s, page = await ahttp("GET", c.url(0) + f"/jobs?name={ids[3][:12]}")
+    assert [r["id"] for r in page["jobs"]] == [ids[3]]
+    s, page = await ahttp("GET", c.url(0) + "/jobs?state=RUNNING")
+    assert page["jobs"] == [] and page["total"] == 0
+    for bad in ("limit=0", "limit=1001", "offset=-2", "state=ASLEEP", "since=x"):
+        s, b = await ahttp("GET", c.url(0) + f"/jobs?{bad}")
+        assert s == 400 and b["errors"] and bad.split("=")[0] in b["errors"][0], (bad, b)
+    s, b = await ahttp("GET", c.url(0) + "/nodes?state=RUNNING")
+    assert s == 400 and "jobs only" in b["errors"][0]
+    s, nodes = await ahttp("GET", c.url(0) + "/nodes?limit=2")
+    assert len(nodes["nodes"]) == 2 and nodes["total"] == 3 and nodes["next-offset"] == 2
+    # Flink's overview pages only on ask (its tools read it whole)
+    s, ov = await ahttp("GET", c.url(2) + "/jobs/overview?limit=2&offset=1")
+    assert [r["jid"] for r in ov["jobs"]] == ids[1:3]
+
 
 async def test_fixed_jobid_conflict(cluster3):
     c = cluster3

@@ -83,12 +83,36 @@ def test_nodes(st):
         ["follower", "leader", None]
 
 
-def test_jobs_list(st):
-    assert V.jobs_list(st) == {"jobs": [
-        {"id": "run", "status": "RUNNING"}, {"id": "fin", "status": "FINISHED"},
-        {"id": "fail", "status": "FAILED"}, {"id": "canc", "status": "CANCELED"},
-        {"id": "wait", "status": "CREATED"}, {"id": "cing", "status": "CANCELLING"},
-        {"id": "asg", "status": "CREATED"}]}
+def test_jobs_pages_newest_first_with_filters(st):
+    import contextlib
+    import json
+    from jm.cluster.joblists import JobLists
+    from rest.gateway import ApiError
+    lists = JobLists(lambda: contextlib.nullcontext(st), clock=lambda: 100.0)
+    page = lists.jobs_page({"limit": "2"})
+    assert [r["id"] for r in page["jobs"]] == ["asg", "cing"]
+    assert page["jobs"][0]["status"] == "CREATED" and page["jobs"][0]["jid"] == "asg"
+    assert (page["total"], page["next-offset"]) == (7, 2)
+    last = lists.jobs_page({"limit": "2", "offset": "6"})
+    assert [r["id"] for r in last["jobs"]] == ["run"] and last["next-offset"] is None
+    ended = lists.jobs_page({"state": "failed,Canceled"})
+    assert [r["id"] for r in ended["jobs"]] == ["canc", "fail"] and ended["total"] == 2
+    assert [r["id"] for r in lists.jobs_page({"name": "JOB-F"})["jobs"]] == ["fail", "fin"]
+    assert [r["id"] for r in lists.jobs_page({"node": "n1"})["jobs"]] == ["cing", "run"]
+    since = lists.jobs_page({"since": "25000"})  # changed at or after 25 s
+    assert {r["id"] for r in since["jobs"]} == {"cing", "fin"}
+    for bad in ({"limit": "0"}, {"limit": "1001"}, {"offset": "-1"}, {"limit": "x"},
+                {"state": "SLEEPING"}):
+        with pytest.raises(ApiError) as exc:
+            lists.jobs_page(bad)
+        assert exc.value.status == 400
+    # Flink's overview: complete by default, the same rows as the pure view
+    import asyncio
+    full = json.loads(b"".join(asyncio.run(lists.overview({}))))
+    assert full == json.loads(json.dumps(V.jobs_overview(st, 100.0)))
+    hexed = json.loads(b"".join(asyncio.run(lists.overview({"state": "RUNNING"},
+                                                           lambda j: j == "run"))))
+    assert [r["jid"] for r in hexed["jobs"]] == ["run"]
 
 
 def test_jobs_overview_rows(st):

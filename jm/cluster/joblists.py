@@ -1,0 +1,66 @@
+"""The list routes' reads from this peer's replica: pages of jobs (`GET /jobs`), Flink's
+complete overview (`GET /jobs/overview`, `/v1/jobs/overview`, from the row cache of
+jm/cluster/readcache.py), and pages of the short lists (peers, artifacts)."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, ContextManager, Mapping, Optional
+
+from jm.cluster.readcache import OverviewCache
+from jm.policy import pages, views
+from rest.gateway import ApiError
+
+
+def parse(query: Mapping[str, str], default_limit: Optional[int] = pages.DEFAULT_LIMIT,
+          jobs: bool = True) -> pages.PageQuery:
+    """The page a request asks for (400 when a parameter is out of range)."""
+    try:
+        return pages.parse(query, default_limit, jobs)
+    except pages.BadQuery as exc:
+        raise ApiError(400, str(exc))
+
+
+class JobLists:
+    """`read`: the replica's read lock (a context manager yielding the ClusterState)."""
+
+    def __init__(self, read: Callable[[], ContextManager[Any]],
+                 clock: Callable[[], float] = time.time) -> None:
+        self.read = read
+        self.clock = clock
+        self.cache = OverviewCache()
+
+    def jobs_page(self, query: Mapping[str, str]) -> dict:
+        """A page of jobs, newest first: Flink's `/jobs` fields (`id`, `status`) and the
+        overview's row of each."""
+        q = parse(query)
+        now = self.clock()
+        with self.read() as st:
+            keep = (lambda j: pages.job_matches(q, j, views.last_modification)) \
+                if q.filtered else (lambda j: True)
+            found, total = pages.page_of(q, reversed(st.jobs.values()), keep,
+                                         None if q.filtered else len(st.jobs))
+            rows = [{"id": j.id, "status": j.status, **views.job_row(j, now)}
+                    for j in found]
+        return pages.envelope(q, "jobs", rows, total)
+
+    async def overview(self, query: Mapping[str, str],
+                       id_ok: Optional[Callable[[str], bool]] = None) -> list[bytes]:
+        """Flink's MultipleJobsDetails (`{"jobs": [...]}`, submission order) as JSON blocks:
+        every job unless the query filters or pages; `id_ok` narrows it by job id."""
+        q = parse(query, None)
+        select = None
+        if q.filtered or id_ok is not None or q.limit is not None or q.offset:
+            def keep(j: Any) -> bool:
+                return (id_ok is None or bool(id_ok(j.id))) and \
+                    pages.job_matches(q, j, views.last_modification)
+
+            def select(st: Any) -> list:
+                return pages.page_of(q, st.jobs.values(), keep)[0]
+        return await self.cache.body(self.read, self.clock(), select)
+
+    def page(self, query: Mapping[str, str], key: str, rows: list,
+             default_limit: Optional[int] = None) -> dict:
+        """A page of a short list (peers, artifacts), already built: sliced."""
+        q = parse(query, default_limit, jobs=False)
+        end = None if q.limit is None else q.offset + q.limit
+        return pages.envelope(q, key, rows[q.offset:end], len(rows))

@@ -1,0 +1,76 @@
+"""Unit tests for jm/cluster/readcache.py: Flink's complete overview from cached rows is
+the pure view's answer, re-serialises only live and changed jobs, forgets purged ones."""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+from jm.cluster import readcache
+from jm.cluster.readcache import OverviewCache
+from jm.policy import views as V
+from raft import commands as c
+from raft import state as S
+from raft.state import ClusterState
+
+
+def make(n_ended: int) -> ClusterState:
+    st = ClusterState()
+    st.apply(c.RegisterPeer("n1", "h1", 8081, 6123, 11, 4, 1.0))
+    for i in range(n_ended + 1):
+        st.apply(c.SubmitJob(f"j{i}", {"name": f"job-{i}", "slots": 1, "entry": "m:f"},
+                             10.0 + i))
+        st.apply(c.AssignJobs((c.Assignment(f"j{i}", "n1", 0),), 10.5 + i))
+        st.apply(c.ReportStatuses((c.StatusReport(f"j{i}", 1, "n1", S.RUNNING, 11.0 + i),)))
+        if i < n_ended:
+            st.apply(c.ReportStatuses((c.StatusReport(f"j{i}", 1, "n1", S.FINISHED,
+                                                      12.0 + i),)))
+    return st
+
+
+def body(cache, st, now):
+    return json.loads(b"".join(asyncio.run(cache.body(lambda: contextlib.nullcontext(st),
+                                                      now))))
+
+
+def test_cached_rows_are_the_views_rows_and_live_jobs_stay_fresh():
+    st = make(5)
+    cache = OverviewCache()
+    assert body(cache, st, 100.0) == json.loads(json.dumps(V.jobs_overview(st, 100.0)))
+    assert (cache.hits, cache.misses) == (0, 5)
+    later = body(cache, st, 200.0)  # the live job's duration grew; ended rows reused
+    assert later == json.loads(json.dumps(V.jobs_overview(st, 200.0)))
+    assert (cache.hits, cache.misses) == (5, 5)
+
+
+def test_a_replaced_or_purged_ended_job_is_not_served_stale():
+    st = make(3)
+    cache = OverviewCache()
+    body(cache, st, 100.0)
+    import copy
+    st.jobs["j0"] = copy.deepcopy(st.jobs["j0"])  # another record (a snapshot installed)
+    st.jobs["j0"].restarts += 1
+    assert body(cache, st, 100.0)["jobs"][0]["restarts"] == 1
+    del st.jobs["j1"]
+    assert [r["jid"] for r in body(cache, st, 100.0)["jobs"]] == ["j0", "j2", "j3"]
+    assert "j1" not in cache._rows
+
+
+def test_a_cold_cache_hands_the_loop_back_between_chunks(monkeypatch):
+    monkeypatch.setattr(readcache, "CHUNK", 2)
+    st = make(5)
+    ticks = []
+
+    async def main():
+        async def ticker():
+            while True:
+                ticks.append(1)
+                await asyncio.sleep(0)
+        t = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        n = len(ticks)
+        out = await OverviewCache().body(lambda: contextlib.nullcontext(st), 50.0)
+        t.cancel()
+        return out, len(ticks) - n
+    out, ran = asyncio.run(main())
+    assert len(json.loads(b"".join(out))["jobs"]) == 6 and ran >= 2
