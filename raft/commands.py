@@ -36,6 +36,14 @@ class Heartbeat:
 
 
 @dataclass(frozen=True)
+class LeaseRound:
+    """The leader's one entry per round for the heartbeats it received from every peer
+    (itself included) since the last one: a peer's lease is renewed when the round holding
+    its heartbeat commits (jm/cluster/beats.py). One Result per heartbeat."""
+    beats: tuple  # of Heartbeat
+
+
+@dataclass(frozen=True)
 class DeclarePeerDead:
     node: str
     time: float
@@ -275,7 +283,7 @@ class StartSqlOperations:
 
 
 COMMAND_TYPES = {cls.__name__: cls for cls in (
-    RegisterPeer, Heartbeat, DeclarePeerDead, SubmitJob, SubmitJobs, Assignment, AssignJobs,
+    RegisterPeer, Heartbeat, LeaseRound, DeclarePeerDead, SubmitJob, SubmitJobs, Assignment, AssignJobs,
     StatusReport, ReportStatuses, CancelJob, PurgeJobs, AddArtifact, ForgetArtifacts,
     TriggerSavepoint, CompleteSavepoint, Move, MoveJobs, ReleaseJob, DrainPeer, AdmitPeer,
     RemovePeer, RetirePeer, Barrier, OpenSqlSession, CloseSqlSessions, AddSqlStatement,

@@ -178,6 +178,10 @@ def _heartbeat(state: ClusterState, cmd: c.Heartbeat) -> Result:
     return Result(True)
 
 
+def _lease_round(state: ClusterState, cmd: c.LeaseRound) -> Result:
+    return _each(state, cmd.beats, c.Heartbeat, _heartbeat)
+
+
 def _requeue_jobs_of(state: ClusterState, node: str, time: float, reason: str) -> list[str]:
     moved = []
     for job_id in list(state.incoming.get(node, {})):  # moves coming here go elsewhere
@@ -530,6 +534,7 @@ def _drain_peer(state: ClusterState, cmd: c.DrainPeer) -> Result:
 _HANDLERS = {
     c.RegisterPeer: _register_peer,
     c.Heartbeat: _heartbeat,
+    c.LeaseRound: _lease_round,
     c.DeclarePeerDead: _declare_dead,
     c.SubmitJob: _submit,
     c.SubmitJobs: _submit_many,

@@ -58,7 +58,8 @@ def auth_middleware(token: Optional[str], peer_credential: Optional[str]):
         path = request.path
         if path in OPEN_PATHS or path == "/" or path.startswith("/static/"):
             return await handler(request)
-        internal = path.endswith("/content") or "local" in request.query
+        internal = path.endswith("/content") or "local" in request.query \
+            or path == "/cluster/beat"
         if (token or (secret and internal)) and not allowed(request):
             return error_response(401, ["missing or wrong credentials: send "
                                         "'Authorization: Bearer <rest.auth.token>'"],
@@ -319,6 +320,11 @@ async def get_cluster_peers(request: web.Request) -> web.Response:
     return web.json_response(await _gw(request).members())
 
 
+async def post_cluster_beat(request: web.Request) -> web.Response:
+    """A peer's heartbeat to the leader (peers only: the peer credential)."""
+    return web.json_response(await _gw(request).beat(await _json_body(request)))
+
+
 async def post_cluster_peer(request: web.Request) -> web.Response:
     body = await _json_body(request, optional=True)
     peer = body.get("peer") if isinstance(body, dict) else None
@@ -473,6 +479,7 @@ def make_app(gateway: Gateway, max_body: int, token: Optional[str] = None,
     r.add_get("/cluster/peers", get_cluster_peers)
     r.add_get("/cluster/identity", get_cluster_identity)
     r.add_post("/cluster/peers", post_cluster_peer)
+    r.add_post("/cluster/beat", post_cluster_beat)
     r.add_delete("/cluster/peers/{node}", delete_cluster_peer)
     r.add_delete("/nodes/{node}/drain", delete_drain)
     r.add_post("/artifacts", post_artifact)

@@ -28,13 +28,17 @@ class Batcher:
     RaftUnavailable (a REST client can retry with its request id)."""
 
     def __init__(self, raft, wrap: Callable[[tuple], Any], timeout: float, retry: bool,
-                 max_batch: int = 500, max_bytes: int = MAX_BATCH_BYTES) -> None:
+                 max_batch: int = 500, max_bytes: int = MAX_BATCH_BYTES,
+                 linger: float = 0.0) -> None:
+        """`linger`: after the first item of a batch, wait this long for more (one
+        command per `linger` however many callers: the leader's lease rounds)."""
         self.raft = raft
         self.wrap = wrap
         self.timeout = timeout
         self.retry = retry
         self.max_batch = max_batch
         self.max_bytes = max_bytes
+        self.linger = linger
         self._queue: list[tuple[Any, asyncio.Future]] = []
         self._sizes: dict[int, int] = {}  # id(future) -> the item's encoded size
         self._wake = asyncio.Event()
@@ -71,6 +75,8 @@ class Batcher:
         backoff = 0.05
         while True:
             await self._wake.wait()
+            if self.linger:
+                await asyncio.sleep(self.linger)  # pacing: gather the batch
             self._wake.clear()
             batch = self._take()
             if self._queue:

@@ -15,6 +15,7 @@ import time
 import zipfile
 from typing import Any, Optional
 
+from jm.cluster.beats import parse_beat
 from jm.cluster.blobs import BlobError, safe_name
 from jm.cluster.joblists import JobLists
 from jm.policy.pages import DEFAULT_LIMIT
@@ -237,6 +238,21 @@ class PeerGateway:
         return {"leader": leader, "members": [
             {"id": m, "role": "leader" if m == leader else "follower", "self": m == self.node}
             for m in members], "pending": pending}
+
+    @_api_errors
+    async def beat(self, body: Any) -> dict:
+        """POST /cluster/beat on the leader: a peer's heartbeat, answered once the lease
+        round holding it is committed (jm/cluster/beats.py); 503 if this is not the
+        leader (the peer asks the new one)."""
+        try:
+            hb = parse_beat(body)
+        except ValueError as exc:
+            raise ApiError(400, str(exc))
+        rounds = self.peer.rounds
+        if rounds is None:
+            raise RaftUnavailable("this peer is still starting")
+        res = await rounds.accept(hb)
+        return {"ok": res.ok, "code": res.code, "error": res.error}
 
     async def livy_submit(self, body: Any, request_id: str) -> dict:
         """POST /batches: a Livy batch request as a script job (jm/policy/livy.py)."""

@@ -19,10 +19,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Callable, Optional
+from typing import Awaitable, Callable, Optional
 
 from raft.commands import Heartbeat, RegisterPeer
 from raft.node import RaftUnavailable
+from raft.state import Result
 from jm.cluster.waits import wait_event
 
 log = logging.getLogger("jm.cluster.peer")
@@ -34,8 +35,13 @@ NO_LEADER_RETRY = 0.1  # seconds between tries while the cluster elects a leader
 class Lease:
     def __init__(self, raft, node: str, register: Callable[[], RegisterPeer],
                  heartbeat: Callable[[float], Heartbeat], interval: float, lease_timeout: float,
-                 register_timeout: float, executor, dispatcher) -> None:
+                 register_timeout: float, executor, dispatcher,
+                 send: Optional[Callable[[Heartbeat, float], Awaitable[Result]]] = None
+                 ) -> None:
+        """`send(heartbeat, timeout)`: the heartbeat's Result once committed (the leader's
+        lease round, jm/cluster/beats.py); default: a Raft command of its own."""
         self.raft = raft
+        self.send = send or (raft.submit if raft is not None else None)
         self.node = node
         self.make_register = register
         self.make_heartbeat = heartbeat
@@ -124,8 +130,7 @@ class Lease:
     async def _beat(self, incarnation: int) -> None:
         sent_mono = time.monotonic()
         try:
-            res = await self.raft.submit(self.make_heartbeat(self.stamp(time.time())),
-                                         self.timeout)
+            res = await self.send(self.make_heartbeat(self.stamp(time.time())), self.timeout)
         except RaftUnavailable as exc:
             # no leader (an election) or no commit: try again soon, not an interval later,
             # so that the lease is renewed as soon as a leader is there

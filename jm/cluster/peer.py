@@ -31,6 +31,7 @@ from jm.cluster.lease import Lease
 from jm.cluster import tls
 from jm.cluster.identity import amnesia_guard, keep_identity
 from jm.cluster.membership import Membership, ask_members, has_raft_data, initial_members
+from jm.cluster.beats import BeatSender, LeaseRounds
 from jm.cluster.looplag import LoopMonitor
 from jm.cluster.metrics import PeerMetrics
 from jm.cluster.resourcemanager import RebalanceConfig, ResourceManager
@@ -103,6 +104,8 @@ class Peer:
         self.dispatcher: Optional[Dispatcher] = None
         self.rm: Optional[ResourceManager] = None
         self.lease: Optional[Lease] = None
+        self.rounds: Optional[LeaseRounds] = None  # the leader's heartbeat rounds
+        self.beats: Optional[BeatSender] = None
         self.sql = SqlGateway(self)
         self._guarded: dict[str, int] = {}  # processes the zygote kills with the lease
         self._tasks: list[asyncio.Task] = []
@@ -151,6 +154,11 @@ class Peer:
     def url_of(self, host: str, rest_port: int) -> str:
         """The REST base URL of a peer (https with rest.ssl.enabled)."""
         return rest_base_url(self.scheme, host, rest_port)
+
+    def _rest_url_of_node(self, node: str) -> Optional[str]:
+        with self.raft.read() as st:
+            p = st.peers.get(node)
+            return self.url_of(p.host, p.rest_port) if p is not None else None
 
     # ---- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -230,11 +238,17 @@ class Peer:
                                   takeover_grace=self.conf["heartbeat.timeout"]
                                   - self.conf["jobmanager.lease-timeout"],
                                   membership=self.membership)
+        self.rounds = LeaseRounds(self.raft, self.conf["heartbeat.interval"] / 2,
+                                  self.conf["jobmanager.lease-timeout"])
+        self.rounds.start()
+        self.beats = BeatSender(self.raft, self.node, self.rounds, self._rest_url_of_node,
+                                self.peer_headers, self.client_ssl)
         self.lease = Lease(self.raft, self.node, self._registration,
                            lambda now: Heartbeat(self.node, now, self.spark_ready(),
                                                  self.janitor.low),
                            self.conf["heartbeat.interval"], self.conf["jobmanager.lease-timeout"],
-                           self.conf["rest.write-timeout"], self.executor, self.dispatcher)
+                           self.conf["rest.write-timeout"], self.executor, self.dispatcher,
+                           send=self.beats.send)
         self._tasks.append(asyncio.create_task(self.lease.run()))
         self._tasks.append(asyncio.create_task(self.lease.watchdog()))
         self._tasks.append(asyncio.create_task(self._watch_membership()))
@@ -358,7 +372,10 @@ class Peer:
         steps.append(("SQL gateway", self.sql.close))
         if self.dispatcher:
             steps.append(("dispatcher", self.dispatcher.close))
-        for name, batcher in (("reporter", self.reporter), ("submitter", self.submitter)):
+        if self.beats:
+            steps.append(("heartbeat sender", self.beats.close))
+        for name, batcher in (("reporter", self.reporter), ("submitter", self.submitter),
+                              ("lease rounds", self.rounds)):
             if batcher:
                 steps.append((name, batcher.close))
         steps.append(("executor", self.executor.close))

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from raft import state as S
-from raft.commands import (ANYWHERE, Assignment, AssignJobs, DeclarePeerDead, Heartbeat, Move,
-                           MoveJobs, PurgeJobs, RegisterPeer)
+from raft.commands import (ANYWHERE, Assignment, AssignJobs, DeclarePeerDead, Heartbeat,
+                           LeaseRound, Move, MoveJobs, PurgeJobs, RegisterPeer)
 from jm.policy.retention import expired_jobs, purge_batches, track_ended
 from raft.state import ClusterState
 from raft.node import RaftUnavailable
@@ -165,6 +165,12 @@ class ResourceManager:
         if isinstance(command, (Heartbeat, RegisterPeer)) and result.ok:
             with self._seen_lock:
                 self.last_seen[command.node] = self.mono()
+        elif isinstance(command, LeaseRound) and result.ok:
+            now = self.mono()
+            with self._seen_lock:
+                for hb, r in zip(command.beats, result.value):
+                    if r.ok:
+                        self.last_seen[hb.node] = now
 
     def _on_load(self) -> None:
         # tick thread: a snapshot brought heartbeats this peer never applied one by one,

@@ -11,6 +11,7 @@ from raft import commands as c
 SAMPLES = [
     c.RegisterPeer("127.0.0.1:6123", "127.0.0.1", 8081, 6123, 4242, 8, 1700000000.25),
     c.Heartbeat("127.0.0.1:6123", 1700000001.5),
+    c.LeaseRound((c.Heartbeat("n1", 3.0), c.Heartbeat("n2", 3.5, ready=False, disk_low="low"))),
     c.DeclarePeerDead("127.0.0.1:6124", 1700000002.0),
     c.SubmitJob("job-1", {"name": "clicks", "entry": "pipelines.clicks:main",
                           "pyfiles": ["/shared/p.zip"], "args": {"input": "/data", "n": 3,

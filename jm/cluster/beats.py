@@ -1,0 +1,113 @@
+"""Heartbeats without a replicated write per peer: every peer sends its heartbeat to the
+Raft leader (`POST /cluster/beat`; the leader's own goes straight in), and the leader
+commits the heartbeats of all peers it heard from as one `LeaseRound` entry per `linger`
+(half a heartbeat interval). A peer's lease is renewed, as before, from the send time of
+a heartbeat once the entry holding it is committed: the leader answers the POST with that
+heartbeat's Result after the commit. So the cluster writes two entries a heartbeat
+interval whatever its size, instead of one per peer.
+
+Safety is the same as with one entry per heartbeat (docs/architecture.md, "Liveness"):
+an acknowledgement still means a committed entry, which a leader cut off from the
+majority cannot make; every replica applies the rounds, so a new leader's liveness clocks
+come from its own apply times, as before."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from typing import Any, Callable, Optional
+
+import aiohttp
+
+from jm.cluster.batcher import Batcher
+from raft.commands import Heartbeat, LeaseRound
+from raft.node import RaftUnavailable
+from raft.state import Result
+
+log = logging.getLogger("jm.cluster.beats")
+
+MAX_DISK_NOTE = 512  # characters of a heartbeat's disk warning sent over HTTP
+
+
+def beat_body(hb: Heartbeat) -> dict:
+    return {"node": hb.node, "time": hb.time, "ready": hb.ready, "disk-low": hb.disk_low}
+
+
+def parse_beat(body: Any) -> Heartbeat:
+    """A heartbeat from its JSON body; ValueError naming what is wrong."""
+    if not isinstance(body, dict):
+        raise ValueError("a heartbeat is a JSON object")
+    node, t = body.get("node"), body.get("time")
+    ready, disk = body.get("ready", True), body.get("disk-low", "")
+    if not isinstance(node, str) or not node:
+        raise ValueError("node must be a peer's node id")
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
+        raise ValueError("time must be a number")
+    if not isinstance(ready, bool) or not isinstance(disk, str) or len(disk) > MAX_DISK_NOTE:
+        raise ValueError("ready must be a boolean and disk-low a short string")
+    return Heartbeat(node, float(t), ready, disk)
+
+
+class LeaseRounds:
+    """On the leader: heartbeats in, one committed LeaseRound per `linger` out."""
+
+    def __init__(self, raft: Any, linger: float, timeout: float) -> None:
+        self.raft = raft
+        self.batcher = Batcher(raft, lambda beats: LeaseRound(tuple(beats)), timeout,
+                               retry=False, linger=linger)
+
+    def start(self) -> None:
+        self.batcher.start()
+
+    async def accept(self, hb: Heartbeat) -> Result:
+        """The heartbeat's Result once its round is committed; RaftUnavailable when this
+        peer is not the leader or the round was not committed in time."""
+        if not self.raft.is_leader():
+            raise RaftUnavailable("this peer is not the Raft leader")
+        return await self.batcher.submit(hb)
+
+    async def close(self) -> None:
+        await self.batcher.close()
+
+
+class BeatSender:
+    """This peer's side: a heartbeat goes to the leader's rounds, over HTTP unless this
+    peer leads. `leader_url(node)` is the REST base URL of a peer (None: not known)."""
+
+    def __init__(self, raft: Any, node: str, rounds: LeaseRounds,
+                 leader_url: Callable[[str], Optional[str]], headers: dict,
+                 ssl: Any = True) -> None:
+        self.raft, self.node, self.rounds = raft, node, rounds
+        self.leader_url = leader_url
+        self.headers, self.ssl = headers, ssl
+        self._http: Optional[aiohttp.ClientSession] = None
+
+    async def send(self, hb: Heartbeat, timeout: float) -> Result:
+        leader = self.raft.leader()
+        if leader is None:
+            raise RaftUnavailable("no Raft leader at the moment")
+        if leader == self.node:
+            return await asyncio.wait_for(self.rounds.accept(hb), timeout)
+        url = self.leader_url(leader)
+        if url is None:
+            raise RaftUnavailable(f"the leader {leader} has not registered yet")
+        if self._http is None:
+            self._http = aiohttp.ClientSession(headers=self.headers)
+        try:
+            async with self._http.post(url + "/cluster/beat", json=beat_body(hb), ssl=self.ssl,
+                                       timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+                body = await resp.json(content_type=None)
+                status = resp.status
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
+            raise RaftUnavailable(f"heartbeat to the leader {leader}: {exc!r}") from None
+        if status != 200 or not isinstance(body, dict):
+            errors = body.get("errors") if isinstance(body, dict) else None
+            raise RaftUnavailable(f"heartbeat to the leader {leader}: {status} {errors}")
+        if body.get("ok"):
+            return Result(True)
+        return Result.fail(str(body.get("code") or "invalid"), str(body.get("error") or ""))
+
+    async def close(self) -> None:
+        if self._http is not None:
+            await self._http.close()
+            self._http = None

@@ -1,0 +1,91 @@
+"""Unit tests for the leader's lease rounds: one LeaseRound entry carries many peers'
+heartbeats with one Result each (raft/state.py), a heartbeat's JSON body is checked
+(jm/cluster/beats.py), the batcher's linger makes one command of what arrives in it, and
+the ResourceManager counts every heartbeat of an applied round as a sign of life."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from jm.cluster.batcher import Batcher
+from jm.cluster.beats import beat_body, parse_beat
+from raft import commands as c
+from raft.state import ClusterState, Result
+
+
+def registered(*nodes):
+    st = ClusterState()
+    for i, n in enumerate(nodes):
+        assert st.apply(c.RegisterPeer(n, "h", 8000 + i, 9000 + i, 1, 2, 1.0)).ok
+    return st
+
+
+def test_a_round_renews_each_peer_and_refuses_only_the_stale_ones():
+    st = registered("a", "b", "c")
+    assert st.apply(c.DeclarePeerDead("c", 2.0)).ok
+    before = {n: st.peers[n].beats for n in "abc"}
+    res = st.apply(c.LeaseRound((c.Heartbeat("a", 3.0), c.Heartbeat("b", 3.1, False, "low"),
+                                 c.Heartbeat("c", 3.2), c.Heartbeat("zz", 3.3))))
+    assert res.ok
+    assert [(r.ok, r.code) for r in res.value] == [(True, None), (True, None),
+                                                    (False, "stale"), (False, "not-found")]
+    assert (st.peers["a"].beats, st.peers["a"].last_heartbeat) == (before["a"] + 1, 3.0)
+    assert st.peers["b"].ready is False and st.peers["b"].disk_low == "low"
+    assert st.peers["c"].beats == before["c"]  # dead: it must register again
+
+
+def test_a_heartbeat_body_round_trips_and_bad_ones_are_named():
+    hb = c.Heartbeat("h:1", 12.5, False, "disk low")
+    assert parse_beat(beat_body(hb)) == hb
+    for bad, words in [([], "JSON object"), ({"time": 1.0}, "node"),
+                       ({"node": "n", "time": "x"}, "time"), ({"node": "n", "time": True}, "time"),
+                       ({"node": "n", "time": float("nan")}, "time"),
+                       ({"node": "n", "time": 1.0, "ready": "yes"}, "ready"),
+                       ({"node": "n", "time": 1.0, "disk-low": "x" * 600}, "disk-low")]:
+        with pytest.raises(ValueError) as exc:
+            parse_beat(bad)
+        assert words in str(exc.value)
+
+
+class FakeRaft:
+    """Pure stand-in: applies each submitted command to a ClusterState, counting them."""
+
+    def __init__(self, st):
+        self.st, self.commands = st, []
+
+    async def submit(self, command, timeout):
+        self.commands.append(command)
+        return self.st.apply(command)
+
+
+def test_the_linger_makes_one_round_of_what_arrives_in_it():
+    st = registered("a", "b", "c")
+    raft = FakeRaft(st)
+
+    async def main():
+        b = Batcher(raft, lambda beats: c.LeaseRound(tuple(beats)), 1.0, retry=False,
+                    linger=0.05)
+        b.start()
+        out = await asyncio.gather(*(b.submit(c.Heartbeat(n, 5.0)) for n in "abc"))
+        await b.close()
+        return out
+    results = asyncio.run(main())
+    assert [r.ok for r in results] == [True, True, True]
+    assert len(raft.commands) == 1 and len(raft.commands[0].beats) == 3
+
+
+def test_the_resource_manager_counts_each_heartbeat_of_a_round():
+    from jm.cluster.resourcemanager import ResourceManager
+
+    class Raft:
+        apply_hooks, load_hooks = [], []
+
+        def subscribe(self):
+            return asyncio.Event()
+
+    clock = iter([7.0, 8.0])
+    rm = ResourceManager(Raft(), 3.0, 1.0, monotonic=lambda: next(clock))
+    cmd = c.LeaseRound((c.Heartbeat("a", 1.0), c.Heartbeat("b", 1.0)))
+    rm._on_apply(cmd, Result(True, [Result(True), Result.fail("stale", "dead")]))
+    assert rm.last_seen == {"a": 7.0}
