@@ -41,26 +41,34 @@ def auth_middleware(token: Optional[str], peer_credential: Optional[str]):
     `Authorization: Bearer <token>` (peers may show their credential instead: derived from
     cluster.secret by the peer, jm.policy.security.peer_credential, never the secret
     itself). With only cluster.secret set, the endpoints peers call each other on
-    (artifact content, a peer's own logs) need the peer credential."""
+    (artifact content, a peer's own logs) need the peer credential. Heartbeats (POST
+    /cluster/beat) need the peer credential whenever cluster.secret is set: the users'
+    token cannot keep a dead peer alive."""
     secret = peer_credential
     accepted = [t.encode() for t in (token, peer_credential) if t]
+    peers_only = [secret.encode()] if secret else accepted
 
-    def allowed(request: web.Request) -> bool:
+    def allowed(request: web.Request, tokens: list) -> bool:
         header = request.headers.get("Authorization", "")
         scheme, _, given = header.partition(" ")
         if scheme.lower() != "bearer" or not given.strip():
             return False
         given_b = given.strip().encode()
-        return any(hmac.compare_digest(given_b, t) for t in accepted)
+        return any(hmac.compare_digest(given_b, t) for t in tokens)
 
     @web.middleware
     async def middleware(request: web.Request, handler):
         path = request.path
         if path in OPEN_PATHS or path == "/" or path.startswith("/static/"):
             return await handler(request)
-        internal = path.endswith("/content") or "local" in request.query \
-            or path == "/cluster/beat"
-        if (token or (secret and internal)) and not allowed(request):
+        internal = path.endswith("/content") or "local" in request.query
+        if path == "/cluster/beat":  # heartbeats: only peers (never the users' token)
+            if (token or secret) and not allowed(request, peers_only):
+                return error_response(401, ["heartbeats are for the cluster's peers: send "
+                                            "'Authorization: Bearer <peer credential>'"],
+                                      {"WWW-Authenticate": 'Bearer realm="jobmanager"'})
+            return await handler(request)
+        if (token or (secret and internal)) and not allowed(request, accepted):
             return error_response(401, ["missing or wrong credentials: send "
                                         "'Authorization: Bearer <rest.auth.token>'"],
                                   {"WWW-Authenticate": 'Bearer realm="jobmanager"'})

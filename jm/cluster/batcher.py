@@ -11,6 +11,7 @@ import asyncio
 import logging
 from typing import Any, Callable, Optional
 
+from jm.cluster.waits import wait_event
 from raft.commands import encode
 from raft.node import RaftUnavailable
 from raft.state import Result
@@ -31,7 +32,8 @@ class Batcher:
                  max_batch: int = 500, max_bytes: int = MAX_BATCH_BYTES,
                  linger: float = 0.0) -> None:
         """`linger`: after the first item of a batch, wait this long for more (one
-        command per `linger` however many callers: the leader's lease rounds)."""
+        command per `linger` however many callers: the leader's lease rounds); an
+        urgent item (`submit(item, urgent=True)`) cuts the wait short."""
         self.raft = raft
         self.wrap = wrap
         self.timeout = timeout
@@ -39,6 +41,7 @@ class Batcher:
         self.max_batch = max_batch
         self.max_bytes = max_bytes
         self.linger = linger
+        self._urgent = asyncio.Event()
         self._queue: list[tuple[Any, asyncio.Future]] = []
         self._sizes: dict[int, int] = {}  # id(future) -> the item's encoded size
         self._wake = asyncio.Event()
@@ -47,7 +50,7 @@ class Batcher:
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop())
 
-    async def submit(self, item: Any) -> Result:
+    async def submit(self, item: Any, urgent: bool = False) -> Result:
         try:
             size = len(encode(self.wrap((item,))))
         except Exception as bad:  # e.g. a lone surrogate: refused alone, nothing queued
@@ -56,6 +59,8 @@ class Batcher:
         self._sizes[id(fut)] = size
         fut.add_done_callback(lambda f: self._sizes.pop(id(f), None))
         self._queue.append((item, fut))
+        if urgent:
+            self._urgent.set()
         self._wake.set()
         return await fut
 
@@ -75,8 +80,9 @@ class Batcher:
         backoff = 0.05
         while True:
             await self._wake.wait()
-            if self.linger:
-                await asyncio.sleep(self.linger)  # pacing: gather the batch
+            if self.linger:  # gather the batch, unless an urgent item is waiting
+                await wait_event(self._urgent, self.linger)
+                self._urgent.clear()
             self._wake.clear()
             batch = self._take()
             if self._queue:

@@ -2,9 +2,10 @@
 Raft leader (`POST /cluster/beat`; the leader's own goes straight in), and the leader
 commits the heartbeats of all peers it heard from as one `LeaseRound` entry per `linger`
 (half a heartbeat interval). A peer's lease is renewed, as before, from the send time of
-a heartbeat once the entry holding it is committed: the leader answers the POST with that
-heartbeat's Result after the commit. So the cluster writes two entries a heartbeat
-interval whatever its size, instead of one per peer.
+a heartbeat once the entry holding it is committed and applied on the peer itself: the
+leader answers the POST with that heartbeat's Result and its applied index after the
+commit, and the peer waits until its own replica has applied that index. So the cluster
+writes two entries a heartbeat interval whatever its size, instead of one per peer.
 
 Safety is the same as with one entry per heartbeat (docs/architecture.md, "Liveness"):
 an acknowledgement still means a committed entry, which a leader cut off from the
@@ -29,23 +30,26 @@ log = logging.getLogger("jm.cluster.beats")
 MAX_DISK_NOTE = 512  # characters of a heartbeat's disk warning sent over HTTP
 
 
-def beat_body(hb: Heartbeat) -> dict:
-    return {"node": hb.node, "time": hb.time, "ready": hb.ready, "disk-low": hb.disk_low}
+def beat_body(hb: Heartbeat, urgent: bool = False) -> dict:
+    return {"node": hb.node, "time": hb.time, "ready": hb.ready, "disk-low": hb.disk_low,
+            "urgent": urgent}
 
 
-def parse_beat(body: Any) -> Heartbeat:
-    """A heartbeat from its JSON body; ValueError naming what is wrong."""
+def parse_beat(body: Any) -> tuple[Heartbeat, bool]:
+    """A heartbeat and its urgency from its JSON body; ValueError naming what is wrong."""
     if not isinstance(body, dict):
         raise ValueError("a heartbeat is a JSON object")
     node, t = body.get("node"), body.get("time")
     ready, disk = body.get("ready", True), body.get("disk-low", "")
+    urgent = body.get("urgent", False)
     if not isinstance(node, str) or not node:
         raise ValueError("node must be a peer's node id")
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
         raise ValueError("time must be a number")
-    if not isinstance(ready, bool) or not isinstance(disk, str) or len(disk) > MAX_DISK_NOTE:
-        raise ValueError("ready must be a boolean and disk-low a short string")
-    return Heartbeat(node, float(t), ready, disk)
+    if not isinstance(ready, bool) or not isinstance(disk, str) or len(disk) > MAX_DISK_NOTE \
+            or not isinstance(urgent, bool):
+        raise ValueError("ready and urgent must be booleans and disk-low a short string")
+    return Heartbeat(node, float(t), ready, disk), urgent
 
 
 class LeaseRounds:
@@ -59,12 +63,13 @@ class LeaseRounds:
     def start(self) -> None:
         self.batcher.start()
 
-    async def accept(self, hb: Heartbeat) -> Result:
+    async def accept(self, hb: Heartbeat, urgent: bool = False) -> Result:
         """The heartbeat's Result once its round is committed; RaftUnavailable when this
-        peer is not the leader or the round was not committed in time."""
+        peer is not the leader or the round was not committed in time. An urgent one (its
+        sender missed renewals, or it tells a change) is committed without the linger."""
         if not self.raft.is_leader():
             raise RaftUnavailable("this peer is not the Raft leader")
-        return await self.batcher.submit(hb)
+        return await self.batcher.submit(hb, urgent)
 
     async def close(self) -> None:
         await self.batcher.close()
@@ -82,19 +87,22 @@ class BeatSender:
         self.headers, self.ssl = headers, ssl
         self._http: Optional[aiohttp.ClientSession] = None
 
-    async def send(self, hb: Heartbeat, timeout: float) -> Result:
+    async def send(self, hb: Heartbeat, timeout: float, urgent: bool = False) -> Result:
         leader = self.raft.leader()
         if leader is None:
             raise RaftUnavailable("no Raft leader at the moment")
         if leader == self.node:
-            return await asyncio.wait_for(self.rounds.accept(hb), timeout)
+            return await asyncio.wait_for(self.rounds.accept(hb, urgent), timeout)
         url = self.leader_url(leader)
         if url is None:
             raise RaftUnavailable(f"the leader {leader} has not registered yet")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         if self._http is None:
             self._http = aiohttp.ClientSession(headers=self.headers)
         try:
-            async with self._http.post(url + "/cluster/beat", json=beat_body(hb), ssl=self.ssl,
+            async with self._http.post(url + "/cluster/beat", json=beat_body(hb, urgent),
+                                       ssl=self.ssl,
                                        timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
                 body = await resp.json(content_type=None)
                 status = resp.status
@@ -103,9 +111,17 @@ class BeatSender:
         if status != 200 or not isinstance(body, dict):
             errors = body.get("errors") if isinstance(body, dict) else None
             raise RaftUnavailable(f"heartbeat to the leader {leader}: {status} {errors}")
-        if body.get("ok"):
-            return Result(True)
-        return Result.fail(str(body.get("code") or "invalid"), str(body.get("error") or ""))
+        if not body.get("ok"):
+            return Result.fail(str(body.get("code") or "invalid"), str(body.get("error") or ""))
+        # renewed only once this replica has applied the round too: a peer whose own Raft
+        # is stuck (a full disk, a wedged thread) cannot see moves or cancels, and must
+        # lose its lease as it did when it committed its heartbeats itself
+        index = body.get("index")
+        if isinstance(index, int) and not await self.raft.wait_applied(
+                index, max(0.0, deadline - loop.time())):
+            raise RaftUnavailable(f"this replica has not applied index {index} (the "
+                                  "leader's lease round) in time")
+        return Result(True)
 
     async def close(self) -> None:
         if self._http is not None:

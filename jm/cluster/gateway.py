@@ -245,14 +245,16 @@ class PeerGateway:
         round holding it is committed (jm/cluster/beats.py); 503 if this is not the
         leader (the peer asks the new one)."""
         try:
-            hb = parse_beat(body)
+            hb, urgent = parse_beat(body)
         except ValueError as exc:
             raise ApiError(400, str(exc))
         rounds = self.peer.rounds
         if rounds is None:
             raise RaftUnavailable("this peer is still starting")
-        res = await rounds.accept(hb)
-        return {"ok": res.ok, "code": res.code, "error": res.error}
+        res = await rounds.accept(hb, urgent)
+        # the round is applied here: the sender renews only once its replica has too
+        return {"ok": res.ok, "code": res.code, "error": res.error,
+                "index": self.raft.applied_index()}
 
     async def livy_submit(self, body: Any, request_id: str) -> dict:
         """POST /batches: a Livy batch request as a script job (jm/policy/livy.py)."""

@@ -3,12 +3,17 @@ complete overview (`GET /jobs/overview`, `/v1/jobs/overview`, from the row cache
 jm/cluster/readcache.py), and pages of the short lists (peers, artifacts)."""
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Callable, ContextManager, Mapping, Optional
 
 from jm.cluster.readcache import OverviewCache
 from jm.policy import pages, views
+from raft.commands import CancelJob, ReportStatuses
+from raft.records import TERMINAL
 from rest.gateway import ApiError
+
+log = logging.getLogger("jm.cluster.joblists")
 
 
 def parse(query: Mapping[str, str], default_limit: Optional[int] = pages.DEFAULT_LIMIT,
@@ -20,6 +25,19 @@ def parse(query: Mapping[str, str], default_limit: Optional[int] = pages.DEFAULT
         raise ApiError(400, str(exc))
 
 
+WARM_AFTER = 500  # jobs ended since the last fill of the overview's cache: fill it again
+
+
+def jobs_ended(command: Any, result: Any) -> int:
+    """How many jobs an applied command ended (status reports and cancels; pure)."""
+    if isinstance(command, ReportStatuses) and result.ok and isinstance(result.value, list):
+        return sum(1 for rep, r in zip(command.reports, result.value)
+                   if r.ok and rep.status in TERMINAL)
+    if isinstance(command, CancelJob) and result.ok and result.value in TERMINAL:
+        return 1
+    return 0
+
+
 class JobLists:
     """`read`: the replica's read lock (a context manager yielding the ClusterState)."""
 
@@ -28,6 +46,8 @@ class JobLists:
         self.read = read
         self.clock = clock
         self.cache = OverviewCache()
+        self._ended = 0  # jobs ended since the cache was last filled (note_applied)
+        self.asked = False  # a client asked this peer for the overview: keep it warm
 
     def jobs_page(self, query: Mapping[str, str]) -> dict:
         """A page of jobs, newest first: Flink's `/jobs` fields (`id`, `status`) and the
@@ -48,6 +68,7 @@ class JobLists:
         """Flink's MultipleJobsDetails (`{"jobs": [...]}`, submission order) as JSON blocks:
         every job unless the query filters or pages; `id_ok` narrows it by job id."""
         q = parse(query, None)
+        self.asked = True
         select = None
         if q.filtered or id_ok is not None or q.limit is not None or q.offset:
             def keep(j: Any) -> bool:
@@ -57,6 +78,26 @@ class JobLists:
             def select(st: Any) -> list:
                 return pages.page_of(q, st.jobs.values(), keep)[0]
         return await self.cache.body(self.read, self.clock(), select)
+
+    def note_applied(self, command: Any, result: Any) -> bool:
+        """Count the jobs a command ended (the replica's apply hook, any thread); True
+        when enough ended since the last fill that the cache should be filled again. Only
+        on a peer somebody asked for the overview: the others keep no rows."""
+        if not self.asked:
+            return False
+        self._ended += jobs_ended(command, result)
+        if self._ended < WARM_AFTER:
+            return False
+        self._ended = 0
+        return True
+
+    async def warm(self) -> None:
+        """Fill the overview's row cache in the background (jobs ended, a snapshot
+        installed), so that the next poll of the overview does not pay for it."""
+        try:
+            await self.cache.body(self.read, self.clock())
+        except Exception:  # a cache, never a reason to fail
+            log.warning("warming the overview cache failed", exc_info=True)
 
     def page(self, query: Mapping[str, str], key: str, rows: list,
              default_limit: Optional[int] = None) -> dict:

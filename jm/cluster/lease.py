@@ -36,12 +36,13 @@ class Lease:
     def __init__(self, raft, node: str, register: Callable[[], RegisterPeer],
                  heartbeat: Callable[[float], Heartbeat], interval: float, lease_timeout: float,
                  register_timeout: float, executor, dispatcher,
-                 send: Optional[Callable[[Heartbeat, float], Awaitable[Result]]] = None
+                 send: Optional[Callable[[Heartbeat, float, bool], Awaitable[Result]]] = None
                  ) -> None:
-        """`send(heartbeat, timeout)`: the heartbeat's Result once committed (the leader's
-        lease round, jm/cluster/beats.py); default: a Raft command of its own."""
+        """`send(heartbeat, timeout, urgent)`: the heartbeat's Result once committed (the
+        leader's lease round, jm/cluster/beats.py; urgent: this peer missed renewals, the
+        leader should not wait to gather more); default: a Raft command of its own."""
         self.raft = raft
-        self.send = send or (raft.submit if raft is not None else None)
+        self.send = send or (lambda hb, timeout, urgent: raft.submit(hb, timeout))
         self.node = node
         self.make_register = register
         self.make_heartbeat = heartbeat
@@ -57,6 +58,7 @@ class Lease:
         self._fence_first = False  # declared dead: stop everything before registering again
         self._in_flight: set[asyncio.Task] = set()
         self._last_stamp = 0.0  # the newest Heartbeat.time sent by this process
+        self._told: Optional[tuple] = None  # (ready, disk_low) of the last heartbeat sent
 
     def stamp(self, wall: float) -> float:
         """A heartbeat's time: this host's wall clock, but always above the previous one
@@ -130,7 +132,13 @@ class Lease:
     async def _beat(self, incarnation: int) -> None:
         sent_mono = time.monotonic()
         try:
-            res = await self.send(self.make_heartbeat(self.stamp(time.time())), self.timeout)
+            hb = self.make_heartbeat(self.stamp(time.time()))
+            # urgent: renewals are late (an election), or it tells a change (Spark ready,
+            # disk low) that placement should see now, not half an interval later
+            news = (hb.ready, hb.disk_low)
+            urgent = self.lease_from is None or news != self._told \
+                or sent_mono - self.lease_from > 1.5 * self.interval
+            res = await self.send(hb, self.timeout, urgent)
         except RaftUnavailable as exc:
             # no leader (an election) or no commit: try again soon, not an interval later,
             # so that the lease is renewed as soon as a leader is there
@@ -144,6 +152,7 @@ class Lease:
         if incarnation != self._incarnation or not self.registered.is_set():
             return  # this peer registered again since: the answer is about the old one
         if res.ok:
+            self._told = (hb.ready, hb.disk_low)  # (told: later ones need not hurry)
             self._renew(sent_mono)
             if self.valid():  # an old ack may renew into the past
                 self.dispatcher.unfence()

@@ -65,7 +65,7 @@ class LoopMonitor:
     def _watch(self) -> None:
         """The watchdog thread: catch the loop's stack while it is stalled (once a stall)."""
         seen = None
-        while not self._stop.wait(self.stall / 2):
+        while not self._stop.wait(self.stall):
             beat = self.beat
             if beat == seen or late_by(self.clock(), beat, self.interval) <= self.stall:
                 continue

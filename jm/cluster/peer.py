@@ -109,6 +109,7 @@ class Peer:
         self.sql = SqlGateway(self)
         self._guarded: dict[str, int] = {}  # processes the zygote kills with the lease
         self._tasks: list[asyncio.Task] = []
+        self._warming: Optional[asyncio.Future] = None  # filling the overview's row cache
         self.started = False  # every component is up (REST answers writes 503 until then)
         self.started_at = time.time()
         # what this peer shows other peers (artifact and log fetches): a credential
@@ -260,14 +261,26 @@ class Peer:
         self.sql.start()
         self.janitor.start(self.raft, lambda: self.registered.is_set())
         self.started = True
+        # a snapshot installed replaces every record: the overview's rows are made again
+        self.raft.load_hooks.append(
+            lambda: self.started and loop.call_soon_threadsafe(self._warm_overview))
         log.info("peer %s up: REST %s, Raft %s, pid %d", self.node, self.me.url(self.scheme),
                  self.me.raft_addr, os.getpid())
+
+    def _warm_overview(self) -> None:
+        """Fill the overview's row cache in the background, on a peer somebody polls."""
+        if not self.gateway.lists.asked:
+            return
+        if self._warming is None or self._warming.done():
+            self._warming = asyncio.ensure_future(self.gateway.lists.warm())
 
     def _on_applied(self, command: Any, result: Any) -> None:
         # tick thread: this peer was taken out of the cluster; a peer that joins anew
         # replays its old removal too, so the removal is checked once caught up
         if isinstance(command, RetirePeer) and command.node == self.node and result.ok:
             self.raft.loop.call_soon_threadsafe(self._check_removed)
+        if self.gateway.lists.note_applied(command, result) and self.started:
+            self.raft.loop.call_soon_threadsafe(self._warm_overview)
 
     def _check_removed(self) -> None:
         if self._removal_check is None or self._removal_check.done():
@@ -364,6 +377,8 @@ class Peer:
                            f"peer {self.node}: handing Raft leadership over")
         for t in self._tasks:
             t.cancel()
+        if self._warming is not None:
+            self._warming.cancel()
         steps = [("background tasks", lambda: asyncio.gather(*self._tasks,
                                                             return_exceptions=True)),
                  ("janitor", self.janitor.close)]

@@ -37,9 +37,10 @@ class OverviewCache:
 
     async def body(self, read: Callable[[], Any], now: float,
                    select: Optional[Callable[[Any], Iterable[Any]]] = None) -> list[bytes]:
-        """`{"jobs": [...]}` (JSON, in blocks to write one after the other) of the jobs `select(state)` yields (default: every job, in
-        submission order). `read` is the replica's read lock (a context manager yielding
-        the state), held only to list the jobs and serialise the live ones."""
+        """`{"jobs": [...]}` (JSON, in blocks to write one after the other) of the jobs
+        `select(state)` yields (default: every job, in submission order). `read` is the
+        replica's read lock (a context manager yielding the state), held only to list the
+        jobs and serialise the live ones."""
         with read() as st:
             jobs = list(st.jobs.values() if select is None else select(st))
         # an ended job's record is final: read without the lock, a slice at a time

@@ -102,6 +102,14 @@ async def test_token_auth_and_traversal(tmp_path):
             assert s == 200, path
         s, b = await ahttp("POST", u0 + "/jobs", {"sql": "SELECT 1"})
         assert s == 401
+        # heartbeats are the peers' own: the users' token cannot keep a peer alive (the
+        # peers' own heartbeats, with the credential, keep both registered meanwhile)
+        beat = {"node": c.peers[1].node, "time": 1.0}
+        for headers in ({}, ok):
+            s, b = await ahttp("POST", u0 + "/cluster/beat", beat, headers=headers)
+            assert s == 401 and "peer credential" in b["errors"][0], (headers, b)
+        s, b = await ahttp("GET", u0 + "/nodes", headers=ok)
+        assert [n["state"] for n in b["nodes"]] == ["ALIVE", "ALIVE"]
         # an artifact uploaded on one peer is fetched by the other with the cluster secret
         job_py = b"def main(ctx):\n    return 'ran'\n"
         raw, ctype = multipart("authjob.py", job_py)

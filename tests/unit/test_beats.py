@@ -37,12 +37,14 @@ def test_a_round_renews_each_peer_and_refuses_only_the_stale_ones():
 
 def test_a_heartbeat_body_round_trips_and_bad_ones_are_named():
     hb = c.Heartbeat("h:1", 12.5, False, "disk low")
-    assert parse_beat(beat_body(hb)) == hb
+    assert parse_beat(beat_body(hb)) == (hb, False)
+    assert parse_beat(beat_body(hb, urgent=True)) == (hb, True)
     for bad, words in [([], "JSON object"), ({"time": 1.0}, "node"),
                        ({"node": "n", "time": "x"}, "time"), ({"node": "n", "time": True}, "time"),
                        ({"node": "n", "time": float("nan")}, "time"),
                        ({"node": "n", "time": 1.0, "ready": "yes"}, "ready"),
-                       ({"node": "n", "time": 1.0, "disk-low": "x" * 600}, "disk-low")]:
+                       ({"node": "n", "time": 1.0, "disk-low": "x" * 600}, "disk-low"),
+                       ({"node": "n", "time": 1.0, "urgent": 1}, "urgent")]:
         with pytest.raises(ValueError) as exc:
             parse_beat(bad)
         assert words in str(exc.value)
@@ -73,6 +75,20 @@ def test_the_linger_makes_one_round_of_what_arrives_in_it():
     results = asyncio.run(main())
     assert [r.ok for r in results] == [True, True, True]
     assert len(raft.commands) == 1 and len(raft.commands[0].beats) == 3
+
+
+def test_an_urgent_heartbeat_cuts_the_linger_short():
+    st = registered("a")
+    raft = FakeRaft(st)
+
+    async def main():
+        b = Batcher(raft, lambda beats: c.LeaseRound(tuple(beats)), 1.0, retry=False,
+                    linger=30.0)  # a linger longer than the test's own timeout
+        b.start()
+        res = await asyncio.wait_for(b.submit(c.Heartbeat("a", 5.0), urgent=True), 10)
+        await b.close()
+        return res
+    assert asyncio.run(main()).ok and len(raft.commands) == 1
 
 
 def test_the_resource_manager_counts_each_heartbeat_of_a_round():

@@ -132,3 +132,37 @@ async def test_no_leader_retries_soon_and_the_watchdog_fences_when_the_lease_run
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_a_heartbeat_is_urgent_when_renewals_are_late_or_it_tells_a_change():
+    raft, rec = ScriptedRaft(), Recorder()
+    told = {"ready": True}
+    urgency: list[bool] = []
+
+    async def send(hb, timeout, urgent):
+        urgency.append(urgent)
+        return await raft.submit(hb, timeout)
+    lease = Lease(raft, "n1", lambda: RegisterPeer("n1", "h", 1, 2, 3, 4, time.time()),
+                  lambda now: Heartbeat("n1", now, told["ready"]), INTERVAL, LEASE, 5.0,
+                  rec, rec, send=send)
+    task = await started(raft, lease)
+    try:
+        await until(lambda: len(raft.of(Heartbeat)) >= 1)
+        raft.of(Heartbeat)[0][1].set_result(Result(True))  # told: the next are routine
+        await until(lambda: len(raft.of(Heartbeat)) >= 2)
+        n = len(raft.of(Heartbeat))
+        for _, fut in raft.of(Heartbeat)[1:]:
+            fut.set_result(Result(True))
+        await until(lambda: len(raft.of(Heartbeat)) >= n + 1)
+        assert urgency[0] is True and urgency[n] is False  # acknowledged on time
+        told["ready"] = False  # a change to tell: urgent at once
+        lease.now.set()
+        await until(lambda: len(raft.of(Heartbeat)) >= n + 3)
+        assert urgency[-1] is True
+        # no answers for over 1.5 intervals: late, so urgent whatever it tells
+        seen = len(urgency)
+        await until(lambda: len(urgency) > seen)
+        assert urgency[-1] is True
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -74,3 +74,23 @@ def test_a_cold_cache_hands_the_loop_back_between_chunks(monkeypatch):
         return out, len(ticks) - n
     out, ran = asyncio.run(main())
     assert len(json.loads(b"".join(out))["jobs"]) == 6 and ran >= 2
+
+
+def test_jobs_ended_by_a_command_prompt_a_new_fill_every_few_hundred():
+    from jm.cluster import joblists
+    from jm.cluster.joblists import JobLists, jobs_ended
+    from raft.state import Result
+    reports = c.ReportStatuses((c.StatusReport("a", 1, "n1", S.FINISHED, 1.0),
+                                c.StatusReport("b", 1, "n1", S.FAILED, 1.0),
+                                c.StatusReport("c", 1, "n1", S.RUNNING, 1.0),
+                                c.StatusReport("d", 1, "n1", S.CANCELED, 1.0)))
+    res = Result(True, [Result(True), Result(True), Result(True), Result.fail("stale", "x")])
+    assert jobs_ended(reports, res) == 2
+    assert jobs_ended(c.CancelJob("a", 1.0), Result(True, S.CANCELED)) == 1
+    assert jobs_ended(c.CancelJob("a", 1.0), Result(True, S.CANCELLING)) == 0
+    lists = JobLists(lambda: contextlib.nullcontext(ClusterState()))
+    calls = [lists.note_applied(reports, res) for _ in range(joblists.WARM_AFTER // 2)]
+    assert calls.count(True) == 0  # nobody asked this peer for the overview
+    asyncio.run(lists.overview({}))
+    calls = [lists.note_applied(reports, res) for _ in range(joblists.WARM_AFTER // 2)]
+    assert calls[-1] is True and calls.count(True) == 1
