@@ -7,6 +7,11 @@ leader answers the POST with that heartbeat's Result and its applied index after
 commit, and the peer waits until its own replica has applied that index. So the cluster
 writes two entries a heartbeat interval whatever its size, instead of one per peer.
 
+A peer whose own replica is stuck (a full disk, a wedged Raft thread) must not keep its
+lease in the replicated state while it cannot keep it itself: it sends no heartbeat while
+a round acknowledged to it longer than a lease ago is still unapplied here, so the leader
+stops renewing it and declares it dead, and its jobs move (`stuck_round`).
+
 Safety is the same as with one entry per heartbeat (docs/architecture.md, "Liveness"):
 an acknowledgement still means a committed entry, which a leader cut off from the
 majority cannot make; every replica applies the rounds, so a new leader's liveness clocks
@@ -28,6 +33,7 @@ from raft.state import Result
 log = logging.getLogger("jm.cluster.beats")
 
 MAX_DISK_NOTE = 512  # characters of a heartbeat's disk warning sent over HTTP
+MAX_ACKS = 16  # acknowledged rounds remembered until applied (the oldest ones decide)
 
 
 def beat_body(hb: Heartbeat, urgent: bool = False) -> dict:
@@ -50,6 +56,16 @@ def parse_beat(body: Any) -> tuple[Heartbeat, bool]:
             or not isinstance(urgent, bool):
         raise ValueError("ready and urgent must be booleans and disk-low a short string")
     return Heartbeat(node, float(t), ready, disk), urgent
+
+
+def stuck_round(acks: tuple[tuple[int, float], ...], applied: int, now: float,
+                within: float) -> tuple[tuple[tuple[int, float], ...], Optional[int]]:
+    """The acknowledged rounds (index, when acknowledged) this replica has not applied yet,
+    and the index of one acknowledged more than `within` s ago (None: none is): while
+    there is one, this replica is stuck and sends no heartbeat."""
+    left = tuple(a for a in acks if a[0] > applied)
+    late = next((i for i, t in left if now - t > within), None)
+    return left, late
 
 
 class LeaseRounds:
@@ -86,8 +102,16 @@ class BeatSender:
         self.leader_url = leader_url
         self.headers, self.ssl = headers, ssl
         self._http: Optional[aiohttp.ClientSession] = None
+        self._acks: tuple[tuple[int, float], ...] = ()  # rounds acknowledged, not applied
 
     async def send(self, hb: Heartbeat, timeout: float, urgent: bool = False) -> Result:
+        loop = asyncio.get_running_loop()
+        self._acks, late = stuck_round(self._acks, self.raft.applied_index(), loop.time(),
+                                       timeout)
+        if late is not None:
+            raise RaftUnavailable(f"this replica has not applied index {late} (a lease round "
+                                  f"acknowledged over {timeout:g} s ago): no heartbeat until "
+                                  "it has")
         leader = self.raft.leader()
         if leader is None:
             raise RaftUnavailable("no Raft leader at the moment")
@@ -96,7 +120,6 @@ class BeatSender:
         url = self.leader_url(leader)
         if url is None:
             raise RaftUnavailable(f"the leader {leader} has not registered yet")
-        loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         if self._http is None:
             self._http = aiohttp.ClientSession(headers=self.headers)
@@ -117,6 +140,8 @@ class BeatSender:
         # is stuck (a full disk, a wedged thread) cannot see moves or cancels, and must
         # lose its lease as it did when it committed its heartbeats itself
         index = body.get("index")
+        if isinstance(index, int) and len(self._acks) < MAX_ACKS:
+            self._acks += ((index, loop.time()),)
         if isinstance(index, int) and not await self.raft.wait_applied(
                 index, max(0.0, deadline - loop.time())):
             raise RaftUnavailable(f"this replica has not applied index {index} (the "

@@ -1,7 +1,8 @@
 """Unit tests for the leader's lease rounds: one LeaseRound entry carries many peers'
 heartbeats with one Result each (raft/state.py), a heartbeat's JSON body is checked
 (jm/cluster/beats.py), the batcher's linger makes one command of what arrives in it, and
-the ResourceManager counts every heartbeat of an applied round as a sign of life."""
+the ResourceManager counts every heartbeat of an applied round as a sign of life, and a
+replica that does not apply the rounds acknowledged to it stops sending heartbeats."""
 from __future__ import annotations
 
 import asyncio
@@ -9,7 +10,7 @@ import asyncio
 import pytest
 
 from jm.cluster.batcher import Batcher
-from jm.cluster.beats import beat_body, parse_beat
+from jm.cluster.beats import beat_body, parse_beat, stuck_round
 from raft import commands as c
 from raft.state import ClusterState, Result
 
@@ -105,3 +106,16 @@ def test_the_resource_manager_counts_each_heartbeat_of_a_round():
     cmd = c.LeaseRound((c.Heartbeat("a", 1.0), c.Heartbeat("b", 1.0)))
     rm._on_apply(cmd, Result(True, [Result(True), Result.fail("stale", "dead")]))
     assert rm.last_seen == {"a": 7.0}
+
+
+def test_a_replica_that_does_not_apply_acknowledged_rounds_stops_heartbeats():
+    acks = ((10, 100.0), (12, 100.5))
+    # applied up to 10: round 12 waits, acknowledged 0.5 s ago: not stuck yet
+    left, late = stuck_round(acks, 10, 101.0, 2.0)
+    assert left == ((12, 100.5),) and late is None
+    # still at 10 more than the lease later: stuck on 12
+    assert stuck_round(acks, 10, 102.6, 2.0) == (((12, 100.5),), 12)
+    # it caught up: nothing waits, heartbeats go on
+    assert stuck_round(acks, 12, 110.0, 2.0) == ((), None)
+    # the oldest unapplied decides
+    assert stuck_round(acks, 5, 102.2, 2.0)[1] == 10
