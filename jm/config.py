@@ -297,6 +297,8 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "sql-gateway.worker-threads": (_int(1), 16),    # statements run at once per peer
     "sql-gateway.page-rows": (_int(1), 1000),       # rows per result page
     "sql-gateway.fetch-wait": (parse_duration, "1 s"),  # a fetch waits this long for rows
+    # Raft voters (jm/policy/voters.py): odd, at most the members; unset: 3 (or fewer)
+    "raft.voters": (_int(1), None),
     "raft.min-timeout": (parse_duration, "400 ms"),
     "raft.max-timeout": (parse_duration, "1000 ms"),
     "raft.append-entries-period": (parse_duration, "50 ms"),
@@ -306,7 +308,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "raft.fsync": (_bool, True),  # an acknowledged write is on disk on a majority
     "raft.password": (_opt_str, None),  # default: cluster.secret
     "raft.max-message-size": (parse_memory, "256 mb"),  # a Raft frame from another member
-    "raft.max-connections": (_int(0), 0),  # inbound Raft connections; 0: 4 per member, >= 16
+    "raft.max-connections": (_int(0), 0),  # inbound Raft connections; 0: 4 per voter and peer, >= 16
     "rest.auth.token": (_opt_str, None),
     "rest.auth.token-file": (_opt_str, None),
     "cluster.secret": (_opt_str, None),
@@ -464,6 +466,10 @@ class Config:
         if lease < 2 * interval:
             raise ConfigError(f"jobmanager.lease-timeout: {lease:g} s must be at least two "
                               f"heartbeat intervals ({2 * interval:g} s)")
+        voters = self["raft.voters"]
+        if voters is not None and voters % 2 == 0:
+            raise ConfigError(f"raft.voters: {voters} is even; an odd number of voters "
+                              "survives as many losses as the next even one")
         if self["raft.min-timeout"] >= self["raft.max-timeout"]:
             raise ConfigError("raft.min-timeout: must be below raft.max-timeout")
         if self["raft.max-message-size"] < 1024 * 1024:  # pysyncobj sends up to 64 kb at once

@@ -205,9 +205,11 @@ class DrainPeer:
 
 @dataclass(frozen=True)
 class AdmitPeer:
-    """A new Raft member is coming (POST /cluster/peers): "host:rest-port:raft-port"."""
+    """A new member is coming (POST /cluster/peers): "host:rest-port:raft-port"; a Raft
+    voter, or a non-voting member (jm/policy/voters.py) when the voting core is full."""
     peer: str
     time: float
+    voter: bool = True
 
 
 @dataclass(frozen=True)

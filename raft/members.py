@@ -5,6 +5,8 @@ leader). The state holds what the peers need to agree on around it:
 
 * `joining`: members added with POST /cluster/peers that have not registered yet
   (node id -> "host:rest-port:raft-port"), so that every peer can show them;
+  `joining_readers` names those that join as non-voting members (jm/policy/voters.py):
+  the leader adds the others to the Raft voters;
 * `removed`: tombstones (node id -> time) of peers taken out of the cluster; a removed
   peer cannot register again (it stops), and the leader takes every tombstoned node out
   of the Raft membership; `removed_dead` names those that were not alive when removed
@@ -36,6 +38,10 @@ def admit(state, cmd: c.AdmitPeer) -> Result:
     state.removed_dead.discard(node)
     if node not in state.peers:
         state.joining[node] = cmd.peer
+        if cmd.voter:
+            state.joining_readers.discard(node)
+        else:
+            state.joining_readers.add(node)
     return Result(True, node)
 
 
@@ -75,6 +81,7 @@ def _retire(state, node: str, time: float) -> Result:
     state.assigned.pop(node, None)
     state.incoming.pop(node, None)
     state.joining.pop(node, None)
+    state.joining_readers.discard(node)
     state.removed[node] = time
     return Result(True, {"state": "REMOVED", "jobs": []})
 

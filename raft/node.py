@@ -88,10 +88,15 @@ class RaftHost:
 
     def __init__(self, self_addr: str, other_addrs: list[str], data_dir: str,
                  settings: RaftSettings, loop: asyncio.AbstractEventLoop,
-                 addr_to_node: dict[str, str], no_vote: bool = False) -> None:
+                 addr_to_node: dict[str, str], no_vote: bool = False,
+                 voter: bool = True) -> None:
         """`no_vote`: a member whose Raft data was lost (jm/policy/identity.py) does not
-        vote until it has caught up (raft/amnesia.py)."""
+        vote until it has caught up (raft/amnesia.py). `voter=False`: a non-voting member
+        (jm/policy/voters.py), a pysyncobj read-only node connected to the voters
+        `other_addrs`: it applies the log, forwards its writes to the leader, listens on
+        no Raft port and keeps no journal (a restart gets the leader's snapshot)."""
         self.started_without_vote = no_vote
+        self.is_voter = voter
         self.loop = loop
         self.self_addr = self_addr
         self.addr_to_node = dict(addr_to_node)
@@ -108,8 +113,8 @@ class RaftHost:
         self.consumer = _StateConsumer(self._on_applied,
                                        lambda: [hook() for hook in self.load_hooks])
         conf = SyncObjConf(
-            journalFile=os.path.join(data_dir, "raft.journal"),
-            fullDumpFile=os.path.join(data_dir, "raft.dump"),
+            journalFile=os.path.join(data_dir, "raft.journal") if voter else None,
+            fullDumpFile=os.path.join(data_dir, "raft.dump") if voter else None,
             appendEntriesUseBatch=settings.use_batch,
             appendEntriesPeriod=settings.append_entries_period,
             raftMinTimeout=settings.min_timeout,
@@ -122,12 +127,16 @@ class RaftHost:
             logCompactionMinEntries=settings.log_compaction_min_entries,
             logCompactionMinTime=settings.log_compaction_min_time,
             commandsWaitLeader=False,
-            bindAddress=self_addr,
+            bindAddress=self_addr if voter else None,
             dynamicMembershipChange=True,  # POST/DELETE /cluster/peers (one at a time)
         )
         conf.maxMessageSize = settings.max_message_size  # read by WireTransport
         conf.maxInboundConnections = settings.max_connections
-        if settings.fsync:
+        if not voter:
+            self.syncobj = GuardedSyncObj(None, other_addrs, conf=conf,
+                                          consumers=[self.consumer],
+                                          transportClass=WireTransport)
+        elif settings.fsync:
             self.syncobj = durable_syncobj(self_addr, other_addrs, conf, [self.consumer],
                                            conf.fullDumpFile, no_vote=no_vote)
         else:
@@ -135,11 +144,15 @@ class RaftHost:
                                           consumers=[self.consumer],
                                           transportClass=WireTransport, no_vote=no_vote)
 
+        transport = getattr(self.syncobj, "_SyncObj__transport", None)
+        self._transport = transport if isinstance(transport, WireTransport) else None
+
     # ---- membership (pysyncobj's dynamic membership; the leader makes the changes) -----
     def members(self) -> list[str]:
         """The Raft members as this replica knows them (node ids, this one included)."""
         others = self.syncobj.otherNodes  # a copy, made on the tick thread's data
-        return sorted({self.self_addr, *(getattr(n, "address", str(n)) for n in others)})
+        own = {self.self_addr} if self.is_voter else set()
+        return sorted(own | {getattr(n, "address", str(n)) for n in others})
 
     def match_index(self, node: str) -> Optional[int]:
         """On the leader: the last log index known to be on `node` (None: not known)."""
@@ -214,8 +227,16 @@ class RaftHost:
         return error == FAIL_REASON.SUCCESS
 
     def voting(self) -> bool:
-        """False while a member whose data was lost catches up (raft/amnesia.py)."""
-        return bool(getattr(self.syncobj, "voting", True))
+        """False on a non-voting member, and while a member whose data was lost catches
+        up (raft/amnesia.py)."""
+        return self.is_voter and bool(getattr(self.syncobj, "voting", True))
+
+    def readonly_connected(self) -> int:
+        """On a voter: how many non-voting members are connected to it now."""
+        try:  # getStatus iterates sets the tick thread may be changing
+            return int(self.syncobj.getStatus().get("readonly_nodes_count") or 0)
+        except RuntimeError:
+            return 0
 
     def disk_trouble(self) -> Optional[str]:
         """What this member's disk refuses now (a full disk holds its Raft), or None."""
@@ -229,6 +250,9 @@ class RaftHost:
 
     # ---- tick-thread side -------------------------------------------------------------
     def _on_applied(self, command: Any, result: Result) -> None:
+        transport = self._transport
+        if transport is not None:  # room for every peer's reader connection
+            transport.readers = len(self.consumer.state.peers)
         for hook in self.apply_hooks:
             hook(command, result)
         with self._notify_lock:

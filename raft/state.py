@@ -42,6 +42,7 @@ class ClusterState:
         self.joining: dict[str, str] = {}
         self.removed: dict[str, float] = {}
         self.removed_dead: set[str] = set()  # removed while not alive (raft/members.py)
+        self.joining_readers: set[str] = set()  # joining as non-voting members
         self.applied: int = 0
         # the cluster's id, made by its first registration (jm/policy/identity.py)
         self.cluster_id: Optional[str] = None
@@ -56,6 +57,7 @@ class ClusterState:
         self.__dict__.setdefault("joining", {})
         self.__dict__.setdefault("removed", {})
         self.__dict__.setdefault("removed_dead", set())
+        self.__dict__.setdefault("joining_readers", set())
         self.__dict__.setdefault("cluster_id", None)
         self.__dict__.setdefault("next_number", 1)
         self.__dict__.setdefault("by_number", {})
@@ -139,6 +141,7 @@ def _register_peer(state: ClusterState, cmd: c.RegisterPeer) -> Result:
     if state.cluster_id is None:  # from the command only: the same on every replica
         state.cluster_id = hashlib.sha256(f"{cmd.node}@{cmd.time!r}".encode()).hexdigest()[:16]
     state.joining.pop(cmd.node, None)
+    state.joining_readers.discard(cmd.node)
     peer = state.peers.get(cmd.node)
     if peer is None:
         peer = PeerRecord(cmd.node, cmd.host, cmd.rest_port, cmd.raft_port, cmd.pid,

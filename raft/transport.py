@@ -230,6 +230,7 @@ class WireTransport(TCPTransport):
         self.max_message = getattr(conf, "maxMessageSize", None) or DEFAULT_MAX_MESSAGE
         self.max_connections_setting = getattr(conf, "maxInboundConnections", 0) or 0
         self._inbound: set = set()
+        self.readers = 0  # peers of the cluster (non-voting members connect as readers)
         self._say = _Throttle()
         super().__init__(syncObj, selfNode, otherNodes)
 
@@ -278,7 +279,8 @@ class WireTransport(TCPTransport):
 
     # ---- inbound connections -----------------------------------------------------------------
     def cap(self) -> int:
-        return wire.max_connections(self.max_connections_setting, len(self._nodes) + 1)
+        return wire.max_connections(self.max_connections_setting,
+                                    len(self._nodes) + 1 + self.readers)
 
     def _onNewIncomingConnection(self, conn: Any) -> None:
         self._inbound = {c for c in self._inbound

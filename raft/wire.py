@@ -187,9 +187,9 @@ def handshake_error(message: Any, expects_key: bool, members: Iterable[str],
                     connects_to: Iterable[str] = ()) -> Optional[str]:
     """Why the first message(s) of an inbound connection are refused (None: let in). With a
     password the first is the other side's random key (bytes); then its member address.
-    pysyncobj also takes 'readonly' (a non-voting reader of the whole log) and utility
-    commands (lists: add, remove, transfer, status, set_version) from anyone who connects:
-    this project uses neither, so both are refused. Members connect one way only (the
+    'readonly' is a non-voting member (jm/policy/voters.py): with a password only one
+    that holds it gets this far. pysyncobj's utility commands (lists: add, remove,
+    transfer, status, set_version) from anyone who connects are refused. Members connect one way only (the
     greater address to the smaller): a claim to be one of `connects_to`, the members this
     one opens connections to itself, cannot be that member's, and taking it would orphan
     the connection this member opened (pysyncobj then never opens it again)."""
@@ -198,7 +198,7 @@ def handshake_error(message: Any, expects_key: bool, members: Iterable[str],
     if isinstance(message, list):
         return "a pysyncobj utility command (not used here)"
     if message == "readonly":
-        return "a read-only node (not used here)"
+        return None
     if not isinstance(message, str) or message not in members:
         return f"an unknown member {str(message)[:80]!r}"
     if message in connects_to:

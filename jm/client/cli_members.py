@@ -30,7 +30,12 @@ def cmd_add_peer(client: Client, a: argparse.Namespace) -> int:
     if a.json:
         print_json(res)
         return EXIT_OK
-    out(f"{res.get('id')} is a Raft member now (members: {', '.join(res.get('members', []))})")
+    if res.get("role") == "non-voter":
+        out(f"{res.get('id')} is a non-voting member now (the voters, raft.voters of them: "
+            f"{', '.join(res.get('members', []))})")
+    else:
+        out(f"{res.get('id')} is a Raft voter now (voters: "
+            f"{', '.join(res.get('members', []))})")
     out(f"start it on its host: {res.get('next')}")
     return EXIT_OK
 
@@ -43,7 +48,8 @@ def cmd_remove_peer(client: Client, a: argparse.Namespace) -> int:
     node = res.get("node") or a.arg
     if a.wait:
         def gone() -> Any:
-            members = [m.get("id") for m in client.get("/cluster/peers").get("members", [])]
+            seen = client.get("/cluster/peers")
+            members = [m.get("id") for m in seen.get("members", []) + seen.get("non-voters", [])]
             return {"node": node, "state": "REMOVED"} if node not in members else None
         res = _poll(gone, f"the removal of {node}", a.wait_timeout)
     if a.json:

@@ -235,9 +235,13 @@ class PeerGateway:
         members = self.raft.members()
         with self.raft.read() as st:
             pending = views.membership_pending(st, members)
+            readers = views.non_voters(st, members)
+            removed = sorted(st.removed)
         return {"leader": leader, "members": [
             {"id": m, "role": "leader" if m == leader else "follower", "self": m == self.node}
-            for m in members], "pending": pending}
+            for m in members],
+            "non-voters": [dict(r, self=r["id"] == self.node) for r in readers],
+            "voters-target": self.peer.voters_target, "pending": pending, "removed": removed}
 
     @_api_errors
     async def beat(self, body: Any) -> dict:
@@ -315,7 +319,9 @@ class PeerGateway:
         except ConfigError as exc:
             raise ApiError(400, str(exc))
         node = addr.node_id
-        if node in self.raft.members():
+        with self.raft.read() as st:  # (a voter admitted but not added yet: added now)
+            known = node in st.peers or node in st.joining_readers
+        if node in self.raft.members() or known:
             raise ApiError(409, f"{node} is a member already")
         self._writable()
         with self.raft.read() as st:
@@ -325,9 +331,13 @@ class PeerGateway:
         if taken:
             raise ApiError(409, f"{peer} uses a port of peer {taken[0]}")
         timeout = self.conf["rest.write-timeout"]
-        res = await self.raft.submit(AdmitPeer(str(addr), time.time()), timeout)
+        voter = len(self.raft.members()) < self.peer.voters_target
+        res = await self.raft.submit(AdmitPeer(str(addr), time.time(), voter), timeout)
         if not res.ok:
             raise ApiError(409, res.error)
+        if not voter:  # the voting core is full: it joins as a non-voting member
+            return {"id": node, "peer": str(addr), "role": "non-voter",
+                    "members": self.raft.members(), "next": f"bin/jobmanager.sh start {addr}"}
         deadline = asyncio.get_running_loop().time() + timeout
         while node not in self.raft.members():
             left = deadline - asyncio.get_running_loop().time()
@@ -339,7 +349,7 @@ class PeerGateway:
                 await self.raft.change_member(True, node, left)
             except MembershipRefused:
                 await asyncio.sleep(0.1)  # poll: the change in progress commits meanwhile
-        return {"id": node, "peer": str(addr), "members": self.raft.members(),
+        return {"id": node, "peer": str(addr), "role": "voter", "members": self.raft.members(),
                 "next": f"bin/jobmanager.sh start {addr}"}
 
     @_api_errors

@@ -31,6 +31,7 @@ from typing import Any, Callable, Optional
 import aiohttp
 
 from jm.config import ConfigError, PeerAddress
+from jm.policy.voters import NON_VOTING, VOTER, SeedMembers, VotersError, start_role
 from raft.commands import RetirePeer
 from raft.members import holds_jobs
 from raft.records import ALIVE
@@ -43,21 +44,25 @@ CATCH_UP_WAIT = 5.0     # s a removed member gets to receive its removal before 
 APPLY_WAIT = 0.5        # s after it has the entry: the next heartbeats carry its commit
 
 
-def load_members(raft_dir: str) -> Optional[list[str]]:
+def load_members(raft_dir: str) -> Optional[tuple[list[str], str]]:
+    """The voters and this peer's role it saved last (None: no file)."""
     try:
         with open(os.path.join(raft_dir, MEMBERS_FILE)) as f:
-            members = json.load(f)["members"]
-    except (OSError, ValueError, KeyError, TypeError):
+            data = json.load(f)
+        members, role = data["members"], data.get("role", VOTER)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    return [str(m) for m in members] if isinstance(members, list) and members else None
+    if not isinstance(members, list) or not members or role not in (VOTER, NON_VOTING):
+        return None
+    return [str(m) for m in members], role
 
 
-def save_members(raft_dir: str, members: list[str]) -> None:
+def save_members(raft_dir: str, members: list[str], role: str = VOTER) -> None:
     """Atomically (write, fsync, rename), so a power cut leaves the old or the new list."""
     path = os.path.join(raft_dir, MEMBERS_FILE)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump({"members": sorted(members), "time": time.time()}, f)
+        json.dump({"members": sorted(members), "role": role, "time": time.time()}, f)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -69,14 +74,14 @@ def has_raft_data(raft_dir: str) -> bool:
 
 
 async def ask_seeds(seeds: list[PeerAddress], headers: dict, timeout: float = 1.5,
-                    scheme: str = "http", ssl: Any = True) -> Optional[list[str]]:
-    """The Raft members according to the first seed that answers GET /cluster/peers (which
+                    scheme: str = "http", ssl: Any = True) -> Optional[SeedMembers]:
+    """The membership according to the first seed that answers GET /cluster/peers (which
     answers after a Raft barrier, so with every committed change; no leader: no answer)."""
     return await ask_members([seed.url(scheme) for seed in seeds], headers, timeout, ssl)
 
 
 async def ask_members(urls: list[str], headers: dict, timeout: float = 1.5,
-                      ssl: Any = True) -> Optional[list[str]]:
+                      ssl: Any = True) -> Optional[SeedMembers]:
     client_timeout = aiohttp.ClientTimeout(total=timeout)
     async with aiohttp.ClientSession(timeout=client_timeout, headers=headers) as http:
         for url in urls:
@@ -85,7 +90,9 @@ async def ask_members(urls: list[str], headers: dict, timeout: float = 1.5,
                     if resp.status != 200:
                         continue
                     body = await resp.json()
-                    return [str(m["id"]) for m in body["members"]]
+                    return SeedMembers(tuple(str(m["id"]) for m in body["members"]),
+                                       tuple(str(n["id"]) for n in body.get("non-voters", ())),
+                                       tuple(str(n) for n in body.get("removed", ())))
             except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError,
                     TypeError, OSError):
                 continue
@@ -93,33 +100,35 @@ async def ask_members(urls: list[str], headers: dict, timeout: float = 1.5,
 
 
 async def initial_members(me: PeerAddress, masters: list[PeerAddress], raft_dir: str,
-                          headers: dict, scheme: str = "http", ssl: Any = True) -> list[str]:
-    """The Raft members this peer starts with (see the module's docstring). ConfigError
-    when the cluster says this peer is not a member."""
+                          headers: dict, voters: int, scheme: str = "http",
+                          ssl: Any = True) -> tuple[str, list[str]]:
+    """This peer's role and the voters it starts with (see the module's docstring and
+    jm/policy/voters.py). ConfigError when the cluster says this peer is not a member."""
     seeds = [m for m in masters if m != me]
     current = await ask_seeds(seeds, headers, scheme=scheme, ssl=ssl) if seeds else None
-    if current is not None and me.node_id not in current:
+    lines = [m.raft_addr for m in masters]
+    saved = load_members(raft_dir)
+    if current is None and saved is None and me not in masters:
+        if not has_raft_data(raft_dir):
+            raise ConfigError(f"{me} is not in conf/masters and no peer of conf/masters "
+                              "answered: cannot find the cluster to join")
+        # a voter with data from before the members file: its journal brings the changes
+        return VOTER, lines + [me.raft_addr]
+    try:
+        role, core = start_role(me.node_id, lines, current, saved, voters)
+    except VotersError as exc:
         hint = f"add it first: jm cluster add-peer {me}"
+        if current is None:
+            raise ConfigError(str(exc)) from None
         if has_raft_data(raft_dir):  # removed while it was away: its Raft data is stale
             aside = f"{raft_dir}.removed-{int(time.time())}"
             os.replace(raft_dir, aside)
             os.makedirs(raft_dir, exist_ok=True)
-            raise ConfigError(f"{me} was removed from the cluster (members: "
-                              f"{', '.join(current)}); its old Raft data is in {aside}; to "
-                              f"join again, {hint}")
-        raise ConfigError(f"{me} is not a member of the cluster (members: "
-                          f"{', '.join(current)}); {hint}")
-    if current is not None:
-        return current
-    saved = load_members(raft_dir)
-    if saved is not None:
-        return saved
-    if me not in masters and not has_raft_data(raft_dir):
-        raise ConfigError(f"{me} is not in conf/masters and no peer of conf/masters "
-                          "answered: cannot find the cluster to join")
-    # the cluster is being created (or data from before the members file: pysyncobj's
-    # journal brings the changes since)
-    return [m.raft_addr for m in masters] + ([me.raft_addr] if me not in masters else [])
+            raise ConfigError(f"{me} was removed from the cluster (voters: "
+                              f"{', '.join(current.voters)}); its old Raft data is in "
+                              f"{aside}; to join again, {hint}") from None
+        raise ConfigError(f"{exc}; {hint}") from None
+    return role, core
 
 
 def removal_due(waited: float, has_entry: bool, dead: bool, connected: bool) -> bool:
@@ -137,9 +146,10 @@ class Membership:
     membership with the state (called by the ResourceManager's rounds)."""
 
     def __init__(self, raft: RaftHost, raft_dir: str, write_timeout: float,
-                 wall: Callable[[], float] = time.time,
+                 voters: int = 3, wall: Callable[[], float] = time.time,
                  mono: Callable[[], float] = time.monotonic) -> None:
         self.raft = raft
+        self.voters = voters  # raft.voters: the voting core members join until it is full
         self.raft_dir = raft_dir
         self.write_timeout = write_timeout
         self.wall, self.mono = wall, mono
@@ -151,7 +161,8 @@ class Membership:
         members = self.raft.members()
         if members != self._saved:
             try:
-                save_members(self.raft_dir, members)
+                save_members(self.raft_dir, members,
+                             VOTER if self.raft.is_voter else NON_VOTING)
                 self._saved = members
                 log.info("Raft members: %s", ", ".join(members))
             except OSError as exc:
@@ -163,7 +174,8 @@ class Membership:
         with self.raft.read() as st:
             retire = [p.id for p in st.peers.values()
                       if p.leaving and p.state == ALIVE and not holds_jobs(st, p.id)]
-            joining = [n for n in st.joining if n not in members]
+            joining = [n for n in st.joining
+                       if n not in members and n not in st.joining_readers]
             removed = [(n, n in st.removed_dead) for n in members if n in st.removed]
         for node in retire:
             res = await self.raft.submit(RetirePeer(node, self.wall()), self.write_timeout)

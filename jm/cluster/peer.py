@@ -38,6 +38,7 @@ from jm.cluster.resourcemanager import RebalanceConfig, ResourceManager
 from jm.config import (Config, ConfigError, PeerAddress, choose_self, load_config,
                        parse_overrides, read_masters, rest_base_url)
 from jm.policy.identity import NON_VOTER
+from jm.policy.voters import DEFAULT_VOTERS, NON_VOTING, VotersError, voter_count
 from jm.policy.security import peer_credential, start_refusal
 from jm.runtime.executor import Executor
 from jm.runtime.limits import from_conf as job_limits
@@ -76,6 +77,12 @@ class Peer:
         self.me = me
         self.node = me.node_id
         self.masters = masters
+        try:  # how many of conf/masters vote when the cluster is created
+            self.voters = voter_count(conf["raft.voters"], len(masters))
+        except VotersError as exc:
+            raise ConfigError(str(exc)) from None
+        # voters the leader adds members as (POST /cluster/peers) while there are fewer
+        self.voters_target = conf["raft.voters"] or DEFAULT_VOTERS
         self.token = conf.rest_token()
         self.secret = conf["cluster.secret"]
         self._check_exposure()  # before anything is made on disk
@@ -168,17 +175,22 @@ class Peer:
         os.makedirs(self.log_dir, exist_ok=True)
         os.makedirs(self.raft_dir, exist_ok=True)
         had_data = has_raft_data(self.raft_dir)
-        members = await initial_members(self.me, self.masters, self.raft_dir, self.peer_headers,
-                                        self.scheme, self.client_ssl)
+        role, members = await initial_members(self.me, self.masters, self.raft_dir,
+                                              self.peer_headers, self.voters, self.scheme,
+                                              self.client_ssl)
         mode = await amnesia_guard(had_data, self.raft_dir, self.node,
                                    [m.url(self.scheme) for m in self.masters if m != self.me],
                                    self.peer_headers, self.client_ssl, self.rejoin)
         others = [m for m in members if m != self.me.raft_addr]
         self.raft = RaftHost(self.me.raft_addr, others, self.raft_dir,
-                             raft_settings(self.conf), loop, {}, no_vote=mode == NON_VOTER)
+                             raft_settings(self.conf), loop, {}, no_vote=mode == NON_VOTER,
+                             voter=role != NON_VOTING)
+        log.info("peer %s starts as a %s (voters: %s)", self.node,
+                 "voter" if role != NON_VOTING else "non-voting member", ", ".join(members))
         self.raft.apply_hooks.append(self._on_applied)
         self.raft.start_watch()
-        self.membership = Membership(self.raft, self.raft_dir, self.conf["rest.write-timeout"])
+        self.membership = Membership(self.raft, self.raft_dir, self.conf["rest.write-timeout"],
+                                     self.voters_target)
         app = make_app(self.gateway, self.conf["rest.max-body-size"], token=self.token,
                        peer_credential=peer_credential(self.secret) if self.secret else None,
                        metrics=self.metrics,
@@ -313,10 +325,10 @@ class Peer:
                         if p.id != self.node]
             urls += [u for m in self.masters if m != self.me
                      and (u := m.url(self.scheme)) not in urls]
-            members = await ask_members(urls, self.peer_headers, ssl=self.client_ssl)
-            if members is not None and self.node not in members:
-                log.warning("peer %s is not a Raft member any more (members: %s); stopping",
-                            self.node, ", ".join(members))
+            seen = await ask_members(urls, self.peer_headers, ssl=self.client_ssl)
+            if seen is not None and self.node not in seen.voters + seen.non_voters:
+                log.warning("peer %s is not a member any more (voters: %s); stopping",
+                            self.node, ", ".join(seen.voters))
                 self.removed.set()
                 return
 

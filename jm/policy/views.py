@@ -53,14 +53,23 @@ def peer_state(st: ClusterState, p) -> str:
 
 def _role(node: str, leader: Optional[str], members: Optional[list[str]]) -> Optional[str]:
     if members is not None and node not in members:
-        return None  # not (or no more) a Raft member
+        return "non-voter"  # a non-voting member (jm/policy/voters.py)
     return "leader" if node == leader else "follower"
+
+
+def non_voters(st: ClusterState, members: list[str]) -> list[dict]:
+    """The non-voting members: peers registered or joining that are not Raft voters."""
+    ids = (set(st.peers) | set(st.joining)) - set(members) - set(st.removed)
+    return [{"id": n, "role": "non-voter",
+             "state": peer_state(st, st.peers[n]) if n in st.peers else "JOINING"}
+            for n in sorted(ids)]
 
 
 def nodes(st: ClusterState, leader: Optional[str], members: Optional[list[str]] = None
           ) -> dict:
-    """The peers, with their Raft role ("leader", "follower", or null for a peer that is
-    not a member); Raft members that have not registered yet are listed as JOINING."""
+    """The peers, with their Raft role ("leader", "follower", or "non-voter" for a peer
+    that is not a Raft voter); members that have not registered yet are listed as
+    JOINING."""
     out = []
     for p in st.peers.values():
         out.append({"id": p.id, "host": p.host, "rest-port": p.rest_port,
@@ -73,7 +82,8 @@ def nodes(st: ClusterState, leader: Optional[str], members: Optional[list[str]] 
                     "disk-low": p.disk_low or None,
                     "registered-at": _ms(p.registered_at),
                     "declared-dead-at": _ms(p.declared_dead_at)})
-    for node in sorted(set(members or ()) - set(st.peers) - set(st.removed)):
+    for node in sorted((set(members or ()) | set(st.joining)) - set(st.peers)
+                       - set(st.removed)):
         host, _, raft = node.rpartition(":")
         rest = st.joining.get(node, "").split(":")
         out.append({"id": node, "host": host, "raft-port": int(raft),
@@ -92,7 +102,7 @@ def membership_pending(st: ClusterState, members: list[str]) -> list[dict]:
             "waits-for-peer": n not in st.removed_dead}
            for n in sorted(set(members) & set(st.removed))]
     out += [{"id": n, "change": "add", "peer": st.joining[n]}
-            for n in sorted(set(st.joining) - set(members))]
+            for n in sorted(set(st.joining) - set(members) - st.joining_readers)]
     return out
 
 

@@ -26,17 +26,26 @@ async def leader_index(c):
     return next(i for i, p in enumerate(c.peers) if p.node == b["leader"])
 
 
+async def non_voters(c, peer=0):
+    s, b = await ahttp("GET", c.url(peer) + "/cluster/peers")
+    assert s == 200, b
+    return {n["id"]: n["state"] for n in b["non-voters"]}
+
+
 async def test_add_and_remove_a_member_that_never_starts(tmp_path):
-    async with running(str(tmp_path), 3) as c:
+    async with running(str(tmp_path), 3, {"rebalance.strategy": "none"}) as c:
         before = await members(c)
+        # the voting core (raft.voters, 3) is full: a new member joins as a non-voter
         s, b = await ahttp("POST", c.url(1) + "/cluster/peers", {"peer": "127.0.0.1:1:2"})
         assert s == 201, b
-        assert b["id"] == "127.0.0.1:2" and "127.0.0.1:2" in b["members"]
+        assert b["id"] == "127.0.0.1:2" and b["role"] == "non-voter", b
         for i in range(3):
-            assert await members(c, i) == sorted(before + ["127.0.0.1:2"])
+            assert await members(c, i) == before
+            assert await non_voters(c, i) == {"127.0.0.1:2": "JOINING"}
         s, b = await ahttp("GET", c.url(2) + "/nodes")
         joining = [n for n in b["nodes"] if n["id"] == "127.0.0.1:2"]
         assert joining and joining[0]["state"] == "JOINING" and joining[0]["rest-port"] == 1
+        assert joining[0]["raft-role"] == "non-voter"
         # bad input: clear errors, nothing changes
         for body, status in (({"peer": "nonsense"}, 400), ({}, 400),
                              ({"peer": "127.0.0.1:1:2"}, 409),
@@ -47,10 +56,25 @@ async def test_add_and_remove_a_member_that_never_starts(tmp_path):
         assert s == 404 and b["errors"]
         s, b = await ahttp("DELETE", c.url(0) + "/cluster/peers/x?deadline=soon")
         assert s == 400 and b["errors"]
-        # four members, one never started: a write still commits (3 of 4)
         s, b = await ahttp("DELETE", c.url(0) + "/cluster/peers/127.0.0.1:1:2")
         assert s == 202 and b["state"] == "REMOVED", b
-        await apoll(lambda: _members_are(c, before), 30, what="back to 3 members")
+        assert await non_voters(c) == {}
+        # a voter leaves: the next member added is a voter (the core is below 3); it never
+        # starts, and a write still commits (2 of 3)
+        li = await leader_index(c)
+        out = (li + 1) % 3
+        s, b = await ahttp("DELETE", c.url(li) + f"/cluster/peers/{c.peers[out].node}")
+        assert s == 202, b
+        rest = sorted(p.node for p in c.peers if p is not c.peers[out])
+        await apoll(lambda: _members_now(c, li, rest), 60, what="the voter gone")
+        s, b = await ahttp("POST", c.url(li) + "/cluster/peers", {"peer": "127.0.0.1:1:2"})
+        assert s == 201 and b["role"] == "voter" and "127.0.0.1:2" in b["members"], b
+        s, b = await ahttp("POST", c.url(li) + "/jobs", {"entry": "jobs_fixture:quick",
+                                                         "pyfiles": [FIX]})
+        assert s == 202, b
+        s, b = await ahttp("DELETE", c.url(li) + "/cluster/peers/127.0.0.1:1:2")
+        assert s == 202 and b["state"] == "REMOVED", b
+        await apoll(lambda: _members_now(c, li, rest), 30, what="back to 2 voters")
 
 
 async def _members_are(c, expected):

@@ -78,9 +78,10 @@ def test_nodes(st):
     assert V.nodes(st, "n2")["nodes"][1]["disk-low"].startswith("/data: 1% free")
     st.apply(c.Heartbeat("n2", 31.0, True))
     assert V.nodes(st, "n2")["nodes"][1]["disk-low"] is None
-    # with the Raft members known: a peer that left them has no role
+    # with the Raft members known: a peer that is not a voter is a non-voting member
     assert [n["raft-role"] for n in V.nodes(st, "n2", ["n1", "n2"])["nodes"]] == \
-        ["follower", "leader", None]
+        ["follower", "leader", "non-voter"]
+    assert [r["id"] for r in V.non_voters(st, ["n1", "n2"])] == ["n3"]
 
 
 def test_jobs_pages_newest_first_with_filters(st):

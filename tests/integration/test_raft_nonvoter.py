@@ -1,0 +1,76 @@
+"""A non-voting member (jm/policy/voters.py) through real pysyncobj over TCP: three voters
+and two read-only members; the readers apply every entry, learn the leader, send their
+writes through it, never count in a quorum (two voters down: nothing commits, though four
+of five processes run), and a reader restarted from nothing gets the whole state."""
+import asyncio
+import os
+
+import pytest
+
+from raft.commands import Barrier
+from raft.node import RaftHost, RaftSettings, RaftUnavailable
+from tests.helpers import apoll, free_ports
+
+
+def _cluster(tmp_path, voters: int, readers: int, **settings):
+    ports = free_ports(voters + readers)
+    addrs = [f"127.0.0.1:{p}" for p in ports]
+    core = addrs[:voters]
+    loop = asyncio.get_running_loop()
+    hosts = []
+    for i, a in enumerate(addrs):
+        voter = i < voters
+        hosts.append(RaftHost(a, [b for b in core if b != a], str(tmp_path / f"p{i}"),
+                              RaftSettings(**settings), loop, {}, voter=voter))
+    return hosts
+
+
+async def _stop(hosts) -> None:
+    for h in hosts:
+        await asyncio.to_thread(h.destroy)
+
+
+async def test_readers_apply_everything_write_through_the_leader_and_never_vote(tmp_path):
+    hosts = _cluster(tmp_path, 3, 2)
+    voters, readers = hosts[:3], hosts[3:]
+    try:
+        await apoll(lambda: all(h.leader() in {v.self_addr for v in voters} for h in hosts)
+                    and len({h.leader() for h in hosts}) == 1, 30, what="one leader for all")
+        leader = next(v for v in voters if v.is_leader())
+        assert not any(r.is_leader() or r.voting() for r in readers)
+        assert readers[0].members() == sorted(v.self_addr for v in voters)
+        # a write from a reader goes through the leader and is applied everywhere
+        res = await readers[0].submit(Barrier(), 10)
+        assert res.ok
+        index = readers[0].applied_index()
+        for h in hosts:
+            assert await h.wait_applied(index, 10), h.self_addr
+        # the readers hold no journal and listen on no Raft port
+        assert not os.path.exists(tmp_path / "p3" / "raft.journal")
+        await apoll(lambda: leader.readonly_connected() == 2, 10, what="both readers seen")
+        # two voters down: four of five processes run, but the readers do not vote
+        others = [v for v in voters if v is not leader]
+        for v in others:
+            await asyncio.to_thread(v.destroy)
+        hosts = [leader, *readers]
+        with pytest.raises(RaftUnavailable):
+            await readers[1].submit(Barrier(), 3)
+    finally:
+        await _stop(hosts)
+
+
+async def test_a_reader_started_from_nothing_gets_the_state(tmp_path):
+    hosts = _cluster(tmp_path, 1, 0)
+    try:
+        await apoll(lambda: hosts[0].is_leader(), 20, what="the single voter leads")
+        for _ in range(5):
+            assert (await hosts[0].submit(Barrier(), 5)).ok
+        index = hosts[0].applied_index()
+        reader = RaftHost(f"127.0.0.1:{free_ports(1)[0]}", [hosts[0].self_addr],
+                          str(tmp_path / "r"), RaftSettings(), asyncio.get_running_loop(),
+                          {}, voter=False)
+        hosts.append(reader)
+        assert await reader.wait_applied(index, 20)
+        assert reader.leader() == hosts[0].self_addr
+    finally:
+        await _stop(hosts)

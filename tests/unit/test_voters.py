@@ -1,0 +1,74 @@
+"""The voting core (jm/policy/voters.py): how many of conf/masters vote, the configuration
+errors of raft.voters, and the role a starting peer takes from what the seeds answer, its
+saved members file, or conf/masters."""
+import subprocess
+import sys
+
+import pytest
+
+from jm.cluster.membership import load_members, save_members
+from jm.config import ConfigError, load_config
+from jm.policy.voters import NON_VOTING, VOTER, SeedMembers, VotersError, start_role, \
+    voter_count
+from tests.helpers import ROOT
+
+
+def test_the_voter_count_is_odd_and_at_most_the_members():
+    assert [voter_count(None, n) for n in (1, 2, 3, 4, 25)] == [1, 1, 3, 3, 3]
+    assert voter_count(5, 9) == 5 and voter_count(1, 9) == 1
+    for bad, why in ((4, "even"), (0, "at least 1"), (7, "more than the 5")):
+        with pytest.raises(VotersError, match=f"raft.voters: .*{why}"):
+            voter_count(bad, 5)
+
+
+def test_an_even_or_zero_raft_voters_is_a_configuration_error(tmp_path):
+    with pytest.raises(ConfigError, match="raft.voters: 4 is even"):
+        load_config(str(tmp_path), {"raft.voters": 4})
+    with pytest.raises(ConfigError, match="raft.voters: must be at least 1"):
+        load_config(str(tmp_path), {"raft.voters": 0})
+    assert load_config(str(tmp_path), {"raft.voters": "5"})["raft.voters"] == 5
+
+
+def test_a_peer_exits_2_naming_the_key_when_raft_voters_exceeds_the_members(tmp_path):
+    (tmp_path / "masters").write_text("127.0.0.1:18081:16123\n127.0.0.1:18082:16124\n")
+    (tmp_path / "config.yaml").write_text("raft.voters: 3\n")
+    r = subprocess.run([sys.executable, "-m", "jm.cluster.peer", "--conf-dir", str(tmp_path),
+                        "--peer", "127.0.0.1:18081:16123"], cwd=ROOT, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().splitlines()[-1].startswith("jobmanager: configuration error: "
+                                                        "raft.voters: 3 is more than the 2")
+    assert "Traceback" not in r.stderr
+
+
+MASTERS = ["h:1", "h:2", "h:3", "h:4", "h:5"]
+
+
+def test_a_new_cluster_votes_with_its_first_lines():
+    assert start_role("h:2", MASTERS, None, None, 3) == (VOTER, ["h:1", "h:2", "h:3"])
+    assert start_role("h:5", MASTERS, None, None, 3) == (NON_VOTING, ["h:1", "h:2", "h:3"])
+
+
+def test_the_seeds_say_the_role_and_a_stranger_is_refused():
+    seed = SeedMembers(("h:1", "h:2", "h:4"), ("h:9",), ("h:5",))
+    # the voters changed since the cluster was made: the seeds know, not conf/masters
+    assert start_role("h:4", MASTERS, seed, None, 3) == (VOTER, ["h:1", "h:2", "h:4"])
+    assert start_role("h:3", MASTERS, seed, None, 3)[0] == NON_VOTING  # a line never removed
+    assert start_role("h:9", MASTERS, seed, None, 3)[0] == NON_VOTING  # added as non-voter
+    with pytest.raises(VotersError, match="h:5 is not a member"):
+        start_role("h:5", MASTERS, seed, None, 3)  # removed
+    with pytest.raises(VotersError, match="h:7 is not a member"):
+        start_role("h:7", MASTERS, seed, None, 3)
+    # no seed answers: what it saved wins over conf/masters
+    assert start_role("h:5", MASTERS, None, (["h:1", "h:2", "h:5"], VOTER), 3) == \
+        (VOTER, ["h:1", "h:2", "h:5"])
+
+
+def test_the_members_file_keeps_the_role(tmp_path):
+    assert load_members(str(tmp_path)) is None
+    save_members(str(tmp_path), ["h:2", "h:1"], NON_VOTING)
+    assert load_members(str(tmp_path)) == (["h:1", "h:2"], NON_VOTING)
+    (tmp_path / "members").write_text('{"members": ["h:1"]}')  # written before roles
+    assert load_members(str(tmp_path)) == (["h:1"], VOTER)
+    (tmp_path / "members").write_text('{"members": ["h:1"], "role": "king"}')
+    assert load_members(str(tmp_path)) is None
