@@ -299,6 +299,8 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "sql-gateway.fetch-wait": (parse_duration, "1 s"),  # a fetch waits this long for rows
     # Raft voters (jm/policy/voters.py): odd, at most the members; unset: 3 (or fewer)
     "raft.voters": (_int(1), None),
+    # a voter dead this long is replaced by a live non-voting member
+    "raft.voter-replace-after": (parse_duration, "30 s"),
     "raft.min-timeout": (parse_duration, "400 ms"),
     "raft.max-timeout": (parse_duration, "1000 ms"),
     "raft.append-entries-period": (parse_duration, "50 ms"),

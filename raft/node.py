@@ -15,11 +15,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from pysyncobj import FAIL_REASON, SyncObjConf, SyncObjConsumer, replicated
+from pysyncobj import FAIL_REASON, SyncObjConsumer, replicated
 
-from raft.amnesia import GuardedSyncObj
 from raft.commands import Barrier, decode, encode
-from raft.journal import DurableJournal, durable_syncobj
+from raft.journal import DurableJournal
+from raft.promotion import RETIRE_AFTER, Handover, forget_journal, make_syncobj
 from raft.state import ClusterState, Result
 from raft.transport import WireTransport
 
@@ -49,10 +49,12 @@ class RaftSettings:
 
 
 class _StateConsumer(SyncObjConsumer):
-    def __init__(self, on_applied: Callable[[Any, Result], None],
-                 on_loaded: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, on_applied: Callable[[Any, Any, Result], None],
+                 on_loaded: Callable[[Any], None], gate: threading.RLock) -> None:
         # attributes set before SyncObjConsumer.__init__ are not part of snapshots
         self.lock = threading.RLock()
+        self.gate = gate  # shared with a promotion's second consumer (raft/promotion.py)
+        self.frozen = False  # an abandoned promotion's: applies nothing more
         self.on_applied = on_applied
         self.on_loaded = on_loaded
         super().__init__()
@@ -64,23 +66,32 @@ class _StateConsumer(SyncObjConsumer):
             command = decode(blob)
         except Exception as exc:
             return Result.fail("invalid", f"undecodable command: {exc}")
-        with self.lock:
-            result = self.state.apply(command)
-        try:
-            self.on_applied(command, result)
-        except Exception:  # a notification problem must never stall the log
-            log.exception("on_applied failed")
+        with self.gate:
+            if self.frozen:
+                return _ABANDONED
+            with self.lock:
+                result = self.state.apply(command)
+            try:
+                self.on_applied(self, command, result)
+            except Exception:  # a notification problem must never stall the log
+                log.exception("on_applied failed")
         return result
 
     def _deserialize(self, data: dict) -> None:
         """A snapshot replaces the state (at start-up, or sent by the leader to a follower
         that fell behind): the commands it holds were never applied here one by one."""
-        with self.lock:
-            super()._deserialize(data)
-        try:
-            self.on_loaded()
-        except Exception:
-            log.exception("on_loaded failed")
+        with self.gate:
+            if self.frozen:
+                return
+            with self.lock:
+                super()._deserialize(data)
+            try:
+                self.on_loaded(self)
+            except Exception:
+                log.exception("on_loaded failed")
+
+
+_ABANDONED = Result.fail("abandoned", "the promotion to voter was abandoned")
 
 
 class RaftHost:
@@ -110,42 +121,81 @@ class RaftHost:
         self._last_leader: Optional[str] = None
         self._watch_task: Optional[asyncio.Task] = None
         os.makedirs(data_dir, exist_ok=True)
-        self.consumer = _StateConsumer(self._on_applied,
-                                       lambda: [hook() for hook in self.load_hooks])
-        conf = SyncObjConf(
-            journalFile=os.path.join(data_dir, "raft.journal") if voter else None,
-            fullDumpFile=os.path.join(data_dir, "raft.dump") if voter else None,
-            appendEntriesUseBatch=settings.use_batch,
-            appendEntriesPeriod=settings.append_entries_period,
-            raftMinTimeout=settings.min_timeout,
-            raftMaxTimeout=settings.max_timeout,
-            leaderFallbackTimeout=settings.leader_fallback_timeout,
-            connectionRetryTime=settings.connection_retry_time,
-            connectionTimeout=settings.connection_timeout,
-            autoTickPeriod=settings.auto_tick_period,
-            password=settings.password,
-            logCompactionMinEntries=settings.log_compaction_min_entries,
-            logCompactionMinTime=settings.log_compaction_min_time,
-            commandsWaitLeader=False,
-            bindAddress=self_addr if voter else None,
-            dynamicMembershipChange=True,  # POST/DELETE /cluster/peers (one at a time)
-        )
-        conf.maxMessageSize = settings.max_message_size  # read by WireTransport
-        conf.maxInboundConnections = settings.max_connections
-        if not voter:
-            self.syncobj = GuardedSyncObj(None, other_addrs, conf=conf,
-                                          consumers=[self.consumer],
-                                          transportClass=WireTransport)
-        elif settings.fsync:
-            self.syncobj = durable_syncobj(self_addr, other_addrs, conf, [self.consumer],
-                                           conf.fullDumpFile, no_vote=no_vote)
-        else:
-            self.syncobj = GuardedSyncObj(self_addr, other_addrs, conf=conf,
-                                          consumers=[self.consumer],
-                                          transportClass=WireTransport, no_vote=no_vote)
+        self.data_dir, self.settings = data_dir, settings
+        self._gate = threading.RLock()
+        self._handover: Optional[Handover] = None  # becoming a voter (raft/promotion.py)
+        self._retired: Any = None  # the read-only node after the hand-over
+        self.consumer = self._new_consumer()
+        self.syncobj = make_syncobj(self_addr, other_addrs, data_dir, settings, self.consumer,
+                                    voter, no_vote)
+        self._transport = self._wire()
 
+    def _new_consumer(self) -> _StateConsumer:
+        return _StateConsumer(self._on_applied, self._on_loaded, self._gate)
+
+    def _wire(self) -> Optional[WireTransport]:
         transport = getattr(self.syncobj, "_SyncObj__transport", None)
-        self._transport = transport if isinstance(transport, WireTransport) else None
+        return transport if isinstance(transport, WireTransport) else None
+
+    # ---- promotion of a non-voting member (raft/promotion.py) ---------------------------
+    def begin_voting(self, voters: list[str]) -> None:
+        """Start this non-voting member's voting node next to its read-only one; it takes
+        over once the leader has added it and it has caught up (ValueError if this is a
+        voter already). Idempotent while one is starting."""
+        if self.is_voter:
+            raise ValueError("this peer is a voter already")
+        if self._handover is not None:
+            return
+        forget_journal(self.data_dir)
+        consumer = self._new_consumer()
+        syncobj = make_syncobj(self.self_addr, [v for v in voters if v != self.self_addr],
+                               self.data_dir, self.settings, consumer, True, True)
+        with self._gate:
+            self._handover = Handover(consumer, syncobj)
+        log.info("becoming a voter: the voting node listens on %s and catches up",
+                 self.self_addr)
+
+    def _stop_retired(self, syncobj: Any) -> None:
+        with self._gate:
+            if self._retired is not syncobj:
+                return
+            self._retired = None
+        syncobj.destroy_synchronous()
+
+    def abandon_voting(self) -> bool:
+        """Stop a voting node that has not taken over (False if none, or it took over)."""
+        with self._gate:
+            handover, self._handover = self._handover, None
+        if handover is None:
+            return False
+        handover.consumer.frozen = True
+        handover.stop()
+        log.warning("the promotion to voter was abandoned: still a non-voting member")
+        return True
+
+    def _hand_over(self, consumer: Any) -> bool:
+        """Under the gate, after `consumer` applied or loaded: True if it is the voting
+        node's and it took over now (the caller must not notify for this entry, which the
+        read-only node notified already, unless it jumped ahead)."""
+        handover = self._handover
+        ahead = handover.due(consumer, self.consumer) if handover is not None else None
+        if ahead is None:
+            return False
+        old_syncobj = self.syncobj
+        self.consumer, self.syncobj = consumer, handover.syncobj
+        self.is_voter, self._handover = True, None
+        self._transport = self._wire()
+        # the read-only node goes on applying, unseen, for a while: writes in flight
+        # through it get their results
+        self._retired = old_syncobj
+        timer = threading.Timer(RETIRE_AFTER, self._stop_retired, (old_syncobj,))
+        timer.daemon = True
+        timer.start()
+        log.warning("this peer is a voter now (applied index %d)", consumer.state.applied)
+        if ahead:  # a snapshot brought it past: what listeners hold is older
+            self._run_load_hooks()
+        self._schedule_notify()
+        return True
 
     # ---- membership (pysyncobj's dynamic membership; the leader makes the changes) -----
     def members(self) -> list[str]:
@@ -249,12 +299,28 @@ class RaftHost:
         return journal.stats() if isinstance(journal, DurableJournal) else {}
 
     # ---- tick-thread side -------------------------------------------------------------
-    def _on_applied(self, command: Any, result: Result) -> None:
+    def _on_loaded(self, consumer: Any) -> None:
+        if consumer is not self.consumer:
+            self._hand_over(consumer)
+            return
+        self._run_load_hooks()
+
+    def _run_load_hooks(self) -> None:
+        for hook in self.load_hooks:
+            hook()
+
+    def _on_applied(self, consumer: Any, command: Any, result: Result) -> None:
+        if consumer is not self.consumer:  # the voting node of a promotion: catching up
+            self._hand_over(consumer)
+            return
         transport = self._transport
         if transport is not None:  # room for every peer's reader connection
             transport.readers = len(self.consumer.state.peers)
         for hook in self.apply_hooks:
             hook(command, result)
+        self._schedule_notify()
+
+    def _schedule_notify(self) -> None:
         with self._notify_lock:
             if self._notify_pending:
                 return
@@ -422,6 +488,12 @@ class RaftHost:
                 self.loop.call_soon_threadsafe(self._watch_task.cancel)
             except RuntimeError:  # the loop is closed already
                 pass
+        with self._gate:
+            handover, self._handover = self._handover, None
+            retired, self._retired = self._retired, None
+        for other in (handover.syncobj if handover else None, retired):
+            if other is not None:
+                other.destroy_synchronous()
         journal = getattr(self.syncobj, "_SyncObj__raftLog", None)
         if isinstance(journal, DurableJournal):
             journal.close_soon()  # a write waiting for a full disk must not hold the stop

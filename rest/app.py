@@ -33,6 +33,7 @@ def error_response(status: int, errors: list[str], headers: dict | None = None) 
     return web.json_response({"errors": errors}, status=status, headers=headers)
 
 
+PEERS_ONLY = ("/cluster/beat", "/cluster/voter")  # the peer credential only
 OPEN_PATHS = ("/healthz", "/readyz")  # plus the web UI shell: "/" and /static/...
 
 
@@ -62,9 +63,9 @@ def auth_middleware(token: Optional[str], peer_credential: Optional[str]):
         if path in OPEN_PATHS or path == "/" or path.startswith("/static/"):
             return await handler(request)
         internal = path.endswith("/content") or "local" in request.query
-        if path == "/cluster/beat":  # heartbeats: only peers (never the users' token)
+        if path in PEERS_ONLY:  # heartbeats, promotions: only peers (not the users' token)
             if (token or secret) and not allowed(request, peers_only):
-                return error_response(401, ["heartbeats are for the cluster's peers: send "
+                return error_response(401, [f"{path} is for the cluster's peers: send "
                                             "'Authorization: Bearer <peer credential>'"],
                                       {"WWW-Authenticate": 'Bearer realm="jobmanager"'})
             return await handler(request)
@@ -341,6 +342,19 @@ async def post_cluster_peer(request: web.Request) -> web.Response:
     return web.json_response(await _gw(request).add_peer(peer.strip()), status=201)
 
 
+async def post_promote(request: web.Request) -> web.Response:
+    return web.json_response(await _gw(request).promote_peer(request.match_info["node"]))
+
+
+async def post_cluster_voter(request: web.Request) -> web.Response:
+    """The promoter asks this peer to start its voting node (peers only)."""
+    return web.json_response(await _gw(request).prepare_voter(await _json_body(request)))
+
+
+async def delete_cluster_voter(request: web.Request) -> web.Response:
+    return web.json_response(await _gw(request).abandon_voter())
+
+
 async def delete_cluster_peer(request: web.Request) -> web.Response:
     deadline = _deadline(request, await _json_body(request, optional=True))
     return web.json_response(await _gw(request).remove_peer(request.match_info["node"],
@@ -489,6 +503,9 @@ def make_app(gateway: Gateway, max_body: int, token: Optional[str] = None,
     r.add_post("/cluster/peers", post_cluster_peer)
     r.add_post("/cluster/beat", post_cluster_beat)
     r.add_delete("/cluster/peers/{node}", delete_cluster_peer)
+    r.add_post("/cluster/peers/{node}/promote", post_promote)
+    r.add_post("/cluster/voter", post_cluster_voter)
+    r.add_delete("/cluster/voter", delete_cluster_voter)
     r.add_delete("/nodes/{node}/drain", delete_drain)
     r.add_post("/artifacts", post_artifact)
     r.add_get("/artifacts", get_artifacts)

@@ -18,6 +18,7 @@ from typing import Any, Optional
 from jm.cluster.beats import parse_beat
 from jm.cluster.blobs import BlobError, safe_name
 from jm.cluster.joblists import JobLists
+from jm.cluster.voting import PromotionRefused
 from jm.policy.pages import DEFAULT_LIMIT
 from jm.cluster.resourcemanager import rebalance_round, to_command
 from jm.cluster import remotefs
@@ -29,7 +30,7 @@ from jm.config import ConfigError, parse_peer
 from raft.artifacts import named_by
 from raft.commands import (AddArtifact, AdmitPeer, CancelJob, DrainPeer, ForgetArtifacts,
                            RemovePeer, SubmitJob, TriggerSavepoint)
-from raft.node import MembershipRefused, RaftUnavailable
+from raft.node import RaftUnavailable
 from rest.gateway import ApiError
 
 
@@ -244,6 +245,32 @@ class PeerGateway:
             "voters-target": self.peer.voters_target, "pending": pending, "removed": removed}
 
     @_api_errors
+    async def promote_peer(self, node: str) -> dict:
+        """POST /cluster/peers/{node}/promote: a non-voting member becomes a voter
+        (jm/cluster/voting.py): 409 if the core is full or it is not caught up."""
+        self._writable()
+        try:
+            return await self.peer.voting.promote(node)
+        except PromotionRefused as exc:
+            raise ApiError(exc.status, str(exc))
+
+    async def prepare_voter(self, body: Any) -> dict:
+        """POST /cluster/voter (peers only): start this peer's voting node."""
+        voters = body.get("voters") if isinstance(body, dict) else None
+        if not isinstance(voters, list) or not voters or \
+                not all(isinstance(v, str) for v in voters):
+            raise ApiError(400, 'the body must be {"voters": ["HOST:RAFT-PORT", ...]}')
+        try:
+            applied = self.peer.candidate.begin(voters)
+        except ValueError as exc:
+            raise ApiError(409, str(exc))
+        return {"node": self.node, "applied": applied}
+
+    async def abandon_voter(self) -> dict:
+        """DELETE /cluster/voter (peers only): stop a voting node not added after all."""
+        return {"node": self.node, "abandoned": self.peer.candidate.abandon()}
+
+    @_api_errors
     async def beat(self, body: Any) -> dict:
         """POST /cluster/beat on the leader: a peer's heartbeat, answered once the lease
         round holding it is committed (jm/cluster/beats.py); 503 if this is not the
@@ -312,15 +339,15 @@ class PeerGateway:
 
     @_api_errors
     async def add_peer(self, peer: str) -> dict:
-        """Admit the peer in the state, then add it to the Raft membership (committed before
-        the answer; a change in progress is waited for within rest.write-timeout)."""
+        """Admit the peer in the state as a non-voting member (committed before the
+        answer); once it runs, the leader promotes it if the voting core is short."""
         try:
             addr = parse_peer(peer, "peer")
         except ConfigError as exc:
             raise ApiError(400, str(exc))
         node = addr.node_id
-        with self.raft.read() as st:  # (a voter admitted but not added yet: added now)
-            known = node in st.peers or node in st.joining_readers
+        with self.raft.read() as st:
+            known = node in st.peers or node in st.joining
         if node in self.raft.members() or known:
             raise ApiError(409, f"{node} is a member already")
         self._writable()
@@ -330,27 +357,14 @@ class PeerGateway:
                      if p.host == addr.host and ports & {p.rest_port, p.raft_port}]
         if taken:
             raise ApiError(409, f"{peer} uses a port of peer {taken[0]}")
-        timeout = self.conf["rest.write-timeout"]
-        voter = len(self.raft.members()) < self.peer.voters_target
-        res = await self.raft.submit(AdmitPeer(str(addr), time.time(), voter), timeout)
+        res = await self.raft.submit(AdmitPeer(str(addr), time.time(), False),
+                                     self.conf["rest.write-timeout"])
         if not res.ok:
             raise ApiError(409, res.error)
-        if not voter:  # the voting core is full: it joins as a non-voting member
-            return {"id": node, "peer": str(addr), "role": "non-voter",
-                    "members": self.raft.members(), "next": f"bin/jobmanager.sh start {addr}"}
-        deadline = asyncio.get_running_loop().time() + timeout
-        while node not in self.raft.members():
-            left = deadline - asyncio.get_running_loop().time()
-            if left <= 0:
-                raise ApiError(503, f"{node} is admitted but another membership change is "
-                                    "not committed yet; the leader adds it after that one",
-                               headers={"Retry-After": "1"})
-            try:
-                await self.raft.change_member(True, node, left)
-            except MembershipRefused:
-                await asyncio.sleep(0.1)  # poll: the change in progress commits meanwhile
-        return {"id": node, "peer": str(addr), "role": "voter", "members": self.raft.members(),
-                "next": f"bin/jobmanager.sh start {addr}"}
+        # a non-voting member first: the leader promotes it once it runs, if the voting
+        # core is short of raft.voters (jm/cluster/voting.py)
+        return {"id": node, "peer": str(addr), "role": "non-voter",
+                "members": self.raft.members(), "next": f"bin/jobmanager.sh start {addr}"}
 
     @_api_errors
     async def remove_peer(self, node: str, deadline: Optional[float]) -> dict:

@@ -18,6 +18,7 @@ membership follow the replicated state (raft/members.py).
   is taken out at once: waiting could not tell it anything and would only keep the quorum
   larger than the live members (a second loss then loses the majority).
   One change at a time, each committed before the next (pysyncobj refuses others).
+  With none of these to make, it keeps the voting core whole (jm/cluster/voting.py).
 """
 from __future__ import annotations
 
@@ -146,10 +147,10 @@ class Membership:
     membership with the state (called by the ResourceManager's rounds)."""
 
     def __init__(self, raft: RaftHost, raft_dir: str, write_timeout: float,
-                 voters: int = 3, wall: Callable[[], float] = time.time,
+                 core: Any = None, wall: Callable[[], float] = time.time,
                  mono: Callable[[], float] = time.monotonic) -> None:
         self.raft = raft
-        self.voters = voters  # raft.voters: the voting core members join until it is full
+        self.core = core  # jm.cluster.voting.VotingCore: promotions, demotions
         self.raft_dir = raft_dir
         self.write_timeout = write_timeout
         self.wall, self.mono = wall, mono
@@ -185,6 +186,8 @@ class Membership:
             await self._remove(*removed[0])
         elif joining:
             await self._change(True, joining[0])
+        elif self.core is not None:
+            await self.core.step()
 
     async def _remove(self, node: str, dead: bool) -> None:
         if node == self.raft.self_addr:  # the leader cannot remove itself: hand over first

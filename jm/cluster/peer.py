@@ -30,6 +30,7 @@ from jm.cluster.jobmaster import JobEnv, make_reporter
 from jm.cluster.lease import Lease
 from jm.cluster import tls
 from jm.cluster.identity import amnesia_guard, keep_identity
+from jm.cluster.voting import VoterCandidate, VotingCore
 from jm.cluster.membership import Membership, ask_members, has_raft_data, initial_members
 from jm.cluster.beats import BeatSender, LeaseRounds
 from jm.cluster.looplag import LoopMonitor
@@ -98,6 +99,8 @@ class Peer:
         self.raft: Optional[RaftHost] = None
         self.raft_dir = os.path.join(self.data_dir, "raft")
         self.membership: Optional[Membership] = None
+        self.voting: Optional[VotingCore] = None  # promotions (jm/cluster/voting.py)
+        self.candidate: Optional[VoterCandidate] = None  # this peer becoming a voter
         # set when this peer was removed from the cluster: the process stops (_serve)
         self.removed = asyncio.Event()
         self._removal_check: Optional[asyncio.Future] = None
@@ -189,8 +192,13 @@ class Peer:
                  "voter" if role != NON_VOTING else "non-voting member", ", ".join(members))
         self.raft.apply_hooks.append(self._on_applied)
         self.raft.start_watch()
+        self.voting = VotingCore(self.raft, self.voters_target,
+                                 self.conf["raft.voter-replace-after"],
+                                 self.conf["rest.write-timeout"], self._rest_url_of_node,
+                                 self.peer_headers, self.client_ssl)
+        self.candidate = VoterCandidate(self.raft)
         self.membership = Membership(self.raft, self.raft_dir, self.conf["rest.write-timeout"],
-                                     self.voters_target)
+                                     self.voting)
         app = make_app(self.gateway, self.conf["rest.max-body-size"], token=self.token,
                        peer_credential=peer_credential(self.secret) if self.secret else None,
                        metrics=self.metrics,

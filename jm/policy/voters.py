@@ -73,3 +73,60 @@ def start_role(me: str, masters: list[str], seed: Optional[SeedMembers],
         return saved[1], list(saved[0])
     core = masters[:voters]
     return (VOTER if me in core else NON_VOTING), core
+
+
+# ---- healing the core (the leader's rounds, jm/cluster/voting.py) -------------------------
+PROMOTE_MAX_LAG = 1000  # commands a non-voter may be behind the promoter to be promoted
+
+
+@dataclass(frozen=True)
+class PeerView:
+    """What the core step needs of a registered peer."""
+    id: str
+    alive: bool
+    dead_since: Optional[float]  # wall time it was declared dead (None: alive)
+    leaving: bool = False
+    draining: bool = False
+
+
+def core_step(voters: list[str], peers: list[PeerView], target: int, now: float,
+              replace_after: float, leader: Optional[str],
+              held_off: frozenset = frozenset()) -> Optional[tuple[str, str]]:
+    """One change to the voting core, or None: ("demote", voter) takes a voter dead for
+    `replace_after` s out of the Raft voters (it stays a member: back, it is a non-voter)
+    when a live non-voter can replace it; ("promote", peer) makes a live non-voter, not
+    draining or leaving (nor in `held_off`: tried a moment ago), a voter while the core
+    has fewer than `target`, keeping it odd."""
+    by_id = {p.id: p for p in peers}
+    candidates = sorted(p.id for p in peers if p.id not in voters and p.alive
+                        and not p.leaving and not p.draining and p.id not in held_off)
+    if not candidates:
+        return None
+    dead = sorted(v for v in voters if v != leader and v in by_id and not by_id[v].alive
+                  and by_id[v].dead_since is not None
+                  and now - by_id[v].dead_since >= replace_after)
+    if dead:
+        return "demote", dead[0]
+    # short of the target: promote, but never to an even core for long (two voters stop
+    # at either loss, one does not stop at the non-voter's): with an odd core, only when
+    # a second candidate can follow at once
+    if len(voters) < target and (len(voters) % 2 == 0 or len(candidates) >= 2):
+        return "promote", candidates[0]
+    return None
+
+
+def promotion_refusal(node: str, voters: list[str], target: int, peer: Optional[PeerView]
+                      ) -> Optional[tuple[int, str]]:
+    """Why `node` cannot be promoted now: (HTTP status, message), or None."""
+    if node in voters:
+        return 409, f"{node} is a voter already"
+    if peer is None:
+        return 404, f"{node} is not a member of the cluster"
+    if len(voters) >= target:
+        return 409, (f"the voting core is full ({len(voters)} voters, raft.voters {target}): "
+                     "remove a voter first")
+    if not peer.alive:
+        return 409, f"{node} is not alive"
+    if peer.leaving or peer.draining:
+        return 409, f"{node} is draining or being removed"
+    return None

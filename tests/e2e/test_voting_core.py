@@ -4,7 +4,10 @@ members (no Raft port, no journal), shown as such by GET /cluster/peers and `jm 
 they take submissions, run jobs and serve reads from their own replica; a killed
 non-voter's jobs move and it comes back from the leader's snapshot; with two voters of
 three down, the non-voters do not make a quorum: writes through them are refused (503) and
-they fence their jobs like every peer cut off from the majority."""
+they fence their jobs like every peer cut off from the majority. The core heals itself:
+a voter removed, or dead past raft.voter-replace-after, is replaced by promoting a live
+non-voter in place (one that does not answer is not caught up: 409), so a second voter
+lost afterwards still leaves a majority; the dead voter comes back as a non-voter."""
 import os
 import signal
 import subprocess
@@ -22,6 +25,7 @@ FIX = os.path.join(ROOT, "tests", "integration") + "/"
 @pytest.fixture
 def cluster(tmp_path):
     c = ProcessCluster(str(tmp_path), 5, {"jobmanager.slots": 4, "raft.voters": 3,
+                                          "raft.voter-replace-after": "2 s",
                                           "rebalance.strategy": "none"})
     try:
         c.start()
@@ -66,7 +70,7 @@ def test_non_voting_members_serve_run_jobs_move_and_never_vote(cluster):
     view = peers(urls[readers[0]])
     assert sorted(m["id"] for m in view["members"]) == sorted(map(node_id, voters))
     assert [(n["id"], n["role"]) for n in view["non-voters"]] == \
-        [(node_id(r), "non-voter") for r in sorted(readers)]
+        [(r, "non-voter") for r in sorted(map(node_id, readers))]
     for r in readers:  # no Raft port, no journal: a reader of the leader's log
         assert not listening(int(r.split(":")[2]))
         raft = os.path.join(c.base, "data", node_id(r).replace(":", "_"), "raft")
@@ -118,3 +122,56 @@ def test_non_voting_members_serve_run_jobs_move_and_never_vote(cluster):
     poll(lambda: http("GET", urls[readers[0]] + "/readyz")[1].get("lease-valid") is False,
          30, what="the non-voter fenced (its lease ran out)")
     assert all(_running(c.peer_pid(c.lines.index(ln))) for ln in readers)
+
+
+def voters_of(url):
+    return sorted(m["id"] for m in peers(url)["members"])
+
+
+def test_the_voting_core_heals_itself(cluster):
+    c = cluster
+    a, b, cc, d, e = c.lines
+    urls = dict(zip(c.lines, c.urls))
+    leader = peers(urls[d])["leader"]
+    # keep the leader: the voters the test takes away are the followers
+    order = sorted([a, b, cc], key=lambda ln: node_id(ln) == leader)
+    first, second = order[0], order[1]
+
+    # a voter removed while E does not answer: promoting E by hand is refused (not caught
+    # up), the leader promotes D instead
+    e_pid = c.peer_pid(4)
+    os.kill(e_pid, signal.SIGSTOP)
+    try:
+        s, body = http("DELETE", urls[d] + f"/cluster/peers/{node_id(first)}")
+        assert s == 202, body
+        poll(lambda: node_id(first) not in voters_of(urls[d]), 60, what="the voter gone")
+        s, body = http("POST", urls[d] + f"/cluster/peers/{node_id(e)}/promote", timeout=30)
+        assert s == 409 and "not caught up" in body["errors"][0], (s, body)
+    finally:
+        os.kill(e_pid, signal.SIGCONT)
+    core = sorted(node_id(ln) for ln in (a, b, cc, d) if ln != first)
+    poll(lambda: voters_of(urls[d]) == core, 60, what="D promoted")
+    poll(lambda: not listening(int(first.split(":")[2])), 30, what="the removed voter gone")
+    assert listening(int(d.split(":")[2]))  # D's voting node took over its Raft port
+
+    # a voter killed: dead past raft.voter-replace-after, it is replaced by E
+    pid = c.peer_pid(c.lines.index(second))
+    os.kill(pid, signal.SIGKILL)
+    assert_gone([pid], "the killed voter")
+    core = sorted(set(core) - {node_id(second)} | {node_id(e)})
+    poll(lambda: voters_of(urls[d]) == core, 60, what="E promoted in the dead voter's place")
+    # so losing one more voter still leaves a majority: 2 of 3
+    third = next(ln for ln in (a, b, cc, d) if node_id(ln) in core
+                 and node_id(ln) != peers(urls[e])["leader"])
+    pid = c.peer_pid(c.lines.index(third))
+    os.kill(pid, signal.SIGKILL)
+    assert_gone([pid], "a third voter")
+    alive = next(ln for ln in (a, b, cc, d, e) if node_id(ln) in core and ln != third)
+    jid = submit(urls[alive], {"entry": "jobs_fixture:quick", "pyfiles": [FIX]})
+    poll(lambda: job(urls[alive], jid)["state"] == "FINISHED", 60, what="a job with 2 of 3")
+
+    # the dead voter comes back: a member still, as a non-voter
+    c.start_peer(c.lines.index(second))
+    poll(lambda: http("GET", urls[second] + "/healthz")[1].get("ok"), 60, what="it is back")
+    assert node_id(second) in [n["id"] for n in peers(urls[alive])["non-voters"]]
+    assert not listening(int(second.split(":")[2]))

@@ -74,3 +74,60 @@ async def test_a_reader_started_from_nothing_gets_the_state(tmp_path):
         assert reader.leader() == hosts[0].self_addr
     finally:
         await _stop(hosts)
+
+
+async def test_a_reader_promoted_in_place_hands_over_without_going_back(tmp_path):
+    """Two voters, one reader that applies a steady stream of writes; it starts its voting
+    node, the leader adds it, and it takes over: its applied index never goes back, every
+    entry is notified once, and it votes: with the other voter gone, 2 of 3 commit."""
+    hosts = _cluster(tmp_path, 2, 1)
+    voters, reader = hosts[:2], hosts[2]
+    seen: list = []
+    # each apply notification with the index it made: one per entry, none twice or lost
+    reader.apply_hooks.append(lambda cmd, res: seen.append(reader.consumer.state.applied))
+    try:
+        await apoll(lambda: reader.leader() is not None and voters[0].leader() is not None,
+                    30, what="a leader known to the reader")
+        leader = next(v for v in voters if v.is_leader())
+        stop = asyncio.Event()
+
+        async def writes():
+            n = 0
+            while not stop.is_set():
+                try:
+                    await leader.submit(Barrier(), 5)
+                    n += 1
+                except RaftUnavailable:
+                    await asyncio.sleep(0.05)
+            return n
+        writer = asyncio.create_task(writes())
+        indices = []
+
+        async def watch():
+            while not stop.is_set():
+                indices.append(reader.applied_index())
+                await asyncio.sleep(0.005)
+        watcher = asyncio.create_task(watch())
+        await asyncio.sleep(0.3)  # (let writes flow: the hand-over happens amid them)
+        reader.begin_voting([v.self_addr for v in voters])
+        assert reader.is_voter is False
+        await leader.change_member(True, reader.self_addr, 10)
+        await apoll(lambda: reader.is_voter, 30, what="the reader took over as a voter")
+        await asyncio.sleep(0.3)
+        stop.set()
+        written = await writer
+        await watcher
+        assert written > 10
+        assert indices == sorted(indices), "the applied index went backwards"
+        index = leader.applied_index()
+        assert await reader.wait_applied(index, 10)
+        assert seen == list(range(seen[0], seen[0] + len(seen))) and seen[-1] == index
+        assert reader.voting() or await apoll(lambda: reader.voting(), 10, what="voting")
+        assert os.path.exists(tmp_path / "p2" / "raft.journal")
+        # it counts in the quorum now: the other voter (not the leader) gone, 2 of 3 commit
+        other = next(v for v in voters if v is not leader)
+        await asyncio.to_thread(other.destroy)
+        hosts = [leader, reader]
+        assert (await reader.submit(Barrier(), 10)).ok
+    finally:
+        await _stop(hosts)

@@ -72,3 +72,42 @@ def test_the_members_file_keeps_the_role(tmp_path):
     assert load_members(str(tmp_path)) == (["h:1"], VOTER)
     (tmp_path / "members").write_text('{"members": ["h:1"], "role": "king"}')
     assert load_members(str(tmp_path)) is None
+
+
+def view(node, alive=True, dead_since=None, **kw):
+    from jm.policy.voters import PeerView
+    return PeerView(node, alive, dead_since, **kw)
+
+
+def test_the_core_replaces_a_voter_dead_past_the_limit_and_stays_odd():
+    from jm.policy.voters import core_step
+    voters = ["a", "b", "c"]
+    peers = [view("a"), view("b"), view("c", False, 100.0), view("d"), view("e")]
+    # dead 20 s of 30: nothing yet; at 30 s it leaves the voters (d can take its place)
+    assert core_step(voters, peers, 3, 120.0, 30.0, "a") is None
+    assert core_step(voters, peers, 3, 130.0, 30.0, "a") == ("demote", "c")
+    # no live non-voter to take its place: it stays
+    assert core_step(voters, peers[:3], 3, 500.0, 30.0, "a") is None
+    # two voters left: a live non-voter (not draining, leaving or held off) is promoted
+    assert core_step(["a", "b"], peers, 3, 130.0, 30.0, "a") == ("promote", "d")
+    assert core_step(["a", "b"], peers, 3, 130.0, 30.0, "a", frozenset({"d"})) == \
+        ("promote", "e")
+    busy = [view("a"), view("b"), view("d", draining=True), view("e", leaving=True)]
+    assert core_step(["a", "b"], busy, 3, 130.0, 30.0, "a") is None
+    # one voter and one candidate: 2 voters would stop at either loss; with two, both go
+    assert core_step(["a"], [view("a"), view("d")], 3, 0.0, 30.0, "a") is None
+    assert core_step(["a"], [view("a"), view("d"), view("e")], 3, 0.0, 30.0, "a") == \
+        ("promote", "d")
+    # the target reached: nothing; the leader is never demoted
+    assert core_step(voters, [view("a", False, 0.0), view("d")], 3, 99.0, 1.0, "a") is None
+
+
+def test_a_promotion_is_refused_with_the_reason():
+    from jm.policy.voters import promotion_refusal
+    assert promotion_refusal("a", ["a", "b"], 3, view("a")) == (409, "a is a voter already")
+    assert promotion_refusal("x", ["a", "b"], 3, None)[0] == 404
+    assert "core is full" in promotion_refusal("d", ["a", "b", "c"], 3, view("d"))[1]
+    assert promotion_refusal("d", ["a", "b"], 3, view("d", False, 1.0)) == \
+        (409, "d is not alive")
+    assert "draining" in promotion_refusal("d", ["a", "b"], 3, view("d", draining=True))[1]
+    assert promotion_refusal("d", ["a", "b"], 3, view("d")) is None
