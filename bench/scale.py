@@ -2,13 +2,16 @@
 what adding peers and records costs.
 
 Per cluster size (--peers 3,9,25):
-  * idle CPU of each peer process over --idle seconds (the leader and the followers);
+  * idle CPU of each peer process over --idle seconds (the leader, the followers, the
+    non-voting members: raft.voters is 3 unless --voters says otherwise, "all" for every
+    peer a voter);
   * submit latency p50/p99 with 1 and with 8 clients (every peer drained meanwhile: the
     jobs stay CREATED and run nothing; cancelled afterwards);
   * time to RUNNING for --burst trivial jobs (first submission -> the last RUNNING
     timestamp);
-  * failover: kill -9 of a follower and of the leader, probe jobs on every peer: the time
-    until the victim's jobs are RUNNING elsewhere, and other jobs restarted (must be 0).
+  * failover: kill -9 of a follower, a non-voter and the leader, probe jobs on every
+    peer: the time until the victim's jobs are RUNNING elsewhere, and other jobs
+    restarted (must be 0).
 With --ended N (e.g. 50000), N ended job records are made first (submitted while every
 peer is drained, then cancelled), and also measured: GET /jobs/overview (Flink's whole
 list), a page of GET /jobs and a job's page, p50/p99, while a client polls the overview
@@ -17,6 +20,7 @@ RSS; a restarted follower's time to serving (ready, its replica holding every re
 
     .venv/bin/python bench/scale.py --peers 3,9,25
     .venv/bin/python bench/scale.py --peers 3 --ended 50000
+    .venv/bin/python bench/scale.py --peers 25 --voters all    # every peer votes
 """
 from __future__ import annotations
 
@@ -28,6 +32,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Optional
 
 import aiohttp
 import psutil
@@ -188,16 +193,19 @@ def restart_to_serving(c: BenchCluster, victim: dict, total: int) -> float:
     return time.monotonic() - t0
 
 
-def kill_and_time(urls: list[str], kill_leader: bool) -> dict:
-    """SIGKILL the leader or the follower holding most jobs; the time until each of its
-    jobs is RUNNING elsewhere (the cluster's RUNNING time stamps), and how many other
-    running jobs got a new attempt or a restart (must be 0). Reads only the jobs it needs:
-    a whole overview per poll would load the cluster it measures."""
+def kill_and_time(urls: list[str], kind: str) -> Optional[dict]:
+    """SIGKILL the leader, or the follower (a voter) or non-voter holding most jobs; the
+    time until each of its jobs is RUNNING elsewhere (the cluster's RUNNING time stamps),
+    and how many other running jobs got a new attempt or a restart (must be 0). Reads
+    only the jobs it needs: a whole overview per poll would load the cluster it measures.
+    None if there is no peer of that kind."""
     ns = nodes(urls[0])
     leader = next(n for n, v in ns.items() if v["leader"])
-    victim = leader if kill_leader else max(
-        (n for n, v in ns.items() if v["state"] == "ALIVE" and n != leader),
-        key=lambda n: len(ns[n]["jobs"]))
+    role = {"follower": "follower", "non-voter": "non-voter"}.get(kind)
+    pool = [n for n, v in ns.items() if v["state"] == "ALIVE" and v["raft-role"] == role]
+    if kind != "leader" and not pool:
+        return None
+    victim = leader if kind == "leader" else max(pool, key=lambda n: len(ns[n]["jobs"]))
     v = ns[victim]
     survivor = next(u for u in urls if not u.endswith(f":{v['rest-port']}"))
     running = [r["id"] for r in get(survivor + "/jobs?state=RUNNING&limit=1000")["jobs"]]
@@ -224,6 +232,8 @@ def run_size(n: int, args) -> dict:
     settings = {"spark.connect.embedded": False, "jobmanager.executor.preload": "none",
                 "jobmanager.slots": 8, "restart-strategy.type": "none",
                 "jobstore.max-capacity": max(10000, args.ended + 10000)}
+    if args.voters:  # "all": every peer votes (as before the voting core)
+        settings["raft.voters"] = n if args.voters == "all" else int(args.voters)
     out: dict = {"peers": n, "ended": args.ended}
     with BenchCluster(n, settings) as c:
         wait_until(lambda: sum(v["state"] == "ALIVE" for v in nodes(c.urls[0]).values()) == n,
@@ -235,11 +245,14 @@ def run_size(n: int, args) -> dict:
         leader = next(k for k, v in ns.items() if v["leader"])
         out["rss_leader_mb"] = round(psutil.Process(ns[leader]["pid"]).memory_info().rss
                                      / 2**20, 1)
+        out["voters"] = sum(v["raft-role"] in ("leader", "follower") for v in ns.values())
         if "idle" in args.phases:
             cpu = idle_cpu({k: v["pid"] for k, v in ns.items()}, args.idle)
             out["idle_cpu_leader_pct"] = round(cpu[leader], 2)
-            out["idle_cpu_follower_pct"] = round(median([v for k, v in cpu.items()
-                                                         if k != leader]), 2)
+            for role in ("follower", "non-voter"):
+                of_role = [cpu[k] for k, v in ns.items() if v["raft-role"] == role]
+                if of_role:
+                    out[f"idle_cpu_{role.replace('-', '')}_pct"] = round(median(of_role), 2)
         for clients in (1, 8) if "submit" in args.phases else ():
             lat, ids = asyncio.run(submit_clients(c.urls, args.submits, clients, UNPLACED))
             out[f"submit_{clients}c_p50_ms"] = round(pct(lat, 50) * 1000, 1)
@@ -261,10 +274,13 @@ def run_size(n: int, args) -> dict:
         asyncio.run(submit_clients(c.urls, n * 2, 1, dict(PROBE, args={"dir": probes})))
         wait_until(lambda: get(c.urls[0] + "/jobs?state=RUNNING&limit=1")["total"] == n * 2,
                    120, "probes running")
-        for kind in ("follower", "leader"):
-            k = kill_and_time(c.urls, kind == "leader")
-            out[f"failover_{kind}_s"] = round(k["failover_s"], 2)
-            out[f"failover_{kind}_others_restarted"] = k["others_restarted"]
+        for kind in ("follower", "non-voter", "leader"):
+            k = kill_and_time(c.urls, kind)
+            if k is None:
+                continue
+            key = kind.replace("-", "")
+            out[f"failover_{key}_s"] = round(k["failover_s"], 2)
+            out[f"failover_{key}_others_restarted"] = k["others_restarted"]
             v = k["record"]
             line = f"127.0.0.1:{v['rest-port']}:{v['raft-port']}"
             subprocess.run([os.path.join(ROOT, "bin", "jobmanager.sh"), "start", line],
@@ -289,6 +305,8 @@ def main() -> int:
     ap.add_argument("--poll", type=float, default=20.0)
     ap.add_argument("--phases", default="idle,submit,burst,reads,failover",
                     help="what to measure (comma-separated)")
+    ap.add_argument("--voters", default="",
+                    help="raft.voters (default: the peers' default, 3); 'all': every peer")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     args.phases = set(args.phases.split(","))

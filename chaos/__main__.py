@@ -29,6 +29,9 @@ from chaos.netns import available
 from chaos.streaming import EventFeed, wait_sink
 
 FAULTS = ("kill", "kill-leader", "kill-owner", "pause", "partition")
+# partition-minority: a minority of the voters with a third of the non-voting members, each
+# cut off (on request: --faults; with 3 peers and 3 voters it is a plain partition)
+GROUP_FAULTS = ("partition-minority",)
 HOST_FAULTS = ("membership", "disk-full", "power-loss", "clock")  # --hosts only
 
 
@@ -66,6 +69,8 @@ def inject(c: ChaosCluster, kind: str, rnd: random.Random, hold: float, log,
         start, end, what = hostfaults.clock(c, i, rnd, hold, log)
         return [{"kind": f"clock {what}", "node": f"clock {c.nodes[i]}", "start": start,
                  "end": end, "jobs": []}]
+    if kind == "partition-minority":
+        return partition_minority(c, rnd, hold, log)
     i = None
     if kind in HOST_FAULTS:  # a follower: the leader's own cases are in the e2e tests
         leader = c.leader_index()
@@ -106,6 +111,29 @@ def inject(c: ChaosCluster, kind: str, rnd: random.Random, hold: float, log,
         log(f"healed {node}")
     return [{"kind": "kill" if kind.startswith("kill") else kind, "node": node, "start": start,
             "end": end, "jobs": jobs}]
+
+
+def partition_minority(c: ChaosCluster, rnd: random.Random, hold: float, log) -> list[dict]:
+    """Cut off a minority of the voters (the leader among them or not) together with a
+    third of the non-voting members: every one of them must fence its jobs (no quorum
+    reaches them), the others keep theirs; one fault record per peer cut off."""
+    voters = [i for i in c.voters() if i in c.pids]
+    readers = [i for i in sorted(c.pids) if i not in voters]
+    group = rnd.sample(voters, max(1, (len(voters) - 1) // 2)) + \
+        rnd.sample(readers, len(readers) // 3)
+    jobs = {i: c.jobs_of(i) for i in group}
+    start = time.time()
+    log(f"partition-minority {', '.join(c.nodes[i] for i in group)} (voters "
+        f"{', '.join(c.nodes[i] for i in voters)}; {sum(map(len, jobs.values()))} jobs)")
+    for i in group:
+        c.net.partition(i)
+    time.sleep(hold)  # fault schedule
+    for i in group:
+        c.net.heal(i)
+    end = time.time()
+    log("healed " + ", ".join(c.nodes[i] for i in group))
+    return [{"kind": "partition", "node": c.nodes[i], "start": start, "end": end,
+             "jobs": jobs[i]} for i in group]
 
 
 def start_streaming(c: ChaosCluster, sc: Scenario) -> tuple[list, list]:
@@ -318,7 +346,7 @@ def main(argv=None) -> int:
     r.add_argument("-D", dest="overrides", action="append", default=[])
     args = ap.parse_args(argv)
     faults = tuple(f for f in args.faults.split(",") if f)
-    known = FAULTS + (HOST_FAULTS if args.hosts else ())
+    known = FAULTS + GROUP_FAULTS + (HOST_FAULTS if args.hosts else ())
     bad = [f for f in faults if f not in known]
     if bad or not faults:
         print(f"chaos: unknown fault(s) {bad}; choose from {', '.join(known)}"
@@ -331,7 +359,7 @@ def main(argv=None) -> int:
         if reason:
             print(f"chaos: --hosts: {reason}", file=sys.stderr)
             return 2
-    if "partition" in faults and not available():
+    if any(f.startswith("partition") for f in faults) and not available():
         print("chaos: partitions need root and iproute2 (ip netns); drop 'partition' from "
               "--faults", file=sys.stderr)
         return 2

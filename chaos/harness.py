@@ -90,7 +90,8 @@ class ChaosCluster:
             self.net: Optional[TestNet] = self.hostbed.net
             extra["env.ssh.opts"] = self.hostbed.ssh_opts
         else:
-            self.net = TestNet(sc.peers) if "partition" in sc.faults else None
+            self.net = TestNet(sc.peers) if any(f.startswith("partition")
+                                                for f in sc.faults) else None
         # in namespaces every peer has its own address, so the usual ports do
         self.lines = ([f"{h}:8081:6123" for h in self.net.hosts] if self.net
                       else local_lines(sc.peers))
@@ -239,6 +240,15 @@ class ChaosCluster:
         except (OSError, RuntimeError, KeyError, TypeError):
             return None
         return self.nodes.index(leader) if leader in self.nodes else None
+
+    def voters(self) -> list[int]:
+        """Indices of the Raft voters (the others are non-voting members)."""
+        try:
+            body = call("GET", self.alive_url() + "/cluster/peers")[1]
+            ids = [m["id"] for m in body["members"]]
+        except (OSError, RuntimeError, KeyError, TypeError):
+            return []
+        return [self.nodes.index(n) for n in ids if n in self.nodes]
 
     def jobs_of(self, i: int) -> list[str]:
         try:

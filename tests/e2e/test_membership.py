@@ -1,11 +1,13 @@
 """Membership changes online with real peer processes (bin/jobmanager.sh), real Raft and
-the jm CLI: a 3-peer cluster grows to 4 (the new peer is not in conf/masters and joins
-through it), a live peer is removed (its streaming job moves with a savepoint, its batch
-job restarts elsewhere after the deadline, the peer stops by itself), a dead peer is
-removed at once and replaced by a new host, the removed peer cannot come back unasked,
-an added peer restarts from its own members file, and the leader itself is removed. A dead
-peer removed leaves the Raft voters at once: a second peer lost right after does not take
-the majority with it."""
+the jm CLI: a 3-peer cluster grows to 4 (the new peer is not in conf/masters, joins
+through it as a non-voting member: the voting core of 3 is full), a live peer is removed
+(its streaming job moves with a savepoint, its batch job restarts elsewhere after the
+deadline, the peer stops by itself; a voter removed is replaced by promoting the
+non-voter), a dead peer is removed at once and replaced by a new host, the removed peer
+cannot come back unasked, an added peer restarts from its own members file, and the
+leader itself is removed. A dead voter removed leaves the Raft voters at once (no wait
+for the peer) and the core heals by promotion: a second voter lost then does not take the
+majority with it."""
 import os
 import signal
 import subprocess
@@ -61,6 +63,13 @@ def jm(url, *args):
 
 
 def members(url):
+    """Every member: the Raft voters and the non-voting members."""
+    s, b = http("GET", url + "/cluster/peers")
+    assert s == 200, b
+    return sorted(m["id"] for m in b["members"] + b["non-voters"])
+
+
+def voters(url):
     s, b = http("GET", url + "/cluster/peers")
     assert s == 200, b
     return sorted(m["id"] for m in b["members"])
@@ -114,7 +123,8 @@ def test_grow_remove_replace_and_remove_the_leader_online(cluster, tmp_path):
     r = c.run("jobmanager.sh", "start", d)
     assert r.returncode == 0, r.stderr
     poll(lambda: nodes(url)[node_id(d)]["state"] == "ALIVE", 60, what="D registered")
-    assert nodes(url_of(d))[node_id(d)]["raft-role"] in ("follower", "leader")
+    assert nodes(url_of(d))[node_id(d)]["raft-role"] == "non-voter"  # the core is full
+    assert voters(url) == sorted(map(node_id, c.lines))
     rc, out, _ = jm(url, "cluster")
     assert rc == 0 and node_id(d) in out and "RAFT" in out
 
@@ -150,18 +160,22 @@ def test_grow_remove_replace_and_remove_the_leader_online(cluster, tmp_path):
     assert_gone([pid], "the removed peer")  # it stopped by itself
     assert not os.path.exists(raft_dir(c, victim))
     assert node_id(victim) not in nodes(url)
+    # a voter removed: the non-voter D takes its place (a non-voter removed: no change)
+    poll(lambda: len(voters(url)) == 3, 60, what="the voting core whole again")
+    assert voters(url) == sorted(map(node_id, live))
 
-    # ---- a new host E joins (4 members); a follower is killed and, once dead, removed:
-    # it leaves the Raft voters at once, so losing a second follower right after still
-    # leaves a majority (3 members, 2 alive) -------------------------------------------
-    rc, _, err = jm(url, "cluster", "add-peer", e)
-    assert rc == 0, err
+    # ---- a new host E joins (4 members, 3 voting); a voter is killed and, once dead,
+    # removed: it leaves the Raft voters at once, E is promoted in its place, so losing a
+    # second voter then still leaves a majority (3 voters, 2 alive) -------------------
+    rc, out, err = jm(url, "cluster", "add-peer", e)
+    assert rc == 0 and "non-voting member" in out, (out, err)
     r = c.run("jobmanager.sh", "start", e)
     assert r.returncode == 0, r.stderr
     live.append(e)
     poll(lambda: nodes(url)[node_id(e)]["state"] == "ALIVE", 60, what="E registered")
-    assert len(members(url)) == 4
-    gone = next(ln for ln in live if ln != leader_line(url, live) and ln in c.lines)
+    assert len(members(url)) == 4 and len(voters(url)) == 3
+    gone = next(ln for ln in live if ln != leader_line(url, live)
+                and node_id(ln) in voters(url))
     pid = peer_pid(c, gone)
     os.kill(pid, signal.SIGKILL)
     assert_gone([pid], "the killed peer")
@@ -173,7 +187,9 @@ def test_grow_remove_replace_and_remove_the_leader_online(cluster, tmp_path):
     pending = http("GET", url + "/cluster/peers")[1]["pending"]
     assert all(p["id"] == node_id(gone) and p["change"] == "remove"
                and p["waits-for-peer"] is False for p in pending), pending
-    second = next(ln for ln in live if url_of(ln) != url)  # lost at once, not 5 s later
+    poll(lambda: len(voters(url)) == 3 and not http("GET", url + "/cluster/peers")[1][
+        "pending"], 60, what="the non-voter promoted in the removed voter's place")
+    second = next(ln for ln in live if url_of(ln) != url and node_id(ln) in voters(url))
     pid2 = peer_pid(c, second)
     os.kill(pid2, signal.SIGKILL)
     assert_gone([pid2], "the second killed peer")

@@ -84,7 +84,8 @@ async def test_a_voter_removed_is_replaced_by_promoting_a_non_voter(tmp_path):
         s, b = await ahttp("POST", c.url(3) + "/jobs", {"entry": "jobs_fixture:quick",
                                                         "pyfiles": [FIX]})
         assert s == 202, b
-        await apoll(lambda: _state(c, b["jobid"], "FINISHED"), 30, what="a job afterwards")
+        jid = b["jobid"]
+        await apoll(lambda: _state(c, jid, "FINISHED", li), 30, what="a job afterwards")
 
 
 async def _members_are(c, expected):
@@ -109,8 +110,8 @@ async def test_drain_deadline_restarts_batch_jobs_elsewhere(tmp_path):
         assert drained["state"] == "DRAINED" and drained["drain-deadline"] == 0.5
 
 
-async def _state(c, jid, state):
-    return (await job(c, jid))["state"] == state
+async def _state(c, jid, state, peer=0):
+    return (await job(c, jid, peer))["state"] == state
 
 
 async def _moved(c, jid, old):
