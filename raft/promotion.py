@@ -34,6 +34,7 @@ log = logging.getLogger("jm.raft")
 
 JOURNAL_FILES = ("raft.journal", "raft.dump")
 RETIRE_AFTER = 30.0  # s the read-only node runs on after the hand-over
+READER_TICK = 0.1  # s: a read-only node's idle tick
 
 
 def make_syncobj(self_addr: str, other_addrs: list[str], data_dir: str, settings: Any,
@@ -50,7 +51,11 @@ def make_syncobj(self_addr: str, other_addrs: list[str], data_dir: str, settings
         leaderFallbackTimeout=settings.leader_fallback_timeout,
         connectionRetryTime=settings.connection_retry_time,
         connectionTimeout=settings.connection_timeout,
-        autoTickPeriod=settings.auto_tick_period,
+        # a read-only node keeps no timers that matter (no election, no append-entries to
+        # send): it wakes on its sockets and on its own writes (pysyncobj's pipe), so
+        # its idle ticks can be ten times rarer than a voter's
+        autoTickPeriod=settings.auto_tick_period if voter else max(
+            settings.auto_tick_period, READER_TICK),
         password=settings.password,
         logCompactionMinEntries=settings.log_compaction_min_entries,
         logCompactionMinTime=settings.log_compaction_min_time,

@@ -43,6 +43,10 @@ class ClusterState:
         self.removed: dict[str, float] = {}
         self.removed_dead: set[str] = set()  # removed while not alive (raft/members.py)
         self.joining_readers: set[str] = set()  # joining as non-voting members
+        # kept as jobs change, so that no read walks every job: jobs by status, and the
+        # ended jobs in the order they ended (retention, jm/policy/retention.py)
+        self.status_counts: dict[str, int] = {}
+        self.ended: dict[str, None] = {}
         self.applied: int = 0
         # the cluster's id, made by its first registration (jm/policy/identity.py)
         self.cluster_id: Optional[str] = None
@@ -58,6 +62,13 @@ class ClusterState:
         self.__dict__.setdefault("removed", {})
         self.__dict__.setdefault("removed_dead", set())
         self.__dict__.setdefault("joining_readers", set())
+        if "status_counts" not in self.__dict__:  # a snapshot from before the counts
+            self.status_counts, self.ended = {}, {}
+            for job in self.jobs.values():
+                self._count(job.status, 1)
+            for job in sorted((j for j in self.jobs.values() if j.status in TERMINAL),
+                              key=lambda j: j.end_time or 0.0):
+                self.ended[job.id] = None
         self.__dict__.setdefault("cluster_id", None)
         self.__dict__.setdefault("next_number", 1)
         self.__dict__.setdefault("by_number", {})
@@ -122,10 +133,21 @@ class ClusterState:
             job.attempts[-1].end = time
             job.attempts[-1].reason = reason
 
+    def _count(self, status: str, delta: int) -> None:
+        n = self.status_counts.get(status, 0) + delta
+        if n:
+            self.status_counts[status] = n
+        else:
+            self.status_counts.pop(status, None)
+
     def _set_status(self, job: JobRecord, status: str, time: float) -> None:
+        if status != job.status:
+            self._count(job.status, -1)
+            self._count(status, 1)
         job.status = status
         job.timestamps[status] = time
         if status in TERMINAL:
+            self.ended[job.id] = None
             job.end_time = time
             self.pending.pop(job.id, None)
             self._cancel_move(job)
@@ -235,6 +257,7 @@ def _submit(state: ClusterState, cmd: c.SubmitJob) -> Result:
                     cmd.time, cmd.request_id)
     job.timestamps[CREATED] = cmd.time
     state.jobs[job.id] = job
+    state._count(job.status, 1)
     state.pending[job.id] = None
     job.number, state.next_number = state.next_number, state.next_number + 1
     state.by_number[job.number] = job.id
@@ -370,6 +393,8 @@ def _purge(state: ClusterState, cmd: c.PurgeJobs) -> Result:
         if job is None or job.status not in TERMINAL or job.node is not None:
             continue
         del state.jobs[job_id]
+        state._count(job.status, -1)
+        state.ended.pop(job_id, None)
         state.pending.pop(job_id, None)
         state.by_number.pop(job.number, None)
         if job.request_id and state.request_ids.get(job.request_id) == job_id:

@@ -47,7 +47,6 @@ class JobLists:
         self.clock = clock
         self.cache = OverviewCache()
         self._ended = 0  # jobs ended since the cache was last filled (note_applied)
-        self.asked = False  # a client asked this peer for the overview: keep it warm
 
     def jobs_page(self, query: Mapping[str, str]) -> dict:
         """A page of jobs, newest first: Flink's `/jobs` fields (`id`, `status`) and the
@@ -68,7 +67,6 @@ class JobLists:
         """Flink's MultipleJobsDetails (`{"jobs": [...]}`, submission order) as JSON blocks:
         every job unless the query filters or pages; `id_ok` narrows it by job id."""
         q = parse(query, None)
-        self.asked = True
         select = None
         if q.filtered or id_ok is not None or q.limit is not None or q.offset:
             def keep(j: Any) -> bool:
@@ -81,10 +79,9 @@ class JobLists:
 
     def note_applied(self, command: Any, result: Any) -> bool:
         """Count the jobs a command ended (the replica's apply hook, any thread); True
-        when enough ended since the last fill that the cache should be filled again. Only
-        on a peer somebody asked for the overview: the others keep no rows."""
-        if not self.asked:
-            return False
+        when enough ended since the last fill that the cache should be filled again (on
+        every peer: the first poll of a peer nobody asked before is as quick as the
+        next; the rows cost about 400 bytes an ended job)."""
         self._ended += jobs_ended(command, result)
         if self._ended < WARM_AFTER:
             return False
@@ -95,7 +92,7 @@ class JobLists:
         """Fill the overview's row cache in the background (jobs ended, a snapshot
         installed), so that the next poll of the overview does not pay for it."""
         try:
-            await self.cache.body(self.read, self.clock())
+            await self.cache.fill(self.read, self.clock())
         except Exception:  # a cache, never a reason to fail
             log.warning("warming the overview cache failed", exc_info=True)
 

@@ -38,9 +38,7 @@ def cluster_gauges(st: Any) -> Gauges:
     """The cluster-wide numbers of a replica's state (pure): jobs by state, peers by state,
     slots of the alive peers and those used. Only the leader exports them."""
     from jm.policy import views
-    jobs: dict[str, int] = {}
-    for job in st.jobs.values():
-        jobs[job.status] = jobs.get(job.status, 0) + 1
+    jobs = dict(st.status_counts)  # kept by the state as jobs change
     peers: dict[str, int] = {}
     for p in st.peers.values():
         k = views.peer_state(st, p)

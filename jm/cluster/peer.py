@@ -30,6 +30,7 @@ from jm.cluster.jobmaster import JobEnv, make_reporter
 from jm.cluster.lease import Lease
 from jm.cluster import tls
 from jm.cluster.identity import amnesia_guard, keep_identity
+from jm.cluster.joblists import WARM_AFTER
 from jm.cluster.voting import VoterCandidate, VotingCore
 from jm.cluster.membership import Membership, ask_members, has_raft_data, initial_members
 from jm.cluster.beats import BeatSender, LeaseRounds
@@ -284,13 +285,14 @@ class Peer:
         # a snapshot installed replaces every record: the overview's rows are made again
         self.raft.load_hooks.append(
             lambda: self.started and loop.call_soon_threadsafe(self._warm_overview))
+        with self.raft.read() as st:  # records replayed at start: their rows made now
+            if len(st.ended) >= WARM_AFTER:
+                self._warm_overview()
         log.info("peer %s up: REST %s, Raft %s, pid %d", self.node, self.me.url(self.scheme),
                  self.me.raft_addr, os.getpid())
 
     def _warm_overview(self) -> None:
-        """Fill the overview's row cache in the background, on a peer somebody polls."""
-        if not self.gateway.lists.asked:
-            return
+        """Fill the overview's row cache in the background."""
         if self._warming is None or self._warming.done():
             self._warming = asyncio.ensure_future(self.gateway.lists.warm())
 

@@ -77,3 +77,26 @@ class OverviewCache:
             await asyncio.sleep(0)
         out.append(b"]}")
         return out
+
+    async def fill(self, read: Callable[[], Any], now: float) -> int:
+        """Make the rows of the ended jobs not cached yet (and forget purged ones), a
+        slice at a time, without building a body: the next request only joins bytes.
+        Returns how many rows it made."""
+        with read() as st:
+            ended = [st.jobs[jid] for jid in st.ended if jid in st.jobs]
+        cached = self._rows
+        made = 0
+        for lo in range(0, len(ended), SCAN):
+            todo = [j for j in ended[lo:lo + SCAN]
+                    if (c := cached.get(j.id)) is None or c[0] is not j]
+            await asyncio.sleep(0)
+            for n, job in enumerate(todo, 1):
+                cached[job.id] = (job, _dump(views.job_row(job, now)))
+                if n % CHUNK == 0:
+                    await asyncio.sleep(0)
+            made += len(todo)
+        if len(cached) > len(ended):
+            keep = {j.id for j in ended}
+            for job_id in [j for j in cached if j not in keep]:
+                del cached[job_id]
+        return made

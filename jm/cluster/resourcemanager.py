@@ -354,6 +354,8 @@ class ResourceManager:
         for chunk in purge_batches(ids[:PURGE_PER_ROUND]):
             res = await self.raft.submit(PurgeJobs(chunk, self.wall()), self.write_timeout)
             forgotten += len(res.value or [])
+            for jid in chunk:  # purged, or gone already
+                self._ended_seen.pop(jid, None)
         if ids:
             log.info("forgot %d ended jobs (job store expiration/capacity)", forgotten)
         if more:  # more expired than one round takes: purge again at once, not in 10 s

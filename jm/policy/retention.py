@@ -18,16 +18,23 @@ from raft.records import TERMINAL
 
 
 def track_ended(state: Any, seen: dict[str, float], now: float) -> dict[str, float]:
-    """Pure: `seen` (job id -> this peer's monotonic time when it first saw the job ended)
-    brought up to date with `state` at `now`: newly ended jobs are added at `now` (in the
-    state's job order), jobs no longer ended or no longer there are dropped. The result's
-    order is the order in which the jobs were first seen ended."""
-    out = {jid: t for jid, t in seen.items()
-           if (j := state.jobs.get(jid)) is not None and j.status in TERMINAL}
-    for job in state.jobs.values():
-        if job.status in TERMINAL and job.id not in out:
-            out[job.id] = now
-    return out
+    """`seen` (job id -> this peer's monotonic time when it first saw the job ended)
+    brought up to date with `state` at `now`, in place, and returned: the jobs that ended
+    since (the tail of `state.ended`, which keeps ended jobs in the order they ended) are
+    added at `now`; the cost is the number of new ones, not of all jobs. Jobs no longer
+    there are dropped: the purge's caller drops those it purged, and `seen` holding more
+    than the state has ended is rebuilt. The order is the order they were first seen."""
+    ended = state.ended
+    if len(seen) > len(ended):
+        seen = {jid: t for jid, t in seen.items() if jid in ended}
+    new = []
+    for jid in reversed(ended):
+        if jid in seen:
+            break
+        new.append(jid)
+    for jid in reversed(new):
+        seen[jid] = now
+    return seen
 
 
 def expired_jobs(seen: dict[str, float], now: float, expiration: float, capacity: int,

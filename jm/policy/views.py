@@ -19,18 +19,13 @@ def _ms(t: Optional[float]) -> int:
 
 def overview(st: ClusterState, leader: Optional[str]) -> dict:
     alive = st.alive_peers()
-    counts = {"running": 0, "finished": 0, "failed": 0, "cancelled": 0, "created": 0}
-    for job in st.jobs.values():
-        if job.status == S.FINISHED:
-            counts["finished"] += 1
-        elif job.status == S.FAILED:
-            counts["failed"] += 1
-        elif job.status == S.CANCELED:
-            counts["cancelled"] += 1
-        elif job.status == S.CREATED and job.node is None:
-            counts["created"] += 1
-        else:
-            counts["running"] += 1
+    # from the counts the state keeps and the (short) placement queue: no walk over jobs
+    by = st.status_counts
+    counts = {"finished": by.get(S.FINISHED, 0), "failed": by.get(S.FAILED, 0),
+              "cancelled": by.get(S.CANCELED, 0),
+              "created": sum(1 for jid in st.pending if (j := st.jobs.get(jid)) is not None
+                             and j.status == S.CREATED and j.node is None)}
+    counts["running"] = len(st.jobs) - sum(counts.values())
     total = sum(p.slots for p in alive)
     used = sum(st.slots_used(p.id) for p in alive)
     return {"leader": leader, "peers": len(st.peers), "peers-alive": len(alive),

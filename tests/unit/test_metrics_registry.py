@@ -38,7 +38,10 @@ def test_cluster_gauges_count_jobs_peers_and_alive_slots():
                                   slots=8)}
     jobs = {"j1": SimpleNamespace(status=S.RUNNING), "j2": SimpleNamespace(status=S.RUNNING),
             "j3": SimpleNamespace(status=S.FAILED)}
-    st = SimpleNamespace(jobs=jobs, peers=peers, jobs_of=lambda node: [],
+    counts = {}
+    for j in jobs.values():
+        counts[j.status] = counts.get(j.status, 0) + 1
+    st = SimpleNamespace(jobs=jobs, status_counts=counts, peers=peers, jobs_of=lambda node: [],
                          alive_peers=lambda: [peers["a"]], slots_used=lambda node: 3)
     g = cluster_gauges(st)
     assert g["jm_cluster_jobs"][2] == [((S.FAILED,), 1), ((S.RUNNING,), 2)]

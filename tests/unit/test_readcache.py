@@ -89,8 +89,25 @@ def test_jobs_ended_by_a_command_prompt_a_new_fill_every_few_hundred():
     assert jobs_ended(c.CancelJob("a", 1.0), Result(True, S.CANCELED)) == 1
     assert jobs_ended(c.CancelJob("a", 1.0), Result(True, S.CANCELLING)) == 0
     lists = JobLists(lambda: contextlib.nullcontext(ClusterState()))
-    calls = [lists.note_applied(reports, res) for _ in range(joblists.WARM_AFTER // 2)]
-    assert calls.count(True) == 0  # nobody asked this peer for the overview
-    asyncio.run(lists.overview({}))
-    calls = [lists.note_applied(reports, res) for _ in range(joblists.WARM_AFTER // 2)]
-    assert calls[-1] is True and calls.count(True) == 1
+    calls = [lists.note_applied(reports, res) for _ in range(joblists.WARM_AFTER)]
+    assert calls.count(True) == 2 and calls[joblists.WARM_AFTER // 2 - 1] is True
+
+
+def test_a_fill_makes_the_rows_of_new_ended_jobs_only_and_forgets_purged_ones():
+    st = ClusterState()
+    for k in range(6):
+        st.apply(c.SubmitJob(f"j{k}", {"name": f"job {k}"}, float(k)))
+    for k in range(4):
+        st.apply(c.CancelJob(f"j{k}", 10.0))
+    cache = OverviewCache()
+    read = lambda: contextlib.nullcontext(st)  # noqa: E731
+    assert asyncio.run(cache.fill(read, 20.0)) == 4
+    assert asyncio.run(cache.fill(read, 21.0)) == 0  # nothing new
+    st.apply(c.CancelJob("j4", 22.0))
+    st.apply(c.PurgeJobs(("j0",), 23.0))
+    assert asyncio.run(cache.fill(read, 24.0)) == 1 and set(cache._rows) == {
+        "j1", "j2", "j3", "j4"}
+    # a body afterwards joins the cached rows: no miss
+    body = json.loads(b"".join(asyncio.run(cache.body(read, 25.0))))
+    assert [j["jid"] for j in body["jobs"]] == ["j1", "j2", "j3", "j4", "j5"]
+    assert cache.misses == 0

@@ -141,6 +141,12 @@ def to_command(st: ClusterState, action, t: float):
 
 
 def check_invariants(st: ClusterState, prev_epochs: dict) -> None:
+    # the counts and the ended index the state keeps match its jobs
+    counts: dict[str, int] = {}
+    for job in st.jobs.values():
+        counts[job.status] = counts.get(job.status, 0) + 1
+    assert st.status_counts == counts
+    assert set(st.ended) == {j.id for j in st.jobs.values() if j.status in S.TERMINAL}
     owners: dict[str, list[str]] = {}
     for node, owned in st.assigned.items():
         assert node in st.peers, f"assigned index has unknown node {node}"
