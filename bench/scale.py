@@ -16,10 +16,12 @@ With --ended N (e.g. 50000), N ended job records are made first (submitted while
 peer is drained, then cancelled), and also measured: GET /jobs/overview (Flink's whole
 list), a page of GET /jobs and a job's page, p50/p99, while a client polls the overview
 every second; the event-loop lag p99 (jm_event_loop_lag_seconds) meanwhile; the leader's
-RSS; a restarted follower's time to serving (ready, its replica holding every record).
+RSS and snapshot size; a restarted follower's and non-voter's time to serving (ready, its
+replica holding every record: the follower replays its journal, the non-voter, which
+keeps none, gets the leader's snapshot).
 
     .venv/bin/python bench/scale.py --peers 3,9,25
-    .venv/bin/python bench/scale.py --peers 3 --ended 50000
+    .venv/bin/python bench/scale.py --peers 4 --ended 50000
     .venv/bin/python bench/scale.py --peers 25 --voters all    # every peer votes
 """
 from __future__ import annotations
@@ -289,9 +291,17 @@ def run_size(n: int, args) -> dict:
                        "the victim back")
         if args.ended:
             ns = nodes(c.urls[0])
-            follower = next(v for v in ns.values() if not v["leader"])
             total = get(c.urls[0] + "/jobs?limit=1")["total"]
-            out["restart_to_serving_s"] = round(restart_to_serving(c, follower, total), 2)
+            leader = next(v for v in ns.values() if v["leader"])
+            dump = os.path.join(c.base, "data", f"127.0.0.1_{leader['raft-port']}", "raft",
+                                "raft.dump")
+            if os.path.exists(dump):  # the leader's last snapshot
+                out["snapshot_mb"] = round(os.path.getsize(dump) / 2**20, 1)
+            for role in ("follower", "non-voter"):  # journal replay; the leader's snapshot
+                v = next((v for v in ns.values() if v["raft-role"] == role), None)
+                if v is not None:
+                    key = f"restart_to_serving_{role.replace('-', '')}_s"
+                    out[key] = round(restart_to_serving(c, v, total), 2)
     return out
 
 
