@@ -58,13 +58,16 @@ def idle_cpu(pids: dict[str, int], seconds: float) -> dict[str, float]:
 
 
 async def _timed(session: aiohttp.ClientSession, method: str, url: str,
-                 body: dict | None = None) -> tuple[float, dict]:
+                 body: dict | None = None, accept: tuple = ()) -> tuple[float, dict]:
+    """A request, retried while the cluster answers 503 (no leader, or a write whose
+    outcome is unknown); `accept`: error statuses that count as done (a cancel retried
+    after its first try did commit: 409, already ended)."""
     t0 = time.perf_counter()
     for _ in range(100):
         async with session.request(method, url, json=body) as r:
             out = await r.json(content_type=None)
             if r.status < 500:
-                if r.status >= 400:
+                if r.status >= 400 and r.status not in accept:
                     raise RuntimeError(f"{method} {url}: {r.status} {out}")
                 return time.perf_counter() - t0, out
         await asyncio.sleep(0.05)  # no leader for a moment: retry
@@ -95,7 +98,8 @@ async def cancel_all(urls: list[str], ids: list[str], clients: int = 8) -> None:
     async def client(k: int) -> None:
         async with aiohttp.ClientSession() as s:
             for j in it:
-                await _timed(s, "PATCH", urls[k % len(urls)] + f"/jobs/{j}?mode=cancel")
+                await _timed(s, "PATCH", urls[k % len(urls)] + f"/jobs/{j}?mode=cancel",
+                             accept=(409,))
     await asyncio.gather(*(client(k) for k in range(clients)))
 
 

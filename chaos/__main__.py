@@ -263,14 +263,17 @@ def run(sc: Scenario, out: str) -> int:
                     feed.halt.set()
             # each kind once (in a random order), then at random
             kind = first[injected] if injected < len(first) else rnd.choice(sc.faults)
+            if sc.streaming and kind.startswith("kill") and injected:
+                # a peer besides the owner whose Spark is ready, for the job to move to
+                # (placement prefers them): a peer restarted by the last kill may still
+                # be starting its JVM; not every peer's is needed
+                c.wait_spark(enough=2)
             injected += 1
             hold = rnd.uniform(timeout + 1, timeout + 4) if kind != "pause" else \
                 rnd.uniform(lease + 0.5, timeout + 4)
             faults.extend(inject(c, kind, rnd, hold, log, owner))
             _wait(lambda: len(c.pids) == sc.peers and c.leader_index() is not None, 60,
                   "cluster whole again")
-            if sc.streaming and kind.startswith("kill"):
-                c.wait_spark()  # the restarted peer's JVM, before the next fault
             time.sleep(max(0.0, sc.fault_every - hold))  # fault schedule: spacing
         stop.set()
         load.join(60)

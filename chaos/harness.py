@@ -178,7 +178,14 @@ class ChaosCluster:
         if self.sc.streaming:
             self.wait_spark()
 
-    def wait_spark(self) -> None:
+    def wait_spark(self, enough: Optional[int] = None) -> None:
+        """Until every peer's Spark is ready, or `enough` of them: a streaming job that
+        moves needs one ready peer to go to, not all of them."""
+        if enough is not None:
+            def ready() -> bool:
+                return sum(1 for u in self.urls if _ready(u)) >= enough
+            _wait(ready, 300, f"{enough} peers' Spark ready", interval=0.5)
+            return
         for url in self.urls:
             _wait(lambda u=url: call("GET", u + "/healthz")[1].get("spark-ready"), 300,
                   f"{url} Spark ready", interval=0.5)
@@ -304,3 +311,10 @@ class Load(threading.Thread):
 
 def _wait(fn, timeout: float, what: str, interval: float = 0.1):
     return wait_until(fn, timeout, what, interval, errors=(OSError,))
+
+
+def _ready(url: str) -> bool:
+    try:
+        return bool(call("GET", url + "/healthz", timeout=2)[1].get("spark-ready"))
+    except (OSError, ValueError, AttributeError):
+        return False

@@ -79,24 +79,28 @@ class OverviewCache:
         return out
 
     async def fill(self, read: Callable[[], Any], now: float) -> int:
-        """Make the rows of the ended jobs not cached yet (and forget purged ones), a
-        slice at a time, without building a body: the next request only joins bytes.
+        """Make the rows of the jobs that ended since the last fill (the tail of the
+        state's ended jobs, back to the first one cached from the same record: O(new),
+        not O(all)), a slice at a time, without building a body; forget purged ones.
         Returns how many rows it made."""
-        with read() as st:
-            ended = [st.jobs[jid] for jid in st.ended if jid in st.jobs]
         cached = self._rows
-        made = 0
-        for lo in range(0, len(ended), SCAN):
-            todo = [j for j in ended[lo:lo + SCAN]
-                    if (c := cached.get(j.id)) is None or c[0] is not j]
-            await asyncio.sleep(0)
-            for n, job in enumerate(todo, 1):
-                cached[job.id] = (job, _dump(views.job_row(job, now)))
-                if n % CHUNK == 0:
-                    await asyncio.sleep(0)
-            made += len(todo)
-        if len(cached) > len(ended):
-            keep = {j.id for j in ended}
+        todo: list = []
+        with read() as st:
+            for jid in reversed(st.ended):
+                job = st.jobs.get(jid)
+                if job is None:
+                    continue
+                c = cached.get(jid)
+                if c is not None and c[0] is job:
+                    break
+                todo.append(job)
+            purged = len(cached) + len(todo) > len(st.ended)
+            keep = set(st.ended) if purged else None
+        for n, job in enumerate(reversed(todo), 1):
+            cached[job.id] = (job, _dump(views.job_row(job, now)))
+            if n % CHUNK == 0:
+                await asyncio.sleep(0)
+        if keep is not None:
             for job_id in [j for j in cached if j not in keep]:
                 del cached[job_id]
-        return made
+        return len(todo)

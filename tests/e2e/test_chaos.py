@@ -57,7 +57,9 @@ def test_streaming_job_survives_chaos_exactly_once(tmp_path):
     again and again (and other peers are paused): it moves at least twice, and its sink
     holds every window exactly once."""
     out = tmp_path / "report"
-    r = subprocess.run([sys.executable, "-m", "chaos", "run", "--duration", "40",
+    # 22 s of faults, one every 12 s: exactly the two kills asked for (a third would wait
+    # for the first victim's Spark JVM to restart)
+    r = subprocess.run([sys.executable, "-m", "chaos", "run", "--duration", "22",
                         "--jobs", "3", "--fault-every", "12", "--seed", "5", "--streaming", "1",
                         "--faults", "kill-owner", "--min-faults", "2", "--out", str(out)],
                        cwd=ROOT, capture_output=True, text=True, timeout=900)
@@ -66,7 +68,7 @@ def test_streaming_job_survives_chaos_exactly_once(tmp_path):
     streaming = report["checks"]["streaming exactly-once"]
     assert streaming["ok"], streaming
     assert min(streaming["attempts"].values()) >= 2, streaming  # moved at least twice
-    assert streaming["events"] > 100
+    assert streaming["events"] > 80
     assert sum(f["kind"] == "kill" for f in report["faults"]) >= 2
 
 

@@ -108,6 +108,10 @@ async def test_token_auth_and_traversal(tmp_path):
         for headers in ({}, ok):
             s, b = await ahttp("POST", u0 + "/cluster/beat", beat, headers=headers)
             assert s == 401 and "peer credential" in b["errors"][0], (headers, b)
+            # nor start a peer's voting node (promotions are the peers' own too)
+            s, b = await ahttp("POST", u0 + "/cluster/voter", {"voters": ["x:1"]},
+                               headers=headers)
+            assert s == 401 and "peer credential" in b["errors"][0], (headers, b)
         s, b = await ahttp("GET", u0 + "/nodes", headers=ok)
         assert [n["state"] for n in b["nodes"]] == ["ALIVE", "ALIVE"]
         # an artifact uploaded on one peer is fetched by the other with the cluster secret

@@ -73,6 +73,11 @@ async def test_a_voter_removed_is_replaced_by_promoting_a_non_voter(tmp_path):
         for node, status in ((c.peers[0].node, 409), ("127.0.0.1:9", 404)):
             s, b = await ahttp("POST", c.url(0) + f"/cluster/peers/{node}/promote")
             assert s == status and b["errors"], (node, s, b)
+        # the peers' own endpoint: a bad body, and a voter asked to become one
+        for body, status in (({}, 400), ({"voters": "x"}, 400),
+                             ({"voters": [c.peers[1].node]}, 409)):
+            s, b = await ahttp("POST", c.url(0) + "/cluster/voter", body)
+            assert s == status and b["errors"], (body, s, b)
         li = await leader_index(c)
         out = next(i for i in range(3) if i != li)
         s, b = await ahttp("DELETE", c.url(li) + f"/cluster/peers/{c.peers[out].node}")
