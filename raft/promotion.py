@@ -19,6 +19,7 @@ so that writes in flight through it get their results; then it is stopped.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -33,6 +34,7 @@ from raft.transport import WireTransport
 log = logging.getLogger("jm.raft")
 
 JOURNAL_FILES = ("raft.journal", "raft.dump")
+READER_DUMP = "raft.reader-dump"  # a read-only node's compaction file (removed at start)
 RETIRE_AFTER = 30.0  # s the read-only node runs on after the hand-over
 READER_TICK = 0.1  # s: a read-only node's idle tick
 
@@ -41,9 +43,16 @@ def make_syncobj(self_addr: str, other_addrs: list[str], data_dir: str, settings
                  consumer: Any, voter: bool, no_vote: bool) -> Any:
     """A voter (journal and dump in `data_dir`, fsynced with settings.fsync, listening on
     `self_addr`) or a read-only node connected to the voters `other_addrs`."""
+    if not voter:  # (a restart gets the leader's snapshot: nothing of its own is kept)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(data_dir, READER_DUMP))
     conf = SyncObjConf(
         journalFile=os.path.join(data_dir, "raft.journal") if voter else None,
-        fullDumpFile=os.path.join(data_dir, "raft.dump") if voter else None,
+        # a read-only node keeps its log in memory but compacts it through a file all
+        # the same: pysyncobj then pickles the state in a forked child; without a file it
+        # pickles and gzips it on its tick thread, holding the GIL for seconds at 50,000
+        # jobs (the peer's event loop and lease renewals stall with it)
+        fullDumpFile=os.path.join(data_dir, "raft.dump" if voter else READER_DUMP),
         appendEntriesUseBatch=settings.use_batch,
         appendEntriesPeriod=settings.append_entries_period,
         raftMinTimeout=settings.min_timeout,

@@ -83,7 +83,7 @@ class Peer:
             self.voters = voter_count(conf["raft.voters"], len(masters))
         except VotersError as exc:
             raise ConfigError(str(exc)) from None
-        # voters the leader adds members as (POST /cluster/peers) while there are fewer
+        # the voting core's size the leader keeps by promoting non-voters
         self.voters_target = conf["raft.voters"] or DEFAULT_VOTERS
         self.token = conf.rest_token()
         self.secret = conf["cluster.secret"]
@@ -182,9 +182,13 @@ class Peer:
         role, members = await initial_members(self.me, self.masters, self.raft_dir,
                                               self.peer_headers, self.voters, self.scheme,
                                               self.client_ssl)
-        mode = await amnesia_guard(had_data, self.raft_dir, self.node,
-                                   [m.url(self.scheme) for m in self.masters if m != self.me],
-                                   self.peer_headers, self.client_ssl, self.rejoin)
+        # the amnesia guard is the voters' (a non-voter keeps no log and casts no vote:
+        # whatever it lost, the leader's snapshot brings; a promotion starts it afresh
+        # as a learner)
+        mode = None if role == NON_VOTING else await amnesia_guard(
+            had_data, self.raft_dir, self.node,
+            [m.url(self.scheme) for m in self.masters if m != self.me],
+            self.peer_headers, self.client_ssl, self.rejoin)
         others = [m for m in members if m != self.me.raft_addr]
         self.raft = RaftHost(self.me.raft_addr, others, self.raft_dir,
                              raft_settings(self.conf), loop, {}, no_vote=mode == NON_VOTER,
