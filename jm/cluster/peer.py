@@ -182,13 +182,11 @@ class Peer:
         role, members = await initial_members(self.me, self.masters, self.raft_dir,
                                               self.peer_headers, self.voters, self.scheme,
                                               self.client_ssl)
-        # the amnesia guard is the voters' (a non-voter keeps no log and casts no vote:
-        # whatever it lost, the leader's snapshot brings; a promotion starts it afresh
-        # as a learner)
-        mode = None if role == NON_VOTING else await amnesia_guard(
-            had_data, self.raft_dir, self.node,
-            [m.url(self.scheme) for m in self.masters if m != self.me],
-            self.peer_headers, self.client_ssl, self.rejoin)
+        # (for every role: a non-voter keeps no log, but a data dir of another peer or
+        # cluster is an operator's mistake all the same, and it may be promoted)
+        mode = await amnesia_guard(had_data, self.raft_dir, self.node,
+                                   [m.url(self.scheme) for m in self.masters if m != self.me],
+                                   self.peer_headers, self.client_ssl, self.rejoin)
         others = [m for m in members if m != self.me.raft_addr]
         self.raft = RaftHost(self.me.raft_addr, others, self.raft_dir,
                              raft_settings(self.conf), loop, {}, no_vote=mode == NON_VOTER,

@@ -46,9 +46,11 @@ async def test_a_wiped_member_is_refused_without_rejoin_and_catches_up_with_it(t
         await b.stop()
         shutil.rmtree(b.data_dir)
         again = _peer(c, 1)
-        with pytest.raises(ConfigError, match="--rejoin"):
-            await again.start()
-        await again.stop()
+        try:  # (stopped also when it starts after all: nothing may outlive the test)
+            with pytest.raises(ConfigError, match="--rejoin"):
+                await again.start()
+        finally:
+            await again.stop()
         s, body = await ahttp("GET", c.url(0) + "/cluster/identity")
         assert s == 200 and b.node in body["known"] and body["cluster-id"]
         back = c.peers[1] = _peer(c, 1, rejoin=True)
@@ -77,9 +79,11 @@ async def test_a_data_dir_of_another_peer_is_refused(tmp_path):
         shutil.rmtree(b.data_dir)
         shutil.copytree(a.data_dir, b.data_dir)  # a copied disk image
         again = _peer(c, 1)
-        with pytest.raises(ConfigError, match="belongs to peer"):
-            await again.start()
-        await again.stop()
+        try:
+            with pytest.raises(ConfigError, match="belongs to peer"):
+                await again.start()
+        finally:
+            await again.stop()
     finally:
         await c.stop()
 
