@@ -92,3 +92,19 @@ def assert_gone(pids: list[int], what: str, timeout: float = 30.0) -> None:
     """Every process of `pids` has ended (a SIGKILL is delivered asynchronously)."""
     poll(lambda: not [p for p in pids if _running(p)], timeout,
          what=f"{what} {[p for p in pids if _running(p)]} gone")
+
+
+def node_id(line: str) -> str:
+    """"host:rest-port:raft-port" -> the node id "host:raft-port"."""
+    host, _, raft = line.split(":")
+    return f"{host}:{raft}"
+
+
+def job(url: str, jid: str) -> dict:
+    return http("GET", url + f"/jobs/{jid}")[1]
+
+
+def submit(url: str, spec: dict) -> str:
+    s, b = http("POST", url + "/jobs", spec)
+    assert s == 202, b
+    return b["jobid"]

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from jm.local.localcluster import local_lines
-from tests.e2e.procs import ProcessCluster, _running, assert_gone
+from tests.e2e.procs import ProcessCluster, _running, assert_gone, job, node_id, submit
 from tests.helpers import ROOT, http, poll
 
 pytestmark = pytest.mark.slow
@@ -47,10 +47,6 @@ def cluster(tmp_path):
         assert_gone(pids, "peers")
 
 
-def node_id(line):
-    host, _, raft = line.split(":")
-    return f"{host}:{raft}"
-
 
 def url_of(line):
     return "http://127.0.0.1:" + line.split(":")[1]
@@ -79,14 +75,6 @@ def nodes(url):
     return {n["id"]: n for n in http("GET", url + "/nodes")[1]["nodes"]}
 
 
-def job(url, jid):
-    return http("GET", url + f"/jobs/{jid}")[1]
-
-
-def submit(url, spec):
-    s, b = http("POST", url + "/jobs", spec)
-    assert s == 202, b
-    return b["jobid"]
 
 
 def peer_pid(c, line):

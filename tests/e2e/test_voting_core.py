@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tests.e2e.procs import ProcessCluster, _running, assert_gone
+from tests.e2e.procs import ProcessCluster, _running, assert_gone, job, node_id, submit
 from tests.helpers import ROOT, http, poll
 
 pytestmark = pytest.mark.slow
@@ -36,10 +36,6 @@ def cluster(tmp_path):
         assert_gone(pids, "peers")
 
 
-def node_id(line):
-    host, _, raft = line.split(":")
-    return f"{host}:{raft}"
-
 
 def peers(url):
     s, b = http("GET", url + "/cluster/peers")
@@ -47,14 +43,6 @@ def peers(url):
     return b
 
 
-def job(url, jid):
-    return http("GET", url + f"/jobs/{jid}")[1]
-
-
-def submit(url, spec):
-    s, b = http("POST", url + "/jobs", spec)
-    assert s == 202, b
-    return b["jobid"]
 
 
 def listening(port):
