@@ -15,6 +15,7 @@ from typing import Any, Optional
 from pysyncobj import SyncObj
 from pysyncobj.monotonic import monotonic as monotonic_time
 
+from raft.fanout import LazyReaders
 from raft.prevote import PreVote
 
 log = logging.getLogger("jm.raft")
@@ -57,6 +58,6 @@ class NoVoteUntilCaughtUp:
         super()._onTick(timeToWait)  # type: ignore[misc]
 
 
-class GuardedSyncObj(NoVoteUntilCaughtUp, PreVote, SyncObj):
-    """pysyncobj's SyncObj with the guard and pre-votes (raft.fsync off; on:
-    raft/journal.py)."""
+class GuardedSyncObj(NoVoteUntilCaughtUp, PreVote, LazyReaders, SyncObj):
+    """pysyncobj's SyncObj with the guard, pre-votes and batched sends to non-voting
+    members (raft.fsync off; on: raft/journal.py)."""

@@ -361,6 +361,11 @@ class WireTransport(TCPTransport):
         conn = self._connections.get(node)
         if conn is not None and conn.encryptor and not conn.sendRandKey:
             return False
+        if type(message) is dict and message.get("type") == "apply_command_response" \
+                and "log_idx" in message:  # a forwarded write appended (raft/fanout.py)
+            note = getattr(self._syncObj, "note_forwarded", None)
+            if note is not None:
+                note(node, message["log_idx"])
         return super().send(node, message)
 
     def addNode(self, node: Any) -> None:

@@ -120,8 +120,7 @@ class Janitor:
             return []
         leader = self.raft.is_leader()
         listing = await asyncio.to_thread(self._list, leader)
-        with self.raft.read() as st:
-            refs = cleanup.refs_of(st)
+        refs = await asyncio.to_thread(self._refs)
         todo = cleanup.plan(listing, refs, self._policy(), time.time())
         done = await asyncio.to_thread(self._delete, todo) if todo else []
         if leader:
@@ -190,6 +189,12 @@ class Janitor:
             shared_blobs=tuple(Entry(d, m) for d, m in self.shared_blobs.entries())
             if leader and self.shared_blobs is not None else ())
 
+    def _refs(self) -> cleanup.Refs:
+        """What the state's jobs need kept (blocking: the walk runs unlocked)."""
+        with self.raft.read() as st:
+            jobs = list(st.jobs.values())
+        return cleanup.refs_of(jobs)
+
     def _path(self, d: Deletion) -> str:
         base = {RUN_DIR: os.path.join(self.cfg.data_dir, "jobs"),
                 LOG_DIR: os.path.join(self.cfg.log_dir, "jobs"),
@@ -199,8 +204,7 @@ class Janitor:
     def _delete(self, todo: list[Deletion]) -> list[Deletion]:
         """Delete what the plan names that the state, read again now, still does not need
         (a job submitted since the plan keeps its files)."""
-        with self.raft.read() as st:
-            refs = cleanup.refs_of(st)
+        refs = self._refs()
         pinned = ({os.path.realpath(p) for p in refs.savepoints}
                   if any(d.kind == SAVEPOINT for d in todo) else set())
         done = []

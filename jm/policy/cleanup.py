@@ -90,10 +90,13 @@ def norm(path: str) -> str:
     return posixpath.normpath(path) if path else path
 
 
-def refs_of(state: Any) -> Refs:
-    """Pure: what the jobs in `state` (a ClusterState) need kept on disk."""
+def refs_of(jobs_held: Iterable[Any]) -> Refs:
+    """Pure: what these jobs (the JobRecords of a ClusterState) need kept on disk. The
+    caller takes the list under the state lock and walks it outside: at 50,000 jobs the
+    walk takes longer than a lease renewal may wait (a job's spec is never changed after
+    its submission, so reading it unlocked is safe)."""
     jobs, arts, sps = set(), set(), set()
-    for job in state.jobs.values():
+    for job in jobs_held:
         jobs.add(job.id)
         spec = job.spec or {}
         arts.update(a.split(":", 1)[-1] for a in artifacts.named_by(spec))

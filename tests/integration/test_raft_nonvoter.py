@@ -3,7 +3,9 @@ and two read-only members; the readers apply every entry, learn the leader, send
 writes through it, never count in a quorum (two voters down: nothing commits, though four
 of five processes run), and a reader restarted from nothing gets the whole state."""
 import asyncio
+import collections
 import os
+import time
 
 import pytest
 
@@ -131,3 +133,45 @@ async def test_a_reader_promoted_in_place_hands_over_without_going_back(tmp_path
         assert (await reader.submit(Barrier(), 10)).ok
     finally:
         await _stop(hosts)
+
+
+async def test_the_leader_sends_quiet_readers_the_log_once_a_period(tmp_path):
+    """raft/fanout.py: while the leader commits a stream of writes, the voters get every
+    entry as it is appended, a quiet reader gets the log at most once per append-entries
+    period, in batches, and a reader's own writes still come back applied on it."""
+    hosts = _cluster(tmp_path, 3, 2)
+    voters, readers = hosts[:3], hosts[3:]
+    try:
+        await apoll(lambda: all(h.leader() is not None for h in hosts)
+                    and leader_of(voters) is not None, 30, what="a leader known to all")
+        leader = leader_of(voters)
+        await apoll(lambda: leader.readonly_connected() == 2, 10, what="both readers seen")
+        transport = leader.syncobj._SyncObj__transport
+        original, sent = transport.send, collections.Counter()
+
+        def counting(node, message):  # messages carrying entries, per member
+            if isinstance(message, dict) and message.get("entries"):
+                sent[getattr(node, "address", None) or id(node)] += 1
+            return original(node, message)
+        transport.send = counting
+        t0 = time.monotonic()
+        for i in range(100):
+            writer = readers[0] if i % 10 == 0 else leader
+            assert (await writer.submit(Barrier(), 10)).ok  # applied on the writer
+        elapsed = time.monotonic() - t0
+        transport.send = original
+        index = leader.applied_index()
+        for h in hosts:
+            assert await h.wait_applied(index, 10), h.self_addr
+        period = RaftSettings().append_entries_period
+        followers = [v.self_addr for v in voters if v is not leader]
+        assert all(sent[a] >= 100 for a in followers), sent
+        quiet = [n for n in sent if n not in followers]
+        assert len(quiet) == 2, sent  # both readers got something
+        assert min(sent[n] for n in quiet) <= elapsed / period + 5, (sent, elapsed)
+    finally:
+        await _stop(hosts)
+
+
+def leader_of(voters):
+    return next((v for v in voters if v.is_leader()), None)

@@ -47,7 +47,7 @@ def test_refs_of_the_state():
                                "savepoint-path": "/sp/savepoint-a/"}, 0.0))
     st.apply(c.SubmitJob("j2", {"jobid": "j2", "name": "y", "entry": "m:f"}, 0.0))
     st.jobs["j2"].savepoint_location = "/sp/savepoint-b"
-    r = cleanup.refs_of(st)
+    r = cleanup.refs_of(st.jobs.values())
     assert r.jobs == {"j1", "j2"}
     assert r.artifacts == {D1, D2}
     assert r.savepoints == {"/sp/savepoint-a", "/sp/savepoint-b"}
@@ -355,7 +355,7 @@ async def test_janitor_rechecks_the_state_before_deleting(tmp_path):
     job_files(tmp_path, "late")
     j = janitor_on(tmp_path, st, lambda: True, leader=False)
     listing = j._list(False)
-    todo = cleanup.plan(listing, cleanup.refs_of(st), j._policy(), 0.0)
+    todo = cleanup.plan(listing, cleanup.refs_of(st.jobs.values()), j._policy(), 0.0)
     assert {d.name for d in todo} == {"late"}
     st.apply(c.SubmitJob("late", {"jobid": "late", "name": "x", "entry": "m:f"}, 0.0))
     assert j._delete(todo) == []

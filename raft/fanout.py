@@ -1,0 +1,91 @@
+"""How often the leader sends the log to non-voting members (issue 27, the submit latency).
+
+pysyncobj's leader sends its append-entries to every member, read-only nodes included,
+each time an entry is appended and again each time one is applied (to carry the commit
+index): with 22 non-voting members, every write woke 22 processes twice and made the
+leader pickle and send 44 more messages, and a write's latency grew fivefold from 3 to
+25 peers on two cores. A non-voting member counts in no quorum, so nothing waits for it
+but its own readers; here it gets the log at most once per append-entries period (the
+heartbeat period: pysyncobj's idle heartbeat is unchanged), in one batch, except a member
+that forwarded a write: it is sent to at once until it has been sent a commit index that
+covers its write, so its client waits no longer than on a voter.
+
+What a lagging non-voter changes: a read there without X-JM-Min-Index may be older by up
+to a period (50 ms by default; with it, the read waits as before), a job placed on it
+starts that much later, and a lease round reaches it that much later (`beats.stuck_round`
+allows a lease). Voters get every send as before: commits, elections and the leader's
+view of its followers are untouched.
+
+`ReaderFanout` decides (pure, time passed in); `LazyReaders` (a SyncObj mixin) narrows
+pysyncobj's send to what it decides, and WireTransport tells it which member forwarded
+which write (pysyncobj's "apply_command_response" carries the index).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Iterable, Optional
+
+from pysyncobj.monotonic import monotonic as monotonic_time
+
+
+@dataclass
+class ReaderFanout:
+    period: float  # s: a non-voting member gets the log at least this often
+    last_all: float = float("-inf")  # when every reader was last sent to
+    waiting: dict = field(default_factory=dict)  # reader -> log index of its write
+
+    def forwarded(self, reader: Hashable, index: int) -> None:
+        """`reader` forwarded a write the leader appended at `index`."""
+        if index > self.waiting.get(reader, 0):
+            self.waiting[reader] = index
+
+    def targets(self, now: float, readers: Iterable[Hashable]) -> Optional[set]:
+        """The readers this send goes to; None: all of them (a period has passed)."""
+        if now - self.last_all >= self.period:
+            return None
+        return {r for r in readers if r in self.waiting}
+
+    def sent(self, now: float, to: Optional[set], commit_index: int) -> None:
+        """A send went to `to` (None: every reader) carrying `commit_index`: a reader
+        whose write it covers waits no more."""
+        if to is None:
+            self.last_all = now
+        for reader in list(self.waiting if to is None else to):
+            if self.waiting.get(reader, commit_index + 1) <= commit_index:
+                del self.waiting[reader]
+
+
+class LazyReaders:
+    """Place before pysyncobj's SyncObj: its append-entries reach the non-voting members
+    as `ReaderFanout` says. pysyncobj iterates its set of read-only nodes when it sends;
+    that set is narrowed for the call (on the tick thread, the only one that sends or
+    changes the set) and made whole again after, less any reader that disconnected
+    meanwhile."""
+
+    _fanout: Optional[ReaderFanout] = None
+
+    def note_forwarded(self, node: Any, index: int) -> None:
+        """Called by the transport (tick thread) when the leader answers a forwarded
+        write with its log index."""
+        fanout = self._fanout
+        if fanout is not None and node in self._SyncObj__readonlyNodes:  # type: ignore
+            fanout.forwarded(node, index)
+
+    def _SyncObj__sendAppendEntries(self) -> None:
+        fanout = self._fanout
+        if fanout is None:
+            fanout = self._fanout = ReaderFanout(self.conf.appendEntriesPeriod)  # type: ignore
+        every = self._SyncObj__readonlyNodes  # type: ignore[has-type]
+        now = monotonic_time()
+        to = fanout.targets(now, every)
+        if to is None or not every:
+            super()._SyncObj__sendAppendEntries()  # type: ignore[misc]
+        else:
+            narrowed = set(to)
+            self._SyncObj__readonlyNodes = narrowed
+            try:
+                super()._SyncObj__sendAppendEntries()  # type: ignore[misc]
+            finally:
+                self._SyncObj__readonlyNodes = every
+                every.difference_update(to - narrowed)  # disconnected during the send
+        fanout.sent(now, to, self._SyncObj__raftCommitIndex)  # type: ignore[attr-defined]
