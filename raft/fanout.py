@@ -5,14 +5,14 @@ each time an entry is appended and again each time one is applied (to carry the 
 index): with 22 non-voting members, every write woke 22 processes twice and made the
 leader pickle and send 44 more messages, and a write's latency grew fivefold from 3 to
 25 peers on two cores. A non-voting member counts in no quorum, so nothing waits for it
-but its own readers; here it gets the log at most once per append-entries period (the
-heartbeat period: pysyncobj's idle heartbeat is unchanged), in one batch, except a member
-that forwarded a write: it is sent to at once until it has been sent a commit index that
+but its own readers; here it gets the log every READER_PERIOD (100 ms; at least the
+append-entries period), in one batch that doubles as its heartbeat, except a member that
+forwarded a write: it is sent to at once until it has been sent a commit index that
 covers its write, so its client waits no longer than on a voter.
 
 What a lagging non-voter changes: a read there without X-JM-Min-Index may be older by up
-to a period (50 ms by default; with it, the read waits as before), a job placed on it
-starts that much later, and a lease round reaches it that much later (`beats.stuck_round`
+to a period (with it, the read waits as before), a job placed on it starts up to a
+period later, and a lease round reaches it that much later (`beats.stuck_round`
 allows a lease). Voters get every send as before: commits, elections and the leader's
 view of its followers are untouched.
 
@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable, Optional
 
 from pysyncobj.monotonic import monotonic as monotonic_time
+
+READER_PERIOD = 0.1  # s: how often every non-voting member gets the log
 
 
 @dataclass
@@ -74,7 +76,8 @@ class LazyReaders:
     def _SyncObj__sendAppendEntries(self) -> None:
         fanout = self._fanout
         if fanout is None:
-            fanout = self._fanout = ReaderFanout(self.conf.appendEntriesPeriod)  # type: ignore
+            fanout = self._fanout = ReaderFanout(max(  # type: ignore[attr-defined]
+                READER_PERIOD, self.conf.appendEntriesPeriod))
         every = self._SyncObj__readonlyNodes  # type: ignore[has-type]
         now = monotonic_time()
         to = fanout.targets(now, every)
