@@ -16,9 +16,10 @@ With --ended N (e.g. 50000), N ended job records are made first (submitted while
 peer is drained, then cancelled), and also measured: GET /jobs/overview (Flink's whole
 list), a page of GET /jobs and a job's page, p50/p99, while a client polls the overview
 every second; the event-loop lag p99 (jm_event_loop_lag_seconds) meanwhile; the leader's
-RSS and snapshot size; a restarted follower's and non-voter's time to serving (ready, its
-replica holding every record: the follower replays its journal, the non-voter, which
-keeps none, gets the leader's snapshot).
+RSS, its last snapshot's size and the time it took (jm_raft_snapshot_*: its start on the
+Raft thread, and the whole); a restarted follower's and non-voter's time to serving
+(ready, its replica holding every record: the follower replays its journal, the
+non-voter, which keeps none, gets the leader's snapshot).
 
     .venv/bin/python bench/scale.py --peers 3,9,25
     .venv/bin/python bench/scale.py --peers 4 --ended 50000
@@ -184,6 +185,19 @@ async def reads_under_polling(url: str, seconds: float, job_id: str) -> dict:
             "job_p50_ms": ms(one, 50), "job_p99_ms": ms(one, 99)}
 
 
+def scrape(url: str) -> dict[str, float]:
+    """A peer's /metrics: each sample's value by metric name (labels left out)."""
+    import urllib.request
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        text = resp.read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out.setdefault(name.split("{", 1)[0], float(value))
+    return out
+
+
 def restart_to_serving(c: BenchCluster, victim: dict, total: int) -> float:
     os.kill(victim["pid"], signal.SIGKILL)
     line = f"127.0.0.1:{victim['rest-port']}:{victim['raft-port']}"
@@ -301,6 +315,11 @@ def run_size(n: int, args) -> dict:
                                 "raft.dump")
             if os.path.exists(dump):  # the leader's last snapshot
                 out["snapshot_mb"] = round(os.path.getsize(dump) / 2**20, 1)
+                m = scrape(f"http://127.0.0.1:{leader['rest-port']}/metrics")
+                if m.get("jm_raft_snapshots_total"):  # the same snapshot, timed
+                    out["snapshot_s"] = round(m["jm_raft_snapshot_seconds"], 2)
+                    out["snapshot_start_ms"] = round(m["jm_raft_snapshot_start_seconds"]
+                                                     * 1000, 1)
             for role in ("follower", "non-voter"):  # journal replay; the leader's snapshot
                 v = next((v for v in ns.values() if v["raft-role"] == role), None)
                 if v is not None:

@@ -20,6 +20,7 @@ from pysyncobj import FAIL_REASON, SyncObjConsumer, replicated
 from raft.commands import Barrier, decode, encode
 from raft.journal import DurableJournal
 from raft.promotion import RETIRE_AFTER, Handover, forget_journal, make_syncobj
+from raft.snapshots import SnapshotStats, stats_of
 from raft.state import ClusterState, Result
 from raft.transport import WireTransport
 
@@ -297,6 +298,10 @@ class RaftHost:
         """fsyncs of the Raft journal (raft.fsync): how many, entries covered, seconds."""
         journal = getattr(self.syncobj, "_SyncObj__raftLog", None)
         return journal.stats() if isinstance(journal, DurableJournal) else {}
+
+    def snapshot_stats(self) -> SnapshotStats:
+        """This member's snapshots: how many, and how long the last one took."""
+        return stats_of(self.syncobj)
 
     # ---- tick-thread side -------------------------------------------------------------
     def _on_loaded(self, consumer: Any) -> None:

@@ -29,6 +29,7 @@ from pysyncobj import SyncObjConf
 
 from raft.amnesia import GuardedSyncObj
 from raft.journal import durable_syncobj
+from raft.snapshots import SnapshotTimer
 from raft.transport import WireTransport
 
 log = logging.getLogger("jm.raft")
@@ -75,13 +76,16 @@ def make_syncobj(self_addr: str, other_addrs: list[str], data_dir: str, settings
     conf.maxMessageSize = settings.max_message_size  # read by WireTransport
     conf.maxInboundConnections = settings.max_connections
     if not voter:
-        return GuardedSyncObj(None, other_addrs, conf=conf, consumers=[consumer],
-                              transportClass=WireTransport)
-    if settings.fsync:
-        return durable_syncobj(self_addr, other_addrs, conf, [consumer], conf.fullDumpFile,
-                               no_vote=no_vote)
-    return GuardedSyncObj(self_addr, other_addrs, conf=conf, consumers=[consumer],
-                          transportClass=WireTransport, no_vote=no_vote)
+        syncobj = GuardedSyncObj(None, other_addrs, conf=conf, consumers=[consumer],
+                                 transportClass=WireTransport)
+    elif settings.fsync:
+        syncobj = durable_syncobj(self_addr, other_addrs, conf, [consumer],
+                                  conf.fullDumpFile, no_vote=no_vote)
+    else:
+        syncobj = GuardedSyncObj(self_addr, other_addrs, conf=conf, consumers=[consumer],
+                                 transportClass=WireTransport, no_vote=no_vote)
+    SnapshotTimer().attach(syncobj)  # (its first snapshot is minutes or 20,000 entries away)
+    return syncobj
 
 
 def forget_journal(data_dir: str) -> None:

@@ -573,6 +573,7 @@ class PeerGateway:
         spark_up = (self.spark.ready.is_set() if self.spark else
                     bool(self.conf["spark.remote"]))
         journal = self.raft.journal_stats()
+        snap = self.raft.snapshot_stats()
         disk = []
         for kind, where in (("data", self.peer.data_dir), ("log", self.peer.log_dir)):
             try:
@@ -614,6 +615,13 @@ class PeerGateway:
                                               [((), journal.get("entries", 0))]),
             "jm_raft_fsync_seconds_total": ("Time spent in those fsyncs", (),
                                             [((), journal.get("fsync-seconds", 0.0))]),
+            "jm_raft_snapshots_total": ("Snapshots of the Raft log this peer wrote", (),
+                                        [((), snap.taken)]),
+            "jm_raft_snapshot_seconds": ("The last snapshot: from its start until written",
+                                         (), [((), snap.seconds)]),
+            "jm_raft_snapshot_start_seconds": ("The last snapshot: its start on the Raft "
+                                               "thread (state gathered, fork)", (),
+                                               [((), snap.start_seconds)]),
         }
 
     def readiness(self) -> dict:

@@ -64,7 +64,8 @@ async def test_leader_alone_exports_cluster_series_and_openmetrics(tmp_path):
             assert [x for x in own if x.name == "process_resident_memory_bytes"
                     and x.value > 0]
             for name in ("jm_raft_term", "jm_raft_commit_index", "jm_lease_valid",
-                         "jm_job_restarts_total", "jm_disk_free_bytes", "python_info"):
+                         "jm_job_restarts_total", "jm_disk_free_bytes", "python_info",
+                         "jm_raft_snapshots_total", "jm_raft_snapshot_seconds"):
                 assert [x for x in own if x.name == name], (name, nodes[i])
         assert "jm_jobs" not in {x.name for x in lt + ft}  # the old per-replica name is gone
 

@@ -176,3 +176,26 @@ async def test_the_leader_sends_quiet_readers_the_log_once_a_period(tmp_path):
 
 def leader_of(voters):
     return next((v for v in voters if v.is_leader()), None)
+
+
+async def test_snapshots_are_timed_on_voters_and_readers(tmp_path):
+    """raft/snapshots.py: a member's log compaction (a forked child writes the snapshot)
+    is counted and timed, on a voter (raft.dump) and a reader (raft.reader-dump)."""
+    hosts = _cluster(tmp_path, 1, 1, log_compaction_min_entries=40)
+    voter, reader = hosts
+    try:
+        await apoll(lambda: voter.is_leader() and reader.leader() is not None, 20,
+                    what="a leader known to the reader")
+        assert voter.snapshot_stats().taken == 0
+        for _ in range(60):
+            assert (await voter.submit(Barrier(), 10)).ok
+        assert await reader.wait_applied(voter.applied_index(), 10)
+        for host, dump in ((voter, "p0/raft.dump"), (reader, "p1/raft.reader-dump")):
+            await apoll(lambda h=host: h.snapshot_stats().taken >= 1, 20,
+                        what=f"a snapshot on {host.self_addr}")
+            stats = host.snapshot_stats()
+            assert stats.failed == 0
+            assert 0 < stats.start_seconds <= stats.seconds < 20, stats
+            assert os.path.getsize(tmp_path / dump) > 0
+    finally:
+        await _stop(hosts)
