@@ -28,6 +28,11 @@ MAX_PENDING_SAVEPOINTS = 10    # requests in progress per job; more are refused 
 MAX_ATTEMPTS_KEPT = 20         # a job keeps its first attempt and its last 20
 MAX_SAVEPOINT_TARGET = 4096    # characters of a savepoint's target directory (PATH_MAX)
 
+# an ended job's record keeps what its list row and its page show (issue 27 item 4)
+ENDED_FAILURES_KEPT = 5     # its last failures (failure_count keeps the number)
+ENDED_ATTEMPTS_KEPT = 5     # its first attempt and its last ones
+ENDED_TRACE_CHARS = 2048    # of each failure's traceback but the last: the end
+
 STREAMING = "streaming"
 BATCH = "batch"
 
@@ -134,6 +139,22 @@ class JobRecord:
 
     def pending_savepoints(self) -> list:
         return [sp for sp in self.savepoints.values() if sp.status == IN_PROGRESS]
+
+
+def compact_ended(job: JobRecord) -> None:
+    """Shrink the record of a job that has just ended: a job that failed and restarted
+    many times kept up to 20 failures with tracebacks of up to 16 KB each and 21
+    attempts, held by every replica and every snapshot until it is forgotten. Kept: the
+    last ENDED_FAILURES_KEPT failures (the last with its whole traceback, the others
+    with its end), the first attempt and the last ENDED_ATTEMPTS_KEPT."""
+    del job.failures[:-ENDED_FAILURES_KEPT]
+    for failure in job.failures[:-1]:
+        tb = failure.get("traceback")
+        if isinstance(tb, str) and len(tb) > ENDED_TRACE_CHARS:
+            failure["traceback"] = (f"[{len(tb) - ENDED_TRACE_CHARS} characters cut]\n"
+                                    + tb[-ENDED_TRACE_CHARS:])
+    if len(job.attempts) > ENDED_ATTEMPTS_KEPT + 1:
+        del job.attempts[1:len(job.attempts) - ENDED_ATTEMPTS_KEPT]
 
 
 @dataclass

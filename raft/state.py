@@ -19,7 +19,8 @@ from raft.records import (  # noqa: F401  (re-exported: raft.state is the public
     TERMINAL, REPORTABLE, ALIVE, DEAD, MAX_FAILURES_KEPT, MAX_SAVEPOINTS_KEPT, STREAMING,
     MAX_PENDING_SAVEPOINTS, MAX_ATTEMPTS_KEPT, MAX_SAVEPOINT_TARGET,
     BATCH, IN_PROGRESS, COMPLETED, Result, PeerRecord, AttemptRecord, SavepointRecord,
-    JobRecord, ArtifactRecord, SqlSessionRecord)
+    JobRecord, ArtifactRecord, SqlSessionRecord, ENDED_FAILURES_KEPT, ENDED_ATTEMPTS_KEPT,
+    ENDED_TRACE_CHARS, compact_ended)
 
 
 class ClusterState:
@@ -155,6 +156,7 @@ class ClusterState:
             for sp in job.pending_savepoints():  # nobody will take them any more
                 sp.status, sp.completed = COMPLETED, time
                 sp.failure = f"the job ended {status} before the savepoint was taken"
+            compact_ended(job)
 
 
 def _register_peer(state: ClusterState, cmd: c.RegisterPeer) -> Result:

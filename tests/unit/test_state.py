@@ -826,3 +826,44 @@ def test_a_heartbeat_carries_the_peers_free_space_warning_bounded(st):
     assert st.peers["n1"].disk_low == "x" * S.MAX_DISK_LOW
     assert st.apply(c.Heartbeat("n1", 6.0, True, ["junk"])).ok  # not a string: none
     assert st.peers["n1"].disk_low == ""
+
+
+def test_an_ended_job_keeps_a_compact_record(running):
+    """raft/records.py compact_ended: a job that failed and restarted many times keeps its
+    last failures (only the last with its whole traceback), its first attempt and its
+    last ones once it ends; the counts stay whole."""
+    st = running
+    tb = "Traceback (most recent call last):\n" + "  frame\n" * 2000 + "ValueError: boom"
+    for i in range(S.MAX_FAILURES_KEPT + 2):
+        report(st, "j1", 1, "n1", S.RESTARTING, failure={"exception": f"E{i}",
+                                                          "traceback": f"{i}" + tb})
+        report(st, "j1", 1, "n1", S.RUNNING)
+    job = st.jobs["j1"]
+    assert len(job.failures) == S.MAX_FAILURES_KEPT  # while it runs: all it may keep
+    assert all(len(f["traceback"]) > S.ENDED_TRACE_CHARS for f in job.failures)
+    report(st, "j1", 1, "n1", S.FAILED, failure={"exception": "last", "traceback": tb})
+    assert job.status == S.FAILED and job.failure_count == S.MAX_FAILURES_KEPT + 3
+    assert [f["exception"] for f in job.failures] == [
+        f"E{i}" for i in range(S.MAX_FAILURES_KEPT - 2, S.MAX_FAILURES_KEPT + 2)] + ["last"]
+    assert job.failures[-1]["traceback"] == tb
+    for f in job.failures[:-1]:
+        whole = f["exception"][1:] + tb
+        assert f["traceback"] == (f"[{len(whole) - S.ENDED_TRACE_CHARS} characters cut]\n"
+                                  + whole[-S.ENDED_TRACE_CHARS:])
+
+
+def test_an_ended_job_keeps_its_first_and_last_attempts():
+    st = ClusterState()
+    st.apply(c.RegisterPeer("n1", "h", 8000, 9000, 100, 4, 1.0))
+    st.apply(c.SubmitJob("j", {}, 2.0))
+    for i in range(12):  # each restart of the peer (new pid) requeues, then it is placed
+        st.apply(c.AssignJobs((c.Assignment("j", "n1", i),), 3.0 + i))
+        st.apply(c.RegisterPeer("n1", "h", 8000, 9000, 101 + i, 4, 3.5 + i))
+    assert len(st.jobs["j"].attempts) == 12
+    st.apply(c.AssignJobs((c.Assignment("j", "n1", 12),), 20.0))
+    st.apply(c.CancelJob("j", 21.0))
+    report(st, "j", 13, "n1", S.CANCELED, time=22.0)
+    job = st.jobs["j"]
+    assert job.status == S.CANCELED
+    assert [a.epoch for a in job.attempts] == [1] + list(range(14 - S.ENDED_ATTEMPTS_KEPT, 14))
+    assert job.attempts[-1].reason == "cancelled"

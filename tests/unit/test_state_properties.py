@@ -180,13 +180,18 @@ def check_invariants(st: ClusterState, prev_epochs: dict) -> None:
         assert len(open_attempts) == (1 if job.node is not None else 0)
         if job.node is not None:
             assert job.attempts[-1].end is None and job.attempts[-1].node == job.node
-        assert [a.epoch for a in job.attempts] == list(range(1, job.epoch + 1))
+        # (the first and the last K: K smaller once the job ended, records.compact_ended)
+        keep = S.ENDED_ATTEMPTS_KEPT if job.status in S.TERMINAL else S.MAX_ATTEMPTS_KEPT
+        assert [a.epoch for a in job.attempts] == (
+            list(range(1, job.epoch + 1)) if job.epoch <= keep + 1
+            else [1] + list(range(job.epoch - keep + 1, job.epoch + 1)))
         # cancel semantics
         if job.status == S.CANCELLING:
             assert job.cancel_requested and job.node is not None
         if job.cancel_requested and job.status not in S.TERMINAL:
             assert job.status == S.CANCELLING
-        assert len(job.failures) <= S.MAX_FAILURES_KEPT
+        assert len(job.failures) <= (S.ENDED_FAILURES_KEPT if job.status in S.TERMINAL
+                                     else S.MAX_FAILURES_KEPT)
         assert job.failure_count >= len(job.failures)
         # planned moves: a reservation exactly while a streaming job is on its way
         if job.move_to is not None:
