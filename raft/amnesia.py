@@ -22,6 +22,30 @@ log = logging.getLogger("jm.raft")
 _FAR = 10 ** 9  # seconds: an election deadline that never comes
 
 
+REPLICATED_ATTRIBUTES = frozenset({"_SyncObj__enabledCodeVersion"})
+
+
+class _AllButReplicated(set):
+    """Stands in for pysyncobj's set of the attribute names its snapshots leave out: here
+    every name but those of REPLICATED_ATTRIBUTES."""
+
+    def __contains__(self, name: object) -> bool:
+        return name not in REPLICATED_ATTRIBUTES
+
+
+class OwnAttributes:
+    """Place first before pysyncobj's SyncObj. pysyncobj pickles into its snapshots every
+    attribute of the node added after its constructor ran, and sets them on the member
+    that loads one: the mixins' own state (pre-votes, the fan-out to non-voters, the
+    snapshot timer) travelled to other members, and a class the restricted unpickler
+    does not know made every snapshot unloadable. Only pysyncobj's code version, which
+    it replicates on purpose, stays in them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[call-arg]
+        self._SyncObj__properies = _AllButReplicated()
+
+
 class NoVoteUntilCaughtUp:
     # None: votes; -1: waits for a leader's commit index; n > 0: votes once it applied n
     _no_vote_target: Optional[int] = None
@@ -58,6 +82,6 @@ class NoVoteUntilCaughtUp:
         super()._onTick(timeToWait)  # type: ignore[misc]
 
 
-class GuardedSyncObj(NoVoteUntilCaughtUp, PreVote, LazyReaders, SyncObj):
+class GuardedSyncObj(OwnAttributes, NoVoteUntilCaughtUp, PreVote, LazyReaders, SyncObj):
     """pysyncobj's SyncObj with the guard, pre-votes and batched sends to non-voting
     members (raft.fsync off; on: raft/journal.py)."""

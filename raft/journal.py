@@ -29,7 +29,7 @@ from pysyncobj import journal as pj
 from pysyncobj import serializer as pser
 from pysyncobj import syncobj as ps
 
-from raft.amnesia import NoVoteUntilCaughtUp
+from raft.amnesia import NoVoteUntilCaughtUp, OwnAttributes
 from raft.fanout import LazyReaders
 from raft.prevote import PRE_VOTE, PRE_VOTE_RESPONSE, PreVote
 from raft.transport import WireTransport
@@ -357,7 +357,7 @@ class SyncingTransport(WireTransport):
         return super().send(node, message)
 
 
-class DurableSyncObj(NoVoteUntilCaughtUp, PreVote, LazyReaders, ps.SyncObj):
+class DurableSyncObj(OwnAttributes, NoVoteUntilCaughtUp, PreVote, LazyReaders, ps.SyncObj):
     """A tick's messages are held and sent after one sync. pysyncobj's tick ends waiting
     for socket events: here the tick runs without waiting, its messages go out, and then
     the wait (whose handlers' answers are held and sent after one sync in turn), so that

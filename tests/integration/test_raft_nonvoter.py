@@ -178,9 +178,11 @@ def leader_of(voters):
     return next((v for v in voters if v.is_leader()), None)
 
 
-async def test_snapshots_are_timed_on_voters_and_readers(tmp_path):
+async def test_snapshots_are_timed_and_load(tmp_path):
     """raft/snapshots.py: a member's log compaction (a forked child writes the snapshot)
-    is counted and timed, on a voter (raft.dump) and a reader (raft.reader-dump)."""
+    is counted and timed, on a voter (raft.dump) and a reader (raft.reader-dump); the
+    snapshots hold none of the node's own attributes (raft/amnesia.py OwnAttributes: a
+    timer in them made every snapshot unloadable) and load."""
     hosts = _cluster(tmp_path, 1, 1, log_compaction_min_entries=40)
     voter, reader = hosts
     try:
@@ -197,5 +199,21 @@ async def test_snapshots_are_timed_on_voters_and_readers(tmp_path):
             assert stats.failed == 0
             assert 0 < stats.start_seconds <= stats.seconds < 20, stats
             assert os.path.getsize(tmp_path / dump) > 0
+        # the snapshots load: a reader started from nothing gets the leader's (its log
+        # begins after it), and the voter restarted starts from its own
+        index = voter.applied_index()
+        late = RaftHost(f"127.0.0.1:{free_ports(1)[0]}", [voter.self_addr],
+                        str(tmp_path / "late"), RaftSettings(), asyncio.get_running_loop(),
+                        {}, voter=False)
+        hosts.append(late)
+        assert await late.wait_applied(index, 20)
+        await asyncio.to_thread(voter.destroy)
+        hosts.remove(voter)
+        again = RaftHost(voter.self_addr, [], str(tmp_path / "p0"),
+                         RaftSettings(log_compaction_min_entries=40),
+                         asyncio.get_running_loop(), {}, voter=True)
+        hosts.append(again)
+        assert await again.wait_applied(index, 20)
+        await apoll(lambda: again.is_leader(), 20, what="the restarted voter leads")
     finally:
         await _stop(hosts)
