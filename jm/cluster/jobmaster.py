@@ -3,7 +3,6 @@ reports status with its epoch (fencing token), applies the restart strategy."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import random
@@ -25,6 +24,7 @@ from jm.runtime.sparkapp import INFO_FILE, SCRATCH
 from jm.policy.bounds import bounded_failure, json_size, readable, storable, truncate
 from jm.policy.restart import RestartStrategy, RestartTracker, on_failure
 from jm.cluster import remotefs
+from jm.cluster.jobfiles import read_json
 from jm.cluster.savepoint import SavepointError, new_location, restore, snapshot
 
 log = logging.getLogger("jm.cluster.jobmaster")
@@ -351,25 +351,29 @@ class JobMaster:
     async def _read_result(self, run_dir: str) -> tuple[Any, Optional[str]]:
         """The result the job wrote (result.json), read off the event loop: (value, None),
         or (None, why) for a file over jobmanager.result.max-size (the job process checks
-        what it returns, but a job can write the file itself)."""
+        what it returns, but a job can write the file itself) or not a regular file
+        (jm/cluster/jobfiles.py)."""
         limit = self.env.conf["jobmanager.result.max-size"]
         path = os.path.join(run_dir, "result.json")
-        out, size = await asyncio.to_thread(_read_json_bounded, path, limit + 64)
-        if size is not None:
-            return None, (f"ValueError: the job's result.json is {size} bytes, more than "
-                          f"jobmanager.result.max-size ({limit} bytes)")
+        out, refused = await asyncio.to_thread(read_json, path, limit + 64)
+        if refused is not None:
+            return None, "ValueError: the job's result.json " + (
+                refused.why if refused.size is None else f"is {refused.size} bytes, more "
+                f"than jobmanager.result.max-size ({limit} bytes)")
         return (out if isinstance(out, dict) else {}).get("result"), None
 
     async def _read_failure(self, run_dir: str, code: int, sig: int) -> dict:
         """The failure the job wrote (error.json), read off the event loop and bounded; the
-        exit's description when there is none (or it is too large to read)."""
+        exit's description when there is none (or it is too large or not a regular file:
+        jm/cluster/jobfiles.py)."""
         limit = self.env.conf["jobmanager.failure.max-size"]
         path = os.path.join(run_dir, "error.json")
-        out, size = await asyncio.to_thread(_read_json_bounded, path, 8 * limit + 4096)
-        if size is not None:
-            return {"exception": f"{_describe_exit(code, sig)}; its error.json ({size} bytes) "
-                                 f"is over what jobmanager.failure.max-size ({limit} bytes) "
-                                 "allows: see the job's log", "traceback": ""}
+        out, refused = await asyncio.to_thread(read_json, path, 8 * limit + 4096)
+        if refused is not None:
+            return {"exception": f"{_describe_exit(code, sig)}; its error.json " + (
+                refused.why if refused.size is None else f"({refused.size} bytes) is over "
+                f"what jobmanager.failure.max-size ({limit} bytes) allows: see the job's "
+                "log"), "traceback": ""}
         if not isinstance(out, dict):
             return {"exception": _describe_exit(code, sig), "traceback": ""}
         return bounded_failure(out, limit)
@@ -382,7 +386,7 @@ class JobMaster:
         delay = 0.1
         while True:
             await asyncio.sleep(delay)
-            info, _ = await asyncio.to_thread(_read_json_bounded, path, MAX_INFO_SIZE)
+            info, _ = await asyncio.to_thread(read_json, path, MAX_INFO_SIZE)
             if info is not None and info != last:
                 last = info
                 if not await self._report_info(self._info_report(info)):
@@ -552,27 +556,13 @@ class JobMaster:
                 await asyncio.wait_for(asyncio.shield(proc.exited), 60)
             except asyncio.TimeoutError:
                 self.env.executor.kill(proc, signal.SIGKILL)
-            out, _ = await asyncio.to_thread(_read_json_bounded, params["result_path"],
-                                             MAX_INFO_SIZE)
+            out, _ = await asyncio.to_thread(read_json, params["result_path"], MAX_INFO_SIZE)
             out = out if isinstance(out, dict) else {}
             self.log.info("job %s: stopped %s streaming queries left by the killed attempt",
                      self.job_id, (out.get("result") or {}).get("stopped"))
         except (ExecutorLost, OSError) as exc:
             self.log.error("job %s: could not stop the queries of its killed attempt: %s",
                       self.job_id, exc)
-
-
-def _read_json_bounded(path: str, limit: int) -> tuple[Any, Optional[int]]:
-    """(the JSON in `path` or None, None); (None, its size) when it is over `limit` bytes,
-    unread. Blocking: call it in a thread."""
-    try:
-        size = os.path.getsize(path)
-        if size > limit:
-            return None, size
-        with open(path, "rb") as f:
-            return json.loads(f.read()), None
-    except (OSError, ValueError):
-        return None, None
 
 
 def _describe_exit(code: int, sig: int) -> str:

@@ -139,14 +139,18 @@ def _missing(fs: Any, path: str) -> bool:
     return fs.get_file_info(path).type == pafs.FileType.NotFound
 
 
-def read_text(loc: str, opts: dict) -> Optional[str]:
-    """The text of a remote file; None if it does not exist."""
+def read_text(loc: str, opts: dict, limit: Optional[int] = None) -> Optional[str]:
+    """The text of a remote file; None if it does not exist; TooLarge beyond `limit`
+    bytes (read no further)."""
     fs, path = filesystem(loc, opts)
     try:
         if _missing(fs, path):
             return None
         with fs.open_input_stream(path) as f:
-            return f.read().decode("utf-8")
+            data = f.read() if limit is None else f.read(limit + 1)
+        if limit is not None and len(data) > limit:
+            raise TooLarge(f"{loc} is more than {limit} bytes")
+        return data.decode("utf-8")
     except (OSError, ValueError) as exc:
         raise RemoteError(f"cannot read {loc}: {_short(exc)}")
 

@@ -34,10 +34,12 @@ import uuid
 from typing import Optional
 
 from jm.cluster import remotefs
+from jm.cluster.jobfiles import Refused, copy_regular, copy_tree, read_bounded
 from jm.policy.cleanup import PIN_FILE, SavepointEntry, norm
 from jm.policy.fsuri import is_remote, join
 
 METADATA = "_metadata"
+MAX_METADATA = 1 << 20  # bytes of a savepoint's _metadata read (it lists its queries)
 RESTORED_MARKER = "restored-from"
 _BATCH_FILE = re.compile(r"^\.?(\d+)(?:\.compact)?(?:\.crc)?$")
 _STATE_FILE = re.compile(r"^\.?(\d+)(?:[._].*)?$")
@@ -87,12 +89,6 @@ def _keep(rel_parts: tuple, name: str, committed: int) -> bool:
     return True
 
 
-def _copy_file(src: str, dst: str) -> bool:
-    try:
-        shutil.copy2(src, dst)
-        return True
-    except FileNotFoundError:  # removed by Spark's log maintenance while we copied
-        return False
 
 
 def _copy_tree(src: str, dst: str, queries: dict) -> None:
@@ -105,7 +101,7 @@ def _copy_tree(src: str, dst: str, queries: dict) -> None:
         for name in sorted(files):
             if query is not None and not _keep(parts, name, queries[query]):
                 continue
-            _copy_file(os.path.join(root, name), os.path.join(target, name))
+            copy_regular(os.path.join(root, name), os.path.join(target, name))
 
 
 def _query_of(src: str, rel: str, queries: dict) -> tuple[Optional[str], tuple]:
@@ -177,12 +173,14 @@ def read_metadata(location: str, fs_options: Optional[dict] = None) -> dict:
     remote = is_remote(location)
     try:
         if remote:
-            text = remotefs.read_text(join(location, METADATA), fs_options or {})
+            text = remotefs.read_text(join(location, METADATA), fs_options or {},
+                                      MAX_METADATA)
         else:
-            with open(os.path.join(location, METADATA)) as f:
-                text = f.read()
+            text = read_bounded(os.path.join(location, METADATA), MAX_METADATA)
     except FileNotFoundError:
         text = None
+    except Refused as exc:
+        raise SavepointError(f"cannot read savepoint {location}: its {METADATA} {exc.why}")
     except remotefs.RemoteError as exc:
         raise SavepointError(str(exc))
     except OSError as exc:
@@ -220,7 +218,7 @@ def restore(location: str, checkpoint_dir: str, marker_dir: str,
             except remotefs.RemoteError as exc:
                 raise SavepointError(str(exc)) from exc
         else:
-            shutil.copytree(os.path.join(location, "checkpoint"), tmp)
+            copy_tree(os.path.join(location, "checkpoint"), tmp)
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
         os.rename(tmp, checkpoint_dir)
         with open(marker + ".tmp", "w") as f:
@@ -244,10 +242,9 @@ def list_savepoints(directory: str) -> list[SavepointEntry]:
             continue
         path = os.path.join(directory, name)
         try:
-            with open(os.path.join(path, METADATA)) as f:
-                meta = json.load(f)
+            meta = json.loads(read_bounded(os.path.join(path, METADATA), MAX_METADATA))
             mtime = os.stat(path).st_mtime
-        except (OSError, ValueError):
+        except (OSError, ValueError, Refused):
             continue
         job_id = meta.get("job-id") if isinstance(meta, dict) else None
         if not isinstance(job_id, str) or not job_id:

@@ -11,3 +11,26 @@ def exit_unreadable(ctx):
 
 def exit_huge(ctx):
     sys.exit("x" * 5_000_000)
+
+
+def _run_dir(ctx):
+    """This attempt's run folder (where the peer reads result.json and error.json): the
+    newest of the job's folders under the test's base folder."""
+    import glob
+    found = [d for d in glob.glob(os.path.join(ctx.args["base"], "**", "jobs", ctx.job_id,
+                                               "*-*"), recursive=True) if os.path.isdir(d)]
+    return max(found, key=os.path.getmtime)
+
+
+def leave_linked_error(ctx):
+    """error.json -> /dev/zero, and exit 3 without the job runner writing its own."""
+    os.symlink("/dev/zero", os.path.join(_run_dir(ctx), "error.json"))
+    sys.stdout.flush()
+    os._exit(3)
+
+
+def leave_fifo_result(ctx):
+    """result.json a FIFO nobody writes, and exit 0 without the runner writing one."""
+    os.mkfifo(os.path.join(_run_dir(ctx), "result.json"))
+    sys.stdout.flush()
+    os._exit(0)

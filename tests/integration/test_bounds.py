@@ -93,3 +93,27 @@ async def test_spec_limits_and_restart_numbers_at_the_rest_api(tmp_path):
         assert s == 400 and "not valid Unicode" in b["errors"][0], b
         s, lst = await ahttp("GET", url)
         assert lst["jobs"] == []
+
+
+async def test_files_a_job_leaves_are_read_only_as_bounded_regular_files(tmp_path):
+    """jm/cluster/jobfiles.py: a job that leaves error.json as a link to /dev/zero (the
+    peer allocated until the OOM killer came) or result.json as a FIFO (a peer thread
+    blocked for good, the job RUNNING for ever) ends FAILED, saying why; the peers live."""
+    async with running(str(tmp_path), 2) as c:
+        none = {"type": "none"}
+        linked = await _submit(c, {"entry": "bounds_jobs:leave_linked_error", "pyfiles": [FIX],
+                                   "args": {"base": str(tmp_path)}, "restart-strategy": none})
+        fifo = await _submit(c, {"entry": "bounds_jobs:leave_fifo_result", "pyfiles": [FIX],
+                                 "args": {"base": str(tmp_path)}, "restart-strategy": none},
+                             peer=1)
+        await _ended(c, linked)
+        await _ended(c, fifo)
+        s, ex = await ahttp("GET", c.url(1) + f"/jobs/{linked}/exceptions")
+        assert ex["root-exception"] == ("the job process exited with code 3; its error.json "
+                                        "is a symbolic link"), ex
+        s, ex = await ahttp("GET", c.url(0) + f"/jobs/{fifo}/exceptions")
+        assert ex["root-exception"] == ("ValueError: the job's result.json is a FIFO, not a "
+                                        "regular file"), ex
+        for i in range(2):
+            s, b = await ahttp("GET", c.url(i) + "/healthz")
+            assert s == 200 and b["ok"], b

@@ -112,3 +112,38 @@ def test_restore_of_a_non_savepoint_is_refused(tmp_path):
     (tmp_path / "junk" / "_metadata").write_text(json.dumps({"version": 1}))
     with pytest.raises(SavepointError, match="not a complete savepoint"):
         read_metadata(str(tmp_path / "junk"))
+
+
+def test_savepoints_copy_no_link_fifo_or_device_and_read_bounded_metadata(tmp_path):
+    """jm/cluster/jobfiles.py in savepoints: what a job left in its checkpoint besides
+    regular files is not copied to the shared storage (nor back by a restore), and a
+    `_metadata` that is a link or too large is refused, not read."""
+    ck = str(tmp_path / "ck")
+    spark_checkpoint(ck, committed=1, in_flight=False)
+    os.symlink("/etc/hostname", os.path.join(ck, "user", "secret"))
+    os.symlink("/dev", os.path.join(ck, "user", "devices"))
+    os.mkfifo(os.path.join(ck, "user", "pipe"))
+    loc = str(tmp_path / "sp")
+    snapshot(ck, loc, {"job-id": "j"})
+    assert sorted(os.listdir(os.path.join(loc, "checkpoint", "user"))) == ["notes.txt"]
+    # a restore copies back regular files only, whatever the savepoint folder holds
+    os.symlink("/etc/hostname", os.path.join(loc, "checkpoint", "user", "secret"))
+    job_ck = str(tmp_path / "job" / "checkpoints")
+    assert restore(loc, job_ck, str(tmp_path / "job"))
+    assert sorted(os.listdir(os.path.join(job_ck, "user"))) == ["notes.txt"]
+    # _metadata: a link to /dev/zero, or larger than 1 MB, is refused and not listed
+    meta = os.path.join(loc, "_metadata")
+    os.rename(meta, meta + ".real")
+    os.symlink("/dev/zero", meta)
+    with pytest.raises(SavepointError, match="_metadata is a symbolic link"):
+        read_metadata(loc)
+    from jm.cluster.savepoint import MAX_METADATA, list_savepoints
+    assert list_savepoints(str(tmp_path)) == []
+    os.remove(meta)
+    with open(meta, "w") as f:
+        f.write('{"job-id": "j", "pad": "' + "x" * MAX_METADATA + '"}')
+    with pytest.raises(SavepointError, match=f"_metadata is .* bytes, more than {MAX_METADATA}"):
+        read_metadata(loc)
+    assert list_savepoints(str(tmp_path)) == []
+    os.replace(meta + ".real", meta)
+    assert [e.job_id for e in list_savepoints(str(tmp_path))] == ["j"]

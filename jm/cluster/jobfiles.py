@@ -1,0 +1,130 @@
+"""Reading and copying files a job could have written, without trusting them (issue 28).
+
+A job writes in its run folder (result.json, error.json, its Spark details) and in its
+checkpoints, which savepoints copy to the shared storage and restores copy back. A job
+may leave anything there: a symbolic link to /dev/zero or to a file only the peer may
+read, a FIFO nobody writes, a file of many gigabytes. So a file is opened without
+following a symbolic link (O_NOFOLLOW) and without blocking (O_NONBLOCK: a FIFO opens at
+once), must be a regular file once open (fstat, so the check and the read are about the
+same file), and is read to at most its limit + 1 byte, whatever its size says (a size
+can change while it is read). Copies take regular files only; anything else is left out
+and named in the log.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import shutil
+import stat
+from typing import Any, Optional
+
+log = logging.getLogger("jm.jobfiles")
+_CHUNK = 1 << 20
+_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class Refused(Exception):
+    """A file that is there but is not read: `why` completes "the file ..."; `size` is
+    set when it is only too large."""
+
+    def __init__(self, why: str, size: Optional[int] = None) -> None:
+        super().__init__(why)
+        self.why, self.size = why, size
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(path: str) -> tuple[int, os.stat_result]:
+    """An open descriptor on `path` and its fstat; Refused unless it is a regular file
+    reached without a symbolic link in its last component; FileNotFoundError if absent."""
+    try:
+        fd = os.open(path, _OPEN)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # the last component is a symbolic link
+            raise Refused("is a symbolic link") from None
+        raise
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise Refused(f"is {_kind(st.st_mode)}, not a regular file")
+    return fd, st
+
+
+def read_bounded(path: str, limit: int) -> bytes:
+    """The bytes of the regular file `path`; Refused (with its size) beyond `limit`."""
+    fd, st = open_regular(path)
+    try:
+        chunks, n = [], 0
+        while n <= limit:
+            chunk = os.read(fd, min(_CHUNK, limit + 1 - n))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            n += len(chunk)
+        if n > limit:
+            size = max(st.st_size, n)
+            raise Refused(f"is {size} bytes, more than {limit}", size)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_json(path: str, limit: int) -> tuple[Any, Optional[Refused]]:
+    """(the JSON in `path`, None); (None, None) if it is absent, unreadable or not JSON;
+    (None, Refused) if it is not a regular file or over `limit` bytes. Blocking: call it
+    in a thread."""
+    try:
+        return json.loads(read_bounded(path, limit)), None
+    except Refused as exc:
+        return None, exc
+    except (OSError, ValueError):
+        return None, None
+
+
+def copy_regular(src: str, dst: str) -> bool:
+    """Copy the regular file `src` to `dst` (contents, mode, times; never through a
+    symbolic link); False, leaving nothing, if it is not one (named in the log) or has
+    gone."""
+    try:
+        fd, st = open_regular(src)
+    except Refused as exc:
+        log.warning("not copied: %s %s", src, exc.why)
+        return False
+    except FileNotFoundError:  # removed meanwhile (Spark's log maintenance)
+        return False
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as fin, open(dst, "wb") as fout:
+            shutil.copyfileobj(fin, fout, _CHUNK)
+            os.fchmod(fout.fileno(), stat.S_IMODE(st.st_mode))
+        os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+        return True
+    finally:
+        os.close(fd)
+
+
+def copy_tree(src: str, dst: str) -> None:
+    """Copy the folders and regular files under `src` to the new folder `dst`; symbolic
+    links (to files or folders), FIFOs, devices and sockets are left out."""
+    for root, dirs, files in os.walk(src):  # (never descends a linked folder)
+        rel = os.path.relpath(root, src)
+        target = dst if rel == "." else os.path.join(dst, rel)
+        os.makedirs(target, exist_ok=True)
+        for name in list(dirs):
+            if os.path.islink(os.path.join(root, name)):
+                log.warning("not copied: %s is a symbolic link", os.path.join(root, name))
+                dirs.remove(name)
+        for name in files:
+            copy_regular(os.path.join(root, name), os.path.join(target, name))
