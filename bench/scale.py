@@ -231,6 +231,9 @@ def kill_and_time(urls: list[str], kind: str) -> Optional[dict]:
     running = [r["id"] for r in get(survivor + "/jobs?state=RUNNING&limit=1000")["jobs"]]
     before = {j: get(f"{survivor}/jobs/{j}") for j in running}
     mine = [j for j in running if before[j]["node"] == victim]
+    if not mine:  # nothing to time (and nothing would ever have "moved")
+        print(f"failover {kind}: {victim} runs no job; not killed", file=sys.stderr)
+        return None
     t_kill = time.time()
     os.kill(v["pid"], signal.SIGKILL)
 
