@@ -54,7 +54,10 @@ def auth_middleware(token: Optional[str], peer_credential: Optional[str]):
         scheme, _, given = header.partition(" ")
         if scheme.lower() != "bearer" or not given.strip():
             return False
-        given_b = given.strip().encode()
+        try:  # (a header that is not UTF-8 arrives with surrogates: it matches no token)
+            given_b = given.strip().encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            return False
         return any(hmac.compare_digest(given_b, t) for t in tokens)
 
     @web.middleware
@@ -169,9 +172,17 @@ async def _json_body(request: web.Request, optional: bool = False,
             return {}
         raise ApiError(400, "the request body is empty; expected a JSON job spec")
     try:
-        return json.loads(raw)
+        return json.loads(raw, parse_constant=_not_json)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"malformed JSON: {exc}")
+    except RecursionError:
+        raise ApiError(400, "malformed JSON: nested too deeply") from None
+
+
+def _not_json(name: str) -> Any:
+    """NaN, Infinity and -Infinity: Python's json reads them, JSON has none (and an
+    answer echoing one would not be JSON)."""
+    raise ValueError(f"{name} is not a JSON value")
 
 
 def _gw(request: web.Request) -> Gateway:

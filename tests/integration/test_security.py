@@ -143,3 +143,30 @@ async def test_in_process_cluster_refuses_too(tmp_path):
     with pytest.raises(ConfigError):
         await c.start()
     await c.stop()
+
+
+async def test_odd_credentials_and_json_are_clear_errors(tmp_path):
+    """A non-UTF-8 Authorization header is a 401 (was a 500), JSON nested 200,000 deep
+    and NaN / Infinity (not JSON, though Python reads them) are 400s; the peer lives."""
+    import asyncio
+    import json as js
+    async with running(str(tmp_path), 1, {"rest.auth.token": "t0k"}) as c:
+        port = int(c.url(0).rsplit(":", 1)[1])
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /jobs/overview HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                     b"Authorization: Bearer \xff\xfe\xc3\r\nConnection: close\r\n\r\n" % port)
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 401"), answer[:200]
+        assert "credentials" in js.loads(body)["errors"][0]
+        auth = {"Authorization": "Bearer t0k", "Content-Type": "application/json"}
+        for raw, why in ((b'{"entry": "m:f", "slots": NaN}', "NaN is not a JSON value"),
+                         (b'{"entry": "m:f", "args": {"x": -Infinity}}',
+                          "-Infinity is not a JSON value"),
+                         (b"[" * 200_000 + b"]" * 200_000, "nested too deeply")):
+            s, b = await ahttp("POST", c.url(0) + "/jobs", raw=raw, headers=auth)
+            assert s == 400 and why in b["errors"][0], (s, b)
+        s, b = await ahttp("GET", c.url(0) + "/healthz")
+        assert s == 200 and b["ok"]
