@@ -215,7 +215,8 @@ class Peer:
         app[HEALTH_EXTRA] = [self.janitor.health]  # disk-low in /healthz
         # a stopping peer gives requests in flight (a write waits up to rest.write-timeout
         # for Raft) a few seconds, then cancels them: stopping never waits for clients
-        self.runner = web.AppRunner(app, access_log=None, shutdown_timeout=3.0)
+        self.runner = web.AppRunner(app, access_log=None, shutdown_timeout=3.0,
+                                    keepalive_timeout=self.conf["rest.keepalive-timeout"])
         await self.runner.setup()
         from rest.connlimit import limit_connections  # (kept here: imports are shared)
         limit_connections(self.runner, self.conf["rest.max-connections"])

@@ -199,6 +199,48 @@ async def test_rest_connections_past_the_limit_get_503(tmp_path):
         assert status == 200, body
 
 
+async def test_idle_and_slow_rest_connections_are_closed(tmp_path):
+    """rest.keepalive-timeout: a connection that sends nothing, one that sends its
+    headers a byte at a time and one idle after an answer are closed once it has passed
+    (aiohttp's default kept them an hour: 1,000 idle sockets locked REST out)."""
+    async with running(str(tmp_path / "c"), n=1,
+                       settings={"rest.keepalive-timeout": "1 s"}) as c:
+        port = int(c.urls[0].rsplit(":", 1)[1])
+        loop = asyncio.get_running_loop()
+        silent = await asyncio.open_connection("127.0.0.1", port)
+        slow = await asyncio.open_connection("127.0.0.1", port)
+        used = await asyncio.open_connection("127.0.0.1", port)
+        used[1].write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        await used[1].drain()
+        assert (await asyncio.wait_for(used[0].readuntil(b"\r\n\r\n"), 10)).startswith(
+            b"HTTP/1.1 200")
+        t0 = loop.time()
+        closed_at = {}
+
+        async def dribble():
+            for byte in b"GET /healthz HTTP/1.1\r\nHost: x\r\n":
+                if slow[0].at_eof():
+                    return
+                slow[1].write(bytes([byte]))
+                await asyncio.sleep(0.2)
+
+        async def until_closed(name, reader):
+            while await reader.read(4096):  # (the rest of an answer, if any)
+                pass
+            closed_at[name] = loop.time() - t0
+        task = asyncio.create_task(dribble())
+        await asyncio.wait_for(asyncio.gather(until_closed("silent", silent[0]),
+                                              until_closed("slow", slow[0]),
+                                              until_closed("used", used[0])), 20)
+        task.cancel()
+        assert set(closed_at) == {"silent", "slow", "used"}
+        assert closed_at["slow"] < 0.2 * 36, closed_at  # before its headers were whole
+        for _, w in (silent, slow, used):
+            w.close()
+        status, body = await ahttp("GET", c.urls[0] + "/healthz")
+        assert status == 200, body
+
+
 class _FailingAccept:
     """A listening socket whose accept() fails with `code` the first `times` calls."""
 
