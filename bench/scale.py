@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import getpass
 import json
 import os
 import signal
@@ -199,7 +200,10 @@ def scrape(url: str) -> dict[str, float]:
 
 
 def restart_to_serving(c: BenchCluster, victim: dict, total: int) -> float:
-    os.kill(victim["pid"], signal.SIGKILL)
+    pid_file = os.path.join(c.base, "run", f"jm-{getpass.getuser()}-127.0.0.1_"
+                                           f"{victim['rest-port']}.pid")
+    with open(pid_file) as fh:  # (the process started last on that port)
+        os.kill(int(fh.read()), signal.SIGKILL)
     line = f"127.0.0.1:{victim['rest-port']}:{victim['raft-port']}"
     url = f"http://127.0.0.1:{victim['rest-port']}"
     t0 = time.monotonic()
