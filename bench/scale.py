@@ -272,6 +272,11 @@ def run_size(n: int, args) -> dict:
         leader = next(k for k, v in ns.items() if v["leader"])
         out["rss_leader_mb"] = round(psutil.Process(ns[leader]["pid"]).memory_info().rss
                                      / 2**20, 1)
+        if args.ended:  # the leader's last snapshot, taken while the records were made
+            m = scrape(f"http://127.0.0.1:{ns[leader]['rest-port']}/metrics")
+            if m.get("jm_raft_snapshots_total"):
+                out["snapshot_s"] = round(m["jm_raft_snapshot_seconds"], 2)
+                out["snapshot_start_ms"] = round(m["jm_raft_snapshot_start_seconds"] * 1000, 1)
         out["voters"] = sum(v["raft-role"] in ("leader", "follower") for v in ns.values())
         if "idle" in args.phases:
             cpu = idle_cpu({k: v["pid"] for k, v in ns.items()}, args.idle)
@@ -322,11 +327,6 @@ def run_size(n: int, args) -> dict:
                                 "raft.dump")
             if os.path.exists(dump):  # the leader's last snapshot
                 out["snapshot_mb"] = round(os.path.getsize(dump) / 2**20, 1)
-                m = scrape(f"http://127.0.0.1:{leader['rest-port']}/metrics")
-                if m.get("jm_raft_snapshots_total"):  # the same snapshot, timed
-                    out["snapshot_s"] = round(m["jm_raft_snapshot_seconds"], 2)
-                    out["snapshot_start_ms"] = round(m["jm_raft_snapshot_start_seconds"]
-                                                     * 1000, 1)
             for role in ("follower", "non-voter"):  # journal replay; the leader's snapshot
                 v = next((v for v in ns.values() if v["raft-role"] == role), None)
                 if v is not None:

@@ -8,7 +8,8 @@ leader pickle and send 44 more messages, and a write's latency grew fivefold fro
 but its own readers; here it gets the log every READER_PERIOD (100 ms; at least the
 append-entries period), in one batch that doubles as its heartbeat, except a member that
 forwarded a write: it is sent to at once until it has been sent a commit index that
-covers its write, so its client waits no longer than on a voter.
+covers its write, so its client waits no longer than on a voter; and a member catching
+up (it needs the snapshot, or is more than CATCH_UP entries behind) gets every send.
 
 What a lagging non-voter changes: a read there without X-JM-Min-Index may be older by up
 to a period (with it, the read waits as before), a job placed on it starts up to a
@@ -28,6 +29,7 @@ from typing import Any, Hashable, Iterable, Optional
 from pysyncobj.monotonic import monotonic as monotonic_time
 
 READER_PERIOD = 0.1  # s: how often every non-voting member gets the log
+CATCH_UP = 1000  # entries behind: a non-voting member catching up gets every send
 
 
 @dataclass
@@ -41,11 +43,14 @@ class ReaderFanout:
         if index > self.waiting.get(reader, 0):
             self.waiting[reader] = index
 
-    def targets(self, now: float, readers: Iterable[Hashable]) -> Optional[set]:
-        """The readers this send goes to; None: all of them (a period has passed)."""
+    def targets(self, now: float, readers: Iterable[Hashable],
+                behind: Iterable[Hashable] = ()) -> Optional[set]:
+        """The readers this send goes to; None: all of them (a period has passed). A
+        reader `behind` (catching up: a snapshot, or far behind) gets every send."""
         if now - self.last_all >= self.period:
             return None
-        return {r for r in readers if r in self.waiting}
+        catching_up = set(behind)
+        return {r for r in readers if r in self.waiting or r in catching_up}
 
     def sent(self, now: float, to: Optional[set], commit_index: int) -> None:
         """A send went to `to` (None: every reader) carrying `commit_index`: a reader
@@ -80,7 +85,7 @@ class LazyReaders:
                 READER_PERIOD, self.conf.appendEntriesPeriod))
         every = self._SyncObj__readonlyNodes  # type: ignore[has-type]
         now = monotonic_time()
-        to = fanout.targets(now, every)
+        to = fanout.targets(now, every, self._catching_up(every))
         if to is None or not every:
             super()._SyncObj__sendAppendEntries()  # type: ignore[misc]
         else:
@@ -92,3 +97,14 @@ class LazyReaders:
                 self._SyncObj__readonlyNodes = every
                 every.difference_update(to - narrowed)  # disconnected during the send
         fanout.sent(now, to, self._SyncObj__raftCommitIndex)  # type: ignore[attr-defined]
+
+    def _catching_up(self, readers: set) -> list:
+        """Readers that need the snapshot (their next entry is compacted away) or are
+        more than CATCH_UP entries behind the commit index (a reader just started has
+        acknowledged nothing): they get every send until they have caught up."""
+        nxt = self._SyncObj__raftNextIndex  # type: ignore[attr-defined]
+        match = self._SyncObj__raftMatchIndex  # type: ignore[attr-defined]
+        first = self._SyncObj__raftLog[0][1]  # type: ignore[attr-defined]
+        commit = self._SyncObj__raftCommitIndex  # type: ignore[attr-defined]
+        return [r for r in readers
+                if nxt.get(r, 0) <= first or commit - match.get(r, 0) > CATCH_UP]

@@ -39,3 +39,11 @@ def test_a_reader_gone_from_the_members_is_not_a_target():
     f.sent(0.0, None, 0)
     f.forwarded("gone", 3)
     assert f.targets(0.01, READERS) == set()
+
+
+def test_a_reader_catching_up_gets_every_send():
+    f = ReaderFanout(0.05)
+    f.sent(0.0, None, 0)
+    assert f.targets(0.01, READERS, behind=["r1"]) == {"r1"}
+    f.forwarded("r2", 4)
+    assert f.targets(0.01, READERS, behind=["r1", "gone"]) == {"r1", "r2"}
