@@ -295,6 +295,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # the SQL gateway (Flink SQL Gateway REST API on every peer)
     "sql-gateway.session.idle-timeout": (parse_duration, "10 min"),
     "sql-gateway.max-sessions": (_int(0), 200),      # per peer; 0: no limit
+    "sql-gateway.max-statement-size": (parse_memory, "1 mb"),  # a statement's bytes
     "sql-gateway.worker-threads": (_int(1), 16),    # statements run at once per peer
     "sql-gateway.page-rows": (_int(1), 1000),       # rows per result page
     "sql-gateway.fetch-wait": (parse_duration, "1 s"),  # a fetch waits this long for rows

@@ -42,8 +42,10 @@ def _batch(request: web.Request) -> tuple[str, dict]:
 
 
 async def post_batch(request: web.Request) -> web.Response:
-    from rest.app import _json_body
-    body = await _json_body(request)
+    from rest.app import MAX_BODY, MAX_SPEC, _json_body
+    spec_limit = request.app[MAX_SPEC]  # (a batch becomes a job spec: read no more)
+    body = await _json_body(request, limit=("jobmanager.spec.max-size", spec_limit)
+                            if spec_limit <= request.app[MAX_BODY] else None)
     out = await _gw(request).livy_submit(body, request.headers.get("X-Request-Id", ""))
     return web.json_response(out, status=201)
 

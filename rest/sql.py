@@ -21,6 +21,9 @@ SLOW_ANSWER = 1.0  # s: a proxied request this slow starts watching for its sess
 PRODUCT = {"productName": "Apache Spark (JobManager SQL Gateway)"}
 
 
+BODY_OVERHEAD = 64 * 1024  # bytes of a SQL request besides its statement
+
+
 def _gw(request: web.Request):
     from rest.app import GATEWAY
     return request.app[GATEWAY].sql
@@ -36,8 +39,13 @@ def _base(request: web.Request) -> str:
 
 
 async def _body(request: web.Request, optional: bool = True) -> dict:
-    from rest.app import _json_body
-    body = await _json_body(request, optional=optional)
+    """The request's JSON object, read only up to what a statement may be, plus room for
+    its configuration (a generated multi-megabyte statement stalled the peer's loop)."""
+    from rest.app import MAX_BODY, _json_body
+    most = _gw(request).conf["sql-gateway.max-statement-size"] + BODY_OVERHEAD
+    body = await _json_body(request, optional=optional,
+                            limit=("sql-gateway.max-statement-size", most)
+                            if most <= request.app[MAX_BODY] else None)
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object")
     return body

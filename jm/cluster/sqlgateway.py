@@ -35,6 +35,8 @@ log = logging.getLogger("jm.sql")
 
 RUNNING, FINISHED, ERROR, CANCELED, CLOSED = "RUNNING", "FINISHED", "ERROR", "CANCELED", "CLOSED"
 MAX_OPS_PER_SESSION = 1000
+MAX_PROPERTIES_SIZE = 64 * 1024  # bytes of a session's name and properties
+CLASSIFY_INLINE = 16 * 1024  # characters classified on the event loop; more in a thread
 LOST_WRITE = ("the peer running this statement died while it ran, so it may or may not have "
               "taken effect; check, and run it again if needed (the session goes on)")
 
@@ -274,6 +276,11 @@ class SqlGateway:
         if not isinstance(name, str):
             raise ApiError(400, "sessionName must be a string")
         props = {k: str(v) for k, v in props.items()}
+        size = sum(len(k.encode("utf-8", "replace")) + len(v.encode("utf-8", "replace"))
+                   for k, v in props.items()) + len(name.encode("utf-8", "replace"))
+        if size > MAX_PROPERTIES_SIZE:  # (kept in the replicated state, sent to each holder)
+            raise ApiError(413, f"the session's name and properties are {size} bytes, more "
+                                f"than {MAX_PROPERTIES_SIZE}")
         limit = self.conf["sql-gateway.max-sessions"]
         handle = str(uuid.uuid4())
         with self.peer.raft.read() as st:
@@ -318,6 +325,15 @@ class SqlGateway:
             raise ApiError(400, "statement must be a non-empty string")
         if not isinstance(config, dict):
             raise ApiError(400, "executionConfig must be an object")
+        size, most = len(statement.encode("utf-8", "replace")), \
+            self.conf["sql-gateway.max-statement-size"]
+        if size > most:
+            raise ApiError(413, f"the statement is {size} bytes, more than "
+                                f"sql-gateway.max-statement-size ({most} bytes)")
+        self._held_here(handle, forwarded)
+        # (before the checks below, which must not be split by a wait: two tries of one
+        # request at once would both start it)
+        kind = await _classify(statement, list(self._record(handle)[0].statements))
         s = self._held_here(handle, forwarded)
         if not self.peer.lease_valid():
             raise ApiError(503, "this peer has lost its lease; retry", headers={"Retry-After": "1"})
@@ -338,7 +354,7 @@ class SqlGateway:
                 return {"operationHandle": op_id}
         if len(s.ops) >= MAX_OPS_PER_SESSION:
             self._forget_old_ops(s)
-        op = Operation(op_id, statement, classify(statement, temp_views(rec.statements)))
+        op = Operation(op_id, statement, kind)
         config = {str(k): str(v) for k, v in config.items()}
         # recorded for the session's next holder; a read runs meanwhile, a statement
         # that changes something only once it is recorded (never twice after a 503)
@@ -513,6 +529,16 @@ class SqlGateway:
         except (StatementError, WorkerLost) as exc:
             op.status, op.error = ERROR, _message(exc)
             raise ApiError(400, op.error)
+
+
+async def _classify(statement: str, defining: list) -> str:
+    """The statement's kind (jm/policy/sqlstmt.py), off the event loop when the text is
+    long: classifying takes about a second per megabyte."""
+    def run() -> str:
+        return classify(statement, temp_views(defining))
+    if len(statement) + sum(len(str(d)) for d in defining) > CLASSIFY_INLINE:
+        return await asyncio.to_thread(run)
+    return run()
 
 
 def _message(exc: BaseException) -> str:

@@ -70,6 +70,13 @@ async def test_spec_limits_and_restart_numbers_at_the_rest_api(tmp_path):
         assert s == 413 and "jobmanager.spec.max-size" in b["errors"][0], b
         s, b = await ahttp("POST", url, {"entry": "m:f", "args": {"blob": "x" * 10_000}})
         assert s == 413 and "jobmanager.spec.max-args-size" in b["errors"][0], b
+        # a Livy batch becomes a spec: its body is read no further than a spec may be
+        s, b = await ahttp("POST", c.url(0) + "/batches", {"file": "/x.py", "conf": {
+            "spark.x": "y" * 70_000}})
+        assert s == 413 and "jobmanager.spec.max-size" in b["errors"][0], b
+        s, b = await ahttp("POST", c.url(0) + "/batches", raw=b"[" * 70_000,  # never parsed
+                           headers={"Content-Type": "application/json"})
+        assert s == 413 and "jobmanager.spec.max-size" in b["errors"][0], b
         # sent without a length (chunked): refused after reading, naming the key
         async def chunks():
             yield b'{"entry": "m:f", "args": {"blob": "'

@@ -16,6 +16,7 @@ pytestmark = pytest.mark.slow
 async def sqlc(tmp_path):
     async with running(str(tmp_path), 3, {"sql-gateway.page-rows": 4,
                                           "sql-gateway.fetch-wait": "200 ms",
+                                          "sql-gateway.max-statement-size": "64 kb",
                                           "spark.driver.memory": "512m"}, spark=True) as c:
         yield c
 
@@ -111,6 +112,17 @@ async def test_errors_bad_input_and_cancel(sqlc):
     assert s == 404
     s, b = await ahttp("POST", f"{sqlc.url(0)}/v1/sessions", {"properties": [1]})
     assert s == 400
+    # sizes: a statement over sql-gateway.max-statement-size (read, then refused), a
+    # body far over it (refused unread), properties over 64 KB: 413s naming the limit
+    big = "SELECT 1 AS x -- " + "y" * 70_000
+    s, b = await ahttp("POST", f"{sqlc.url(0)}/v1/sessions/{sh}/statements", {"statement": big})
+    assert s == 413 and "sql-gateway.max-statement-size (65536 bytes)" in b["errors"][0], b
+    s, b = await ahttp("POST", f"{sqlc.url(0)}/v1/sessions/{sh}/statements",
+                       {"statement": big * 3})
+    assert s == 413 and "sql-gateway.max-statement-size" in b["errors"][0], b
+    s, b = await ahttp("POST", f"{sqlc.url(0)}/v1/sessions",
+                       {"properties": {"spark.x": "y" * 70_000}})
+    assert s == 413 and "more than 65536" in b["errors"][0], b
     # an out-of-order token, and a bad token
     s, b = await ahttp("POST", f"{sqlc.url(2)}/v1/sessions/{sh}/statements",
                        {"statement": "SELECT id FROM range(20)"})
