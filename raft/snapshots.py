@@ -2,11 +2,11 @@
 
 pysyncobj compacts its log into a snapshot (`raft.dump`, or `raft.reader-dump` on a
 non-voting member) when the log passes 20,000 entries or 10 minutes after the last one
-(RaftSettings.log_compaction_min_*): its tick thread gathers the state and forks, and
-the child pickles and writes it while the member goes on. `SnapshotTimer` wraps the serializer of one pysyncobj node to time both parts: the
-start (on the tick thread, holding the GIL: what the event loop and lease renewals may
-wait for) and the whole (until pysyncobj sees the file written). The peer exports them
-(`jm_raft_snapshot_*` in /metrics)."""
+(RaftSettings.log_compaction_min_*): its tick thread forks, and the child pickles and
+writes the state while the member goes on. `SnapshotTimer` wraps the serializer of one
+pysyncobj node to time both parts: the start (the fork, on the tick thread holding the
+GIL: what the event loop and lease renewals may wait for) and the whole (until pysyncobj
+sees the file written). The peer exports them (`jm_raft_snapshot_*` in /metrics)."""
 from __future__ import annotations
 
 import time

@@ -620,7 +620,7 @@ class PeerGateway:
             "jm_raft_snapshot_seconds": ("The last snapshot: from its start until written",
                                          (), [((), snap.seconds)]),
             "jm_raft_snapshot_start_seconds": ("The last snapshot: its start on the Raft "
-                                               "thread (state gathered, fork)", (),
+                                               "thread (the fork)", (),
                                                [((), snap.start_seconds)]),
         }
 
