@@ -49,6 +49,7 @@ from jm.cluster.sqljobs import SqlJobExecutor
 from jm.runtime.sparkapp import SCRATCH
 from jm.runtime.sparkserver import (SparkConnectServer, free_port, server_conf,
                                     spark_conf_dir)
+from raft import compat
 from raft.commands import AddArtifact, Heartbeat, RegisterPeer, RetirePeer, SubmitJobs
 from raft.node import RaftHost, RaftSettings, RaftUnavailable
 from rest.app import HEALTH_EXTRA, make_app
@@ -606,6 +607,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--rejoin", action="store_true",
                     help="this peer's Raft data was lost: catch up before voting again")
     args = ap.parse_args(argv)
+    try:
+        compat.check()
+    except compat.Incompatible as exc:
+        print(f"jobmanager: cannot start: {exc}", file=sys.stderr)
+        return 2
     try:
         conf = load_config(args.conf_dir, parse_overrides(args.overrides),
                            home=os.environ.get("JM_HOME"))

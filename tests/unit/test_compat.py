@@ -1,0 +1,49 @@
+"""raft/compat.py: the exact pysyncobj, and every private member we rely on, checked."""
+
+import pathlib
+import re
+
+import pytest
+
+from jm.cluster import peer
+from raft import compat
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+MANGLED = re.compile(r"\b_(SyncObj|TcpConnection|TcpServer|FileJournal|ResizableFile)__(\w+)")
+
+
+def test_installed_pysyncobj_has_every_member_we_rely_on():
+    assert compat.missing_privates() == []
+    compat.check()
+
+
+def test_every_mangled_member_the_code_uses_is_listed():
+    listed = {(cls, name) for (_, cls), names in compat.PRIVATES.items() for name in names}
+    used = set()
+    for path in list((ROOT / "raft").glob("*.py")) + list((ROOT / "jm").rglob("*.py")):
+        used |= set(MANGLED.findall(path.read_text()))
+    used = {(cls, name.rstrip("_")) for cls, name in used}
+    assert used, "the scan found nothing: the pattern is wrong"
+    assert used - listed == set(), "add them to raft/compat.PRIVATES"
+
+
+def test_a_renamed_member_and_another_version_are_refused_by_name():
+    assert compat.missing_privates({("pysyncobj.syncobj", "SyncObj"): ("raftLog", "gone"),
+                                    ("pysyncobj.journal", "NoSuchClass"): ("f",)}) == [
+        "SyncObj.__gone", "NoSuchClass.__f"]
+    with pytest.raises(compat.Incompatible, match=r"pysyncobj 0\.3\.18 is installed.*"
+                                                  r"exactly 0\.3\.17"):
+        compat.check("0.3.18")
+
+
+def test_pyproject_pins_the_checked_version():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert f'"pysyncobj=={compat.PYSYNCOBJ_VERSION}"' in text
+
+
+def test_a_peer_on_another_pysyncobj_does_not_start(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(compat, "PYSYNCOBJ_VERSION", "9.9.9")
+    assert peer.main(["--conf-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("jobmanager: cannot start: pysyncobj 0.3.17 "
+                                               "is installed; this build needs exactly 9.9.9")
