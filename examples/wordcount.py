@@ -14,7 +14,7 @@ def main(ctx):
     from pyspark.sql import functions as F
 
     spark = ctx.spark
-    source = ctx.args.get("input") or os.environ.get("JM_EXAMPLE_INPUT") or DEFAULT_INPUT
+    source = ctx.args.get("input") or DEFAULT_INPUT
     output = ctx.args.get("output") or os.path.join(os.path.dirname(ctx.checkpoint_dir),
                                                     "wordcount.parquet")
     top_n = int(ctx.args.get("top", 10))

@@ -235,6 +235,9 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "jobmanager.executor.limits.file-size": (parse_memory, 0),
     "jobmanager.executor.limits.oom-score-adj": (_int(-1000), 500),
     "jobmanager.executor.cgroup": (_bool, True),  # a cgroup v2 per job where possible
+    # names or globs of the peer's environment variables its children (jobs, the Spark
+    # Connect server, the SQL worker) see besides jm.policy.jobenv.DEFAULT_PASS
+    "jobmanager.executor.env-pass": (_names, ()),
     "jobmanager.weight": (_float(0.0), 0.0),  # 0: proportional to jobmanager.slots
     "high-availability.storageDir": (_str, "data/ha"),
     "state.savepoints.dir": (_savepoints_dir, None),  # default: <high-availability.storageDir>/savepoints

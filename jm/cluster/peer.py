@@ -109,7 +109,8 @@ class Peer:
         self.runner: Optional[web.AppRunner] = None
         self.executor = Executor(self.log_dir, conf["jobmanager.executor.preload"],
                                  conf["jobmanager.executor.nice"], job_limits(conf),
-                                 conf["jobmanager.executor.cgroup"])
+                                 conf["jobmanager.executor.cgroup"],
+                                 env_pass=conf["jobmanager.executor.env-pass"])
         self.spark: Optional[SparkConnectServer] = None
         self.reporter: Optional[Batcher] = None
         self.submitter: Optional[Batcher] = None
@@ -240,7 +241,8 @@ class Peer:
                 on_ready_change=lambda: self.lease and self.lease.now.set(),
                 waiting_after=self.conf["spark.executor-wait-warning"],
                 on_info=self._spark_info_changed,
-                scratch_dir=os.path.join(self.data_dir, SCRATCH))
+                scratch_dir=os.path.join(self.data_dir, SCRATCH),
+                env_pass=self.conf["jobmanager.executor.env-pass"])
             self.spark.start()
         self.reporter = make_reporter(self.raft, self.conf["rest.write-timeout"])
         self.reporter.start()

@@ -116,7 +116,8 @@ class SqlGateway:
             self.worker = SqlWorker(remote, self.conf["sql-gateway.worker-threads"],
                                     os.path.join(self.peer.log_dir, "sql-worker.log"),
                                     self.conf["jobmanager.executor.nice"],
-                                    on_start=lambda pid: self.peer.guard("sql-worker", pid))
+                                    on_start=lambda pid: self.peer.guard("sql-worker", pid),
+                                    env_pass=self.conf["jobmanager.executor.env-pass"])
         return self.worker
 
     async def _loop(self) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from jm.config import ConfigError
+from jm.policy.jobenv import child_environ
 from jm.runtime.limits import JobLimits, check_user
 from jm.runtime.zygote import (CGROUP_ENV, LIMITS_ENV, PARENT_ENV, Exited, Guard, Lease, Ready,
                                Spawn, Spawned, pack, unpack)
@@ -40,8 +41,9 @@ class Executor:
 
     def __init__(self, log_dir: str, preload: str = "pyspark", nice: int = 0,
                  limits: Optional[JobLimits] = None, cgroup: bool = False,
-                 cgroup_mount: Optional[str] = None) -> None:
+                 cgroup_mount: Optional[str] = None, env_pass: tuple = ()) -> None:
         self.log_dir = log_dir
+        self.env_pass = env_pass  # what of the peer's environment jobs see (jm.policy.jobenv)
         self.preload = preload
         self.nice = nice
         self.limits = limits or JobLimits()
@@ -71,7 +73,7 @@ class Executor:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "jm.runtime.zygote",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
-            env=dict(os.environ, JM_ZYGOTE_PRELOAD=self.preload, JM_JOB_NICE=str(self.nice),
+            env=dict(child_environ(os.environ, self.env_pass), JM_ZYGOTE_PRELOAD=self.preload, JM_JOB_NICE=str(self.nice),
                      JM_CGROUP_MOUNT=self.cgroup_mount or "",
                      **{PARENT_ENV: str(os.getpid()),
                         LIMITS_ENV: json.dumps(self.limits.to_dict()),

@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 
 import aiohttp
 
+from jm.policy.jobenv import child_environ
 from jm.runtime.sparkapp import IdleSince, local_dirs_env
 from jm.runtime.zygote import PARENT_ENV
 
@@ -122,8 +123,9 @@ class SparkConnectServer:
                  on_ready_change: Callable[[], None] = lambda: None,
                  waiting_after: float = 30.0,
                  on_info: Callable[[dict], None] = lambda info: None,
-                 scratch_dir: Optional[str] = None) -> None:
+                 scratch_dir: Optional[str] = None, env_pass: tuple = ()) -> None:
         self.port = port
+        self.env_pass = env_pass  # it runs users' SQL and UDFs: jm.policy.jobenv
         self.scratch_dir = scratch_dir  # its Spark local dir, emptied before each start
         # on a Spark cluster the server's UI (loopback) says whether it has executors
         self.on_cluster = not master.startswith("local")
@@ -219,7 +221,7 @@ class SparkConnectServer:
                 await asyncio.sleep(1.0)
 
     def _env(self) -> dict:
-        env = dict(os.environ)
+        env = child_environ(os.environ, self.env_pass)
         env["SPARK_HOME"] = spark_home()
         env["SPARK_LOCAL_IP"] = "127.0.0.1"
         # Python UDFs run in workers of this interpreter (pyarrow and the job's modules

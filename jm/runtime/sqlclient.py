@@ -11,6 +11,7 @@ import struct
 import sys
 from typing import Any, Callable, Optional
 
+from jm.policy.jobenv import child_environ
 from jm.runtime import sqlproto as P
 from jm.runtime.zygote import PARENT_ENV
 
@@ -27,8 +28,9 @@ class StatementError(Exception):
 
 class SqlWorker:
     def __init__(self, remote: str, threads: int, log_path: str, nice: int = 0,
-                 on_start: Callable[[int], None] = lambda pid: None) -> None:
+                 on_start: Callable[[int], None] = lambda pid: None, env_pass: tuple = ()) -> None:
         self.remote = remote
+        self.env_pass = env_pass  # jm.policy.jobenv
         self.threads = threads
         self.log_path = log_path
         self.nice = nice
@@ -56,7 +58,8 @@ class SqlWorker:
 
     async def _start(self) -> None:
         os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
-        env = dict(os.environ, JM_NICE=str(self.nice), PYTHONUNBUFFERED="1")
+        env = dict(child_environ(os.environ, self.env_pass), JM_NICE=str(self.nice),
+                   PYTHONUNBUFFERED="1")
         env[PARENT_ENV] = str(os.getpid())
         with open(self.log_path, "ab") as err:
             self.proc = await asyncio.create_subprocess_exec(

@@ -73,3 +73,8 @@ def spark_probe(ctx):
                 status[key] = value.strip()
     return {"count": n, "uid": os.getuid(), "fds": len(os.listdir("/proc/self/fd")),
             **status}
+
+
+def environment(ctx):
+    """The names of the job process's environment variables."""
+    return sorted(os.environ)

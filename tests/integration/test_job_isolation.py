@@ -103,6 +103,36 @@ async def test_unknown_user_is_a_clear_start_up_error(tmp_path):
                  limits=JobLimits(user="no-such-user-jm-test"))
 
 
+SECRETS = {"JM_CONF_JOBMANAGER_WEIGHT": "1", "JM_PROPERTIES": "jobmanager.slots: 8",
+           "AWS_SECRET_ACCESS_KEY": "peer-only", "GOOGLE_APPLICATION_CREDENTIALS": "/k.json"}
+
+
+async def test_jobs_see_an_allow_listed_environment_without_the_peers_secrets(
+        tmp_path, monkeypatch):
+    """The peer's configuration variables and cloud credentials stay with the peer (a
+    container gets rest.auth.token and cluster.secret as JM_CONF_*); variables named by
+    jobmanager.executor.env-pass reach the job, and JM_CONF_* never does."""
+    from tests.conftest import running
+    for k, v in dict(SECRETS, MY_PIPELINE_SETTING="on", OTHER_SETTING="x").items():
+        monkeypatch.setenv(k, v)
+    async with running(str(tmp_path), 1, {"jobmanager.executor.env-pass": "MY_*, JM_CONF_*"}
+                       ) as c:
+        s, b = await ahttp("POST", c.url(0) + "/jobs",
+                           {"entry": "isolation_jobs:environment", "pyfiles": [FIX]})
+        assert s == 202, b
+        jid = b["jobid"]
+
+        async def ended():
+            s, b = await ahttp("GET", c.url(0) + f"/jobs/{jid}")
+            return b if s == 200 and b["state"] in ("FINISHED", "FAILED") else None
+        job = await apoll(ended, 60, what="job ended")
+        assert job["state"] == "FINISHED", job
+        names = set(job["result"])
+        assert not names & set(SECRETS), names & set(SECRETS)
+        assert "OTHER_SETTING" not in names and not any(n.startswith("JM_CONF_") for n in names)
+        assert {"MY_PIPELINE_SETTING", "PATH", "JM_JOB_ID"} <= names
+
+
 @root_only
 async def test_a_job_over_its_process_limit_fails_and_the_executor_lives(tmp_path):
     _open_up(tmp_path)
@@ -293,10 +323,14 @@ def test_a_stop_of_the_peers_process_group_stops_its_jobs_and_the_lease_still_fe
 @root_only
 @python_readable
 @pytest.mark.slow
-async def test_a_spark_connect_job_runs_as_nobody_under_the_default_limits(tmp_path):
-    """The defaults (and another user) do not break a PySpark Connect client job."""
+async def test_a_spark_connect_job_runs_as_nobody_under_the_default_limits(tmp_path,
+                                                                          monkeypatch):
+    """The defaults (and another user) do not break a PySpark Connect client job; the
+    Connect server (it runs users' SQL and UDFs) has none of the peer's secrets."""
     from tests.conftest import running
     _open_up(tmp_path)
+    for k, v in SECRETS.items():
+        monkeypatch.setenv(k, v)
     async with running(str(tmp_path), 1, {"jobmanager.executor.user": "nobody",
                                           "spark.driver.memory": "512m"}, spark=True) as c:
         s, b = await ahttp("POST", c.url(0) + "/jobs",
@@ -311,4 +345,7 @@ async def test_a_spark_connect_job_runs_as_nobody_under_the_default_limits(tmp_p
         job = await apoll(ended, 240, what="spark job ended")
         assert job["state"] == "FINISHED", job
         assert job["result"]["count"] == 1000 and job["result"]["uid"] == 65534
+        with open(f"/proc/{c.peers[0].spark.proc.pid}/environ", "rb") as f:
+            names = {v.split(b"=", 1)[0].decode() for v in f.read().split(b"\0") if v}
+        assert "SPARK_HOME" in names and not names & set(SECRETS), names & set(SECRETS)
         print("spark connect job:", job["result"])

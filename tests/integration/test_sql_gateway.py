@@ -12,8 +12,18 @@ from tests.helpers import ahttp, apoll
 pytestmark = pytest.mark.slow
 
 
+SECRETS = {"JM_CONF_JOBMANAGER_WEIGHT": "1", "AWS_SECRET_ACCESS_KEY": "peer-only"}
+
+
+def environ_names(pid: int) -> set:
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        return {v.split(b"=", 1)[0].decode() for v in f.read().split(b"\0") if v}
+
+
 @pytest.fixture
-async def sqlc(tmp_path):
+async def sqlc(tmp_path, monkeypatch):
+    for k, v in SECRETS.items():  # (the peer's own: its Spark server and SQL worker lack them)
+        monkeypatch.setenv(k, v)
     async with running(str(tmp_path), 3, {"sql-gateway.page-rows": 4,
                                           "sql-gateway.fetch-wait": "200 ms",
                                           "sql-gateway.max-statement-size": "64 kb",
@@ -307,6 +317,11 @@ async def test_sql_jobs_run_in_the_sql_worker(sqlc):
     assert failed["state"] == "FAILED"
     s, ex = await ahttp("GET", sqlc.url(0) + f"/jobs/{bad}/exceptions")
     assert "nope" in ex["root-exception"].lower(), ex
+    workers = [p.sql.worker.proc.pid for p in sqlc.peers if p.sql.worker and p.sql.worker.proc]
+    assert workers
+    for pid in [sqlc.peers[0].spark.proc.pid] + workers:
+        names = environ_names(pid)
+        assert "PATH" in names and not names & set(SECRETS), (pid, names & set(SECRETS))
     slow = await submit({"sql": "SELECT count(*) FROM range(100000000000)"})
 
     async def running():
