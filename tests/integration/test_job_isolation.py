@@ -68,6 +68,19 @@ def _state(pid: int) -> str:
         return ""
 
 
+async def _run_job(c, entry: str, timeout: float = 60) -> dict:
+    """Submit `entry` (no restarts) to the first peer and wait until it ends."""
+    s, b = await ahttp("POST", c.url(0) + "/jobs",
+                       {"entry": entry, "pyfiles": [FIX], "restart-strategy": {"type": "none"}})
+    assert s == 202, b
+    jid = b["jobid"]
+
+    async def ended():
+        s, b = await ahttp("GET", c.url(0) + f"/jobs/{jid}")
+        return b if s == 200 and b["state"] in ("FINISHED", "FAILED") else None
+    return await apoll(ended, timeout, what=f"job {entry} ended")
+
+
 async def _executor(tmp_path, **limits) -> Executor:
     ex = Executor(str(tmp_path / "log"), preload="none", limits=JobLimits(**limits))
     await ex.start()
@@ -117,15 +130,7 @@ async def test_jobs_see_an_allow_listed_environment_without_the_peers_secrets(
         monkeypatch.setenv(k, v)
     async with running(str(tmp_path), 1, {"jobmanager.executor.env-pass": "MY_*, JM_CONF_*"}
                        ) as c:
-        s, b = await ahttp("POST", c.url(0) + "/jobs",
-                           {"entry": "isolation_jobs:environment", "pyfiles": [FIX]})
-        assert s == 202, b
-        jid = b["jobid"]
-
-        async def ended():
-            s, b = await ahttp("GET", c.url(0) + f"/jobs/{jid}")
-            return b if s == 200 and b["state"] in ("FINISHED", "FAILED") else None
-        job = await apoll(ended, 60, what="job ended")
+        job = await _run_job(c, "isolation_jobs:environment", 60)
         assert job["state"] == "FINISHED", job
         names = set(job["result"])
         assert not names & set(SECRETS), names & set(SECRETS)
@@ -252,16 +257,7 @@ async def test_kill_minus_one_from_a_job_running_as_nobody_leaves_the_peers_aliv
     async with running(str(tmp_path), 1, {"jobmanager.executor.user": "nobody",
                                           "jobmanager.executor.preload": "none"}) as c:
         zygote = c.peers[0].executor.zygote_pid
-        s, b = await ahttp("POST", c.url(0) + "/jobs",
-                           {"entry": "isolation_jobs:kill_everyone", "pyfiles": [FIX],
-                            "restart-strategy": {"type": "none"}})
-        assert s == 202, b
-        jid = b["jobid"]
-
-        async def ended():
-            s, b = await ahttp("GET", c.url(0) + f"/jobs/{jid}")
-            return b if s == 200 and b["state"] in ("FINISHED", "FAILED") else None
-        job = await apoll(ended, 60, what="job ended")
+        job = await _run_job(c, "isolation_jobs:kill_everyone", 60)
         assert job["state"] == "FINISHED", job
         assert job["result"] == "still here"
         assert os.path.exists(f"/proc/{zygote}") and _state(zygote) not in ("Z", "")
@@ -333,16 +329,7 @@ async def test_a_spark_connect_job_runs_as_nobody_under_the_default_limits(tmp_p
         monkeypatch.setenv(k, v)
     async with running(str(tmp_path), 1, {"jobmanager.executor.user": "nobody",
                                           "spark.driver.memory": "512m"}, spark=True) as c:
-        s, b = await ahttp("POST", c.url(0) + "/jobs",
-                           {"entry": "isolation_jobs:spark_probe", "pyfiles": [FIX],
-                            "restart-strategy": {"type": "none"}})
-        assert s == 202, b
-        jid = b["jobid"]
-
-        async def ended():
-            s, b = await ahttp("GET", c.url(0) + f"/jobs/{jid}")
-            return b if s == 200 and b["state"] in ("FINISHED", "FAILED") else None
-        job = await apoll(ended, 240, what="spark job ended")
+        job = await _run_job(c, "isolation_jobs:spark_probe", 240)
         assert job["state"] == "FINISHED", job
         assert job["result"]["count"] == 1000 and job["result"]["uid"] == 65534
         with open(f"/proc/{c.peers[0].spark.proc.pid}/environ", "rb") as f:
