@@ -261,11 +261,7 @@ async def test_kill_minus_one_from_a_job_running_as_nobody_leaves_the_peers_aliv
         assert job["state"] == "FINISHED", job
         assert job["result"] == "still here"
         assert os.path.exists(f"/proc/{zygote}") and _state(zygote) not in ("Z", "")
-        s, b = await ahttp("POST", c.url(0) + "/jobs",
-                           {"entry": "jobs_fixture:quick", "pyfiles": [FIX]})
-        assert s == 202, b
-        jid = b["jobid"]
-        job = await apoll(ended, 60, what="next job ended")
+        job = await _run_job(c, "jobs_fixture:quick", 60)
         assert job["state"] == "FINISHED", job
 
 
