@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -245,6 +246,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "s3.endpoint": (_opt_str, None),  # e.g. http://minio:9000 (S3-compatible stores)
     "s3.access-key": (_opt_str, None),
     "s3.secret-key": (_opt_str, None),
+    "s3.secret-key-file": (_opt_str, None),
     "s3.region": (_opt_str, None),
     "s3.path.style.access": (_opt_bool, None),  # unset: path style with s3.endpoint
     # gs:// (jm/cluster/remotefs.py); unset: Google's endpoint and default credentials
@@ -314,11 +316,13 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "raft.use-batch": (_bool, False),
     "raft.fsync": (_bool, True),  # an acknowledged write is on disk on a majority
     "raft.password": (_opt_str, None),  # default: cluster.secret
+    "raft.password-file": (_opt_str, None),
     "raft.max-message-size": (parse_memory, "256 mb"),  # a Raft frame from another member
     "raft.max-connections": (_int(0), 0),  # inbound Raft connections; 0: 4 per voter and peer, >= 16
     "rest.auth.token": (_opt_str, None),
     "rest.auth.token-file": (_opt_str, None),
     "cluster.secret": (_opt_str, None),
+    "cluster.secret-file": (_opt_str, None),
     # security (README "Security"): a peer listening beyond loopback needs rest.auth.token
     # and cluster.secret unless this says the network is private
     "security.insecure": (_bool, False),
@@ -437,6 +441,35 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
+# secrets that may come from a file instead: `<key>-file` names it (first line)
+SECRET_KEYS = ("rest.auth.token", "cluster.secret", "raft.password", "s3.secret-key")
+SECRET_FILE_MAX = 64 * 1024
+
+
+def read_secret_file(key: str, path: str) -> str:
+    """The first line of a secret file, which no other user may read or write (ssh's rule
+    for private keys; group access is allowed: Kubernetes mounts secrets with fsGroup)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise ConfigError(f"{key}: {path} is not a regular file")
+            if st.st_mode & 0o007:
+                raise ConfigError(f"{key}: {path} is open to other users (mode "
+                                  f"{stat.S_IMODE(st.st_mode):04o}): chmod 600 it")
+            data = os.read(fd, SECRET_FILE_MAX)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise ConfigError(f"{key}: cannot read {path}: {exc.strerror or exc}")
+    lines = data.decode("utf-8", "replace").splitlines()
+    value = lines[0].strip() if lines else ""
+    if not value:
+        raise ConfigError(f"{key}: {path} is empty")
+    return value
+
+
 class Config:
     """Parsed, validated settings. `conf[key]` gives the typed value."""
 
@@ -459,6 +492,11 @@ class Config:
                 self.values[key] = None if raw is None else parser(raw)
             except ValueError as exc:
                 raise ConfigError(f"{key}: {exc}")
+        for key in SECRET_KEYS:
+            if self[key + "-file"]:
+                if self[key] is not None:
+                    raise ConfigError(f"{key}: set either it or {key}-file, not both")
+                self.values[key] = read_secret_file(key + "-file", self.path(key + "-file"))
         self._check()
 
     def _check(self) -> None:
@@ -497,18 +535,7 @@ class Config:
         return value if os.path.isabs(value) else os.path.join(self.home, value)
 
     def rest_token(self) -> Optional[str]:
-        """rest.auth.token, or the first line of rest.auth.token-file."""
-        if self["rest.auth.token-file"]:
-            path = self.path("rest.auth.token-file")
-            try:
-                with open(path) as f:
-                    token = f.readline().strip()
-            except OSError as exc:
-                raise ConfigError(f"rest.auth.token-file: cannot read {path}: "
-                                  f"{exc.strerror or exc}")
-            if not token:
-                raise ConfigError(f"rest.auth.token-file: {path} is empty")
-            return token
+        """rest.auth.token (or the first line of rest.auth.token-file)."""
         return self["rest.auth.token"]
 
     def savepoints_dir(self) -> str:

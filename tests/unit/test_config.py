@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 
+import os
+
 import pytest
 
 from jm import config as C
@@ -407,3 +409,47 @@ def test_every_key_has_its_own_environment_name():
     names = [C.env_name(k) for k in C.KEYS]
     assert len(names) == len(set(names))
     assert not set(names) & set(C.ENV_RESERVED)
+
+
+@pytest.mark.parametrize("key", C.SECRET_KEYS)
+def test_a_secret_comes_from_a_private_file(tmp_path, key):
+    f = tmp_path / "secret"
+    f.write_text("  s3cr3t  \nsecond line\n")
+    f.chmod(0o640)  # (group access allowed: Kubernetes mounts secrets with fsGroup)
+    conf = Config({key + "-file": str(f)}, str(tmp_path))
+    assert conf[key] == "s3cr3t"
+
+
+def test_a_secret_file_open_to_others_empty_odd_or_doubled_is_a_clear_error(tmp_path):
+    f = tmp_path / "secret"
+    f.write_text("s3cr3t\n")
+    f.chmod(0o644)
+    with pytest.raises(ConfigError, match=r"cluster.secret-file: .* is open to other users "
+                                          r"\(mode 0644\): chmod 600 it"):
+        Config({"cluster.secret-file": str(f)}, str(tmp_path))
+    f.chmod(0o600)
+    with pytest.raises(ConfigError, match="cluster.secret: set either it or "
+                                          "cluster.secret-file, not both"):
+        Config({"cluster.secret-file": str(f), "cluster.secret": "x"}, str(tmp_path))
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    empty.chmod(0o600)
+    with pytest.raises(ConfigError, match="rest.auth.token-file: .* is empty"):
+        Config({"rest.auth.token-file": str(empty)}, str(tmp_path))
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo, 0o600)  # (would block a plain open until a writer came)
+    with pytest.raises(ConfigError, match="raft.password-file: .* is not a regular file"):
+        Config({"raft.password-file": str(fifo)}, str(tmp_path))
+    with pytest.raises(ConfigError, match="s3.secret-key-file: cannot read .*: No such file"):
+        Config({"s3.secret-key-file": str(tmp_path / "nope")}, str(tmp_path))
+
+
+def test_a_peer_with_a_readable_secret_file_does_not_start(tmp_path, capsys):
+    from jm.cluster import peer
+    (tmp_path / "secret").write_text("s3cr3t\n")
+    (tmp_path / "secret").chmod(0o604)
+    (tmp_path / "config.yaml").write_text(f"cluster.secret-file: {tmp_path / 'secret'}\n")
+    (tmp_path / "masters").write_text("127.0.0.1:18081:16123\n")
+    assert peer.main(["--conf-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "configuration error: cluster.secret-file:" in err[0], err

@@ -47,9 +47,15 @@ def test_kubernetes_manifests_fit_together():
     assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
     assert ports == {"rest": 8081, "raft": 6123}
-    secrets = {e["valueFrom"]["secretKeyRef"]["key"] for e in c["env"]
-               if "secretKeyRef" in e.get("valueFrom", {})}
-    assert secrets == {"rest-token", "cluster-secret"}  # safe by default: both are needed
+    # safe by default: both credentials are needed, as files of the Secret (0400)
+    assert not [e for e in c["env"] if "secretKeyRef" in e.get("valueFrom", {})]
+    vols = {v["name"]: v for v in sts["spec"]["template"]["spec"]["volumes"]}
+    mount = next(m for m in c["volumeMounts"] if m["name"] == "credentials")
+    secret = vols["credentials"]["secret"]
+    assert secret["defaultMode"] == 0o400
+    for key, name in (("rest.auth.token-file", "rest-token"),
+                      ("cluster.secret-file", "cluster-secret")):
+        assert env[C.env_name(key)]["value"] == f"{mount['mountPath']}/{name}"
     # the ConfigMap's config.yaml is a valid configuration
     cm = kinds["ConfigMap"]
     conf = yaml.safe_load(cm["data"]["config.yaml"])
@@ -61,10 +67,22 @@ def test_the_config_map_and_env_load(tmp_path):
     cm = next(d for d in _docs() if d["kind"] == "ConfigMap")
     os.makedirs(tmp_path / "conf")
     (tmp_path / "conf" / "config.yaml").write_text(cm["data"]["config.yaml"])
-    env = {"JM_CONF_REST_AUTH_TOKEN": "t", "JM_CONF_CLUSTER_SECRET": "s",
-           "JM_CONF_JOBMANAGER_DATA_DIR": "/var/lib/jm/data"}
+    sts = next(d for d in _docs() if d["kind"] == "StatefulSet")
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    env = {}
+    for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]:
+        if e["name"].startswith("JM_CONF_") and "value" in e:
+            if e["name"].endswith("_FILE"):  # the Secret's file, here (0400)
+                f = secrets / os.path.basename(e["value"])
+                f.write_text(f"{f.name}-value\n")
+                f.chmod(0o400)
+                env[e["name"]] = str(f)
+            else:
+                env[e["name"]] = e["value"]
     c = C.load_config(str(tmp_path / "conf"), environ=env)
-    assert c["rest.auth.token"] == "t" and c["jobmanager.slots"] == 8
+    assert c["rest.auth.token"] == "rest-token-value" and c["jobmanager.slots"] == 8
+    assert c["cluster.secret"] == "cluster-secret-value"
 
 
 def test_the_entry_point_writes_masters_from_the_pod_names(tmp_path):
