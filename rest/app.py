@@ -9,6 +9,7 @@ import hmac
 import json
 import logging
 import os
+import re
 import time
 from typing import Any, Optional
 
@@ -34,19 +35,29 @@ def error_response(status: int, errors: list[str], headers: dict | None = None) 
 
 
 PEERS_ONLY = ("/cluster/beat", "/cluster/voter")  # the peer credential only
+# what else peers ask each other: the users' token or the peer credential (no other route
+# takes the peer credential: it is not a general bearer)
+PEER_READS = ("/cluster/peers", "/cluster/identity")
+PEER_DATA = re.compile(r"/artifacts/[^/]+/content")  # a copy of an artifact
+PEER_LOGS = re.compile(r"/jobs/[^/]+/logs")  # with ?local: a log on the peer asked
+DETAILS = "jm.details"  # request key: the caller may see more than an open route's basics
+PUBLIC_HEALTH = ("ok", "node", "leader", "registered", "spark-ready")
 OPEN_PATHS = ("/healthz", "/readyz")  # plus the web UI shell: "/" and /static/...
 
 
 def auth_middleware(token: Optional[str], peer_credential: Optional[str]):
     """With rest.auth.token set, every endpoint but /healthz and the UI shell needs
-    `Authorization: Bearer <token>` (peers may show their credential instead: derived from
+    `Authorization: Bearer <token>`. Peers may show their credential instead (derived from
     cluster.secret by the peer, jm.policy.security.peer_credential, never the secret
-    itself). With only cluster.secret set, the endpoints peers call each other on
-    (artifact content, a peer's own logs) need the peer credential. Heartbeats (POST
-    /cluster/beat) need the peer credential whenever cluster.secret is set: the users'
-    token cannot keep a dead peer alive."""
+    itself) on the routes peers call on each other, and only there: artifact content, a
+    peer's own logs (`?local`), the membership and identity reads; a stolen peer
+    credential submits no job. With only cluster.secret set, the peer-to-peer data routes
+    need the peer credential. Heartbeats (POST /cluster/beat) and voter changes need the
+    peer credential whenever cluster.secret is set: the users' token cannot keep a dead
+    peer alive."""
     secret = peer_credential
     accepted = [t.encode() for t in (token, peer_credential) if t]
+    users = [token.encode()] if token else []
     peers_only = [secret.encode()] if secret else accepted
 
     def allowed(request: web.Request, tokens: list) -> bool:
@@ -64,15 +75,19 @@ def auth_middleware(token: Optional[str], peer_credential: Optional[str]):
     async def middleware(request: web.Request, handler):
         path = request.path
         if path in OPEN_PATHS or path == "/" or path.startswith("/static/"):
+            request[DETAILS] = not token or allowed(request, accepted)
             return await handler(request)
-        internal = path.endswith("/content") or "local" in request.query
+        internal = request.method in ("GET", "HEAD") and (
+            PEER_DATA.fullmatch(path) is not None
+            or ("local" in request.query and PEER_LOGS.fullmatch(path) is not None))
         if path in PEERS_ONLY:  # heartbeats, promotions: only peers (not the users' token)
             if (token or secret) and not allowed(request, peers_only):
                 return error_response(401, [f"{path} is for the cluster's peers: send "
                                             "'Authorization: Bearer <peer credential>'"],
                                       {"WWW-Authenticate": 'Bearer realm="jobmanager"'})
             return await handler(request)
-        if (token or (secret and internal)) and not allowed(request, accepted):
+        tokens = accepted if internal or path in PEER_READS else users
+        if (token or (secret and internal)) and not allowed(request, tokens):
             return error_response(401, ["missing or wrong credentials: send "
                                         "'Authorization: Bearer <rest.auth.token>'"],
                                   {"WWW-Authenticate": 'Bearer realm="jobmanager"'})
@@ -198,6 +213,9 @@ async def healthz(request: web.Request) -> web.Response:
     h = _gw(request).health()
     for extra in request.app.get(HEALTH_EXTRA, ()):
         h.update({k: v for k, v in extra().items() if k not in h})
+    if not request.get(DETAILS, True):  # (paths, addresses: not for whoever can connect)
+        h = {k: v for k, v in h.items() if k in PUBLIC_HEALTH}
+        h["details"] = "send 'Authorization: Bearer <rest.auth.token>' for the rest"
     return web.json_response(h, status=200 if h.get("ok") else 503)
 
 

@@ -107,6 +107,40 @@ async def test_peers_show_a_credential_derived_from_the_secret(tmp_path):
         await ahttp("PATCH", c.url(0) + f"/jobs/{jid}?mode=cancel")
 
 
+async def test_the_peer_credential_opens_only_the_peer_to_peer_routes(tmp_path):
+    """A peer credential seen on the wire (peers send it over plain HTTP by default) is
+    not a general bearer: it reads what peers read of each other, and submits nothing."""
+    async with running(str(tmp_path), 1, {"rest.auth.token": "tok",
+                                          "cluster.secret": "s3cr3t"}) as c:
+        user = {"Authorization": "Bearer tok"}
+        peer = {"Authorization": f"Bearer {peer_credential('s3cr3t')}"}
+        s, b = await ahttp("POST", c.url(0) + "/jobs", JOB, headers=user)
+        assert s == 202, b
+        jid = b["jobid"]
+        async def log():
+            s, b = await ahttp("GET", c.url(0) + f"/jobs/{jid}/logs?local=1", headers=peer)
+            assert s in (200, 404), b  # (404 until the job has run)
+            return s == 200
+        await apoll(log, 30, what="the job's log with the peer credential")
+        for path in ("/cluster/peers", "/cluster/identity"):
+            s, b = await ahttp("GET", c.url(0) + path, headers=peer)
+            assert s == 200, (path, b)
+        for method, path, body in (("POST", "/jobs", JOB), ("POST", "/jobs?local=1", JOB),
+                                   ("GET", "/overview", None), ("GET", "/jobs?local=1", None),
+                                   ("PATCH", f"/jobs/{jid}?mode=cancel&local=1", None),
+                                   ("GET", f"/jobs/{jid}/exceptions?local=1", None)):
+            s, b = await ahttp(method, c.url(0) + path, body, headers=peer)
+            assert s == 401 and "rest.auth.token" in b["errors"][0], (path, s, b)
+        s, b = await ahttp("GET", c.url(0) + "/jobs/overview", headers=user)
+        assert len(b["jobs"]) == 1 and "CANCEL" not in b["jobs"][0]["state"], b
+        # /healthz is open (probes send nothing): its details (paths, addresses) are not
+        s, h = await ahttp("GET", c.url(0) + "/healthz")
+        assert s == 200 and h["ok"] is True and "disk-free" not in h and "disk-low" not in h
+        assert "spark-remote" not in h and "disk-problem" not in h and "token" in h["details"]
+        s, h = await ahttp("GET", c.url(0) + "/healthz", headers=user)
+        assert s == 200 and {"disk-free", "disk-problem", "disk-low", "spark-remote"} <= set(h)
+
+
 def test_a_peer_on_a_shared_address_needs_a_token_and_a_secret(tmp_path):
     from jm.cluster.peer import Peer
     conf_dir, _ = make_conf(str(tmp_path), 1)
