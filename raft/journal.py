@@ -23,7 +23,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from pysyncobj import journal as pj
 from pysyncobj import serializer as pser
@@ -113,6 +113,10 @@ class DurableMetaStorer(pj.MetaStorer):
         fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
+class JournalFailed(OSError):
+    """The journal's fdatasync failed once: it is never trusted again in this process."""
+
+
 class DurableJournal(pj.FileJournal):
     """pysyncobj's file journal with a syncer thread: `sync()` returns once everything
     written before the call is on disk; `sync_soon()` starts that without waiting (a
@@ -134,7 +138,12 @@ class DurableJournal(pj.FileJournal):
         self._want = False
         self._closed = False
         self._giving_up = False   # the member is stopping: a write waiting for room fails
-        self._error: Optional[BaseException] = None
+        # a failed fdatasync of the journal, for good: Linux may have dropped the pages it
+        # could not write and marked them clean, so a later fdatasync that succeeds says
+        # nothing about them (PostgreSQL's "fsyncgate"). The member stops (fail-stop) and
+        # its restart reads what is on disk.
+        self.failed: Optional[str] = None
+        self.on_failed: Callable[[str], None] = lambda why: None
         self._cond = threading.Condition()
         self._zeroed = 0          # the file is written (with zeros) up to here
         self._thread = threading.Thread(target=self._sync_loop, name="raft-fsync", daemon=True)
@@ -194,7 +203,7 @@ class DurableJournal(pj.FileJournal):
             try:
                 write()
             except OSError as exc:
-                if self._closed or self._giving_up:
+                if self._closed or self._giving_up or isinstance(exc, JournalFailed):
                     raise
                 self.trouble = f"{what} cannot be written: {exc}"
                 if time.monotonic() - logged > 10:
@@ -251,18 +260,20 @@ class DurableJournal(pj.FileJournal):
                 self._cond.notify_all()
 
     def sync(self) -> None:
-        """Everything written before this call is on disk when it returns (an OSError
-        if the disk refused: then nothing that depends on it may be sent)."""
+        """Everything written before this call is on disk when it returns (JournalFailed
+        if the disk refused, now and for every later call: then nothing that depends on
+        it may be sent)."""
         target = self._written
+        if self.failed is not None:
+            raise JournalFailed(self.failed)
         if self._synced >= target:
             return
         with self._cond:
             self._want = True
             self._cond.notify_all()
             while self._synced < target:
-                if self._error is not None:
-                    error, self._error = self._error, None
-                    raise OSError(f"the Raft journal could not be synced: {error}")
+                if self.failed is not None:
+                    raise JournalFailed(self.failed)
                 if self._closed:
                     raise OSError("the Raft journal is closed")
                 self._cond.wait(1.0)
@@ -283,10 +294,9 @@ class DurableJournal(pj.FileJournal):
                 # msync MS_SYNC of the whole mapping does on Linux)
                 os.fdatasync(self._FileJournal__journalFile._ResizableFile__f.fileno())
             except (OSError, ValueError) as exc:
-                with self._cond:
-                    self._error = exc
-                    self._cond.notify_all()
-                continue
+                self._fail(f"the Raft journal could not be synced ({exc}): this member "
+                           "stops; restarted, it recovers from what its disk holds")
+                return
             with self._cond:
                 if target > self._synced:
                     self._synced = target
@@ -296,9 +306,20 @@ class DurableJournal(pj.FileJournal):
                     self.sync_seconds += time.perf_counter() - start
                 self._cond.notify_all()
 
+    def _fail(self, why: str) -> None:
+        with self._cond:
+            self.failed = self.trouble = why
+            self._cond.notify_all()
+        log.critical("%s", why)
+        try:
+            self.on_failed(why)
+        except Exception:
+            log.exception("reporting the journal's failure")
+
     def _destroy(self) -> None:
         try:
-            self.sync()
+            if self.failed is None:  # (a failed journal holds nothing more to sync)
+                self.sync()
         finally:
             with self._cond:
                 self._closed = True

@@ -126,10 +126,27 @@ class RaftHost:
         self._gate = threading.RLock()
         self._handover: Optional[Handover] = None  # becoming a voter (raft/promotion.py)
         self._retired: Any = None  # the read-only node after the hand-over
+        self.failure: Optional[str] = None  # why this member stopped (its journal failed)
+        self.failed = asyncio.Event()  # ... set then: the peer stops (fail-stop)
         self.consumer = self._new_consumer()
         self.syncobj = make_syncobj(self_addr, other_addrs, data_dir, settings, self.consumer,
                                     voter, no_vote)
+        self._watch_journal(self.syncobj)
         self._transport = self._wire()
+
+    def _watch_journal(self, syncobj: Any) -> None:
+        """A failed fsync of the journal stops the member: `failed` is set (from the fsync
+        thread) and the peer stops; its restart recovers from its disk."""
+        journal = getattr(syncobj, "_SyncObj__raftLog", None)
+        if not isinstance(journal, DurableJournal):
+            return
+
+        def on_failed(why: str) -> None:
+            self.failure = why
+            self.loop.call_soon_threadsafe(self.failed.set)
+        journal.on_failed = on_failed
+        if journal.failed is not None:  # (it failed before the hook was set)
+            on_failed(journal.failed)
 
     def _new_consumer(self) -> _StateConsumer:
         return _StateConsumer(self._on_applied, self._on_loaded, self._gate)
@@ -151,6 +168,7 @@ class RaftHost:
         consumer = self._new_consumer()
         syncobj = make_syncobj(self.self_addr, [v for v in voters if v != self.self_addr],
                                self.data_dir, self.settings, consumer, True, True)
+        self._watch_journal(syncobj)
         with self._gate:
             self._handover = Handover(consumer, syncobj)
         log.info("becoming a voter: the voting node listens on %s and catches up",

@@ -588,6 +588,8 @@ async def _serve(peer: Peer) -> None:
         await peer.start()
         removed = asyncio.create_task(peer.removed.wait())
         removed.add_done_callback(lambda _: stop.set())
+        failed = asyncio.create_task(peer.raft.failed.wait())  # fail-stop: raft/journal.py
+        failed.add_done_callback(lambda _: stop.set())
         # everything allocated at start-up is long-lived: keep it out of the collector's
         # way, and collect the young generation less often (fewer pauses under load)
         gc.collect()
@@ -634,6 +636,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     asyncio.set_event_loop(loop)
     try:
         loop.run_until_complete(_serve(peer))
+        if peer.raft is not None and peer.raft.failure:
+            print(f"jobmanager: stopped: {peer.raft.failure}", file=sys.stderr)
+            return 1  # (a supervisor restarts it: systemd's Restart=on-failure, Kubernetes)
     except ConfigError as exc:  # e.g. not a member of the cluster it should join
         print(f"jobmanager: cannot start: {exc}", file=sys.stderr)
         return 2

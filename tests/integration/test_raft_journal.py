@@ -1,7 +1,7 @@
 """raft.fsync through real pysyncobj members on loopback: an entry counts toward a majority
 only once it is on that member's disk (a follower's answer leaves after its sync, a
-leader's commit index moves after its own), a disk that refuses the sync stops the
-answers, and a member restarted from its files has every acknowledged entry."""
+leader's commit index moves after its own), a failed sync stops the member for good
+(fail-stop), and a member restarted from its files has every acknowledged entry."""
 import asyncio
 import os
 
@@ -82,9 +82,13 @@ async def test_an_entry_counts_only_once_it_is_on_disk(tmp_path, sends):
         await _stop(hosts)
 
 
-async def test_a_disk_that_refuses_the_sync_stops_the_answers(tmp_path, monkeypatch):
-    """A follower whose fsync fails does not answer: the leader's writes still commit
-    with the other follower; once the disk is back, the follower catches up."""
+async def test_a_failed_sync_stops_the_member_for_good_and_its_restart_recovers(
+        tmp_path, monkeypatch):
+    """A follower whose fsync fails once stops (fail-stop): Linux may have dropped the
+    pages it could not write and marked them clean, so a later fsync that succeeds proves
+    nothing about them (PostgreSQL's fsyncgate). It answers nothing more even once the
+    disk works again; the leader's writes commit with the other follower; restarted from
+    its files, it catches up."""
     hosts = _hosts(tmp_path, 3)
     try:
         leader = await _leader(hosts)
@@ -103,10 +107,21 @@ async def test_a_disk_that_refuses_the_sync_stops_the_answers(tmp_path, monkeypa
         for _ in range(5):
             assert (await leader.submit(Barrier(), 10.0)).ok
         assert other.applied_index() >= leader.applied_index() - 5
-        assert sick.applied_index() <= before + 1  # its Raft waits for its disk
-        failing["on"] = False
+        await apoll(sick.failed.is_set, 10, what="the member stopped on the failed sync")
+        assert "could not be synced" in sick.failure and "Input/output" in sick.failure
+        assert sick.applied_index() <= before + 1
+        failing["on"] = False  # the disk works again: the member must not trust it
+        for _ in range(5):
+            assert (await leader.submit(Barrier(), 10.0)).ok
+        assert sick.applied_index() <= before + 1, "a failed journal answered again"
+        i = hosts.index(sick)
+        await asyncio.to_thread(sick.destroy)
+        hosts[i] = sick = RaftHost(sick.self_addr, [h.self_addr for h in hosts if h is not sick],
+                                   sick.data_dir, sick.settings, asyncio.get_running_loop(),
+                                   sick.addr_to_node)
         await apoll(lambda: sick.applied_index() >= leader.applied_index(), 20,
-                    what="the follower caught up once its disk syncs again")
+                    what="the restarted member caught up")
+        assert not sick.failed.is_set()
     finally:
         await _stop(hosts)
 
