@@ -55,6 +55,13 @@ def location(raw: Any, field: str = "target-directory") -> str:
         raise ValueError(f"{field} {raw!r}: a URI here takes no query or fragment "
                          f"(file system options are peer settings, e.g. s3.endpoint)")
     authority = parts.netloc
+    if "@" in authority:  # (pyarrow would connect as that user: hdfs://hdfs@namenode/)
+        raise ValueError(f"{field} {raw!r}: a URI here names no user; the peers connect "
+                         f"as themselves")
+    try:
+        parts.port  # (ValueError for a port that is not a number in 0..65535)
+    except ValueError:
+        raise ValueError(f"{field} {raw!r}: the port is not a number from 0 to 65535")
     if canonical in ("s3", "gs"):
         if not _BUCKET.fullmatch(authority or ""):
             raise ValueError(f"{field} {raw!r}: {scheme}:// needs a bucket name "

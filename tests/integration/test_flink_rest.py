@@ -84,7 +84,8 @@ async def test_flink_rest_surface(tmp_path):
         # a scheme the peers cannot open (hdfs:// without a Hadoop client) or do not know:
         # a 400 that says why (s3:// savepoints: tests/integration/test_remote_savepoints.py)
         for target, words in (("hdfs://nn:8020/sp", "Hadoop client"),
-                              ("ftp://h/sp", "not a file system")):
+                              ("ftp://h/sp", "not a file system"),
+                              ("hdfs://hdfs@nn:8020/sp", "names no user")):
             s, b = await ahttp("POST", c.url(0) + f"/v1/jobs/{a}/savepoints",
                                {"target-directory": target, "cancel-job": False})
             assert s == 400 and words in b["errors"][0], b

@@ -30,6 +30,8 @@ def test_every_spelling_of_a_place_is_one_location(raw, canonical):
     ("s3://Bad_Bucket/k", "bucket name"), ("s3://bucket/k?endpoint=x", "no query"),
     ("hdfs:rel", "absolute path"), ("s3://bucket/a/../../etc", "'..'"),
     ("/" + "d" * 5000, "at most"), ("/a\x00b", "NUL"),
+    ("hdfs://hdfs@nn:8020/sp", "names no user"), ("viewfs://u:pw@cluster/sp", "names no user"),
+    ("hdfs://nn:99999/sp", "port"), ("hdfs://nn:x/sp", "port"),
 ])
 def test_what_cannot_be_written_is_refused_with_the_reason(raw, words):
     with pytest.raises(ValueError) as exc:
