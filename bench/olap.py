@@ -37,7 +37,8 @@ QUERIES = {
 }
 SETTINGS = {"spark.connect.embedded": True, "spark.master": "local[1]",
             "spark.driver.memory": "768m", "heartbeat.timeout": "3 s",
-            "jobmanager.slots": 32, "restart-strategy.type": "none"}
+            "jobmanager.slots": 32, "restart-strategy.type": "none",
+            "spark.connect.token": "bench-olap"}  # the raw clients show it too
 
 
 def drive(states: list, seconds: float, run) -> dict:
@@ -184,7 +185,7 @@ def one_run(seconds: float, clients: list[int]) -> dict:
         for url in c.urls:
             wait_until(lambda u=url: get(u + "/healthz").get("spark-ready"), 300,
                        f"{url} Spark ready")
-        remotes = [get(u + "/healthz")["spark-remote"] for u in c.urls]
+        remotes = [get(u + "/healthz")["spark-remote"] + "/;token=bench-olap" for u in c.urls]
         for name, q in QUERIES.items():
             for path, build in (("raw", raw_path), ("gateway", gateway_path),
                                 ("jobs", jobs_path)):

@@ -288,6 +288,10 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "spark.remote": (_opt_str, None),
     "spark.connect.embedded": (_bool, True),
     "spark.connect.port": (_int(0), 0),
+    # the bearer token the embedded Connect server requires (unset: a random one per peer
+    # start, which only the peer's own jobs and SQL worker get)
+    "spark.connect.token": (_opt_str, None),
+    "spark.connect.token-file": (_opt_str, None),
     # cores the peer's Connect server takes from a Spark cluster (its application's
     # spark.cores.max; 0: no limit); with local[...] masters it does not apply
     "spark.connect.cores": (_int(0), 1),
@@ -442,7 +446,8 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
 
 # secrets that may come from a file instead: `<key>-file` names it (first line)
-SECRET_KEYS = ("rest.auth.token", "cluster.secret", "raft.password", "s3.secret-key")
+SECRET_KEYS = ("rest.auth.token", "cluster.secret", "raft.password", "s3.secret-key",
+               "spark.connect.token")
 SECRET_FILE_MAX = 64 * 1024
 
 

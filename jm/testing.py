@@ -22,6 +22,7 @@ import asyncio
 import json
 import logging
 import os
+import secrets
 import tempfile
 import threading
 import time
@@ -65,12 +66,14 @@ class MiniCluster:
         from jm.cluster.peer import Peer
         masters = self.masters()
         spark_port = free_ports(1)[0] if self.spark else None
+        token = secrets.token_urlsafe(24)  # the shared server's (spark.connect.token)
         for i, m in enumerate(masters):
             overrides: dict[str, Any] = {}
             if self.spark and i == 0:  # the first peer runs the shared Spark server
-                overrides = {"spark.connect.embedded": True, "spark.connect.port": spark_port}
+                overrides = {"spark.connect.embedded": True, "spark.connect.port": spark_port,
+                             "spark.connect.token": token}
             elif self.spark:
-                overrides = {"spark.remote": f"sc://127.0.0.1:{spark_port}"}
+                overrides = {"spark.remote": f"sc://localhost:{spark_port}/;token={token}"}
             self.peers.append(Peer(load_config(self.conf_dir, overrides), m, masters))
         try:
             await asyncio.gather(*(p.start() for p in self.peers))

@@ -11,6 +11,7 @@ import functools
 import hashlib
 import math
 import os
+import re
 import time
 import zipfile
 from typing import Any, Optional
@@ -644,8 +645,13 @@ class PeerGateway:
         return {"ok": leader is not None and self.registered.is_set() and disk is None,
                 "node": self.node, "leader": leader, "registered": self.registered.is_set(),
                 "spark-ready": bool(self.spark and self.spark.ready.is_set()),
-                "spark-remote": self.spark_remote(), "disk-problem": disk,
+                "spark-remote": _no_token(self.spark_remote()), "disk-problem": disk,
                 "disk-free": free}
+
+
+def _no_token(remote: Optional[str]) -> Optional[str]:
+    """A Spark Connect URL as it may be shown: its `token` parameter hidden."""
+    return remote and re.sub(r";token=[^;]*", ";token=(hidden)", remote)
 
 
 def script_problem(path: str) -> Optional[str]:

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import shutil
+import secrets
 import signal
 import socket
 import sys
@@ -47,7 +48,7 @@ from jm.runtime.limits import from_conf as job_limits
 from jm.cluster.sqlgateway import SqlGateway
 from jm.cluster.sqljobs import SqlJobExecutor
 from jm.runtime.sparkapp import SCRATCH
-from jm.runtime.sparkserver import (SparkConnectServer, free_port, server_conf,
+from jm.runtime.sparkserver import (TOKEN_ENV, SparkConnectServer, free_port, server_conf,
                                     spark_conf_dir)
 from raft import compat
 from raft.commands import AddArtifact, Heartbeat, RegisterPeer, RetirePeer, SubmitJobs
@@ -107,10 +108,17 @@ class Peer:
         self.removed = asyncio.Event()
         self._removal_check: Optional[asyncio.Future] = None
         self.runner: Optional[web.AppRunner] = None
+        # the embedded Connect server's token: its clients are this peer's jobs (through
+        # the zygote's environment) and SQL worker, and whoever is given spark.connect.token
+        self.connect_token = ((conf["spark.connect.token"] or secrets.token_urlsafe(32))
+                              if conf["spark.connect.embedded"] and not conf["spark.remote"]
+                              else None)
+        self.child_env = {TOKEN_ENV: self.connect_token} if self.connect_token else {}
         self.executor = Executor(self.log_dir, conf["jobmanager.executor.preload"],
                                  conf["jobmanager.executor.nice"], job_limits(conf),
                                  conf["jobmanager.executor.cgroup"],
-                                 env_pass=conf["jobmanager.executor.env-pass"])
+                                 env_pass=conf["jobmanager.executor.env-pass"],
+                                 env_add=self.child_env)
         self.spark: Optional[SparkConnectServer] = None
         self.reporter: Optional[Batcher] = None
         self.submitter: Optional[Batcher] = None
@@ -242,7 +250,7 @@ class Peer:
                 waiting_after=self.conf["spark.executor-wait-warning"],
                 on_info=self._spark_info_changed,
                 scratch_dir=os.path.join(self.data_dir, SCRATCH),
-                env_pass=self.conf["jobmanager.executor.env-pass"])
+                env_pass=self.conf["jobmanager.executor.env-pass"], token=self.connect_token)
             self.spark.start()
         self.reporter = make_reporter(self.raft, self.conf["rest.write-timeout"])
         self.reporter.start()

@@ -117,7 +117,8 @@ class SqlGateway:
                                     os.path.join(self.peer.log_dir, "sql-worker.log"),
                                     self.conf["jobmanager.executor.nice"],
                                     on_start=lambda pid: self.peer.guard("sql-worker", pid),
-                                    env_pass=self.conf["jobmanager.executor.env-pass"])
+                                    env_pass=self.conf["jobmanager.executor.env-pass"],
+                                    env_add=self.peer.child_env)
         return self.worker
 
     async def _loop(self) -> None:

@@ -41,9 +41,11 @@ class Executor:
 
     def __init__(self, log_dir: str, preload: str = "pyspark", nice: int = 0,
                  limits: Optional[JobLimits] = None, cgroup: bool = False,
-                 cgroup_mount: Optional[str] = None, env_pass: tuple = ()) -> None:
+                 cgroup_mount: Optional[str] = None, env_pass: tuple = (),
+                 env_add: Optional[dict] = None) -> None:
         self.log_dir = log_dir
         self.env_pass = env_pass  # what of the peer's environment jobs see (jm.policy.jobenv)
+        self.env_add = dict(env_add or {})  # ... and what they get besides (the Connect token)
         self.preload = preload
         self.nice = nice
         self.limits = limits or JobLimits()
@@ -73,7 +75,7 @@ class Executor:
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "jm.runtime.zygote",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
-            env=dict(child_environ(os.environ, self.env_pass), JM_ZYGOTE_PRELOAD=self.preload, JM_JOB_NICE=str(self.nice),
+            env=dict(child_environ(os.environ, self.env_pass), **self.env_add, JM_ZYGOTE_PRELOAD=self.preload, JM_JOB_NICE=str(self.nice),
                      JM_CGROUP_MOUNT=self.cgroup_mount or "",
                      **{PARENT_ENV: str(os.getpid()),
                         LIMITS_ENV: json.dumps(self.limits.to_dict()),

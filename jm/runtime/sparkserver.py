@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import shutil
 import socket
 import sys
@@ -35,6 +36,9 @@ def spark_home() -> str:
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("pyspark is not installed")
     return list(spec.submodule_search_locations)[0]
+
+
+TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"  # read by the server and pyspark's client
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -123,8 +127,12 @@ class SparkConnectServer:
                  on_ready_change: Callable[[], None] = lambda: None,
                  waiting_after: float = 30.0,
                  on_info: Callable[[dict], None] = lambda info: None,
-                 scratch_dir: Optional[str] = None, env_pass: tuple = ()) -> None:
+                 scratch_dir: Optional[str] = None, env_pass: tuple = (),
+                 token: Optional[str] = None) -> None:
         self.port = port
+        # the bearer token every client must show (in its environment, never on the
+        # command line that `ps` shows): TOKEN_ENV for the server and the peer's clients
+        self.token = token or secrets.token_urlsafe(32)
         self.env_pass = env_pass  # it runs users' SQL and UDFs: jm.policy.jobenv
         self.scratch_dir = scratch_dir  # its Spark local dir, emptied before each start
         # on a Spark cluster the server's UI (loopback) says whether it has executors
@@ -154,7 +162,9 @@ class SparkConnectServer:
 
     @property
     def url(self) -> str:
-        return f"sc://127.0.0.1:{self.port}"
+        """Without the token (the clients have it in TOKEN_ENV). `localhost`: pyspark
+        sends a token without TLS only to that name (gRPC local credentials)."""
+        return f"sc://localhost:{self.port}"
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._supervise())
@@ -222,6 +232,7 @@ class SparkConnectServer:
 
     def _env(self) -> dict:
         env = child_environ(os.environ, self.env_pass)
+        env[TOKEN_ENV] = self.token  # spark.connect.authenticate.token
         env["SPARK_HOME"] = spark_home()
         env["SPARK_LOCAL_IP"] = "127.0.0.1"
         # Python UDFs run in workers of this interpreter (pyarrow and the job's modules

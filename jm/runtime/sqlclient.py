@@ -28,9 +28,11 @@ class StatementError(Exception):
 
 class SqlWorker:
     def __init__(self, remote: str, threads: int, log_path: str, nice: int = 0,
-                 on_start: Callable[[int], None] = lambda pid: None, env_pass: tuple = ()) -> None:
+                 on_start: Callable[[int], None] = lambda pid: None, env_pass: tuple = (),
+                 env_add: Optional[dict] = None) -> None:
         self.remote = remote
         self.env_pass = env_pass  # jm.policy.jobenv
+        self.env_add = dict(env_add or {})  # the Connect server's token
         self.threads = threads
         self.log_path = log_path
         self.nice = nice
@@ -58,7 +60,8 @@ class SqlWorker:
 
     async def _start(self) -> None:
         os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
-        env = dict(child_environ(os.environ, self.env_pass), JM_NICE=str(self.nice),
+        env = dict(child_environ(os.environ, self.env_pass), **self.env_add,
+                   JM_NICE=str(self.nice),
                    PYTHONUNBUFFERED="1")
         env[PARENT_ENV] = str(os.getpid())
         with open(self.log_path, "ab") as err:

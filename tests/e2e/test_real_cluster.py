@@ -24,10 +24,14 @@ def wait_job(url: str, jid: str, timeout: float = 180) -> dict:
                 what=f"job {jid} to end")
 
 
+CONNECT_TOKEN = "e2e-shared-connect-token"  # spark.connect.token: another peer may use it
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     base = str(tmp_path_factory.mktemp("e2e"))
     c = ProcessCluster(base, 3, {"spark.connect.embedded": True, "spark.master": "local[1]",
+                                 "spark.connect.token": CONNECT_TOKEN,  # (to share one)
                                  "spark.driver.memory": "512m",
                                  "spark.conf.spark.sql.shuffle.partitions": 2})
     try:
@@ -279,7 +283,7 @@ async def test_spark_remote_uses_an_existing_connect_endpoint(cluster, tmp_path)
     from tests.helpers import ahttp, apoll
     cluster.wait_spark(only=[0])  # e.g. still starting after the whole-cluster restart
     remote = http("GET", cluster.urls[0] + "/healthz")[1]["spark-remote"]
-    c = InProcessCluster(str(tmp_path), 1, {"spark.remote": remote})
+    c = InProcessCluster(str(tmp_path), 1, {"spark.remote": f"{remote}/;token={CONNECT_TOKEN}"})
     try:
         await c.start()
         assert c.peers[0].spark is None  # no embedded server

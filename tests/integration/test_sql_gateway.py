@@ -461,3 +461,25 @@ async def test_a_full_peer_places_sessions_elsewhere_and_then_503(tmp_path):
         assert info["node"] == nodes[0]  # the room the closed one left
         s, r = await run(c, third, "SELECT 1 AS one")
         assert s == 200 and r["rows"] == [[1]]
+
+
+async def test_the_connect_server_refuses_clients_without_the_peers_token(sqlc):
+    """Any local user could otherwise run SQL and Python UDFs as the peer's user: the
+    embedded Connect server takes only the token the peer gives its own jobs."""
+    import subprocess
+    import sys
+    server = sqlc.peers[0].spark
+    probe = ("import sys; from pyspark.sql import SparkSession; "
+             "s = SparkSession.builder.remote(sys.argv[1]).create(); "
+             "print(s.sql('SELECT 7 AS x').collect()[0].x)")
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_AUTHENTICATE_TOKEN"}
+
+    def run(url: str, **extra) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", probe, url], env=dict(env, **extra),
+                              capture_output=True, text=True, timeout=120)
+    for url, extra in ((f"sc://127.0.0.1:{server.port}", {}), (server.url, {}),
+                       (server.url, {"SPARK_CONNECT_AUTHENTICATE_TOKEN": "guess"})):
+        r = await asyncio.to_thread(run, url, **extra)
+        assert r.returncode != 0 and "7" not in r.stdout.split(), (url, r.stdout, r.stderr[-2000:])
+    r = await asyncio.to_thread(run, server.url, SPARK_CONNECT_AUTHENTICATE_TOKEN=server.token)
+    assert r.returncode == 0 and r.stdout.split()[-1] == "7", r.stderr[-2000:]
