@@ -239,7 +239,8 @@ class PeerGateway:
             pending = views.membership_pending(st, members)
             readers = views.non_voters(st, members)
             removed = sorted(st.removed)
-        return {"leader": leader, "members": [
+            cluster_id = st.cluster_id
+        return {"leader": leader, "cluster-id": cluster_id, "members": [
             {"id": m, "role": "leader" if m == leader else "follower", "self": m == self.node}
             for m in members],
             "non-voters": [dict(r, self=r["id"] == self.node) for r in readers],

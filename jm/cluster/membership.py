@@ -4,8 +4,10 @@ membership follow the replicated state (raft/members.py).
 
 * A starting peer asks the peers of conf/masters (the seed list) for the current members
   and starts with them. A seed answered and does not list it: it is not a member (add it
-  first with `POST /cluster/peers`); if it has Raft data it was removed while it was away,
-  and its data is set aside so that it can join anew.
+  first with `POST /cluster/peers`); if it has Raft data and the answer (given after a
+  Raft barrier: a majority's committed state) lists it as removed in the cluster its data
+  belongs to (the identity file's id), it was removed while it was away, and its data is
+  set aside so that it can join anew; any other answer leaves the data in place.
 * No seed answered (the whole cluster is starting): the members it last saw
   (`<data>/raft/members`, rewritten whenever its membership changes), else, for a line of
   conf/masters, conf/masters itself: the cluster is being created. pysyncobj's journal and
@@ -32,7 +34,9 @@ from typing import Any, Callable, Optional
 import aiohttp
 
 from jm.config import ConfigError, PeerAddress
-from jm.policy.voters import NON_VOTING, VOTER, SeedMembers, VotersError, start_role
+from jm.cluster.identity import read_identity
+from jm.policy.voters import (NON_VOTING, VOTER, SeedMembers, VotersError, removal_proven,
+                              start_role)
 from raft.commands import RetirePeer
 from raft.members import holds_jobs
 from raft.records import ALIVE
@@ -93,7 +97,8 @@ async def ask_members(urls: list[str], headers: dict, timeout: float = 1.5,
                     body = await resp.json()
                     return SeedMembers(tuple(str(m["id"]) for m in body["members"]),
                                        tuple(str(n["id"]) for n in body.get("non-voters", ())),
-                                       tuple(str(n) for n in body.get("removed", ())))
+                                       tuple(str(n) for n in body.get("removed", ())),
+                                       body.get("cluster-id") or None)
             except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError,
                     TypeError, OSError):
                 continue
@@ -121,14 +126,22 @@ async def initial_members(me: PeerAddress, masters: list[PeerAddress], raft_dir:
         hint = f"add it first: jm cluster add-peer {me}"
         if current is None:
             raise ConfigError(str(exc)) from None
-        if has_raft_data(raft_dir):  # removed while it was away: its Raft data is stale
-            aside = f"{raft_dir}.removed-{int(time.time())}"
-            os.replace(raft_dir, aside)
-            os.makedirs(raft_dir, exist_ok=True)
-            raise ConfigError(f"{me} was removed from the cluster (voters: "
-                              f"{', '.join(current.voters)}); its old Raft data is in "
-                              f"{aside}; to join again, {hint}") from None
-        raise ConfigError(f"{exc}; {hint}") from None
+        if not has_raft_data(raft_dir):
+            raise ConfigError(f"{exc}; {hint}") from None
+        own = (read_identity(raft_dir) or {}).get("cluster-id")
+        if not removal_proven(me.node_id, current, own):
+            raise ConfigError(
+                f"{exc}, says a peer of cluster {current.cluster_id or '(no id)'}, but this "
+                f"peer's Raft data (of cluster {own or '(unknown)'}) does not show that it "
+                f"was removed from it: the data was left in {raft_dir}; check conf/masters, "
+                f"or move the data away and {hint}") from None
+        # removed while it was away (committed, in its own cluster): its data is stale
+        aside = f"{raft_dir}.removed-{int(time.time())}"
+        os.replace(raft_dir, aside)
+        os.makedirs(raft_dir, exist_ok=True)
+        raise ConfigError(f"{me} was removed from the cluster (voters: "
+                          f"{', '.join(current.voters)}); its old Raft data is in "
+                          f"{aside}; to join again, {hint}") from None
     return role, core
 
 

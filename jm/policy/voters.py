@@ -47,10 +47,20 @@ def voter_count(configured: Optional[int], masters: int) -> int:
 
 @dataclass(frozen=True)
 class SeedMembers:
-    """What a seed answered: the voters, the non-voting members, the removed peers."""
+    """What a seed answered: the voters, the non-voting members, the removed peers (after
+    a Raft barrier: a majority's committed state), and its cluster's id."""
     voters: tuple
     non_voters: tuple
     removed: tuple
+    cluster_id: Optional[str] = None
+
+
+def removal_proven(me: str, seed: SeedMembers, own_cluster: Optional[str]) -> bool:
+    """Whether a seed's answer proves that this peer was removed, so that its Raft data
+    may be set aside (it could never serve again): the answer names it among the removed
+    and is of the cluster this data belongs to (its identity file). A peer of another
+    cluster (a wrong conf/masters) or an answer without an id proves nothing."""
+    return bool(own_cluster) and seed.cluster_id == own_cluster and me in seed.removed
 
 
 def start_role(me: str, masters: list[str], seed: Optional[SeedMembers],

@@ -161,3 +161,22 @@ async def _members_now(c, i, expected):
         return await members(c, i) == expected
     except AssertionError:  # 503 while the leadership moves
         return False
+
+
+async def test_a_peer_of_another_cluster_saying_not_a_member_moves_no_data(tmp_path):
+    """A member sets its Raft data aside only on a removal committed in its own cluster:
+    a wrong conf/masters that points at another cluster (which rightly says "not a
+    member") leaves the data where it is, with an error saying so."""
+    import glob
+    import pytest
+    from jm.cluster.identity import IDENTITY_FILE
+    from jm.cluster.membership import has_raft_data, initial_members
+    from jm.config import ConfigError
+    async with running(str(tmp_path / "b"), 1) as b:
+        me, raft_dir = b.masters()[0], b.peers[0].raft_dir
+        await apoll(lambda: os.path.exists(os.path.join(raft_dir, IDENTITY_FILE)), 30,
+                    what="the identity file")
+    async with running(str(tmp_path / "a"), 1) as a:
+        with pytest.raises(ConfigError, match="does not show that it was removed"):
+            await initial_members(me, a.masters(), raft_dir, {}, 3)
+    assert has_raft_data(raft_dir) and not glob.glob(raft_dir + ".removed-*")

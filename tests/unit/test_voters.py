@@ -111,3 +111,13 @@ def test_a_promotion_is_refused_with_the_reason():
         (409, "d is not alive")
     assert "draining" in promotion_refusal("d", ["a", "b"], 3, view("d", draining=True))[1]
     assert promotion_refusal("d", ["a", "b"], 3, view("d")) is None
+
+
+def test_only_a_committed_removal_in_its_own_cluster_proves_a_removal():
+    from jm.policy.voters import removal_proven
+    seed = SeedMembers(("h:1",), (), ("h:5",), "cluster-a")
+    assert removal_proven("h:5", seed, "cluster-a")
+    assert not removal_proven("h:5", seed, "cluster-b")       # another cluster's word
+    assert not removal_proven("h:5", seed, None)              # data of unknown cluster
+    assert not removal_proven("h:6", seed, "cluster-a")       # never removed: not a member
+    assert not removal_proven("h:5", SeedMembers(("h:1",), (), ("h:5",)), None)
