@@ -327,6 +327,9 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "rest.auth.token-file": (_opt_str, None),
     "cluster.secret": (_opt_str, None),
     "cluster.secret-file": (_opt_str, None),
+    # how long a starting peer without Raft data waits for a seed that can say whether
+    # the cluster knows it (the amnesia guard fails closed after that)
+    "cluster.seed-wait": (parse_duration, "60 s"),
     # security (README "Security"): a peer listening beyond loopback needs rest.auth.token
     # and cluster.secret unless this says the network is private
     "security.insecure": (_bool, False),

@@ -40,7 +40,7 @@ PEERS_ONLY = ("/cluster/beat", "/cluster/voter")  # the peer credential only
 PEER_READS = ("/cluster/peers", "/cluster/identity")
 PEER_DATA = re.compile(r"/artifacts/[^/]+/content")  # a copy of an artifact
 PEER_LOGS = re.compile(r"/jobs/[^/]+/logs")  # with ?local: a log on the peer asked
-DETAILS = "jm.details"  # request key: the caller may see more than an open route's basics
+DETAILS = web.RequestKey("jm_details", bool)  # the caller may see more than the basics
 PUBLIC_HEALTH = ("ok", "node", "leader", "registered", "spark-ready")
 OPEN_PATHS = ("/healthz", "/readyz")  # plus the web UI shell: "/" and /static/...
 

@@ -30,7 +30,7 @@ from jm.cluster.janitor import Janitor, JanitorConfig, peer_log_handler
 from jm.cluster.jobmaster import JobEnv, make_reporter
 from jm.cluster.lease import Lease
 from jm.cluster import tls
-from jm.cluster.identity import amnesia_guard, keep_identity
+from jm.cluster.identity import amnesia_guard, early_answer, keep_identity, serve_early
 from jm.cluster.joblists import WARM_AFTER
 from jm.cluster.voting import VoterCandidate, VotingCore
 from jm.cluster.membership import Membership, ask_members, has_raft_data, initial_members
@@ -53,7 +53,7 @@ from jm.runtime.sparkserver import (TOKEN_ENV, SparkConnectServer, free_port, se
 from raft import compat
 from raft.commands import AddArtifact, Heartbeat, RegisterPeer, RetirePeer, SubmitJobs
 from raft.node import RaftHost, RaftSettings, RaftUnavailable
-from rest.app import HEALTH_EXTRA, make_app
+from rest.app import HEALTH_EXTRA, auth_middleware, make_app
 
 log = logging.getLogger("jm.cluster.peer")
 _NEVER = asyncio.Event()  # `registered` before the lease loop exists
@@ -189,14 +189,24 @@ class Peer:
         os.makedirs(self.log_dir, exist_ok=True)
         os.makedirs(self.raft_dir, exist_ok=True)
         had_data = has_raft_data(self.raft_dir)
-        role, members = await initial_members(self.me, self.masters, self.raft_dir,
-                                              self.peer_headers, self.voters, self.scheme,
-                                              self.client_ssl)
-        # (for every role: a non-voter keeps no log, but a data dir of another peer or
-        # cluster is an operator's mistake all the same, and it may be promoted)
-        mode = await amnesia_guard(had_data, self.raft_dir, self.node,
-                                   [m.url(self.scheme) for m in self.masters if m != self.me],
-                                   self.peer_headers, self.client_ssl, self.rejoin)
+        # until the REST app binds, the port answers who this peer is (a new cluster's
+        # starting peers find each other: jm/policy/identity.py)
+        early = await serve_early(
+            self.conf["rest.bind-address"] or self.me.host, self.me.rest_port,
+            self.ssl_server, early_answer(had_data, self.raft_dir, self.node),
+            auth_middleware(self.token, peer_credential(self.secret) if self.secret else None))
+        try:
+            role, members = await initial_members(self.me, self.masters, self.raft_dir,
+                                                  self.peer_headers, self.voters, self.scheme,
+                                                  self.client_ssl)
+            # (for every role: a non-voter keeps no log, but a data dir of another peer or
+            # cluster is an operator's mistake all the same, and it may be promoted)
+            mode = await amnesia_guard(
+                had_data, self.raft_dir, self.node,
+                [m.url(self.scheme) for m in self.masters if m != self.me],
+                self.peer_headers, self.client_ssl, self.rejoin, self.conf["cluster.seed-wait"])
+        finally:
+            await early.cleanup()
         others = [m for m in members if m != self.me.raft_addr]
         self.raft = RaftHost(self.me.raft_addr, others, self.raft_dir,
                              raft_settings(self.conf), loop, {}, no_vote=mode == NON_VOTER,

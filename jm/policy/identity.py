@@ -15,8 +15,14 @@ start-up it asks the seeds (conf/masters) what they know, from their own replica
   committed when it first heard from it: a learner, in Raft's terms;
 * it has none and nobody knows it: a new peer (a new cluster, or one added with
   `jm cluster add-peer`); it starts as usual.
+* it has none and cannot tell (fail closed): no seed answered, or the only answers are of
+  seeds still starting that have a cluster's data (they cannot say yet whom it knows).
+  It waits for a better answer (`WAIT`) and, once `final`, refuses to start. Seeds that
+  are starting too, with no data of any cluster, are a new cluster being created: every
+  starting peer answers GET /cluster/identity before its Raft starts
+  (jm/cluster/identity.py), so the peers of a new cluster find each other.
 `--rejoin` always makes the peer start as a non-voter until caught up (the safe way to
-start a peer whose data is gone when no seed answers).
+start a peer whose data is gone when no seed can answer).
 """
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 VOTER, NON_VOTER = "voter", "non-voter"
+WAIT = "wait"  # not decided yet: ask the seeds again (decide(..., final=False) only)
 
 
 @dataclass(frozen=True)
@@ -31,11 +38,14 @@ class SeedView:
     """What one seed answered (GET /cluster/identity)."""
     cluster_id: Optional[str]
     known: tuple  # node ids registered in its replica and not removed
+    starting: bool = False  # still starting: `known` is not read yet (its Raft is not up)
 
 
 def decide(has_data: bool, identity: Optional[dict], node: str, views: list[SeedView],
-           rejoin: bool) -> tuple[Optional[str], str]:
-    """-> (mode (VOTER or NON_VOTER) or None: must not start, the reason / what to log)."""
+           rejoin: bool, final: bool = True, seeds: bool = True) -> tuple[Optional[str], str]:
+    """-> (mode (VOTER or NON_VOTER; WAIT unless `final`) or None: must not start, the
+    reason / what to log). `views`: the seeds that answered; `seeds`: whether there are
+    any (conf/masters lists other peers)."""
     clusters = {v.cluster_id for v in views if v.cluster_id}
     if has_data:
         if identity is not None:
@@ -62,5 +72,16 @@ def decide(has_data: bool, identity: Optional[dict], node: str, views: list[Seed
                       f"Start it with --rejoin (bin/jobmanager.sh start ... --rejoin) to catch "
                       f"up before it votes, or remove it (jm cluster remove-peer {node}) and add "
                       "it again")
-    return VOTER, ("a new peer" if views else
-                   "a new peer (no seed answered; after a lost disk, start with --rejoin)")
+    if not seeds:
+        return VOTER, "a new single-peer cluster (conf/masters lists no other peer)"
+    if any(not v.starting for v in views):
+        return VOTER, "a new peer"
+    if views and not clusters:
+        return VOTER, "a new peer of a new cluster (its seeds are starting too, without data)"
+    if not final:
+        return WAIT, "no seed can say yet whether it knows this peer"
+    return None, (f"the data dir of {node} holds no Raft data and no seed of conf/masters "
+                  f"could say whether the cluster knows it ("
+                  f"{'none answered' if not views else 'the seeds that answered are starting'}"
+                  f"): a member whose data was lost must not vote. Start the other peers "
+                  f"first; if this peer's data was lost, start it with --rejoin")

@@ -15,10 +15,10 @@ from tests.helpers import ahttp, apoll, asubmit
 FIX = os.path.dirname(os.path.abspath(__file__)) + "/"
 
 
-def _peer(c, i, rejoin=False):
+def _peer(c, i, rejoin=False, **conf):
     from jm.cluster.peer import Peer
     masters = c.masters()
-    return Peer(load_config(c.conf_dir), masters[i], masters, rejoin=rejoin)
+    return Peer(load_config(c.conf_dir, conf), masters[i], masters, rejoin=rejoin)
 
 
 async def _submit(c, i, n):
@@ -64,6 +64,30 @@ async def test_a_wiped_member_is_refused_without_rejoin_and_catches_up_with_it(t
         more = await _submit(c, 1, 2)
         await apoll(lambda: all(_has(p, ids + more) for p in c.peers), 30,
                     what="every replica has every job")
+    finally:
+        await c.stop()
+
+
+async def test_a_wiped_member_whose_seeds_cannot_answer_does_not_start(tmp_path):
+    """Fail closed: with every other peer down, a peer without Raft data cannot tell a new
+    cluster from a lost disk, and refuses after cluster.seed-wait (it started as a voter
+    before). Started with the others (which have their data), it waits for their answer:
+    they know it, so it needs --rejoin."""
+    c = InProcessCluster(str(tmp_path), 3, {"rebalance.strategy": "none"})
+    await c.start()
+    try:
+        await apoll(lambda: os.path.exists(os.path.join(c.peers[1].raft_dir, "identity")),
+                    30, what="B's identity file")
+        for p in c.peers:
+            await p.stop()
+        shutil.rmtree(c.peers[1].data_dir)
+        c.peers[1] = _peer(c, 1, **{"cluster.seed-wait": "1 s"})
+        with pytest.raises(ConfigError, match="no seed of conf/masters could say"):
+            await c.peers[1].start()
+        c.peers[:] = [_peer(c, i, **{"cluster.seed-wait": "30 s"}) for i in range(3)]
+        started = await asyncio.gather(*(p.start() for p in c.peers), return_exceptions=True)
+        assert started[0] is None and started[2] is None, started
+        assert isinstance(started[1], ConfigError) and "--rejoin" in str(started[1]), started
     finally:
         await c.stop()
 

@@ -1,10 +1,12 @@
 """jm.policy.identity.decide: who may start as a voter."""
-from jm.policy.identity import NON_VOTER, VOTER, SeedView, decide
+from jm.policy.identity import NON_VOTER, VOTER, WAIT, SeedView, decide
 
 ME = "10.0.0.2:6123"
 KNOWN = SeedView("c1", ("10.0.0.1:6123", ME))
 NEW = SeedView("c1", ("10.0.0.1:6123",))
 FRESH = SeedView(None, ())
+STARTING_NEW = SeedView(None, (), starting=True)      # a starting peer without data
+STARTING_OLD = SeedView("c1", (), starting=True)      # ... with the data of cluster c1
 
 
 def test_a_peer_with_its_data_votes():
@@ -31,7 +33,19 @@ def test_a_known_member_without_data_lost_it():
 def test_a_new_peer_votes_and_rejoin_always_waits():
     assert decide(False, None, ME, [NEW], False)[0] == VOTER
     assert decide(False, None, ME, [FRESH, FRESH], False)[0] == VOTER
-    mode, why = decide(False, None, ME, [], False)
-    assert mode == VOTER and "--rejoin" in why
+    assert decide(False, None, ME, [STARTING_NEW, STARTING_NEW], False)[0] == VOTER
+    assert decide(False, None, ME, [], False, seeds=False)[0] == VOTER  # one peer alone
     assert decide(False, None, ME, [], True)[0] == NON_VOTER
+
+
+def test_without_data_and_without_an_answer_that_can_tell_it_waits_then_refuses():
+    """Fail closed: no seed answered, or only seeds still starting with a cluster's data
+    (they cannot say yet whom it knows): a lost disk cannot be told from a new peer."""
+    for views in ([], [STARTING_OLD], [STARTING_OLD, STARTING_NEW]):
+        assert decide(False, None, ME, views, False, final=False)[0] == WAIT
+        mode, why = decide(False, None, ME, views, False, final=True)
+        assert mode is None and "--rejoin" in why and "Start the other peers" in why
+    # one seed up with its replica answers for the cluster
+    assert decide(False, None, ME, [STARTING_OLD, KNOWN], False, final=False)[0] is None
+    assert decide(False, None, ME, [STARTING_OLD, NEW], False, final=False)[0] == VOTER
     assert decide(True, {"cluster-id": "c1", "node": ME}, ME, [KNOWN], True)[0] == NON_VOTER
