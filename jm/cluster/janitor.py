@@ -122,12 +122,25 @@ class Janitor:
         listing = await asyncio.to_thread(self._list, leader)
         refs = await asyncio.to_thread(self._refs)
         todo = cleanup.plan(listing, refs, self._policy(), time.time())
+        if any(d.kind in cleanup.LEADER_KINDS for d in todo) and not await self._still_leads():
+            todo = [d for d in todo if d.kind not in cleanup.LEADER_KINDS]
         done = await asyncio.to_thread(self._delete, todo) if todo else []
         if leader:
             await self._forget_artifacts(refs)
         self.deleted = done
         self.sweeps += 1
         return done
+
+    async def _still_leads(self) -> bool:
+        """Before deleting in the shared storage: a Raft barrier (an entry of this term
+        committed by a majority, and applied here) and still the leader. A deposed leader
+        (is_leader() until its fallback timeout) fails it; one that passes reads, in
+        `_delete`, a state with everything committed before it."""
+        try:
+            await self.raft.barrier(FORGET_TIMEOUT)
+        except RaftUnavailable:
+            return False
+        return self.raft.is_leader()
 
     async def _forget_artifacts(self, refs: cleanup.Refs) -> None:
         """The leader: forget the artifacts whose files go (GET /artifacts lists only what

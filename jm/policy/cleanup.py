@@ -19,6 +19,11 @@ What is deleted, and why it is safe:
   beyond the newest `state.savepoints.num-retained` of each job, except pinned ones: the
   savepoint a job in the store resumes from (`savepoint-path`), the last one each job in
   the store completed, and any with a `_pinned` file (`touch <savepoint>/_pinned`).
+  Before it deletes any of these, the leader's janitor passes a Raft barrier and is still
+  the leader (a deposed leader keeps `is_leader()` until its fallback timeout, with a
+  state that misses the newest jobs), and reads the state again.
+* nothing modified in the last FOLDER_GRACE seconds (a job folder, a savepoint): the
+  state read may be older than the files.
 """
 from __future__ import annotations
 
@@ -35,6 +40,10 @@ PIN_FILE = "_pinned"
 
 RUN_DIR, LOG_DIR, BLOB, CHECKPOINTS, SAVEPOINT, SHARED_BLOB = (
     "run-dir", "log-dir", "blob", "checkpoints", "savepoint", "shared-blob")
+LEADER_KINDS = frozenset({CHECKPOINTS, SAVEPOINT, SHARED_BLOB})  # the shared storage's
+# a folder or savepoint modified this recently is never deleted, whatever the state says:
+# the state read may be older than the files (a job placed since, a leader deposed since)
+FOLDER_GRACE = 10.0  # s
 
 
 @dataclass(frozen=True)
@@ -114,7 +123,8 @@ def plan(listing: Listing, refs: Refs, policy: Policy, now: float) -> list[Delet
                                (LOG_DIR, listing.log_dirs, "log folder"),
                                (CHECKPOINTS, listing.ha_dirs, "checkpoints")):
         for e in entries:
-            if JOB_ID.fullmatch(e.name) and e.name not in refs.jobs:
+            if (JOB_ID.fullmatch(e.name) and e.name not in refs.jobs
+                    and now - e.mtime > FOLDER_GRACE):
                 out.append(Deletion(kind, e.name, f"{why} of job {e.name}, which the job "
                                                   "store no longer holds"))
     for kind, entries in ((BLOB, listing.blobs), (SHARED_BLOB, listing.shared_blobs)):
@@ -123,8 +133,10 @@ def plan(listing: Listing, refs: Refs, policy: Policy, now: float) -> list[Delet
                     and now - e.mtime > policy.blob_grace):
                 out.append(Deletion(kind, e.name, "no job refers to it and it is older than "
                                                   "jobmanager.blob.grace-period"))
+    recent = {sp.path for sp in listing.savepoints if now - sp.mtime <= FOLDER_GRACE}
     out += [Deletion(SAVEPOINT, p, why) for p, why in
-            savepoints_beyond(listing.savepoints, refs, policy.savepoints_retained)]
+            savepoints_beyond(listing.savepoints, refs, policy.savepoints_retained)
+            if p not in recent]
     return out
 
 

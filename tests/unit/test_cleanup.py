@@ -57,7 +57,8 @@ def test_refs_of_the_state():
 
 def test_files_of_jobs_the_store_holds_are_kept_whatever_their_age():
     listing = Listing(run_dirs=(Entry("live", 0.0), Entry("gone", 0.0), Entry("..", 0.0)),
-                      log_dirs=(Entry("live", 0.0), Entry("gone", 1e9)),
+                      log_dirs=(Entry("live", 0.0), Entry("gone", 1e9 - 11),
+                                Entry("fresh", 1e9 - 9)),  # (within FOLDER_GRACE: kept)
                       ha_dirs=(Entry("live", 0.0), Entry("gone", 0.0)))
     out = cleanup.plan(listing, refs(jobs={"live"}), Policy(3600, 0), now=1e9)
     assert sorted((d.kind, d.name) for d in out) == [
@@ -83,10 +84,12 @@ def test_savepoints_beyond_the_newest_k_except_pinned_and_referenced():
            sp("/s/a4", "A", 4.0), sp("/s/a5", "A", 5.0), sp("/s/b1", "B", 1.0),
            sp("/s/a0", "A", 0.5))
     out = cleanup.plan(Listing(savepoints=sps), refs(sps={"/s/a1"}), Policy(0, 2), now=9.0)
+    assert out == []  # all modified within cleanup.FOLDER_GRACE
+    out = cleanup.plan(Listing(savepoints=sps), refs(sps={"/s/a1"}), Policy(0, 2), now=99.0)
     assert sorted(d.name for d in out) == ["/s/a0", "/s/a3"]
     assert all(d.kind == SAVEPOINT and "state.savepoints.num-retained" in d.why for d in out)
-    assert cleanup.plan(Listing(savepoints=sps), refs(), Policy(0, 0), 9.0) == []  # 0: all kept
-    one = cleanup.plan(Listing(savepoints=sps), refs(), Policy(0, 1), 9.0)
+    assert cleanup.plan(Listing(savepoints=sps), refs(), Policy(0, 0), 99.0) == []  # 0: all kept
+    one = cleanup.plan(Listing(savepoints=sps), refs(), Policy(0, 1), 99.0)
     assert sorted(d.name for d in one) == ["/s/a0", "/s/a1", "/s/a3", "/s/a4"]
 
 
@@ -294,7 +297,7 @@ def test_peer_log_to_a_terminal_or_pipe_is_not_rotated(tmp_path):
 
 class FakeRaft:
     def __init__(self, state, leader=True):
-        self.state, self.leader = state, leader
+        self.state, self.leader, self.deposed = state, leader, False
         self.submitted = []
 
     def read(self):
@@ -311,6 +314,11 @@ class FakeRaft:
         self.submitted.append(cmd)
         return self.state.apply(cmd)
 
+    async def barrier(self, timeout):  # a deposed leader's fails
+        if self.deposed:
+            from raft.node import RaftUnavailable
+            raise RaftUnavailable("no majority answers this term")
+
 
 def janitor_on(tmp_path, state, ready, leader=True):
     from jm.cluster.janitor import Janitor, JanitorConfig
@@ -322,11 +330,14 @@ def janitor_on(tmp_path, state, ready, leader=True):
     return j
 
 
-def job_files(tmp_path, jid):
+def job_files(tmp_path, jid, age=60.0):
     paths = [tmp_path / "data" / "jobs" / jid / "1-0", tmp_path / "log" / "jobs" / jid,
              tmp_path / "ha" / jid / "checkpoints"]
     for p in paths:
         p.mkdir(parents=True, exist_ok=True)
+    then = time.time() - age  # (younger than cleanup.FOLDER_GRACE: never deleted)
+    for p in paths + [p.parent for p in paths]:
+        os.utime(p, (then, then))
     return paths
 
 
@@ -349,13 +360,29 @@ async def test_janitor_deletes_only_once_ready_and_only_what_no_job_needs(tmp_pa
     assert (tmp_path / "ha" / "savepoints").exists() and (tmp_path / "ha" / "notajob").exists()
 
 
+async def test_a_deposed_leader_or_a_fresh_folder_loses_nothing(tmp_path):
+    """The shared storage is swept only past a Raft barrier: a deposed leader (its
+    is_leader() still true) deletes nothing there, and nobody deletes a folder modified
+    within cleanup.FOLDER_GRACE (a job placed since the state was read)."""
+    st = ClusterState()
+    gone, fresh = job_files(tmp_path, "gone"), job_files(tmp_path, "fresh", age=0.0)
+    j = janitor_on(tmp_path, st, lambda: True)
+    j.raft.deposed = True
+    done = await j.sweep()
+    assert sorted(d.kind for d in done) == [LOG_DIR, RUN_DIR]  # its own disk only
+    assert (tmp_path / "ha" / "gone" / "checkpoints").exists() and all(p.exists() for p in fresh)
+    j.raft.deposed = False
+    assert [(d.kind, d.name) for d in await j.sweep()] == [(CHECKPOINTS, "gone")]
+    assert all(p.exists() for p in fresh)
+
+
 async def test_janitor_rechecks_the_state_before_deleting(tmp_path):
     """A job submitted between the plan and the deletion keeps its files."""
     st = ClusterState()
     job_files(tmp_path, "late")
     j = janitor_on(tmp_path, st, lambda: True, leader=False)
     listing = j._list(False)
-    todo = cleanup.plan(listing, cleanup.refs_of(st.jobs.values()), j._policy(), 0.0)
+    todo = cleanup.plan(listing, cleanup.refs_of(st.jobs.values()), j._policy(), time.time())
     assert {d.name for d in todo} == {"late"}
     st.apply(c.SubmitJob("late", {"jobid": "late", "name": "x", "entry": "m:f"}, 0.0))
     assert j._delete(todo) == []
