@@ -4,6 +4,7 @@ the name a client sends is reduced to a safe base name and never used as a path
 fetch it from a peer that has it, over REST, and check its hash."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -15,6 +16,7 @@ import aiohttp
 
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
 ALLOWED_SUFFIXES = (".py", ".zip", ".egg")
+TMP_PREFIX = ".upload-"  # a file being written (jm/policy/cleanup.py TEMP_NAME)
 
 
 class BlobError(ValueError):
@@ -66,13 +68,18 @@ class BlobStore:
         os.makedirs(folder, exist_ok=True)
         target = os.path.join(folder, name)
         if not os.path.exists(target):
-            fd, tmp = tempfile.mkstemp(dir=folder)
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                if durable:
-                    f.flush()
-                    os.fsync(f.fileno())
-            os.replace(tmp, target)
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=TMP_PREFIX, suffix=".tmp")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                    if durable:
+                        f.flush()
+                        os.fsync(f.fileno())
+                os.replace(tmp, target)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
             if durable:
                 for d in (folder, self.dir):
                     dfd = os.open(d, os.O_RDONLY)
@@ -99,6 +106,20 @@ class BlobStore:
                 mtime = newest_mtime(os.path.join(self.dir, digest))
                 if mtime is not None:
                     out.append((digest, mtime))
+        return out
+
+    def temps(self) -> list[tuple[str, float]]:
+        """(path, mtime) of the temporary files in the blob folders (a crash during a put
+        leaves one; the janitor deletes the old ones)."""
+        out = []
+        for digest, _ in self.entries():
+            folder = os.path.join(self.dir, digest)
+            with contextlib.suppress(OSError):
+                for name in os.listdir(folder):
+                    if name.startswith(TMP_PREFIX):
+                        with contextlib.suppress(OSError):
+                            out.append((os.path.join(folder, name),
+                                        os.lstat(os.path.join(folder, name)).st_mtime))
         return out
 
     def remove(self, digest: str) -> None:

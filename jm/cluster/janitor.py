@@ -1,6 +1,6 @@
 """The janitor: every peer deletes, on a schedule, the files nothing needs any more, caps
 the logs its job processes and child processes write, and watches its free disk space.
-The peer's own log rotates (`peer_log_handler`).
+The peer's own log rotates in jm/cluster/peerlog.py.
 
 What may be deleted is decided by jm/policy/cleanup.py (pure) from the replicated state
 and a listing of the folders; this module lists, decides and deletes:
@@ -22,13 +22,9 @@ and a listing of the folders; this module lists, decides and deletes:
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import logging
-import logging.handlers
 import os
 import shutil
-import stat
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -38,7 +34,7 @@ from jm.cluster.savepoint import list_savepoints, remove as remove_savepoint
 from jm.policy import cleanup
 from jm.policy.fsuri import is_remote
 from jm.policy.cleanup import (BLOB, CHECKPOINTS, LOG_DIR, RUN_DIR, SAVEPOINT, SHARED_BLOB,
-                               Deletion, Entry, Listing, Policy)
+                               SHARED_TEMP, TEMP, Deletion, Entry, Listing, Policy)
 from jm.policy.retention import purge_batches
 from jm.runtime import joblogs
 from raft.commands import ForgetArtifacts
@@ -184,8 +180,8 @@ class Janitor:
             if sp_dir and (os.path.realpath(path) == sp_dir
                            or sp_dir.startswith(os.path.realpath(path) + os.sep)):
                 continue
-            if (os.path.isdir(os.path.join(path, "checkpoints"))
-                    or os.path.exists(os.path.join(path, "restored-from"))):
+            if any(os.path.exists(os.path.join(path, name)) for name in
+                   ("checkpoints", "restored-from", "checkpoints.restoring")):
                 out.append(e)
         return tuple(out)
 
@@ -200,7 +196,30 @@ class Janitor:
             savepoints=tuple(list_savepoints(self.cfg.savepoints_dir))
             if leader and not is_remote(self.cfg.savepoints_dir) else (),
             shared_blobs=tuple(Entry(d, m) for d, m in self.shared_blobs.entries())
-            if leader and self.shared_blobs is not None else ())
+            if leader and self.shared_blobs is not None else (),
+            temps=tuple(Entry(p, m) for p, m in self.blobs.temps()),
+            shared_temps=self._shared_temps() if leader else ())
+
+    def _shared_temps(self) -> tuple:
+        """Unfinished copies in the shared storage: savepoints being written
+        (`.<name>.inprogress` in state.savepoints.dir), staged for a remote store or
+        restored (in the HA storage's job folders), uploads' copies being written."""
+        folders = [os.path.join(self.cfg.ha_dir, e.name) for e in self._ha_entries()]
+        if not is_remote(self.cfg.savepoints_dir):
+            folders.append(self.cfg.savepoints_dir)
+        out = []
+        for folder in folders:
+            try:
+                names = [n for n in os.listdir(folder) if cleanup.TEMP_NAME.fullmatch(n)]
+            except OSError:
+                continue
+            for name in names:  # (only these are walked: a checkpoint can be large)
+                mtime = newest_mtime(os.path.join(folder, name))
+                if mtime is not None:
+                    out.append(Entry(os.path.join(folder, name), mtime))
+        if self.shared_blobs is not None:
+            out += [Entry(p, m) for p, m in self.shared_blobs.temps()]
+        return tuple(out)
 
     def _refs(self) -> cleanup.Refs:
         """What the state's jobs need kept (blocking: the walk runs unlocked)."""
@@ -236,6 +255,8 @@ class Janitor:
                     self.shared_blobs.remove(d.name)
                 elif d.kind == SAVEPOINT:
                     remove_savepoint(d.name)
+                elif d.kind in (TEMP, SHARED_TEMP):
+                    _remove_path(d.name)
                 else:
                     shutil.rmtree(self._path(d), ignore_errors=True)
             except OSError as exc:
@@ -321,64 +342,9 @@ class Janitor:
         self._low = low
 
 
-# ---- the peer's own log ---------------------------------------------------------------------
-
-class _RotatingStdout(logging.handlers.RotatingFileHandler):
-    """Rotates the file the peer's stdout and stderr were redirected to (bin/jobmanager.sh
-    `>> log`): after each rollover fds 1 and 2 point at the new file, so what is printed
-    there (tracebacks, warnings) follows, and no rotated file is held open."""
-
-    fds: list = [1]  # the descriptors that were redirected to the log file
-
-    def doRollover(self) -> None:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        super().doRollover()
-        if self.stream is not None:
-            fd = self.stream.fileno()
-            for target in self.fds:
-                try:
-                    os.dup2(fd, target)
-                except OSError:
-                    pass
-
-
-def peer_log_handler(max_size: int, max_files: int) -> Optional[logging.Handler]:
-    """A rotating handler on the file stdout goes to, if stdout is a regular file and
-    env.log.max-size is set; None otherwise (log to stdout as it is)."""
-    if max_size <= 0:
-        return None
-    try:
-        st = os.fstat(1)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        path = os.readlink("/proc/self/fd/1")
-        same = os.stat(path)
-    except OSError:
-        return None
-    if (same.st_dev, same.st_ino) != (st.st_dev, st.st_ino):
-        return None  # the file was moved or deleted
-    handler = _RotatingStdout(path, maxBytes=max_size, backupCount=max_files, encoding="utf-8")
-    handler.fds = [1, 2] if _same_file(2, st) else [1]
-    # the handler appends through its own descriptor: fds 1 and 2 must append too, or a
-    # file opened for writing (systemd `StandardOutput=file:`) has what is written there
-    # (a `kill -USR2` stack dump, a traceback) land over the handler's lines
-    for fd in handler.fds:
-        try:
-            flags = fcntl.fcntl(fd, fcntl.F_GETFL)
-            if not flags & os.O_APPEND:
-                fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_APPEND)
-        except OSError:
-            pass
-    return handler
-
-
-def _same_file(fd: int, st: os.stat_result) -> bool:
-    try:
-        other = os.fstat(fd)
-    except OSError:
-        return False
-    return (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino)
+def _remove_path(path: str) -> None:
+    """A file, or a folder with what it holds (not following a symbolic link)."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)

@@ -26,7 +26,8 @@ from jm.cluster.batcher import Batcher
 from jm.cluster.blobs import BlobStore
 from jm.cluster.dispatcher import Dispatcher
 from jm.cluster.gateway import PeerGateway
-from jm.cluster.janitor import Janitor, JanitorConfig, peer_log_handler
+from jm.cluster.janitor import Janitor, JanitorConfig
+from jm.cluster.peerlog import peer_log_handler
 from jm.cluster.jobmaster import JobEnv, make_reporter
 from jm.cluster.lease import Lease
 from jm.cluster import tls

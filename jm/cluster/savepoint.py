@@ -160,10 +160,14 @@ def snapshot(checkpoint_dir: str, location: str, meta: dict,
     try:
         os.makedirs(parent, exist_ok=True)
         tmp = os.path.join(parent, f".{os.path.basename(location)}.inprogress")
-        out = _stage(checkpoint_dir, tmp, meta)
-        with open(os.path.join(tmp, METADATA), "w") as f:
-            json.dump(out, f, indent=1, sort_keys=True)
-        os.rename(tmp, location)
+        try:
+            out = _stage(checkpoint_dir, tmp, meta)
+            with open(os.path.join(tmp, METADATA), "w") as f:
+                json.dump(out, f, indent=1, sort_keys=True)
+            os.rename(tmp, location)
+        except BaseException:  # (a peer that dies here leaves it: the janitor's)
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     except OSError as exc:
         raise SavepointError(f"could not write savepoint {location}: {exc}") from exc
     return out
@@ -208,19 +212,23 @@ def restore(location: str, checkpoint_dir: str, marker_dir: str,
     if os.path.exists(marker):
         return False
     read_metadata(location, fs_options)
+    tmp = checkpoint_dir.rstrip("/") + ".restoring"
     try:
         os.makedirs(marker_dir, exist_ok=True)
-        tmp = checkpoint_dir.rstrip("/") + ".restoring"
         shutil.rmtree(tmp, ignore_errors=True)
-        if is_remote(location):
-            try:
-                remotefs.get_checkpoint(location, tmp, fs_options or {})
-            except remotefs.RemoteError as exc:
-                raise SavepointError(str(exc)) from exc
-        else:
-            copy_tree(os.path.join(location, "checkpoint"), tmp)
-        shutil.rmtree(checkpoint_dir, ignore_errors=True)
-        os.rename(tmp, checkpoint_dir)
+        try:
+            if is_remote(location):
+                try:
+                    remotefs.get_checkpoint(location, tmp, fs_options or {})
+                except remotefs.RemoteError as exc:
+                    raise SavepointError(str(exc)) from exc
+            else:
+                copy_tree(os.path.join(location, "checkpoint"), tmp)
+            shutil.rmtree(checkpoint_dir, ignore_errors=True)
+            os.rename(tmp, checkpoint_dir)
+        except BaseException:  # (a peer that dies here leaves it: the janitor's)
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         with open(marker + ".tmp", "w") as f:
             f.write(location + "\n")
         os.replace(marker + ".tmp", marker)

@@ -38,9 +38,15 @@ JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")  # jm/policy/spec.py JO
 DIGEST = re.compile(r"^[0-9a-f]{64}$")
 PIN_FILE = "_pinned"
 
-RUN_DIR, LOG_DIR, BLOB, CHECKPOINTS, SAVEPOINT, SHARED_BLOB = (
-    "run-dir", "log-dir", "blob", "checkpoints", "savepoint", "shared-blob")
-LEADER_KINDS = frozenset({CHECKPOINTS, SAVEPOINT, SHARED_BLOB})  # the shared storage's
+RUN_DIR, LOG_DIR, BLOB, CHECKPOINTS, SAVEPOINT, SHARED_BLOB, TEMP, SHARED_TEMP = (
+    "run-dir", "log-dir", "blob", "checkpoints", "savepoint", "shared-blob", "temp",
+    "shared-temp")
+LEADER_KINDS = frozenset({CHECKPOINTS, SAVEPOINT, SHARED_BLOB, SHARED_TEMP})  # shared storage
+# the temporaries a copy writes before it renames them into place (left behind when the
+# peer died during the copy): an upload (jm/cluster/blobs.py), a savepoint being written
+# or staged for a remote store, a checkpoint being restored (jm/cluster/savepoint.py)
+TEMP_NAME = re.compile(r"\.upload-[A-Za-z0-9_]+\.tmp|\..+\.inprogress"
+                       r"|\.savepoint-[0-9a-f]{12}\.staging|checkpoints\.restoring")
 # a folder or savepoint modified this recently is never deleted, whatever the state says:
 # the state read may be older than the files (a job placed since, a leader deposed since)
 FOLDER_GRACE = 10.0  # s
@@ -72,6 +78,8 @@ class Listing:
     ha_dirs: tuple = ()      # Entry: <storageDir>/* holding a job's checkpoints (leader)
     savepoints: tuple = ()   # SavepointEntry: state.savepoints.dir/* (leader)
     shared_blobs: tuple = () # Entry: <storageDir>/blobs/* (uploads' durable copies; leader)
+    temps: tuple = ()        # Entry, by path: temporaries in this peer's blob folders
+    shared_temps: tuple = () # Entry, by path: ... in the shared storage (leader)
 
 
 @dataclass(frozen=True)
@@ -134,6 +142,13 @@ def plan(listing: Listing, refs: Refs, policy: Policy, now: float) -> list[Delet
                 out.append(Deletion(kind, e.name, "no job refers to it and it is older than "
                                                   "jobmanager.blob.grace-period"))
     recent = {sp.path for sp in listing.savepoints if now - sp.mtime <= FOLDER_GRACE}
+    for kind, entries in ((TEMP, listing.temps), (SHARED_TEMP, listing.shared_temps)):
+        for e in entries:
+            if (TEMP_NAME.fullmatch(posixpath.basename(e.name))
+                    and now - e.mtime > policy.blob_grace):
+                out.append(Deletion(kind, e.name, "a copy left unfinished (its peer stopped "
+                                                  "during it), older than "
+                                                  "jobmanager.blob.grace-period"))
     out += [Deletion(SAVEPOINT, p, why) for p, why in
             savepoints_beyond(listing.savepoints, refs, policy.savepoints_retained)
             if p not in recent]

@@ -84,3 +84,15 @@ def test_local_path_missing_and_bad_digest(tmp_path):
     for bad in ["sha256:../../etc", "sha256:" + "G" * 64, "sha256:abc", "../x"]:
         with pytest.raises(BlobError, match="bad artifact digest"):
             store.local_path(bad, "x.py")
+
+
+def test_a_put_that_fails_leaves_no_temporary_file(tmp_path, monkeypatch):
+    import pytest
+    store = BlobStore(str(tmp_path))
+
+    def full(src, dst):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr("jm.cluster.blobs.os.replace", full)
+    with pytest.raises(OSError):
+        store.put("a.py", b"x = 1\n")
+    assert store.temps() == [] and not [n for d in tmp_path.iterdir() for n in os.listdir(d)]

@@ -1,6 +1,6 @@
 """Unit tests for retention: jm/policy/cleanup.py (pure decisions), the log cut
 (jm/runtime/joblogs.py cap_file), savepoint listing and removal, blob ages, the new config
-keys, and the peer's own log rotation (jm/cluster/janitor.py peer_log_handler)."""
+keys, and the peer's own log rotation (jm/cluster/peerlog.py peer_log_handler)."""
 from __future__ import annotations
 
 import json
@@ -286,7 +286,7 @@ def test_peer_log_to_a_file_opened_without_append_loses_no_line(tmp_path):
 
 
 def test_peer_log_to_a_terminal_or_pipe_is_not_rotated(tmp_path):
-    script = ("from jm.cluster.janitor import peer_log_handler;"
+    script = ("from jm.cluster.peerlog import peer_log_handler;"
               "print(peer_log_handler(1 << 20, 3))")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          cwd=ROOT, check=True, timeout=60)
@@ -471,3 +471,47 @@ def test_shared_copies_of_uploads_follow_the_blob_rule():
     refs = cl.Refs(jobs=frozenset(), artifacts=frozenset({used}), savepoints=frozenset())
     todo = cl.plan(listing, refs, cl.Policy(60.0, 10), 1000.0)
     assert [(d.kind, d.name) for d in todo] == [(cl.SHARED_BLOB, old)]
+
+
+def test_only_the_temporaries_our_copies_write_are_left_overs():
+    old = 1e9 - 3601
+    temps = tuple(Entry(f"/d/{n}", old) for n in (
+        ".upload-ab_12.tmp", ".sp-1.inprogress", ".savepoint-0123456789ab.staging",
+        "checkpoints.restoring", "sp.inprogress", ".savepoint-xyz.staging", "upload-1.tmp",
+        "checkpoints"))
+    out = cleanup.plan(Listing(temps=temps, shared_temps=(Entry("/h/.b.inprogress", 1e9),)),
+                       refs(), Policy(3600, 0), now=1e9)
+    assert [d.name for d in out] == ["/d/.upload-ab_12.tmp", "/d/.sp-1.inprogress",
+                                     "/d/.savepoint-0123456789ab.staging",
+                                     "/d/checkpoints.restoring"]
+    assert all(d.kind == cleanup.TEMP and "unfinished" in d.why for d in out)
+
+
+async def test_copies_a_dead_peer_left_unfinished_are_deleted_after_the_grace(tmp_path):
+    """A peer killed during an upload, a savepoint or a restore leaves its temporary
+    copy; the janitor deletes it once older than jobmanager.blob.grace-period (60 s
+    here), also in a live job's folder, and never a young one or on a follower."""
+    st = ClusterState()
+    st.apply(c.SubmitJob("live", {"jobid": "live", "name": "x", "entry": "m:f"}, 0.0))
+    job_files(tmp_path, "live")
+    blobs = BlobStore(str(tmp_path / "data" / "blobs"))
+    art, _ = blobs.put("a.py", b"x = 1\n")
+    folder = tmp_path / "data" / "blobs" / art.split(":")[1]
+    left = [folder / ".upload-abc123.tmp", tmp_path / "ha" / "savepoints" / ".sp-1.inprogress",
+            tmp_path / "ha" / "live" / ".savepoint-0123456789ab.staging",
+            tmp_path / "ha" / "live" / "checkpoints.restoring"]
+    young = tmp_path / "ha" / "savepoints" / ".sp-2.inprogress"
+    for p in left[1:] + [young]:
+        (p / "chk").mkdir(parents=True)
+    left[0].write_bytes(b"half")
+    then = time.time() - 120
+    for p in left + [left[1] / "chk", left[2] / "chk", left[3] / "chk"]:
+        os.utime(p, (then, then))
+    j = janitor_on(tmp_path, st, lambda: True, leader=False)
+    done = await j.sweep()
+    assert [d.name for d in done] == [str(left[0])]  # a follower: its own disk only
+    j.raft.leader = True
+    done = await j.sweep()
+    assert sorted(d.name for d in done) == sorted(str(p) for p in left[1:])
+    assert not any(p.exists() for p in left) and young.exists()
+    assert (tmp_path / "ha" / "live" / "checkpoints").exists() and blobs.local_path(art, "a.py")

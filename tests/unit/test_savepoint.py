@@ -147,3 +147,22 @@ def test_savepoints_copy_no_link_fifo_or_device_and_read_bounded_metadata(tmp_pa
     assert list_savepoints(str(tmp_path)) == []
     os.replace(meta + ".real", meta)
     assert [e.job_id for e in list_savepoints(str(tmp_path))] == ["j"]
+
+
+def test_a_savepoint_or_restore_that_fails_leaves_no_temporary_copy(tmp_path, monkeypatch):
+    cp = tmp_path / "ha" / "job" / "checkpoints"
+    (cp / "q1" / "offsets").mkdir(parents=True)
+    (cp / "q1" / "offsets" / "0").write_text("v1\n")
+    done = snapshot(str(cp), str(tmp_path / "sp" / "ok"), {"job-id": "job"})
+    assert done
+
+    def refuse(src, dst):
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr("jm.cluster.savepoint.os.rename", refuse)
+    with pytest.raises(SavepointError, match="Input/output"):
+        snapshot(str(cp), str(tmp_path / "sp" / "bad"), {"job-id": "job"})
+    with pytest.raises(SavepointError, match="Input/output"):
+        restore(str(tmp_path / "sp" / "ok"), str(tmp_path / "ha" / "j2" / "checkpoints"),
+                          str(tmp_path / "ha" / "j2"))
+    assert sorted(os.listdir(tmp_path / "sp")) == ["ok"]
+    assert os.listdir(tmp_path / "ha" / "j2") == []

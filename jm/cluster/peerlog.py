@@ -1,0 +1,73 @@
+"""The peer's own log: it rotates the file bin/jobmanager.sh (or systemd) redirected the
+peer's stdout and stderr to (env.log.max-size, env.log.max-files)."""
+from __future__ import annotations
+
+import fcntl
+import logging
+import logging.handlers
+import os
+import stat
+import sys
+from typing import Optional
+
+
+class _RotatingStdout(logging.handlers.RotatingFileHandler):
+    """Rotates the file the peer's stdout and stderr were redirected to (bin/jobmanager.sh
+    `>> log`): after each rollover fds 1 and 2 point at the new file, so what is printed
+    there (tracebacks, warnings) follows, and no rotated file is held open."""
+
+    fds: list = [1]  # the descriptors that were redirected to the log file
+
+    def doRollover(self) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        super().doRollover()
+        if self.stream is not None:
+            fd = self.stream.fileno()
+            for target in self.fds:
+                try:
+                    os.dup2(fd, target)
+                except OSError:
+                    pass
+
+
+
+def peer_log_handler(max_size: int, max_files: int) -> Optional[logging.Handler]:
+    """A rotating handler on the file stdout goes to, if stdout is a regular file and
+    env.log.max-size is set; None otherwise (log to stdout as it is)."""
+    if max_size <= 0:
+        return None
+    try:
+        st = os.fstat(1)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        path = os.readlink("/proc/self/fd/1")
+        same = os.stat(path)
+    except OSError:
+        return None
+    if (same.st_dev, same.st_ino) != (st.st_dev, st.st_ino):
+        return None  # the file was moved or deleted
+    handler = _RotatingStdout(path, maxBytes=max_size, backupCount=max_files, encoding="utf-8")
+    handler.fds = [1, 2] if _same_file(2, st) else [1]
+    # the handler appends through its own descriptor: fds 1 and 2 must append too, or a
+    # file opened for writing (systemd `StandardOutput=file:`) has what is written there
+    # (a `kill -USR2` stack dump, a traceback) land over the handler's lines
+    for fd in handler.fds:
+        try:
+            flags = fcntl.fcntl(fd, fcntl.F_GETFL)
+            if not flags & os.O_APPEND:
+                fcntl.fcntl(fd, fcntl.F_SETFL, flags | os.O_APPEND)
+        except OSError:
+            pass
+    return handler
+
+
+def _same_file(fd: int, st: os.stat_result) -> bool:
+    try:
+        other = os.fstat(fd)
+    except OSError:
+        return False
+    return (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino)
