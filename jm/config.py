@@ -211,6 +211,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "rest.max-body-size": (parse_memory, "100 mb"),
     "rest.write-timeout": (parse_duration, "5 s"),
     "rest.max-connections": (_int(0), 1000),  # open REST connections per peer; 0: no limit
+    "rest.max-connections-per-source": (_int(0), 250),  # ... from one address; 0: no limit
     "rest.keepalive-timeout": (parse_duration, "30 s"),  # idle connection (or first request)
     "jobmanager.slots": (_int(1), 8),
     "jobmanager.data-dir": (_str, "data"),

@@ -148,11 +148,6 @@ class Peer:
     def _check_exposure(self) -> None:
         """Safe by default (jm.policy.security.start_refusal): ConfigError when REST or
         Raft listens beyond loopback without rest.auth.token and cluster.secret."""
-        def resolve(name: str) -> list[str]:
-            try:
-                return [ai[4][0] for ai in socket.getaddrinfo(name, None)]
-            except OSError:
-                return []
         refusal, warnings = start_refusal(
             [self.conf["rest.bind-address"] or self.me.host, self.me.host], self.token,
             self.secret, self.conf["raft.password"], self.conf["security.insecure"], resolve)
@@ -240,7 +235,11 @@ class Peer:
                                     keepalive_timeout=self.conf["rest.keepalive-timeout"])
         await self.runner.setup()
         from rest.connlimit import limit_connections  # (kept here: imports are shared)
-        limit_connections(self.runner, self.conf["rest.max-connections"])
+        # the share of connections kept for peers: those from conf/masters' addresses
+        peer_addresses = {a for m in self.masters for a in resolve(m.host)}
+        limit_connections(self.runner, self.conf["rest.max-connections"],
+                          self.conf["rest.max-connections-per-source"],
+                          peer_addresses.__contains__)
         site = web.TCPSite(self.runner, self.conf["rest.bind-address"] or self.me.host,
                            self.me.rest_port, ssl_context=self.ssl_server,
                            reuse_address=True)
@@ -619,6 +618,14 @@ async def _serve(peer: Peer) -> None:
         await peer.stop()
         if peer.removed.is_set():
             peer.forget_raft_data()
+
+
+def resolve(name: str) -> list[str]:
+    """The addresses of a host name ([] if it does not resolve)."""
+    try:
+        return [ai[4][0] for ai in socket.getaddrinfo(name, None)]
+    except OSError:
+        return []
 
 
 def main(argv: Optional[list[str]] = None) -> int:

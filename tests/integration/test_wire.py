@@ -289,3 +289,53 @@ async def test_the_raft_listener_survives_emfile(tmp_path, fsync, caplog):
         assert res.ok
     finally:
         await asyncio.to_thread(host.destroy)
+
+
+async def test_one_address_cannot_take_the_connections_kept_for_others_and_peers(tmp_path):
+    """rest.max-connections-per-source, and the share only the cluster's peers may use,
+    on a real aiohttp server: past its own cap a source gets the 503 naming the key while
+    a peer still connects, and admitted connections are served as usual."""
+    from aiohttp import web
+    from rest.connlimit import limit_connections, peer_reserve
+    from tests.helpers import free_ports
+
+    async def ok(request):
+        return web.json_response({"ok": True})
+    app = web.Application()
+    app.router.add_get("/", ok)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    peers = {"now": False}  # (every test address is 127.0.0.1: whether it is a peer's)
+    limit_connections(runner, 20, 4, lambda address: peers["now"])
+    port = free_ports(1)[0]
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+
+    async def ask():
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+        return answer
+    try:
+        held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(4)]
+        await apoll(lambda: len(runner.server.connections) >= 4, 10, what="4 connections")
+        answer = await ask()
+        assert answer.startswith(b"HTTP/1.1 503") and b"rest.max-connections-per-source" \
+            in answer and b'"errors"' in answer, answer[:300]
+        peers["now"] = True  # a peer is not held to it, up to the whole limit
+        held += [await asyncio.open_connection("127.0.0.1", port) for _ in range(15)]
+        await apoll(lambda: len(runner.server.connections) >= 19, 10, what="19 connections")
+        assert (await ask()).startswith(b"HTTP/1.1 200")
+        peers["now"] = False
+        assert peer_reserve(20) == 8
+        for _, w in held[4:]:
+            w.close()
+        await apoll(lambda: len(runner.server.connections) <= 4, 10, what="peers' gone")
+        held[0][1].close()
+        await apoll(lambda: len(runner.server.connections) <= 3, 10, what="one fewer")
+        assert (await ask()).startswith(b"HTTP/1.1 200")  # under its cap again
+    finally:
+        for _, w in held:
+            w.close()
+        await runner.cleanup()

@@ -236,3 +236,16 @@ def test_any_replicated_state_is_read_back_from_a_snapshot(actions):
                              {TCPNode("127.0.0.1:1")}), protocol)
         got = wire.loads(data, wire.SNAPSHOT_NAMES, state_classes=True)[0][1]["state"]
         assert state_snapshot(got) == state_snapshot(st)
+
+
+def test_connection_admission_per_source_and_the_peers_share():
+    from rest.connlimit import admit, peer_reserve
+    assert peer_reserve(1000) == 100 and peer_reserve(20) == 8 and peer_reserve(0) == 0
+    assert peer_reserve(10) == 5  # never more than half
+    assert admit(0, 0, False, 1000, 250) is None
+    assert "rest.max-connections-per-source" in admit(300, 250, False, 1000, 250)
+    assert admit(300, 250, True, 1000, 250) is None            # peers: no per-source cap
+    assert "kept for the cluster's peers" in admit(900, 10, False, 1000, 250)
+    assert admit(900, 10, True, 1000, 250) is None             # ... which peers may use
+    assert "rest.max-connections," in admit(1000, 0, True, 1000, 250)  # the whole limit
+    assert admit(5000, 5000, False, 0, 0) is None              # no caps at all
