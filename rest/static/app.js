@@ -41,8 +41,19 @@ class ApiError extends Error {
 // the highest X-JM-Index seen: what this page has read or written must stay visible
 let minIndex = 0;
 
-async function api(method, path, body, raw) {
-  const headers = {};
+// a submission is sent with an X-Request-Id; one that got no answer (a network error, a
+// 503 whose outcome is unknown) and is sent again unchanged keeps its id, so the cluster
+// runs it once (POST /jobs answers the job the first try made)
+let pendingSubmit = null;
+
+function requestId() {
+  const bytes = new Uint8Array(16);
+  crypto.getRandomValues(bytes);  // (crypto.randomUUID needs https or localhost)
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+async function api(method, path, body, raw, extra) {
+  const headers = Object.assign({}, extra || {});
   if (minIndex > 0) headers["X-JM-Min-Index"] = String(minIndex);
   const token = localStorage.getItem("jm-token");
   if (token) headers["Authorization"] = `Bearer ${token}`;
@@ -264,7 +275,10 @@ const views = {
           } else if (entry) { spec.entry = entry; }
           else { throw new ApiError(400, ["choose a file, an entry or SQL"]); }
           if ($("#s-streaming").checked) spec["job-type"] = "streaming";
-          const r = await api("POST", "/jobs", spec);
+          const key = JSON.stringify(spec);
+          if (!pendingSubmit || pendingSubmit.key !== key) pendingSubmit = {key, id: requestId()};
+          const r = await api("POST", "/jobs", spec, undefined, {"X-Request-Id": pendingSubmit.id});
+          pendingSubmit = null;
           location.hash = `#/job/${encodeURIComponent(r.jobid)}`;
           return `submitted ${r.jobid}`;
         }, "#submit-out");

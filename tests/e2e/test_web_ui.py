@@ -115,6 +115,31 @@ def test_dashboard_submit_cancel_and_failover(cluster, browser, tmp_path):
     poll(lambda: http("GET", c.urls[2] + f"/jobs/{jid}")[1]["state"] == "CANCELED", 10,
          what="CANCELED on another peer")
 
+    # a submission whose answer was lost, sent again: the same X-Request-Id, one job
+    d.get(c.urls[0] + "/#/submit")
+    poll(lambda: d.find_elements(By.ID, "s-file"), 10, what="submit form")
+    d.execute_script("""
+      const real = window.fetch;
+      window.lostAnswers = 0;
+      window.fetch = async (path, opts) => {
+        const resp = await real(path, opts);  // (sent and answered: the answer is lost)
+        if (path === "/jobs" && opts.method === "POST" && window.lostAnswers++ === 0)
+          throw new TypeError("the answer was lost (test)");
+        return resp;
+      };""")
+    d.find_element(By.ID, "s-file").send_keys(str(job_file))
+    d.find_element(By.ID, "s-name").send_keys("sent-twice")
+    d.find_element(By.ID, "s-go").click()
+    poll(lambda: "answer was lost" in text_of(d, "#submit-out"), 20, what="the lost answer")
+    d.find_element(By.ID, "s-go").click()
+    poll(lambda: "#/job/" in d.current_url, 20, what="the job page after the retry")
+    jid3 = d.current_url.split("#/job/")[1]
+    poll(lambda: http("GET", c.urls[2] + f"/jobs/{jid3}")[0] == 200, 10, what="the job")
+    twice = [j for j in http("GET", c.urls[2] + "/jobs/overview")[1]["jobs"]
+             if j["name"] == "sent-twice"]
+    assert [j["jid"] for j in twice] == [jid3], twice  # the retry named the same job
+    http("PATCH", c.urls[0] + f"/jobs/{jid3}?mode=cancel")
+
     # failover: kill -9 the peer running a job and watch it run again elsewhere
     s, b = http("POST", c.urls[0] + "/jobs", {"entry": "ui_job:main",
                                               "pyfiles": [str(job_file)], "name": "victim"})
