@@ -88,6 +88,11 @@ class AttemptRecord:
     end: Optional[float] = None
     reason: Optional[str] = None  # finished, failed, cancelled, stopped, peer-lost, moved
     spark: Optional[list] = None  # the attempt's Spark applications, one per restart
+    # s its peer was heard from after the attempt started, when it ended with the peer's
+    # loss (raft/state.py kills_its_peers); a class default: older snapshots load
+    peer_heard: Optional[float] = None
+    beats_at_start: int = -1  # its peer's heartbeat count when the attempt was placed
+    reported: bool = False    # its peer reported on it
 
 
 @dataclass

@@ -126,6 +126,8 @@ class ClusterState:
         self.assigned.setdefault(node, {})[job.id] = job.slots
         self.pending.pop(job.id, None)
         job.attempts.append(AttemptRecord(job.epoch, node, time))
+        peer = self.peers.get(node)
+        job.attempts[-1].beats_at_start = peer.beats if peer is not None else -1
         if len(job.attempts) > MAX_ATTEMPTS_KEPT + 1:  # bounded: the first and the last K
             del job.attempts[1:len(job.attempts) - MAX_ATTEMPTS_KEPT]
 
@@ -178,7 +180,7 @@ def _register_peer(state: ClusterState, cmd: c.RegisterPeer) -> Result:
             peer.declared_dead_at = None
         elif peer.pid != cmd.pid:
             # restarted before it was declared dead: its job processes died with it
-            _requeue_jobs_of(state, cmd.node, cmd.time, "peer-lost")
+            _requeue_jobs_of(state, cmd.node, cmd.time, "peer-lost", peer)
         peer.host, peer.rest_port, peer.raft_port = cmd.host, cmd.rest_port, cmd.raft_port
         peer.pid, peer.slots, peer.state = cmd.pid, cmd.slots, ALIVE
         peer.weight, peer.ready = float(cmd.weight), bool(cmd.ready)
@@ -209,17 +211,56 @@ def _lease_round(state: ClusterState, cmd: c.LeaseRound) -> Result:
     return _each(state, cmd.beats, c.Heartbeat, _heartbeat)
 
 
-def _requeue_jobs_of(state: ClusterState, node: str, time: float, reason: str) -> list[str]:
+# A job whose attempts end with their peer's loss right after they started, again and
+# again (on one peer restarted by its supervisor each time, or on one peer after another),
+# is taken for what kills them (it exhausts the host's memory,
+# kills the peer user's processes): it fails instead of taking the next peer down. Fixed
+# bounds of the replicated state (every replica decides the same from the same entries).
+# A chaos of host losses does not look like that: a peer killed while it runs a job that
+# has run for a while, or that was placed on it after it died (no heartbeat of it since),
+# does not count.
+POISON_ATTEMPTS = 3   # the last so many attempts ended with their peer's loss, each ...
+POISON_YOUNG = 5.0    # s ... with its peer heard from for less than this after it started
+
+
+def kills_its_peers(attempts: list) -> bool:
+    """Pure: whether these attempts (oldest first) show a job that takes its peers down."""
+    last = attempts[-POISON_ATTEMPTS:]
+    return len(last) == POISON_ATTEMPTS and all(
+        a.reason == "peer-lost" and a.peer_heard is not None and a.peer_heard < POISON_YOUNG
+        for a in last)
+
+
+def _requeue_jobs_of(state: ClusterState, node: str, time: float, reason: str,
+                     lost: Optional[PeerRecord] = None) -> list[str]:
+    """`lost`: the peer lost (its last heartbeat and beat count as they were then)."""
     moved = []
     for job_id in list(state.incoming.get(node, {})):  # moves coming here go elsewhere
         state._cancel_move(state.jobs[job_id])
     for job_id in list(state.assigned.get(node, {})):
         job = state.jobs[job_id]
         state._cancel_move(job)
+        attempt = job.attempts[-1] if job.attempts else None
+        if (lost is not None and attempt is not None and attempt.end is None
+                and (attempt.reported or lost.beats > attempt.beats_at_start >= 0)):
+            # it ran there (a report of it, or a heartbeat of its peer since it was placed)
+            attempt.peer_heard = max(lost.last_heartbeat - attempt.start, 0.0)
         state._end_attempt(job, time, reason)
         state._release(job)
         if job.cancel_requested:
             state._set_status(job, CANCELED, time)
+        elif reason == "peer-lost" and kills_its_peers(job.attempts):
+            job.failure_count += 1
+            job.failures.append({
+                "exception": f"its last {POISON_ATTEMPTS} attempts each ended with the loss "
+                             f"of the peer running it within {POISON_YOUNG:g} s of starting "
+                             f"({', '.join(a.node for a in job.attempts[-POISON_ATTEMPTS:])}):"
+                             " the job is taken for what kills its peers (memory, signals) "
+                             "and is not placed again",
+                "reason": "peer-lost", "final": True, "attempt": job.epoch, "node": node,
+                "time": time})
+            del job.failures[:-MAX_FAILURES_KEPT]
+            state._set_status(job, FAILED, time)
         else:
             state._set_status(job, CREATED, time)
             state.pending[job.id] = None
@@ -242,7 +283,7 @@ def _declare_dead(state: ClusterState, cmd: c.DeclarePeerDead) -> Result:
     peer.state = DEAD
     peer.declared_dead_at = cmd.time
     sql.move_sessions_of(state, cmd.node, cmd.time)
-    return Result(True, _requeue_jobs_of(state, cmd.node, cmd.time, "peer-lost"))
+    return Result(True, _requeue_jobs_of(state, cmd.node, cmd.time, "peer-lost", peer))
 
 
 def _submit(state: ClusterState, cmd: c.SubmitJob) -> Result:
@@ -306,6 +347,8 @@ def _report_one(state: ClusterState, r: c.StatusReport) -> Result:
         if r.seq <= job.report_seq:
             return Result(True, "duplicate")  # applied already (a retried batch)
         job.report_seq = r.seq
+    if job.attempts:
+        job.attempts[-1].reported = True  # it ran on its peer (kills_its_peers)
     if r.info is not None:
         _attempt_info(job, r)
         if r.status == job.status and r.failure is None:

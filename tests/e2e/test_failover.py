@@ -7,7 +7,7 @@ import time
 import psutil
 import pytest
 
-from tests.e2e.procs import ProcessCluster
+from tests.e2e.procs import ProcessCluster, submit
 from tests.helpers import ROOT, http, poll
 
 pytestmark = pytest.mark.slow
@@ -150,3 +150,52 @@ def test_frozen_peer_is_fenced_before_its_jobs_move(cluster, tmp_path):
         new = [float(t) for _, a, node, t in lines if node != victim]
         assert max(old) < t_stop + lease + 0.3, "the frozen peer's job ran past its lease"
         assert min(new) > max(old), "two attempts ran at the same time"
+
+
+def test_a_job_that_kills_its_peers_fails_after_three_of_them(tmp_path):
+    """A job whose attempts take their peers down (here: SIGKILL to its peer as it starts)
+    would go round the cluster killing one peer after the other; a supervisor restarts the
+    killed peers (this test plays systemd), and it lands on the restarted one again. After
+    3 attempts in a row ended with the loss of their peer right after they started, the
+    job fails; the cluster runs on."""
+    from tests.e2e.procs import _running
+    c = ProcessCluster(str(tmp_path), 4, {"jobmanager.executor.preload": "none",
+                                          "restart-strategy.type": "none"})
+    try:
+        c.start()
+        jid = submit(c.urls[0], {"entry": "isolation_jobs:kill_my_peer",
+                                 "pyfiles": [os.path.join(ROOT, "tests", "integration") + "/"]})
+        killed = []
+
+        def supervise():
+            for i in range(4):
+                try:
+                    pid = c.peer_pid(i)
+                except (StopIteration, FileNotFoundError, ValueError):
+                    continue
+                if not _running(pid):
+                    killed.append(i)
+                    c.start_peer(i)  # (as systemd's Restart= would)
+            for url in c.urls:
+                try:
+                    s, b = http("GET", url + f"/jobs/{jid}", timeout=2)
+                except OSError:
+                    continue
+                if s == 200 and b["state"] in ("FAILED", "FINISHED", "CANCELED"):
+                    return b
+            return None
+        job = poll(supervise, 240, interval=0.5, what="the job ended")
+        assert job["state"] == "FAILED", job
+        assert len(killed) >= 3, killed
+        live = next(u for u in c.urls if http("GET", u + "/healthz", timeout=2)[0] == 200)
+        s, ex = http("GET", live + f"/jobs/{jid}/exceptions")
+        assert "taken for what kills its peers" in ex["root-exception"], ex
+        assert [a["end-reason"] for a in job["attempts"]][-3:] == ["peer-lost"] * 3, job
+        for i in range(4):  # every peer back; the cluster runs jobs
+            c.wait_healthy(i)
+        quick = submit(live, {"entry": "jobs_fixture:quick",
+                              "pyfiles": [os.path.join(ROOT, "tests", "integration") + "/"]})
+        poll(lambda: http("GET", live + f"/jobs/{quick}")[1]["state"] == "FINISHED", 60,
+             what="a job after it")
+    finally:
+        c.stop()

@@ -78,3 +78,14 @@ def spark_probe(ctx):
 def environment(ctx):
     """The names of the job process's environment variables."""
     return sorted(os.environ)
+
+
+def kill_my_peer(ctx):
+    """A job that takes its peer down as it starts (as one exhausting the host's memory
+    would): SIGKILL to its zygote's parent, the peer."""
+    import signal
+    with open(f"/proc/{os.getppid()}/stat") as f:  # the zygote's parent: the peer
+        peer = int(f.read().rsplit(")", 1)[1].split()[1])
+    print(f"killing my peer {peer}", flush=True)
+    os.kill(peer, signal.SIGKILL)
+    time.sleep(30)

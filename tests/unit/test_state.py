@@ -867,3 +867,56 @@ def test_an_ended_job_keeps_its_first_and_last_attempts():
     assert job.status == S.CANCELED
     assert [a.epoch for a in job.attempts] == [1] + list(range(14 - S.ENDED_ATTEMPTS_KEPT, 14))
     assert job.attempts[-1].reason == "cancelled"
+
+
+# ---- a job that takes its peers down --------------------------------------------------
+def _lose_on(st, job_id, node, epoch, t, heard_after, beat=True):
+    """Place the job on `node` at t, hear from the peer `heard_after` s later (or not at
+    all), and declare it dead 3 s after that."""
+    assert assign(st, (job_id, node, epoch - 1), time=t).value["assigned"] == [(job_id, epoch)]
+    if beat:
+        assert st.apply(c.Heartbeat(node, t + heard_after)).ok
+    return st.apply(c.DeclarePeerDead(node, t + heard_after + 3.0))
+
+
+def test_a_job_whose_peers_die_as_it_starts_fails_instead_of_taking_the_next_one():
+    st = ClusterState()
+    for n in ("n1", "n2", "n3", "n4"):
+        reg(st, n)
+    submit(st, "bomb")
+    for i, node in enumerate(("n1", "n2")):
+        assert _lose_on(st, "bomb", node, i + 1, 10.0 * (i + 1), 1.0).value == ["bomb"]
+        assert st.jobs["bomb"].status == S.CREATED  # moved on, as any job of a lost peer
+    assert _lose_on(st, "bomb", "n3", 3, 30.0, 1.0).value == []
+    job = st.jobs["bomb"]
+    assert job.status == S.FAILED and "bomb" not in st.pending
+    assert "n1, n2, n3" in job.failures[-1]["exception"] and job.failures[-1]["final"]
+    assert [a.reason for a in job.attempts] == ["peer-lost"] * 3
+
+
+def test_a_job_killing_the_same_restarted_peer_again_and_again_fails_too():
+    st = ClusterState()
+    reg(st, "n1")
+    submit(st, "bomb")
+    for i in range(3):  # its supervisor restarts it each time; the job lands there again
+        _lose_on(st, "bomb", "n1", i + 1, 10.0 * (i + 1), 0.5)
+        reg(st, "n1", time=10.0 * (i + 1) + 5, pid=200 + i)
+    assert st.jobs["bomb"].status == S.FAILED
+
+
+@pytest.mark.parametrize("case", ["ran-a-while", "never-heard"])
+def test_host_losses_that_do_not_point_at_the_job_move_it_on(case):
+    """Chaos: a peer killed while the job had run for a while, or a peer that was already
+    gone when the job was placed on it (no heartbeat since)."""
+    st = ClusterState()
+    for n in ("n1", "n2", "n3"):
+        reg(st, n)
+    submit(st, "j")
+    for i, node in enumerate(("n1", "n2", "n3")):
+        heard, beat = 1.0, True
+        if i == 2 and case == "ran-a-while":
+            heard = 30.0
+        if i == 2 and case == "never-heard":
+            beat = False
+        assert _lose_on(st, "j", node, i + 1, 10.0 * (i + 1), heard, beat).value == ["j"]
+    assert st.jobs["j"].status == S.CREATED and "j" in st.pending
