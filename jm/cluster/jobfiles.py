@@ -86,8 +86,8 @@ def read_json(path: str, limit: int) -> tuple[Any, Optional[Refused]]:
     """(the JSON in `path`, None); (None, None) if it is absent, unreadable or not JSON;
     (None, Refused) if it is not a regular file or over `limit` bytes. Blocking: call it
     in a thread."""
-    try:
-        return json.loads(read_bounded(path, limit)), None
+    try:  # (a NaN or Infinity, not JSON, is kept as a string: answers stay valid JSON)
+        return json.loads(read_bounded(path, limit), parse_constant=str), None
     except Refused as exc:
         return None, exc
     except (OSError, ValueError):

@@ -10,6 +10,7 @@ import datetime
 import decimal
 import importlib
 import json
+import math
 import os
 import signal
 import socket
@@ -121,6 +122,18 @@ def _port_open(remote: str) -> bool:
             return True
     except OSError:
         return False
+
+
+def finite(value: Any) -> Any:
+    """`value` with every NaN or infinite float as a string ("nan", "inf", "-inf", as
+    jsonable does): JSON has no such numbers, and a client's parser refuses them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
 
 
 def jsonable(value: Any) -> Any:
@@ -309,8 +322,9 @@ def run_job(params: dict) -> int:
         else:
             func = _load_entry(params["entry"], params.get("pyfiles") or [])
             value = func(ctx)
+        value = finite(value)  # NaN and infinities would make the answers invalid JSON
         try:
-            text = json.dumps(value)
+            text = json.dumps(value, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"the job's return value is not JSON-serialisable: {exc}")
         limit = int(params.get("max_result_size", 256 * 1024))

@@ -34,3 +34,16 @@ def leave_fifo_result(ctx):
     os.mkfifo(os.path.join(_run_dir(ctx), "result.json"))
     sys.stdout.flush()
     os._exit(0)
+
+
+def not_numbers(ctx):
+    """A result with numbers JSON does not have."""
+    return {"nan": float("nan"), "inf": [float("inf"), -float("inf")], "ok": 1.5}
+
+
+def leave_nan_result(ctx):
+    """result.json written by the job itself, with NaN and -Infinity in it."""
+    with open(os.path.join(_run_dir(ctx), "result.json"), "w") as f:
+        f.write('{"result": {"x": NaN, "y": -Infinity}}')
+    sys.stdout.flush()
+    os._exit(0)

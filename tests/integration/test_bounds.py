@@ -124,3 +124,33 @@ async def test_files_a_job_leaves_are_read_only_as_bounded_regular_files(tmp_pat
         for i in range(2):
             s, b = await ahttp("GET", c.url(i) + "/healthz")
             assert s == 200 and b["ok"], b
+
+
+async def test_results_with_nan_or_infinities_are_answered_as_valid_json(tmp_path):
+    """JSON has no NaN or Infinity: Python writes them by default, and every strict
+    client (a browser's JSON.parse, Jackson, Go) refuses the whole answer. Such numbers in
+    a job's result are answered as strings."""
+    import json
+
+    import aiohttp
+
+    def strict(text):
+        def refuse(name):
+            raise ValueError(f"not JSON: {name}")
+        return json.loads(text, parse_constant=refuse)
+    async with running(str(tmp_path), 1) as c:
+        own = await _submit(c, {"entry": "bounds_jobs:not_numbers", "pyfiles": [FIX]})
+        left = await _submit(c, {"entry": "bounds_jobs:leave_nan_result", "pyfiles": [FIX],
+                                 "args": {"base": str(tmp_path)}})
+        for jid in (own, left):
+            await _ended(c, jid, ("FINISHED", "FAILED"))
+        results = []
+        async with aiohttp.ClientSession() as http:
+            for jid in (own, left):
+                for path in (f"/jobs/{jid}/result", f"/v1/jobs/{jid}/execution-result",
+                             f"/jobs/{jid}"):
+                    async with http.get(c.url(0) + path) as resp:
+                        body = strict(await resp.text())
+                results.append(body["result"])
+        assert results == [{"nan": "nan", "inf": ["inf", "-inf"], "ok": 1.5},
+                           {"x": "NaN", "y": "-Infinity"}], results
