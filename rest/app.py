@@ -14,6 +14,7 @@ import time
 from typing import Any, Optional
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from rest.gateway import ApiError, Gateway
 
@@ -217,6 +218,12 @@ async def healthz(request: web.Request) -> web.Response:
         h = {k: v for k, v in h.items() if k in PUBLIC_HEALTH}
         h["details"] = "send 'Authorization: Bearer <rest.auth.token>' for the rest"
     return web.json_response(h, status=200 if h.get("ok") else 503)
+
+
+async def get_openapi(request: web.Request) -> web.Response:
+    """The OpenAPI description of every route (rest/openapi.py)."""
+    from rest.openapi import document
+    return web.json_response(document())
 
 
 async def readyz(request: web.Request) -> web.Response:
@@ -443,6 +450,16 @@ async def get_metrics(request: web.Request) -> web.Response:
 async def post_artifact(request: web.Request) -> web.Response:
     if not request.content_type.startswith("multipart/"):
         raise ApiError(400, "upload artifacts as multipart/form-data with a file field")
+    try:  # (a body that is not the multipart it says it is)
+        filename, data = await _read_upload(request, request.app[MAX_BODY])
+    except (ValueError, HttpProcessingError) as exc:
+        why = getattr(exc, "message", None) or str(exc)
+        raise ApiError(400, f"the upload is not valid multipart/form-data: {why}"[:300])
+    out = await _gw(request).add_artifact(filename, data)
+    return web.json_response(out, status=201)
+
+
+async def _read_upload(request: web.Request, limit: int) -> tuple[str, bytes]:
     reader = await request.multipart()
     part = await reader.next()
     while part is not None and not getattr(part, "filename", None):
@@ -450,7 +467,6 @@ async def post_artifact(request: web.Request) -> web.Response:
     if part is None:
         raise ApiError(400, "the upload has no file part")
     data = bytearray()
-    limit = request.app[MAX_BODY]
     while True:
         chunk = await part.read_chunk(1 << 16)
         if not chunk:
@@ -458,8 +474,7 @@ async def post_artifact(request: web.Request) -> web.Response:
         data.extend(chunk)
         if len(data) > limit:
             raise ApiError(413, f"artifact too large (limit rest.max-body-size, {limit} bytes)")
-    out = await _gw(request).add_artifact(part.filename, bytes(data))
-    return web.json_response(out, status=201)
+    return part.filename, bytes(data)
 
 
 async def get_artifacts(request: web.Request) -> web.Response:
@@ -509,6 +524,7 @@ def make_app(gateway: Gateway, max_body: int, token: Optional[str] = None,
     r.add_get("/", index)
     r.add_static("/static/", STATIC, follow_symlinks=False)
     r.add_get("/healthz", healthz)
+    r.add_get("/openapi.json", get_openapi)
     r.add_get("/readyz", readyz)
     r.add_get("/overview", get_overview)
     r.add_get("/nodes", get_nodes)
