@@ -49,6 +49,10 @@ FENCE_LATENCY = 0.1  # s: from a lease's end to its job processes' death (watchd
 
 # Installed in every Python process of a faulted peer (PYTHONPATH). Standard library only,
 # and quick: it runs at every interpreter start.
+# the peer's children get only an allow-list of its environment (jm/policy/jobenv.py): the
+# clock's variables are named for them (LD_PRELOAD and PYTHONPATH pass by default)
+CHILDREN_SEE = {"JM_CONF_JOBMANAGER_EXECUTOR_ENV_PASS": "JM_CLOCK_DIR,FAKETIME_*"}
+
 SITECUSTOMIZE = r'''"""Written by chaos/clock.py: this peer's clocks follow $JM_CLOCK_DIR/rate (both
 clocks, a bad oscillator) and $JM_CLOCK_DIR/offset (a wall clock step)."""
 import os as _os
@@ -193,6 +197,7 @@ class ClockFault:
         """The environment to start the peer with (its children inherit it)."""
         env = dict(os.environ if base is None else base)
         env["JM_CLOCK_DIR"] = self.directory
+        env.update(CHILDREN_SEE)  # the zygote, the jobs and Spark follow the clock too
         env["PYTHONPATH"] = os.pathsep.join(p for p in (self.directory, env.get("PYTHONPATH"))
                                             if p)
         if self.libfaketime:

@@ -83,8 +83,9 @@ class ChaosCluster:
                 from chaos.clock import ClockFault
                 self.clocks = [ClockFault(os.path.join(self.base, "clock", str(i)))
                                for i in range(sc.peers)]
-                host_env = [{"JM_CLOCK_DIR": f.directory, "PYTHONPATH": f.directory}
-                            for f in self.clocks]
+                from chaos.clock import CHILDREN_SEE
+                host_env = [{"JM_CLOCK_DIR": f.directory, "PYTHONPATH": f.directory,
+                             **CHILDREN_SEE} for f in self.clocks]
             self.hostbed = Hosts(sc.peers, base=os.path.join(self.base, "ssh"),
                                  host_env=host_env)
             self.net: Optional[TestNet] = self.hostbed.net

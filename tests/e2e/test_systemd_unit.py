@@ -70,6 +70,8 @@ def test_the_unit_starts_a_peer_and_stops_it_cleanly(tmp_path):
     env.pop("JM_CONF_DIR", None)
     marker = f"JM_TEST_UNIT={uuid.uuid4().hex}"
     env["JM_TEST_UNIT"] = marker.split("=", 1)[1]
+    # (the peer's children see only an allow-list of its environment: name the marker)
+    env["JM_CONF_JOBMANAGER_EXECUTOR_ENV_PASS"] = "JM_TEST_UNIT"
     for assignment in svc["Environment"].splitlines():
         key, value = assignment.split("=", 1)
         env[key] = _mapped(value, conf_dir)
