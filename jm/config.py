@@ -375,10 +375,20 @@ class PeerAddress:
         return f"{self.host}:{self.rest_port}:{self.raft_port}"
 
 
+MAX_PEER_ADDRESS = 300  # characters of host:rest-port:raft-port (a host name: <= 253)
+_HOST = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,251}[A-Za-z0-9_])?")
+
+
 def parse_peer(text: str, where: str = "masters") -> PeerAddress:
+    if len(text) > MAX_PEER_ADDRESS:
+        raise ConfigError(f"{where}: a peer address is host:rest-port:raft-port, at most "
+                          f"{MAX_PEER_ADDRESS} characters (got {len(text)})")
     parts = text.strip().split(":")
     if len(parts) != 3 or not parts[0]:
         raise ConfigError(f"{where}: {text.strip()!r} is not host:rest-port:raft-port")
+    if not _HOST.fullmatch(parts[0]):
+        raise ConfigError(f"{where}: {parts[0]!r} in {text.strip()!r} is not a host name or "
+                          "an IPv4 address")
     try:
         rest, raft = int(parts[1]), int(parts[2])
     except ValueError:

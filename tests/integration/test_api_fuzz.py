@@ -93,3 +93,19 @@ def test_uploads_that_are_not_the_multipart_they_claim_are_400(peers):
         except urllib.error.HTTPError as exc:
             answer = json.loads(exc.read())
             assert exc.code == 400 and "not valid multipart" in answer["errors"][0], answer
+
+
+def test_a_peer_address_is_bounded_before_it_reaches_the_state(peers):
+    import urllib.error
+    import urllib.request
+    for peer in ("h" * 100_000 + ":1:2", "not a host:1:2"):
+        req = urllib.request.Request(
+            peers.urls[0] + "/cluster/peers", data=json.dumps({"peer": peer}).encode(),
+            method="POST", headers={"Authorization": f"Bearer {TOKEN}",
+                                    "Content-Type": "application/json"})
+        try:
+            urllib.request.urlopen(req, timeout=10)
+            raise AssertionError("accepted")
+        except urllib.error.HTTPError as exc:
+            answer = json.loads(exc.read())
+            assert exc.code == 400 and len(answer["errors"][0]) < 400, answer

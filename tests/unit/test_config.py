@@ -453,3 +453,18 @@ def test_a_peer_with_a_readable_secret_file_does_not_start(tmp_path, capsys):
     assert peer.main(["--conf-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "configuration error: cluster.secret-file:" in err[0], err
+
+
+@pytest.mark.parametrize("text,words", [
+    ("h" * 400 + ":1:2", "at most 300 characters"), ("bad host!:1:2", "not a host name"),
+    ("-h:1:2", "not a host name"), ("h..:1:2", "not a host name"),
+    ("h:x:2", "not a number")])
+def test_a_peer_address_is_bounded_and_a_host_name(text, words):
+    with pytest.raises(ConfigError, match=words):
+        C.parse_peer(text, "peer")
+
+
+def test_peer_addresses_of_every_usual_form_parse():
+    for text in ("127.0.0.1:8081:6123", "jm-0.jm-peers.data.svc.cluster.local:8081:6123",
+                 "my_host:1:2", "h:1:2"):
+        assert C.parse_peer(text).rest_port in (8081, 1)
