@@ -294,6 +294,8 @@ class DurableJournal(pj.FileJournal):
                 # msync MS_SYNC of the whole mapping does on Linux)
                 os.fdatasync(self._FileJournal__journalFile._ResizableFile__f.fileno())
             except (OSError, ValueError) as exc:
+                if self._closed:  # (the member is stopping: its file was closed under it)
+                    return
                 self._fail(f"the Raft journal could not be synced ({exc}): this member "
                            "stops; restarted, it recovers from what its disk holds")
                 return

@@ -236,7 +236,7 @@ class Peer:
         await self.runner.setup()
         from rest.connlimit import limit_connections  # (kept here: imports are shared)
         # the share of connections kept for peers: those from conf/masters' addresses
-        peer_addresses = {a for m in self.masters for a in resolve(m.host)}
+        peer_addresses = await _addresses({m.host for m in self.masters})
         limit_connections(self.runner, self.conf["rest.max-connections"],
                           self.conf["rest.max-connections-per-source"],
                           peer_addresses.__contains__)
@@ -618,6 +618,21 @@ async def _serve(peer: Peer) -> None:
         await peer.stop()
         if peer.removed.is_set():
             peer.forget_raft_data()
+
+
+async def _addresses(hosts: set[str], timeout: float = 2.0) -> set[str]:
+    """The addresses these host names resolve to now (in parallel, each given `timeout`
+    s: a name that does not resolve yet, a pod not yet up, is left out)."""
+    loop = asyncio.get_running_loop()
+
+    async def one(host: str) -> list[str]:
+        try:
+            infos = await asyncio.wait_for(loop.getaddrinfo(host, None), timeout)
+        except (OSError, asyncio.TimeoutError):
+            return []
+        return [str(info[4][0]) for info in infos]
+    found = await asyncio.gather(*(one(h) for h in sorted(hosts)))
+    return {a for addresses in found for a in addresses}
 
 
 def resolve(name: str) -> list[str]:
