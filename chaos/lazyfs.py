@@ -11,6 +11,11 @@ and flush do not sync. Reads and the size seen through the mount include pending
 later change is refused with EIO (reads still work and show only synced data). Unmount,
 mount again: what was synced is all there is.
 
+`eio S` is a failing disk for S seconds: each fsync/fdatasync in that time fails with EIO
+and drops the file's pending writes, as Linux does after a failed writeback (the pages
+are marked clean: the page cache still shows the data, the disk never gets it, and a
+later fsync that succeeds says nothing about them; PostgreSQL's "fsyncgate").
+
 A weaker model than LazyFS: metadata changes (create, mkdir, rename, unlink, truncate,
 chmod, utimens; no links) go to BACKING at once and survive a cut, where LazyFS loses
 the unsynced ones too. So this checks that data is synced before it is relied on, not that
@@ -62,10 +67,12 @@ class LazyOps:
     def __init__(self, backing: str, sync_delay: float = 0.0) -> None:
         self.root = os.path.realpath(backing)
         self.sync_delay = sync_delay   # seconds an fsync takes before it is done (a slow disk)
-        self.lock = threading.Lock()   # guards pending and cut
+        self.guard = threading.Lock()   # guards pending and cut
         self.pending: dict[int, _Pending] = {}
         self.cut = False
-        self.dropped = 0               # bytes the cut dropped (pending blocks)
+        self.eio_until = 0.0           # monotonic time until which every fsync fails
+        self.failed_syncs = 0          # fsyncs failed so far
+        self.dropped = 0               # bytes the cut or a failed fsync dropped (pending blocks)
         self.refused = 0               # bytes of writes refused after the cut
 
     # ---- helpers -------------------------------------------------------------------------
@@ -91,7 +98,7 @@ class LazyOps:
         out = {k: getattr(st, k) for k in ("st_mode", "st_nlink", "st_uid", "st_gid",
                                            "st_size", "st_ino", "st_blocks")}
         out.update(st_atime=st.st_atime_ns, st_mtime=st.st_mtime_ns, st_ctime=st.st_ctime_ns)
-        with self.lock:
+        with self.guard:
             p = self.pending.get(st.st_ino) if stat.S_ISREG(st.st_mode) else None
             if p is not None:
                 out["st_size"] = p.size
@@ -126,19 +133,19 @@ class LazyOps:
         self._meta(os.utime, self._path(path), **({"ns": times} if times else {}))
 
     def unlink(self, path: str) -> None:
-        with self.lock:
+        with self.guard:
             self._writable()
             self._forget(self._path(path))
             os.unlink(self._path(path))
 
     def rename(self, old: str, new: str) -> None:
-        with self.lock:
+        with self.guard:
             self._writable()
             self._forget(self._path(new))
             os.rename(self._path(old), self._path(new))
 
     def truncate(self, path: str, length: int, fh: Optional[int] = None) -> None:
-        with self.lock:
+        with self.guard:
             self._writable()
             if fh is not None:
                 os.ftruncate(fh, length)
@@ -174,7 +181,7 @@ class LazyOps:
         return self._open(self._path(path), flags | os.O_CREAT, mode)
 
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
-        with self.lock:
+        with self.guard:
             p = self.pending.get(os.fstat(fh).st_ino)
             if p is None:
                 return os.pread(fh, size, offset)
@@ -190,7 +197,7 @@ class LazyOps:
             return bytes(out)
 
     def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
-        with self.lock:
+        with self.guard:
             if self.cut:  # e.g. the dirty pages of a killed process's mapping, written back
                 self.refused += len(data)
             self._writable()
@@ -210,9 +217,13 @@ class LazyOps:
     def fsync(self, path: str, datasync: int, fh: int) -> None:
         if self.sync_delay:  # a slow disk: the writes stay pending (and a cut drops them)
             time.sleep(self.sync_delay)
-        with self.lock:
+        with self.guard:
             self._writable()
             p = self.pending.pop(os.fstat(fh).st_ino, None)
+            if time.monotonic() < self.eio_until:  # the writeback failed: the data is gone
+                self.failed_syncs += 1
+                self.dropped += len(p.blocks) * BLOCK if p is not None else 0
+                raise OSError(errno.EIO, "the disk failed the write")
             if p is not None:
                 for b in sorted(p.blocks):
                     n = min(BLOCK, p.size - b * BLOCK)
@@ -224,7 +235,7 @@ class LazyOps:
         pass  # close(2) is no sync
 
     def release(self, path: str, fh: int) -> None:
-        with self.lock:
+        with self.guard:
             st = os.fstat(fh)
             if st.st_nlink == 0:  # unlinked and now closed: its inode number may be reused
                 self.pending.pop(st.st_ino, None)
@@ -240,7 +251,7 @@ class LazyOps:
 
     # ---- the power cut -----------------------------------------------------------------------
     def cut_power(self) -> dict:
-        with self.lock:
+        with self.guard:
             self.cut = True
             self.dropped += sum(len(p.blocks) * BLOCK for p in self.pending.values())
             self.pending.clear()
@@ -250,21 +261,41 @@ class LazyOps:
         """Power is back (once every process that used the files is gone): writes are
         accepted again; only what was synced before the cut is there. The kernel drops
         its cached pages of a file when a new process opens it (no keep_cache)."""
-        with self.lock:
+        with self.guard:
             self.cut = False
         return self.stats()
 
+    def fail_syncs(self, seconds: float) -> dict:
+        """Every fsync of the next `seconds` fails with EIO and drops what it was to write."""
+        with self.guard:
+            self.eio_until = time.monotonic() + seconds
+        return self.stats()
+
     def stats(self) -> dict:
-        """What is pending now; after the cut, what it dropped and what was refused since."""
-        with self.lock:
+        """What is pending now; what the cut and failed fsyncs dropped, what was refused
+        after the cut."""
+        with self.guard:
             return {"cut": self.cut, "files": len(self.pending),
                     "pending-bytes": sum(len(p.blocks) * BLOCK for p in self.pending.values()),
-                    "dropped-bytes": self.dropped, "refused-bytes": self.refused}
+                    "dropped-bytes": self.dropped, "refused-bytes": self.refused,
+                    "failed-syncs": self.failed_syncs}
+
+
+def _command(ops: LazyOps, line: str) -> dict:
+    """One control command: `cut`, `on`, `stats` or `eio SECONDS`; its JSON answer."""
+    cmd, _, arg = line.partition(" ")
+    if cmd == "eio":
+        try:
+            return ops.fail_syncs(float(arg))
+        except ValueError:
+            return {"error": f"eio takes seconds, not {arg!r}"}
+    actions = {"cut": ops.cut_power, "on": ops.power_on, "stats": ops.stats}
+    return actions[cmd]() if cmd in actions else {"error": f"unknown command {line!r}"}
 
 
 def _serve_control(ops: LazyOps, sock_path: str) -> None:
-    """One command a connection: `cut` (the power cut), `on` (power back), `stats`;
-    answers one JSON line."""
+    """One command a connection: `cut` (the power cut), `on` (power back), `stats`,
+    `eio SECONDS` (failing fsyncs); answers one JSON line."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(sock_path)
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -275,16 +306,13 @@ def _serve_control(ops: LazyOps, sock_path: str) -> None:
         while True:
             conn, _ = srv.accept()
             with conn:
-                cmd = conn.makefile().readline().strip()
-                out = (ops.cut_power() if cmd == "cut" else ops.power_on() if cmd == "on"
-                       else ops.stats() if cmd == "stats"
-                       else {"error": f"unknown command {cmd!r}"})
+                out = _command(ops, conn.makefile().readline().strip())
                 conn.sendall((json.dumps(out) + "\n").encode())
     threading.Thread(target=loop, name="lazyfs-control", daemon=True).start()
 
 
 def control(sock_path: str, command: str, timeout: float = 10.0) -> dict:
-    """Send `cut` or `stats` to a running lazyfs; its JSON answer."""
+    """Send a command (`cut`, `on`, `stats`, `eio S`) to a running lazyfs; its JSON answer."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
         s.connect(sock_path)
@@ -335,6 +363,9 @@ class LazyMount:
 
     def stats(self) -> dict:
         return control(self.sock, "stats")
+
+    def fail_syncs(self, seconds: float) -> dict:
+        return control(self.sock, f"eio {seconds}")
 
     def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM (libfuse unmounts and exits), SIGKILL after `timeout`; then unmount."""

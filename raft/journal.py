@@ -177,13 +177,14 @@ class DurableJournal(pj.FileJournal):
                 # the blocks first, with write(2): a full disk is an ENOSPC here, where a
                 # store into an unbacked page of the mapping would be a SIGBUS
                 _write_zeros(fd, start, end)
-                os.fdatasync(fd)
-                break
             except OSError as exc:
                 with contextlib.suppress(OSError):  # give back what the try took
                     os.ftruncate(fd, max(before, len(resizable._ResizableFile__mm)))
                 if exc.errno != errno.ENOSPC or end == need:
                     raise
+                continue
+            self._sync_or_fail(fd)  # (it also writes out the entries in the mapping)
+            break
         mm = resizable._ResizableFile__mm
         if len(mm) < end:  # (mm.size() is the file's size, len(mm) the mapping's)
             mm.resize(end)  # the file is that long already: only the mapping grows
@@ -292,12 +293,8 @@ class DurableJournal(pj.FileJournal):
                 # the journal is a shared file mapping: its written pages are the file's
                 # page cache, and fdatasync writes them out with the file's size (what
                 # msync MS_SYNC of the whole mapping does on Linux)
-                os.fdatasync(self._FileJournal__journalFile._ResizableFile__f.fileno())
-            except (OSError, ValueError) as exc:
-                if self._closed:  # (the member is stopping: its file was closed under it)
-                    return
-                self._fail(f"the Raft journal could not be synced ({exc}): this member "
-                           "stops; restarted, it recovers from what its disk holds")
+                self._sync_or_fail(self._FileJournal__journalFile._ResizableFile__f.fileno())
+            except (OSError, ValueError):
                 return
             with self._cond:
                 if target > self._synced:
@@ -308,8 +305,25 @@ class DurableJournal(pj.FileJournal):
                     self.sync_seconds += time.perf_counter() - start
                 self._cond.notify_all()
 
+    def _sync_or_fail(self, fd: int) -> None:
+        """fdatasync the journal's file; if it fails, the journal fails for good (and
+        JournalFailed is raised): whatever it was to write may be lost, though the pages
+        read back as written."""
+        if self.failed is not None:
+            raise JournalFailed(self.failed)
+        try:
+            os.fdatasync(fd)
+        except (OSError, ValueError) as exc:
+            if self._closed:  # (the member is stopping: its file was closed under it)
+                raise
+            self._fail(f"the Raft journal could not be synced ({exc}): this member "
+                       "stops; restarted, it recovers from what its disk holds")
+            raise JournalFailed(self.failed) from exc
+
     def _fail(self, why: str) -> None:
         with self._cond:
+            if self.failed is not None:  # (both threads saw it: said once)
+                return
             self.failed = self.trouble = why
             self._cond.notify_all()
         log.critical("%s", why)

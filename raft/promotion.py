@@ -30,6 +30,7 @@ from pysyncobj import SyncObjConf
 from raft.amnesia import GuardedSyncObj
 from raft.journal import durable_syncobj
 from raft.snapshots import SnapshotTimer
+from raft.torn import repair_torn_tail
 from raft.transport import WireTransport
 
 log = logging.getLogger("jm.raft")
@@ -75,6 +76,8 @@ def make_syncobj(self_addr: str, other_addrs: list[str], data_dir: str, settings
     )
     conf.maxMessageSize = settings.max_message_size  # read by WireTransport
     conf.maxInboundConnections = settings.max_connections
+    if conf.journalFile:
+        repair_torn_tail(conf.journalFile)  # (a power cut may have left it torn)
     if not voter:
         syncobj = GuardedSyncObj(None, other_addrs, conf=conf, consumers=[consumer],
                                  transportClass=WireTransport)

@@ -9,6 +9,7 @@ import pytest
 from pysyncobj.journal import FileJournal
 from pysyncobj.transport import TCPTransport
 
+import raft.journal
 from raft.commands import Barrier
 from raft.journal import DurableJournal
 from raft.node import RaftHost, RaftSettings
@@ -122,6 +123,41 @@ async def test_a_failed_sync_stops_the_member_for_good_and_its_restart_recovers(
         await apoll(lambda: sick.applied_index() >= leader.applied_index(), 20,
                     what="the restarted member caught up")
         assert not sick.failed.is_set()
+    finally:
+        await _stop(hosts)
+
+
+async def test_a_failed_sync_of_room_written_ahead_stops_the_member_too(tmp_path, monkeypatch):
+    """The fdatasync after the journal writes room ahead (zeros, raft/journal.py _reserve)
+    also writes out the entries stored in the mapping: its failure is the journal's
+    failure, not a full disk to wait out (a later success would prove nothing)."""
+    hosts = _hosts(tmp_path, 3)
+    try:
+        leader = await _leader(hosts)
+        sick = next(h for h in hosts if h is not leader)
+        journal = sick.syncobj._SyncObj__raftLog
+        sick_fd = journal._FileJournal__journalFile._ResizableFile__f.fileno()
+        real_zeros, real_sync = raft.journal._write_zeros, os.fdatasync
+        armed = {"fail": False, "failed": 0}
+
+        def write_zeros(fd, start, end):
+            real_zeros(fd, start, end)
+            armed["fail"] = armed["fail"] or fd == sick_fd  # its next fdatasync fails, once
+
+        def fdatasync(fd):
+            if fd == sick_fd and armed["fail"]:
+                armed["fail"] = False
+                armed["failed"] += 1
+                raise OSError(5, "Input/output error")
+            return real_sync(fd)
+        monkeypatch.setattr(raft.journal, "_write_zeros", write_zeros)
+        monkeypatch.setattr(os, "fdatasync", fdatasync)
+        journal._zeroed = 0  # the next entry writes room ahead
+        for _ in range(5):
+            assert (await leader.submit(Barrier(), 10.0)).ok
+        await apoll(sick.failed.is_set, 10, what="the member stopped on the failed sync")
+        assert armed["failed"] == 1
+        assert "could not be synced" in sick.failure and "Input/output" in sick.failure
     finally:
         await _stop(hosts)
 
