@@ -10,7 +10,9 @@ import asyncio
 import logging
 
 from raft import state as S
-from jm.cluster.jobmaster import Intents, JobEnv, JobMaster
+from jm.cluster.jobservices import JobEnv
+from jm.cluster.jobmaster import JobMaster
+from jm.policy.intents import Intents
 
 log = logging.getLogger("jm.cluster.dispatcher")
 

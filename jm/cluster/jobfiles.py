@@ -17,8 +17,11 @@ import json
 import logging
 import os
 import shutil
+import signal
 import stat
 from typing import Any, Optional
+
+from jm.policy.bounds import bounded_failure
 
 log = logging.getLogger("jm.jobfiles")
 _CHUNK = 1 << 20
@@ -128,3 +131,40 @@ def copy_tree(src: str, dst: str) -> None:
                 dirs.remove(name)
         for name in files:
             copy_regular(os.path.join(root, name), os.path.join(target, name))
+
+
+def read_result(run_dir: str, limit: int) -> tuple[Any, Optional[str]]:
+    """The result the job wrote (result.json): (value, None), or (None, why) for a file
+    over `limit` (jobmanager.result.max-size: the job process checks what it returns, but
+    a job can write the file itself) or not a regular file."""
+    out, refused = read_json(os.path.join(run_dir, "result.json"), limit + 64)
+    if refused is not None:
+        return None, "ValueError: the job's result.json " + (
+            refused.why if refused.size is None else f"is {refused.size} bytes, more "
+            f"than jobmanager.result.max-size ({limit} bytes)")
+    return (out if isinstance(out, dict) else {}).get("result"), None
+
+
+def read_failure(run_dir: str, code: int, sig: int, limit: int) -> dict:
+    """The failure the job wrote (error.json), bounded by `limit`
+    (jobmanager.failure.max-size); the exit's description when there is none (or it is
+    too large or not a regular file)."""
+    out, refused = read_json(os.path.join(run_dir, "error.json"), 8 * limit + 4096)
+    if refused is not None:
+        return {"exception": f"{describe_exit(code, sig)}; its error.json " + (
+            refused.why if refused.size is None else f"({refused.size} bytes) is over "
+            f"what jobmanager.failure.max-size ({limit} bytes) allows: see the job's "
+            "log"), "traceback": ""}
+    if not isinstance(out, dict):
+        return {"exception": describe_exit(code, sig), "traceback": ""}
+    return bounded_failure(out, limit)
+
+
+def describe_exit(code: int, sig: int) -> str:
+    if sig:
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        return f"the job process died with signal {name}"
+    return f"the job process exited with code {code}"

@@ -53,6 +53,7 @@ class Lease:
         self.dispatcher = dispatcher
         self.registered = asyncio.Event()
         self.now = asyncio.Event()  # set: send a heartbeat at once (a change to tell)
+        self.renewed = asyncio.Event()  # set at each renewal (wait_valid waits for one)
         self.lease_from: Optional[float] = None  # monotonic send time of the newest ack
         self._incarnation = 0  # answers to heartbeats of an earlier registration are void
         self._fence_first = False  # declared dead: stop everything before registering again
@@ -75,9 +76,16 @@ class Lease:
         """Held a lease once and it ran out (not: never registered)."""
         return self.lease_from is not None and not self.valid()
 
+    async def wait_valid(self) -> None:
+        """Return once this peer holds its lease (at once if it does)."""
+        while not self.valid():
+            self.renewed.clear()
+            await self.renewed.wait()
+
     def _renew(self, sent_mono: float) -> None:
         self.lease_from = max(self.lease_from or 0.0, sent_mono)
         self.executor.set_lease(self.lease_from + self.timeout)
+        self.renewed.set()
 
     # ---- the loops ------------------------------------------------------------------------
     async def run(self) -> None:

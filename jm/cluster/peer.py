@@ -28,7 +28,7 @@ from jm.cluster.dispatcher import Dispatcher
 from jm.cluster.gateway import PeerGateway
 from jm.cluster.janitor import Janitor, JanitorConfig
 from jm.cluster.peerlog import peer_log_handler
-from jm.cluster.jobmaster import JobEnv, make_reporter
+from jm.cluster.jobservices import JobEnv, make_reporter
 from jm.cluster.lease import Lease
 from jm.cluster import tls
 from jm.cluster.identity import amnesia_guard, early_answer, keep_identity, serve_early
@@ -272,7 +272,8 @@ class Peer:
                      self.spark_remote, spark_ready_file if self.spark else None,
                      self.log_dir, self.data_dir, time.time, self.lease_valid, self._commit,
                      self.metrics, spark_conf_dir(self.log_dir, self.conf["spark.log.level"]),
-                     lambda: self.spark.info if self.spark else None)
+                     lambda: self.spark.info if self.spark else None,
+                     monotonic=time.monotonic, wait_lease=self.wait_lease)
         self.dispatcher = Dispatcher(self.raft, env)
         self.rm = ResourceManager(self.raft, self.conf["heartbeat.timeout"],
                                   self.conf["rest.write-timeout"],
@@ -396,6 +397,11 @@ class Peer:
 
     def lease_valid(self) -> bool:
         return self.lease is not None and self.lease.valid()
+
+    async def wait_lease(self) -> None:
+        """Return once this peer holds its lease (JobMasters run only once it exists)."""
+        if self.lease is not None:
+            await self.lease.wait_valid()
 
     async def _spark_warmup(self, server: SparkConnectServer) -> None:
         params = {"job_id": "_warmup", "attempt": server.generation, "node": self.node,

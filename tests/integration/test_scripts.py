@@ -202,7 +202,7 @@ async def test_connect_jobs_say_when_their_peers_server_waits_for_executors(clus
         # from then on it relays its server's notes (it reads the server's current info
         # itself when it goes live: here there is no server, so wait for that moment)
         m = owner[jobs[jid]["node"]].dispatcher.masters.get(jid)
-        return m is not None and m._live is not None
+        return m is not None and m.state.live is not None
     await apoll(lambda: live(connect) and live(classic), 30, what="both attempts live")
     server = {"spark-app-id": "app-1", "master": "spark://m:7077", "executors": 0,
               "shared": "the peer's Spark Connect server"}

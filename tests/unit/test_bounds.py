@@ -15,6 +15,8 @@ import pytest
 
 from jm.config import Config, ConfigError, load_config
 from jm.policy.bounds import bounded_failure, readable, storable, truncate
+from jm.policy.attempt import Phase
+from jm.policy.attemptio import SpawnFailed
 from jm.policy.restart import RestartStrategy, validate_override
 from jm.policy.retention import purge_batches
 from jm.policy.spec import SpecError, SpecTooLarge, validate_spec
@@ -130,8 +132,9 @@ class _Reporter:
         return Result(True)
 
 
-def _jobmaster(tmp_path, **conf):
-    from jm.cluster.jobmaster import JobEnv, JobMaster
+def _jobmaster(tmp_path, **conf):  # (a Spawn would need the rest of JobEnv)
+    from jm.cluster.jobservices import JobEnv
+    from jm.cluster.jobmaster import JobMaster
     config = Config(conf, str(tmp_path))
     env = JobEnv("n1", config, None, _Reporter(), None, lambda: None, None, str(tmp_path),
                  str(tmp_path), lambda: 1.0)
@@ -142,7 +145,7 @@ def test_a_failure_with_a_lone_surrogate_and_5_mb_reaches_failed(tmp_path):
     jm, reporter = _jobmaster(tmp_path)
 
     async def go():
-        await jm._report(S.FAILED, failure={
+        await jm._send(S.FAILED, failure={
             "exception": f"SystemExit: cannot read {SURROGATE_NAME} " + "z" * 5_000_000,
             "traceback": "", "final": True})
     asyncio.run(go())
@@ -164,23 +167,30 @@ def test_a_refused_final_failure_still_ends_the_job(tmp_path):
         reporter.reports.append(report)
         return Result(True)
     reporter.submit = picky
-    asyncio.run(jm._report(S.FAILED, failure={"exception": "x", "traceback": ""}))
+
+    async def go():  # the JobMaster's loop, from an attempt that could not start
+        jm.state.phase = Phase.PREPARING
+        await jm._feed(SpawnFailed(0, {"exception": "x", "traceback": ""}, final=True))
+        while not jm.state.done:
+            await asyncio.wait_for(jm._feed(await jm.events.get()), 10)
+    asyncio.run(go())
+    assert [x.status for x in calls] == [S.FAILED, S.FAILED]
     [r] = reporter.reports
     assert r.status == S.FAILED and r.failure["final"] is True
     assert "could not be stored" in r.failure["exception"]
 
 
 def test_result_and_error_files_are_size_checked(tmp_path):
-    jm, _ = _jobmaster(tmp_path, **{"jobmanager.result.max-size": "1 kb",
-                                    "jobmanager.failure.max-size": "1 kb"})
+    from jm.cluster.jobfiles import read_failure, read_result
+    limit = Config({"jobmanager.result.max-size": "1 kb"}, str(tmp_path))[
+        "jobmanager.result.max-size"]
     run = tmp_path / "run"
     run.mkdir()
     (run / "result.json").write_text(json.dumps({"result": "r" * 5000}))
     (run / "error.json").write_text(json.dumps({"exception": "e" * 50_000, "traceback": ""}))
 
     async def go():
-        return (await jm._read_result(str(run)),
-                await jm._read_failure(str(run), 1, 0))
+        return (read_result(str(run), limit), read_failure(str(run), 1, 0, limit))
     (value, problem), failure = asyncio.run(go())
     assert value is None and "jobmanager.result.max-size (1024 bytes)" in problem
     assert "error.json" in failure["exception"] and len(failure["exception"]) < 1024

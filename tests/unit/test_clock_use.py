@@ -10,7 +10,7 @@ import time
 import pytest
 
 from chaos.clock import ClockFault, lease_safe, remove_stale_shm, safe_rate_range
-from jm.cluster.jobmaster import JobEnv
+from jm.cluster.jobservices import JobEnv
 from jm.cluster.lease import Lease
 from jm.config import Config
 from jm.policy.restart import RestartStrategy, RestartTracker, on_failure

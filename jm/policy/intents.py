@@ -1,0 +1,33 @@
+"""What the replicated state asks of a job's owner (cancel, stop with a savepoint, move,
+savepoints), read from its record."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from raft import state as S
+
+
+@dataclass(frozen=True)
+class Intents:
+    """What the replicated state asks of this job's owner right now."""
+    cancel: bool = False
+    move_to: Optional[str] = None
+    stop: Optional[tuple] = None          # (trigger id, target dir or None)
+    savepoints: tuple = ()                # ((trigger id, target dir or None), ...)
+
+    @staticmethod
+    def of(job: S.JobRecord) -> "Intents":
+        stop = None
+        plain = []
+        for sp in job.pending_savepoints():
+            if sp.stop and sp.id == job.stop_trigger:
+                stop = (sp.id, sp.target)
+            elif not sp.stop:
+                plain.append((sp.id, sp.target))
+        return Intents(job.cancel_requested, job.move_to, stop, tuple(plain))
+
+    def kind(self) -> Optional[str]:
+        """The request that ends the running attempt: cancel, stop, move, or None."""
+        return ("cancel" if self.cancel else "stop" if self.stop
+                else "move" if self.move_to else None)
