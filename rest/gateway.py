@@ -2,6 +2,7 @@
 `rest/` imports nothing else of ours: the peer's implementation is jm/cluster/gateway.py."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Protocol
 
 
@@ -26,21 +27,53 @@ class UnknownSession(ApiError):
     instant ago)."""
 
 
+ROW_FORMATS = ("JSON", "PLAIN_TEXT")  # a fetch's rowFormat
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """A SQL session as its replicated record has it."""
+    properties: Mapping[str, str]
+    name: str
+    node: Optional[str]
+    url: Optional[str]         # its holder's REST URL, None while it has none
+    state_statements: int      # statements that define it, replayed where it opens
+    moves: int
+
+
+@dataclass(frozen=True)
+class ResultPage:
+    """What a fetch of an operation's result gives (rest/sql.py shapes it as Flink's
+    FetchResultsResponseBody). `ready` False: the statement still runs, ask for `token`
+    again; otherwise the page of `token`, the last one if `end`."""
+    token: int
+    ready: bool
+    is_query: bool             # a statement that reads (Flink's isQueryResult)
+    has_content: bool = True   # SUCCESS_WITH_CONTENT, or SUCCESS (no columns, no rows)
+    columns: tuple = ()        # Flink column infos
+    rows: tuple = ()           # each a list of the columns' JSON values
+    end: bool = False
+
+
 class SqlGatewayApi(Protocol):
     """The SQL gateway of a peer (Flink SQL Gateway's REST API, rest/sql.py). Methods on
     a session raise Forward when another peer holds it (`forwarded`: the request came
-    from a peer already, so it is not forwarded again)."""
-    async def open_session(self, body: dict) -> dict: ...
-    def session_info(self, handle: str) -> dict: ...
-    async def heartbeat(self, handle: str, forwarded: bool) -> dict: ...
-    async def close_session(self, handle: str) -> dict: ...
+    from a peer already, so it is not forwarded again). Handles and statuses are
+    strings (Flink's OperationStatus names)."""
+    async def open_session(self, body: dict) -> str: ...
+    def session_info(self, handle: str) -> SessionInfo: ...
+    async def heartbeat(self, handle: str, forwarded: bool) -> None: ...
+    async def close_session(self, handle: str) -> str: ...
     async def execute(self, handle: str, body: dict, forwarded: bool,
-                      request_id: str = "") -> dict: ...
-    def status(self, handle: str, op_id: str, forwarded: bool) -> dict: ...
-    async def cancel(self, handle: str, op_id: str, forwarded: bool) -> dict: ...
-    async def close_operation(self, handle: str, op_id: str, forwarded: bool) -> dict: ...
+                      request_id: str = "") -> str: ...
+    def status(self, handle: str, op_id: str, forwarded: bool) -> str: ...
+    async def cancel(self, handle: str, op_id: str, forwarded: bool) -> str: ...
+    async def close_operation(self, handle: str, op_id: str, forwarded: bool) -> str: ...
     async def fetch(self, handle: str, op_id: str, token: int, row_format: str,
-                    forwarded: bool, base: str) -> dict: ...
+                    forwarded: bool) -> ResultPage:
+        """`row_format` (one of ROW_FORMATS) is checked before any wait; the rows are
+        the same in either (rest/sql.py writes PLAIN_TEXT's)."""
+        ...
 
     def move_wait(self) -> float:
         """How long a request for a session whose holder cannot be reached waits for the

@@ -1,5 +1,5 @@
 """Apache Livy's batch REST API (the part Airflow's Livy operator and Livy clients use), on
-application-mode script jobs. The mapping is jm/policy/livy.py; the gateway does the work.
+application-mode script jobs. The mapping is jm/wire/livy.py; the gateway does the work.
 
     POST   /batches             {"file", "args", "pyFiles", "conf", "name", ...} -> 201 batch
                                  (s3://, gs://, hdfs:// files are copied into artifacts first)

@@ -12,7 +12,7 @@ from typing import Any, Awaitable, Callable
 import aiohttp
 from aiohttp import web
 
-from rest.gateway import ApiError, Forward, UnknownSession
+from rest.gateway import ApiError, Forward, ResultPage, SessionInfo, UnknownSession
 
 VERSIONS = ("v1", "v2")
 FORWARDED = "X-JM-Forwarded"
@@ -157,24 +157,65 @@ async def info(request: web.Request) -> web.Response:
     return web.json_response(dict(PRODUCT, version=spark))
 
 
+# ---- Flink's JSON of the gateway's answers -------------------------------------------
+def session_json(info: SessionInfo) -> dict:
+    return {"properties": dict(info.properties), "sessionName": info.name, "node": info.node,
+            "rest-url": info.url, "state-statements": info.state_statements,
+            "moves": info.moves}
+
+
+def results(cols: Any, rows: Any, row_format: str = "JSON") -> dict:
+    """The `results` object of a fetch: the rows, each an INSERT of its fields."""
+    return {"columns": list(cols), "rowFormat": row_format,
+            "data": [{"kind": "INSERT", "fields": row} for row in rows]}
+
+
+def result_json(page: ResultPage, path: str, row_format: str) -> dict:
+    """Flink's FetchResultsResponseBody for a page; `path`: the result's URI up to the
+    token (`.../operations/<handle>/result/`)."""
+    def uri(token: int) -> str:
+        return f"{path}{token}?rowFormat={row_format}"
+    if not page.ready:
+        return {"resultType": "NOT_READY", "isQueryResult": page.is_query,
+                "resultKind": "SUCCESS_WITH_CONTENT", "results": results([], []),
+                "nextResultUri": uri(page.token)}
+    rows = page.rows
+    if row_format == "PLAIN_TEXT":
+        rows = [[None if v is None else str(v) for v in row] for row in rows]
+    out = {"resultType": "EOS" if page.end else "PAYLOAD", "isQueryResult": page.is_query,
+           "resultKind": "SUCCESS_WITH_CONTENT" if page.has_content else "SUCCESS",
+           "results": results(page.columns, rows, row_format)}
+    if not page.end:
+        out["nextResultUri"] = uri(page.token + 1)
+    return out
+
+
 async def open_session(request: web.Request) -> web.Response:
     body = await _body(request)
-    return web.json_response(await _gw(request).open_session(body))
+    return web.json_response({"sessionHandle": await _gw(request).open_session(body)})
 
 
 async def get_session(request: web.Request) -> web.StreamResponse:
     async def run() -> dict:
-        return _gw(request).session_info(request.match_info["sh"])
+        return session_json(_gw(request).session_info(request.match_info["sh"]))
     return await _answer(request, run)
 
 
+async def _keyed(key: str, answer: Awaitable[Any]) -> dict:
+    """`{key: the gateway's answer}`."""
+    return {key: await answer}
+
+
 async def close_session(request: web.Request) -> web.StreamResponse:
-    return await _answer(request, lambda: _gw(request).close_session(request.match_info["sh"]))
+    return await _answer(request, lambda: _keyed(
+        "status", _gw(request).close_session(request.match_info["sh"])))
 
 
 async def heartbeat(request: web.Request) -> web.StreamResponse:
-    return await _answer(request, lambda: _gw(request).heartbeat(
-        request.match_info["sh"], _forwarded(request)))
+    async def run() -> dict:
+        await _gw(request).heartbeat(request.match_info["sh"], _forwarded(request))
+        return {}
+    return await _answer(request, run)
 
 
 async def execute(request: web.Request) -> web.StreamResponse:
@@ -182,8 +223,9 @@ async def execute(request: web.Request) -> web.StreamResponse:
     request_id = request.headers.get("X-Request-Id", "")
     if len(request_id) > 128:
         raise ApiError(400, "X-Request-Id must be at most 128 characters")
-    return await _answer(request, lambda: _gw(request).execute(
-        request.match_info["sh"], body, _forwarded(request), request_id))
+
+    return await _answer(request, lambda: _keyed("operationHandle", _gw(request).execute(
+        request.match_info["sh"], body, _forwarded(request), request_id)))
 
 
 async def configure(request: web.Request) -> web.StreamResponse:
@@ -192,10 +234,10 @@ async def configure(request: web.Request) -> web.StreamResponse:
     gw, sh, fwd = _gw(request), request.match_info["sh"], _forwarded(request)
 
     async def run() -> dict:
-        op = (await gw.execute(sh, body, fwd))["operationHandle"]
+        op = await gw.execute(sh, body, fwd)
         while True:
-            res = await gw.fetch(sh, op, 0, "JSON", fwd, _base(request))
-            if res["resultType"] != "NOT_READY":
+            page = await gw.fetch(sh, op, 0, "JSON", fwd)
+            if page.ready:
                 await gw.close_operation(sh, op, fwd)
                 return {}
     return await _answer(request, run)
@@ -203,19 +245,19 @@ async def configure(request: web.Request) -> web.StreamResponse:
 
 async def status(request: web.Request) -> web.StreamResponse:
     async def run() -> dict:
-        return _gw(request).status(request.match_info["sh"], request.match_info["oh"],
-                                   _forwarded(request))
+        return {"status": _gw(request).status(request.match_info["sh"],
+                                              request.match_info["oh"], _forwarded(request))}
     return await _answer(request, run)
 
 
 async def cancel(request: web.Request) -> web.StreamResponse:
-    return await _answer(request, lambda: _gw(request).cancel(
-        request.match_info["sh"], request.match_info["oh"], _forwarded(request)))
+    return await _answer(request, lambda: _keyed("status", _gw(request).cancel(
+        request.match_info["sh"], request.match_info["oh"], _forwarded(request))))
 
 
 async def close_operation(request: web.Request) -> web.StreamResponse:
-    return await _answer(request, lambda: _gw(request).close_operation(
-        request.match_info["sh"], request.match_info["oh"], _forwarded(request)))
+    return await _answer(request, lambda: _keyed("status", _gw(request).close_operation(
+        request.match_info["sh"], request.match_info["oh"], _forwarded(request))))
 
 
 async def fetch(request: web.Request) -> web.StreamResponse:
@@ -227,9 +269,13 @@ async def fetch(request: web.Request) -> web.StreamResponse:
         raise ApiError(400, f"result token {request.match_info['token']!r} is not a "
                             "non-negative integer")
     row_format = request.query.get("rowFormat", "JSON").upper()
-    return await _answer(request, lambda: _gw(request).fetch(
-        request.match_info["sh"], request.match_info["oh"], token, row_format,
-        _forwarded(request), _base(request)))
+    sh, oh = request.match_info["sh"], request.match_info["oh"]
+    path = f"{_base(request)}/sessions/{sh}/operations/{oh}/result/"
+
+    async def run() -> dict:
+        page = await _gw(request).fetch(sh, oh, token, row_format, _forwarded(request))
+        return result_json(page, path, row_format)
+    return await _answer(request, run)
 
 
 async def _start_http(app: web.Application) -> None:

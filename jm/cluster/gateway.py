@@ -24,8 +24,9 @@ from jm.policy.pages import DEFAULT_LIMIT
 from jm.cluster.resourcemanager import rebalance_round, to_command
 from jm.cluster import remotefs
 from jm.cluster.savepoint import SavepointError, read_metadata
-from jm.policy import fsuri, livy, views
+from jm.policy import fsuri
 from jm.policy.spec import SpecError, SpecLimits, remote_refs, validate_spec
+from jm.wire import livy, views
 from jm.runtime import joblogs
 from jm.config import ConfigError, parse_peer
 from raft.artifacts import named_by
@@ -290,7 +291,7 @@ class PeerGateway:
                 "index": self.raft.applied_index()}
 
     async def livy_submit(self, body: Any, request_id: str) -> dict:
-        """POST /batches: a Livy batch request as a script job (jm/policy/livy.py)."""
+        """POST /batches: a Livy batch request as a script job (jm/wire/livy.py)."""
         try:
             spec = livy.batch_spec(body)
         except ValueError as exc:

@@ -8,7 +8,8 @@ import time
 from typing import Any, Callable, ContextManager, Mapping, Optional
 
 from jm.cluster.readcache import OverviewCache
-from jm.policy import pages, views
+from jm.policy import pages
+from jm.wire import views
 from raft.commands import CancelJob, ReportStatuses
 from raft.records import TERMINAL
 from rest.gateway import ApiError

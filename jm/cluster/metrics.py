@@ -37,7 +37,7 @@ Gauges = dict[str, tuple[str, tuple, list]]
 def cluster_gauges(st: Any) -> Gauges:
     """The cluster-wide numbers of a replica's state (pure): jobs by state, peers by state,
     slots of the alive peers and those used. Only the leader exports them."""
-    from jm.policy import views
+    from jm.wire import views
     jobs = dict(st.status_counts)  # kept by the state as jobs change
     peers: dict[str, int] = {}
     for p in st.peers.values():

@@ -16,7 +16,7 @@ import asyncio
 import json
 from typing import Any, Callable, Iterable, Optional
 
-from jm.policy import views
+from jm.wire import views
 from raft import state as S
 
 CHUNK = 250  # rows serialised between two hand-backs of the event loop

@@ -20,55 +20,28 @@ import uuid
 from typing import Any, Optional
 
 from jm.cluster.batcher import Batcher
+from jm.cluster.sqlops import LocalSession, Operation
 from jm.cluster.waits import wait_event
-from jm.policy import sqlresult
+from jm.policy.sqlop import OpStatus
 from jm.policy.sqlstmt import READ, STATE, WRITE, classify, temp_views
 from jm.runtime import sqlproto as P
 from jm.runtime.sqlclient import SqlWorker, StatementError, WorkerLost
+from jm.wire import sqlresult
 from raft import sessions as S
 from raft.commands import (AddSqlStatement, CloseSqlSessions, OpenSqlSession, SqlOperation,
                            StartSqlOperations)
 from raft.node import RaftUnavailable
-from rest.gateway import ApiError, Forward, UnknownSession
+from rest.gateway import ROW_FORMATS, ApiError, Forward, ResultPage, SessionInfo, UnknownSession
 
 log = logging.getLogger("jm.sql")
 
-RUNNING, FINISHED, ERROR, CANCELED, CLOSED = "RUNNING", "FINISHED", "ERROR", "CANCELED", "CLOSED"
+RUNNING, FINISHED, ERROR = OpStatus.RUNNING, OpStatus.FINISHED, OpStatus.ERROR
+CANCELED, CLOSED = OpStatus.CANCELED, OpStatus.CLOSED
 MAX_OPS_PER_SESSION = 1000
 MAX_PROPERTIES_SIZE = 64 * 1024  # bytes of a session's name and properties
 CLASSIFY_INLINE = 16 * 1024  # characters classified on the event loop; more in a thread
 LOST_WRITE = ("the peer running this statement died while it ran, so it may or may not have "
               "taken effect; check, and run it again if needed (the session goes on)")
-
-
-class Operation:
-    def __init__(self, op_id: str, statement: str, kind: str) -> None:
-        self.id = op_id
-        self.statement = statement
-        self.kind = kind
-        self.status = RUNNING
-        self.error: Optional[str] = None
-        self.columns: list = []
-        self.has_content = False
-        self.page: Optional[dict] = None      # rows of token `served` (kept for a retry)
-        self.served = -1                      # the last token answered
-        self.eos = False                      # no page after the current one
-        self.done = asyncio.Event()
-        self.task: Optional[asyncio.Task] = None
-        self.lock = asyncio.Lock()            # one fetch at a time
-        self.rerun = False                    # run again here after its peer died
-        self.logged: Optional[asyncio.Future] = None  # its record in the session, written
-
-
-class LocalSession:
-    def __init__(self, handle: str, epoch: int, now: float) -> None:
-        self.handle = handle
-        self.epoch = epoch
-        self.last_access = now
-        self.generation = 0                   # the worker generation it is open in
-        self.server = 0                       # the Spark server generation it is open in
-        self.opening: Optional[asyncio.Future] = None
-        self.ops: dict[str, Operation] = {}
 
 
 class SqlGateway:
@@ -297,30 +270,29 @@ class SqlGateway:
         if not res.ok:
             raise ApiError(503 if res.code in ("full", "unavailable") else 400, res.error,
                            headers={"Retry-After": "1"})
-        return {"sessionHandle": handle}
+        return handle
 
-    def session_info(self, handle: str) -> dict:
+    def session_info(self, handle: str) -> SessionInfo:
         rec, url = self._record(handle)
-        return {"properties": dict(rec.properties), "sessionName": rec.name, "node": rec.node,
-                "rest-url": url, "state-statements": len(rec.statements), "moves": rec.moves}
+        return SessionInfo(dict(rec.properties), rec.name, rec.node, url, len(rec.statements),
+                           rec.moves)
 
-    async def heartbeat(self, handle: str, forwarded: bool) -> dict:
+    async def heartbeat(self, handle: str, forwarded: bool) -> None:
         self._held_here(handle, forwarded)
-        return {}
 
-    async def close_session(self, handle: str) -> dict:
+    async def close_session(self, handle: str) -> str:
         self._record(handle)
         res = await self._commit(CloseSqlSessions((handle,), time.time(), "closed"))
         if not res.ok:
             raise ApiError(400, res.error)
-        return {"status": "CLOSED"}
+        return CLOSED.value
 
     # ---- operations ---------------------------------------------------------------------
     async def execute(self, handle: str, body: dict, forwarded: bool,
-                      request_id: str = "") -> dict:
-        """Start a statement. With a request id (X-Request-Id) the operation handle is
-        derived from it: a retried request (an answer lost on the way) gets the same
-        operation, the statement runs once."""
+                      request_id: str = "") -> str:
+        """Start a statement; its operation's handle. With a request id (X-Request-Id)
+        the handle is derived from it: a retried request (an answer lost on the way) gets
+        the same operation, the statement runs once."""
         statement = body.get("statement")
         config = body.get("executionConfig") or {}
         if not isinstance(statement, str) or not statement.strip():
@@ -349,11 +321,11 @@ class SqlGateway:
                 if known.logged is not None:
                     await asyncio.wait([known.logged])
                 if s.ops.get(op_id) is known:
-                    return {"operationHandle": op_id}
+                    return op_id
                 raise ApiError(503, "the statement could not be recorded; retry",
                                headers={"Retry-After": "1"})
             if op_id in rec.ops:  # started on the session's last peer: adopted on fetch
-                return {"operationHandle": op_id}
+                return op_id
         if len(s.ops) >= MAX_OPS_PER_SESSION:
             self._forget_old_ops(s)
         op = Operation(op_id, statement, kind)
@@ -381,7 +353,7 @@ class SqlGateway:
                            headers={"Retry-After": "1"})
         if op.task is None and op.status == RUNNING:
             op.task = asyncio.create_task(self._run(s, op, config))
-        return {"operationHandle": op.id}
+        return op.id
 
     def _forget_old_ops(self, s: LocalSession) -> None:
         for op_id in [i for i, op in s.ops.items() if op.status != RUNNING][:len(s.ops) // 2]:
@@ -401,19 +373,15 @@ class SqlGateway:
             op.columns = sqlresult.columns(page.get("schema"))
             op.has_content = bool(op.columns) and (bool(page["rows"]) or op.kind == READ)
             op.page, op.eos = page, bool(page.get("eos"))
-            if op.status == RUNNING:
-                op.status = FINISHED
+            op.update_state(FINISHED)
         except asyncio.CancelledError:
-            if op.status == RUNNING:
-                op.status = CANCELED
+            op.update_state(CANCELED)
             raise
         except (StatementError, WorkerLost, ApiError) as exc:
-            if op.status == RUNNING:
-                op.status, op.error = ERROR, _message(exc)
+            op.update_state(ERROR, _message(exc))
         except Exception as exc:
             log.exception("SQL operation %s failed", op.id)
-            if op.status == RUNNING:
-                op.status, op.error = ERROR, f"{type(exc).__name__}: {exc}"
+            op.update_state(ERROR, f"{type(exc).__name__}: {exc}")
         finally:
             op.done.set()
 
@@ -444,54 +412,50 @@ class SqlGateway:
             op.rerun = True
             op.task = asyncio.create_task(self._run(s, op, {}))
         else:
-            op.status, op.error = ERROR, LOST_WRITE
+            op.update_state(ERROR, LOST_WRITE)
             op.done.set()
         return op
 
-    def status(self, handle: str, op_id: str, forwarded: bool) -> dict:
+    def status(self, handle: str, op_id: str, forwarded: bool) -> str:
         _, op = self._op(handle, op_id, forwarded)
-        return {"status": op.status}
+        return op.status.value
 
-    async def cancel(self, handle: str, op_id: str, forwarded: bool) -> dict:
+    async def cancel(self, handle: str, op_id: str, forwarded: bool) -> str:
         _, op = self._op(handle, op_id, forwarded)
         await self._stop(op)
-        return {"status": op.status}
+        return op.status.value
 
     async def _stop(self, op: Operation) -> None:
-        if op.status == RUNNING:
-            op.status = CANCELED
+        if op.update_state(CANCELED):  # (only a running one)
             if self.worker is not None and self.worker.alive:
                 await self._quiet(P.Cancel(op.id))
             if op.task is not None:
                 op.task.cancel()
 
-    async def close_operation(self, handle: str, op_id: str, forwarded: bool) -> dict:
+    async def close_operation(self, handle: str, op_id: str, forwarded: bool) -> str:
         s, op = self._op(handle, op_id, forwarded)
         await self.cancel(handle, op_id, forwarded)
         s.ops.pop(op_id, None)
         if self.worker is not None and self.worker.alive and not op.eos:
             asyncio.ensure_future(self._quiet(P.CloseOperation(op.id)))
-        op.status = CLOSED
-        return {"status": CLOSED}
+        op.update_state(CLOSED)
+        return CLOSED.value
 
     async def fetch(self, handle: str, op_id: str, token: int, row_format: str,
-                    forwarded: bool, base: str) -> dict:
+                    forwarded: bool) -> ResultPage:
         s, op = self._op(handle, op_id, forwarded)
-        if row_format not in ("JSON", "PLAIN_TEXT"):
+        if row_format not in ROW_FORMATS:
             raise ApiError(400, f"rowFormat {row_format!r} is not supported (JSON, PLAIN_TEXT)")
-        uri = f"{base}/sessions/{handle}/operations/{op_id}/result/%d?rowFormat={row_format}"
         if not op.done.is_set():
             try:
                 await asyncio.wait_for(asyncio.shield(op.done.wait()),
                                        self.conf["sql-gateway.fetch-wait"])
             except asyncio.TimeoutError:
-                return {"resultType": "NOT_READY", "isQueryResult": op.kind == READ,
-                        "resultKind": "SUCCESS_WITH_CONTENT", "results": sqlresult.results([], []),
-                        "nextResultUri": uri % token}
+                return ResultPage(token, ready=False, is_query=op.kind == READ)
         if op.status == ERROR:
             raise ApiError(400, op.error or "the statement failed")
         if op.status in (CANCELED, CLOSED):
-            raise ApiError(409, f"operation {op_id} was {op.status.lower()}")
+            raise ApiError(409, f"operation {op_id} was {op.status.value.lower()}")
         async with op.lock:
             while op.rerun and token > op.served + 1:  # pages the client had read already
                 if op.served >= 0:
@@ -505,17 +469,9 @@ class SqlGateway:
                 raise ApiError(400, f"result token {token} is out of order: the next one is "
                                     f"{op.served + 1} (or {op.served} again)")
             page = op.page or {"rows": []}
-        rows = page.get("rows") or []
-        if row_format == "PLAIN_TEXT":
-            rows = [[None if v is None else str(v) for v in row] for row in rows]
-        out = {"resultType": "EOS" if page.get("end") else "PAYLOAD",
-               "isQueryResult": op.kind == READ,
-               "resultKind": "SUCCESS_WITH_CONTENT" if op.has_content else "SUCCESS",
-               "results": sqlresult.results(op.columns, rows)}
-        out["results"]["rowFormat"] = row_format
-        if not page.get("end"):
-            out["nextResultUri"] = uri % (token + 1)
-        return out
+        return ResultPage(token, ready=True, is_query=op.kind == READ,
+                          has_content=op.has_content, columns=tuple(op.columns),
+                          rows=tuple(page.get("rows") or ()), end=bool(page.get("end")))
 
     async def _advance(self, op: Operation) -> None:
         """The operation's next page (after the last one: the end)."""
@@ -529,8 +485,8 @@ class SqlGateway:
         try:
             return await self.worker.call(P.Fetch(op.id, self.conf["sql-gateway.page-rows"]))
         except (StatementError, WorkerLost) as exc:
-            op.status, op.error = ERROR, _message(exc)
-            raise ApiError(400, op.error)
+            op.update_state(ERROR, _message(exc))
+            raise ApiError(400, _message(exc))
 
 
 async def _classify(statement: str, defining: list) -> str:

@@ -20,7 +20,7 @@ import uuid
 from collections import OrderedDict
 from typing import Any, Optional
 
-from jm.policy.sqlresult import columns
+from jm.wire.sqlresult import columns
 from jm.policy.sqlstmt import READ, classify
 from jm.runtime import sqlproto as P
 from jm.runtime.executor import JobProcess

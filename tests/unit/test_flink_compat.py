@@ -1,5 +1,5 @@
 """Flink REST compatibility, the pure parts: rest/flink.py's decisions and the fields of
-Flink's JobDetails in jm/policy/views.py (the Jackson deserializers of Flink's clients
+Flink's JobDetails in jm/wire/views.py (the Jackson deserializers of Flink's clients
 need every one of them; read against Flink 2.3's classes)."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import base64
 
 import pytest
 
-from jm.policy import flinkerror as E
-from jm.policy import views as V
+from jm.wire import flinkerror as E
+from jm.wire import views as V
 from raft import commands as c
 from raft import state as S
 from raft.state import ClusterState
@@ -147,7 +147,7 @@ def test_cluster_overview_has_flinks_fields(st):
             "jobs-cancelled", "jobs-failed", "flink-commit"} <= set(out)
 
 
-# ---- a failure as Flink's clients read it (jm/policy/flinkerror.py) ---------------------
+# ---- a failure as Flink's clients read it (jm/wire/flinkerror.py) ---------------------
 def test_java_strings_use_modified_utf8():
     assert E.java_string("ab") == b"\x74\x00\x02ab"
     assert E.modified_utf8("\0") == b"\xc0\x80"

@@ -3,7 +3,7 @@
 
 * raft/ imports nothing of ours outside raft/;
 * jm/policy/ is pure: no aiohttp, pysyncobj, pyspark, asyncio or clock (time, datetime),
-  and nothing of the peer's services or the job runtime;
+  and nothing of the peer's services or the job runtime; so is jm/wire/ (wire formats);
 * jm/client/ is the standard library only (no server code, no third-party package), plus
   jm/policy/ (pure; what a policy module imports is checked the same way);
 * rest/ imports nothing of ours but its gateway protocol (rest/gateway.py);
@@ -77,7 +77,8 @@ def _in(pkg: str) -> list[str]:
 
 
 def test_the_packages_are_there():
-    for pkg in ("raft", "rest", "jm.policy", "jm.client", "jm.cluster", "jm.runtime"):
+    for pkg in ("raft", "rest", "jm.policy", "jm.wire", "jm.client", "jm.cluster",
+                "jm.runtime"):
         assert len(_in(pkg)) >= 2, pkg
 
 
@@ -91,7 +92,7 @@ POLICY_FORBIDDEN = ("aiohttp", "pysyncobj", "pyspark", "asyncio", "time", "datet
                     "jm.cluster", "jm.runtime", "jm.client", "jm.local", "raft.node", "rest")
 
 
-@pytest.mark.parametrize("module", _in("jm.policy"))
+@pytest.mark.parametrize("module", _in("jm.policy") + _in("jm.wire"))
 def test_policy_is_pure(module):
     bad = {n for n in closure(module) if _under(n, POLICY_FORBIDDEN)}
     assert not bad, f"{module} imports {sorted(bad)}"

@@ -1,7 +1,7 @@
-"""jm.policy.livy: Livy batch requests as script job specs, batches as Livy objects."""
+"""jm.wire.livy: Livy batch requests as script job specs, batches as Livy objects."""
 import pytest
 
-from jm.policy import livy
+from jm.wire import livy
 from raft.records import AttemptRecord, JobRecord
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jm.cluster.resourcemanager import deadline_moves, overdue_jobs
-from jm.policy import views
+from jm.wire import views
 from raft import commands as c
 from raft import state as S
 from raft.members import node_of

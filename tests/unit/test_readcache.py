@@ -8,7 +8,7 @@ import json
 
 from jm.cluster import readcache
 from jm.cluster.readcache import OverviewCache
-from jm.policy import views as V
+from jm.wire import views as V
 from raft import commands as c
 from raft import state as S
 from raft.state import ClusterState

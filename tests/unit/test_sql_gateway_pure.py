@@ -3,11 +3,13 @@ Spark schemas as Flink column infos, the worker's messages, and sessions in the
 replicated state (placement, moves with their peer's death, fencing of statements)."""
 import pytest
 
-from jm.policy.sqlresult import columns, logical_type, results
 from jm.policy.sqlstmt import READ, STATE, WRITE, classify, complete, split_statements, temp_views
 from jm.runtime import sqlproto as P
+from jm.wire.sqlresult import columns, logical_type
 from raft import commands as c
 from raft.state import ClusterState
+from rest.gateway import ResultPage
+from rest.sql import result_json, results
 
 
 @pytest.mark.parametrize("sql,kind", [
@@ -73,6 +75,34 @@ def test_columns_and_results():
     assert results(cols, [[1], [2]])["data"] == [{"kind": "INSERT", "fields": [1]},
                                                  {"kind": "INSERT", "fields": [2]}]
     assert columns(None) == []
+
+
+PATH = "/v2/sessions/s/operations/o/result/"
+
+
+def test_a_result_not_ready_yet_in_flinks_json():
+    assert result_json(ResultPage(3, ready=False, is_query=True), PATH, "PLAIN_TEXT") == {
+        "resultType": "NOT_READY", "isQueryResult": True, "resultKind": "SUCCESS_WITH_CONTENT",
+        "results": {"columns": [], "rowFormat": "JSON", "data": []},
+        "nextResultUri": "/v2/sessions/s/operations/o/result/3?rowFormat=PLAIN_TEXT"}
+
+
+def test_a_page_in_flinks_json_plain_text_as_strings():
+    cols = ({"name": "n", "logicalType": {"type": "BIGINT", "nullable": True}, "comment": None},)
+    page = ResultPage(1, ready=True, is_query=True, columns=cols, rows=([7, None],))
+    assert result_json(page, PATH, "PLAIN_TEXT") == {
+        "resultType": "PAYLOAD", "isQueryResult": True, "resultKind": "SUCCESS_WITH_CONTENT",
+        "results": {"columns": list(cols), "rowFormat": "PLAIN_TEXT",
+                    "data": [{"kind": "INSERT", "fields": ["7", None]}]},
+        "nextResultUri": "/v2/sessions/s/operations/o/result/2?rowFormat=PLAIN_TEXT"}
+    assert result_json(page, PATH, "JSON")["results"]["data"][0]["fields"] == [7, None]
+
+
+def test_the_last_page_has_no_next_uri():
+    page = ResultPage(0, ready=True, is_query=False, has_content=False, end=True)
+    assert result_json(page, PATH, "JSON") == {
+        "resultType": "EOS", "isQueryResult": False, "resultKind": "SUCCESS",
+        "results": {"columns": [], "rowFormat": "JSON", "data": []}}
 
 
 def test_worker_messages_round_trip():

@@ -1,9 +1,9 @@
-"""Unit tests for jm/policy/views.py: read models over a ClusterState built through apply."""
+"""Unit tests for jm/wire/views.py: read models over a ClusterState built through apply."""
 from __future__ import annotations
 
 import pytest
 
-from jm.policy import views as V
+from jm.wire import views as V
 from raft import commands as c
 from raft import state as S
 from raft.state import ClusterState

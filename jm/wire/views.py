@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from jm.policy.flinkerror import failure_cause
+from jm.wire.flinkerror import failure_cause
 from raft import state as S
 from raft.state import ClusterState, JobRecord
 

@@ -1,6 +1,6 @@
 """Spark result schemas in the shape of Flink's SQL Gateway (pure): a Spark schema's JSON
-(`StructType.jsonValue()`) to Flink's column infos with logical types, and a page of rows
-to the gateway's `results` object."""
+(`StructType.jsonValue()`) to Flink's column infos with logical types. The rest of a
+fetch's answer (`resultType`, the rows, `nextResultUri`) is rest/sql.py's."""
 from __future__ import annotations
 
 import re
@@ -72,8 +72,3 @@ def columns(schema_json: Any) -> list[dict]:
                                                               bool(f.get("nullable", True))),
              "comment": None} for f in fields]
 
-
-def results(cols: list[dict], rows: list[list]) -> dict:
-    """The `results` object of a fetch: JSON rows, each an INSERT of its fields."""
-    return {"columns": cols, "rowFormat": "JSON",
-            "data": [{"kind": "INSERT", "fields": row} for row in rows]}
