@@ -205,7 +205,8 @@ def _log_cap(v: Any) -> int:
     return n
 
 
-# key -> (parser, default)
+# key -> (parser, default); what each key means is in jm/configkeys.py (a new key needs a
+# description there: tests/unit/test_docgen.py), docs/reference/config.md shows both
 KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "rest.bind-address": (_opt_str, None),  # default: the peer's host in conf/masters
     "rest.max-body-size": (parse_memory, "100 mb"),

@@ -34,7 +34,7 @@ JOB_FILTERS = [_query("state", STRING, "comma-separated states"),
                _query("name", STRING, "job name"), _query("node", STRING, "node id"),
                _query("since", STRING, "ended or submitted since (ms)")]
 
-SPEC = {"type": "object", "description": "a job spec (README \"Job spec\")", "properties": {
+SPEC = {"type": "object", "description": "a job spec (docs/guide/jobs.md, \"Job spec\")", "properties": {
     "entry": STRING, "script": STRING, "sql": STRING, "name": STRING, "jobid": STRING,
     "pyfiles": {"type": "array", "items": STRING}, "args": ANY_OBJECT,
     "argv": {"type": "array", "items": STRING}, "slots": INT,
@@ -167,7 +167,7 @@ def document() -> dict:
     """The description (a fresh dict each call)."""
     return {"openapi": "3.0.3",
             "info": {"title": "JobManager cluster REST API", "version": VERSION,
-                     "description": "Every peer serves every route (README \"REST API\")."},
+                     "description": "Every peer serves every route (docs/reference/rest.md)."},
             "components": {"securitySchemes": {"bearer": {"type": "http",
                                                           "scheme": "bearer"}}},
             "security": [{"bearer": []}, {}],

@@ -92,7 +92,7 @@ def test_the_unit_starts_a_peer_and_stops_it_cleanly(tmp_path):
         poll(lambda: http("GET", url + f"/jobs/{jid}")[1].get("state") == "RUNNING", 60,
              what="a job running under the unit")
         assert len(_unit_processes(marker)) >= 3  # the peer, its zygote, the job
-        # what an operator asks a live peer (README "Running peers"): its Raft state
+        # what an operator asks a live peer (docs/guide/running-peers.md): its Raft state
         # (USR1) and every thread's stack (USR2) into its log, and it runs on
         main.send_signal(signal.SIGUSR1)
         main.send_signal(signal.SIGUSR2)

@@ -372,8 +372,9 @@ def test_the_documented_fast_failover_profile_is_valid_and_is_the_benchmarks_one
     import yaml
     from bench.failover import PROFILES
 
-    readme = open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")).read()
-    block = re.search(r"### Faster failover.*?```yaml\n(.*?)```", readme, re.S).group(1)
+    guide = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "guide", "operations.md")
+    block = re.search(r"## Faster failover.*?```yaml\n(.*?)```", open(guide).read(),
+                      re.S).group(1)
     documented = yaml.safe_load(block)
     assert documented == PROFILES["fast"]
     conf = cfg(**documented)

@@ -1,0 +1,381 @@
+"""What each configuration key means: one short description per key of `jm.config.KEYS`,
+kept here beside the key definitions (jm/config.py holds the parsers and defaults), and a
+note for the defaults whose value alone does not say what they mean.
+
+docs/reference/config.md is generated from these and `KEYS` (`python -m jm.docgen`), and
+tests/unit/test_docgen.py fails when a key has no description, a description names no
+key, or the generated file is not what the code says. A new key needs a line here.
+Descriptions are Markdown; links are relative to docs/reference/.
+"""
+from __future__ import annotations
+
+# What an unset (or zero) default means, where the value alone does not say it.
+DEFAULT_NOTES: dict[str, str] = {
+    "rest.bind-address": "the peer's host in `conf/masters`",
+    "jobmanager.weight": "proportional to `jobmanager.slots`",
+    "state.savepoints.dir": "`<high-availability.storageDir>/savepoints`",
+    "s3.endpoint": "the AWS default",
+    "gs.endpoint": "Google's",
+    "spark.connect.token": "a random one at each peer start",
+    "raft.voters": "3, or 1 when `conf/masters` has fewer than 3 lines",
+    "raft.password": "`cluster.secret`",
+    "rest.ssl.ca": "the system's CAs",
+}
+
+# Keys that stand for a family (not in KEYS: passed through as they are).
+PATTERNS: dict[str, str] = {
+    "spark.conf.<key>": (
+        "Passed as `--conf <key>=<value>` to the Connect server and to every classic job's "
+        "driver (a job's own `spark-conf` wins)."),
+}
+
+DESCRIPTIONS: dict[str, str] = {
+    "rest.bind-address": "Address the REST server binds to. The port comes from `masters`.",
+    "rest.max-body-size": "Largest request body or artifact. A larger one gets 413.",
+    "rest.write-timeout": (
+        "How long a write waits for Raft to commit and apply it. After that the answer is 503 "
+        "and the outcome is unknown."),
+    "rest.max-connections": (
+        "Open REST connections a peer holds at once (idle keep-alive ones included). A "
+        "connection past it gets `503 {\"errors\": [...]}` naming the key and is closed. A tenth "
+        "of it (at least 8) is kept for the cluster's peers (connections from the addresses of "
+        "`conf/masters`' hosts): others are refused once the rest is taken, so clients cannot "
+        "cut heartbeats and fetches. `0`: no limit."),
+    "rest.max-connections-per-source": (
+        "Open REST connections from one address (peers excepted); past it, `503` naming the "
+        "key. Behind a load balancer or ingress every client has its address: raise it, or `0` "
+        "(no limit)."),
+    "rest.keepalive-timeout": (
+        "A REST connection with no request in progress is closed after this long: idle between "
+        "requests, or still without a whole first request (a client that connects and sends "
+        "nothing, or sends its headers a byte at a time, holds no connection for longer)."),
+    "jobmanager.slots": "Slots this peer offers.",
+    "jobmanager.data-dir": (
+        "Parent of the per-peer data folders: Raft journal, blobs, per-attempt files."),
+    "jobmanager.lease-timeout": (
+        "A peer without an acknowledged heartbeat for this long stops all its job processes "
+        "(its zygote enforces it even if the peer is frozen)."),
+    "jobmanager.cancel-timeout": (
+        "Grace time between SIGTERM (sets `ctx.stop_requested`) and SIGKILL."),
+    "jobmanager.result.max-size": (
+        "Largest JSON result a job may return. A larger result fails the attempt."),
+    "jobmanager.spec.max-size": (
+        "Largest job spec (as JSON). REST refuses a larger `POST /jobs` body with 413 naming "
+        "this key before reading it (when the client sends its length), and the peer checks the"
+        " parsed spec again (also for the CLI). Pass large inputs as files or artifacts."),
+    "jobmanager.spec.max-args-size": (
+        "Largest `args` of a spec, as compact JSON. A larger one gets 413 naming this key."),
+    "jobmanager.spec.max-sql-size": (
+        "Largest `sql` text of a spec, in UTF-8 bytes. A larger one gets 413 naming this key."),
+    "jobmanager.failure.max-size": (
+        "Largest failure text kept per field (the exception message keeps its head, the "
+        "traceback its tail), in UTF-8 bytes, with a marker `... [truncated, N bytes]`. Holds "
+        "however the job ended: an exception, `sys.exit(<message>)`, an `error.json` the job "
+        "wrote itself."),
+    "jobmanager.log.level": "`DEBUG`, `INFO`, `WARNING` or `ERROR`.",
+    "jobmanager.log.format": (
+        "The peer's own log, one line per event: `text` (`... [job=<id> epoch=<n>]` on job "
+        "events) or `json` (one object per line: time, level, logger, node, message, job, "
+        "epoch, traceback)."),
+    "jobmanager.executor.preload": (
+        "What the warm parent of the job processes imports before it forks. `pyspark` loads the"
+        " Spark Connect client, pandas and pyarrow once, so the first use of `ctx.spark` is "
+        "fast. `none` makes each job start cheaper, but the job then pays the pyspark import on"
+        " its first use of `ctx.spark`."),
+    "jobmanager.placement": (
+        "Where new jobs go: `spread` (least-loaded live peer, the work-sharing default), `pack`"
+        " (fill the fullest peer that fits first), `leader-only` (every job on the Raft leader,"
+        " standbys idle: Flink's classic session behaviour, for comparison)."),
+    "jobmanager.executor.nice": (
+        "Nice level of the job processes and of the embedded Spark Connect JVM, so that job "
+        "work never starves the peer's heartbeats, REST and Raft. `0` leaves it unchanged."),
+    "jobmanager.executor.user": (
+        "Run job processes as this user (name or uid). Needs a peer running as root: the forked"
+        " job process calls `initgroups`/`setgid`/`setuid` before user code, so a job can no "
+        "longer signal the peer (`os.kill(-1, 9)` in a job leaves the peer alive). Start-up "
+        "fails with a message naming this key if the user does not exist. The job's run "
+        "directory and checkpoint directory are given to the user; the data and log "
+        "directories, the Python installation and the JobManager sources must be "
+        "readable/traversable by it (the peer logs a warning at start when they are not)."),
+    "jobmanager.executor.limits.nproc": (
+        "Processes and threads one job may have. With a cgroup it is the job's `pids.max` "
+        "(exact). Without one it becomes `RLIMIT_NPROC`, which Linux counts over the whole "
+        "user: the limit set is the user's task count at the job's start plus this many. Linux "
+        "does not apply `RLIMIT_NPROC` to root. `0`: no limit."),
+    "jobmanager.executor.limits.address-space": (
+        "`RLIMIT_AS` of a job process (size, e.g. `8 gb`). `0` (off) by default: a classic "
+        "job's driver JVM (`local[2]`, 1 GB heap) reserves about 3.8 GB of address space, a "
+        "Spark Connect client job about 1.1 GB. Prefer `.memory`."),
+    "jobmanager.executor.limits.memory": (
+        "`memory.max` of the job's cgroup (all its processes, its driver JVM included; swap 0)."
+        " Needs a cgroup v2 host. `0`: no limit."),
+    "jobmanager.executor.limits.open-files": (
+        "`RLIMIT_NOFILE` (soft and hard) of a job process; never above the peer's hard limit "
+        "unless the peer runs as root. A classic driver JVM opens about 320 files, a Connect "
+        "client job about 10. `0`: the peer's."),
+    "jobmanager.executor.limits.file-size": (
+        "`RLIMIT_FSIZE`: the largest file a job may write (its log included). A longer write "
+        "fails with \"File too large\" (EFBIG; Python and the JVMs it starts ignore SIGXFSZ) and "
+        "the job fails cleanly. `0`: no limit."),
+    "jobmanager.executor.limits.oom-score-adj": (
+        "The job processes' `oom_score_adj` (-1000..1000): when the host runs out of memory the"
+        " kernel's OOM killer takes a job before the peer. `0`: the peer's."),
+    "jobmanager.executor.cgroup": (
+        "Give each job process a cgroup v2 of its own (`memory.max`, `pids.max`), removed "
+        "(after `cgroup.kill`) when the job ends, where `/sys/fs/cgroup` is a writable cgroup2 "
+        "mount with the memory/pids controllers. Where it is not, the peer logs why and jobs "
+        "run with the rlimits only."),
+    "jobmanager.executor.env-pass": (
+        "Names or glob patterns (`MY_*`) of the peer's environment variables that jobs, the "
+        "Spark Connect server and the SQL worker see, besides the defaults: what Python, Java, "
+        "Spark and Hadoop need (`PATH`, `HOME`, `LANG`/`LC_*`, `TZ`, `PYTHON*`, `JAVA_HOME`, "
+        "`SPARK_*`, `PYSPARK_*`, `HADOOP_CONF_DIR`, proxies and CA bundles; the list is "
+        "`jm/policy/jobenv.py`). Everything else, cloud credentials (`AWS_*`, "
+        "`GOOGLE_APPLICATION_CREDENTIALS`) included, stays with the peer; `JM_CONF_*` and "
+        "`JM_PROPERTIES` (the peer's configuration, with its secrets) never pass."),
+    "jobmanager.weight": (
+        "This peer's share of the work when rebalancing: peers get used slots in proportion to "
+        "their weights."),
+    "high-availability.storageDir": (
+        "`ctx.checkpoint_dir` is `<dir>/<job id>/checkpoints`. Every peer must reach it (a "
+        "local directory on one host; NFS, HDFS or S3 across hosts)."),
+    "state.savepoints.dir": (
+        "Where savepoints go unless a request names a `target-directory`: a path, or a "
+        "`file://`, `s3://`, `gs://` or `hdfs://` URI (remote file systems: [Flink "
+        "compatibility](../guide/flink-compatibility.md#savepoint-targets))."),
+    "s3.endpoint": (
+        "The S3 endpoint of `s3://` savepoints, e.g. `http://minio:9000` for an S3-compatible "
+        "store (Flink's key). Unset: the AWS default (or `AWS_ENDPOINT_URL`)."),
+    "s3.access-key": (
+        "S3 access key; unset: the AWS default credentials (environment, `~/.aws`, instance "
+        "role)."),
+    "s3.secret-key": "S3 secret key, with `s3.access-key`.",
+    "s3.secret-key-file": (
+        "Read `s3.secret-key` from the first line of this file instead (as "
+        "`rest.auth.token-file`)."),
+    "s3.region": "S3 region; unset: the AWS default.",
+    "s3.path.style.access": (
+        "`true`: bucket in the path (S3-compatible stores); `false`: virtual-host style. Unset:"
+        " path style with `s3.endpoint`, else virtual-host."),
+    "gs.endpoint": (
+        "The endpoint of `gs://` savepoints and applications, e.g. `http://127.0.0.1:4443` for "
+        "an emulator."),
+    "gs.anonymous": (
+        "`true`: no credentials (an emulator, public buckets); `false`: Google's Application "
+        "Default Credentials (`GOOGLE_APPLICATION_CREDENTIALS`, the metadata server)."),
+    "rebalance.strategy": (
+        "`none` (only `POST /cluster/rebalance` moves jobs), `on-join` (rounds after a peer "
+        "joins, is undrained or its Spark gets ready, until balanced), `continuous` (a round "
+        "every interval)."),
+    "rebalance.interval": "Time between rounds, so moved jobs settle before the next one.",
+    "rebalance.max-moves-per-round": (
+        "Moves per round, and moves in flight at once (drain included)."),
+    "rebalance.threshold": (
+        "Allowed spread, in slots, of the peers' deviations from their fair share."),
+    "jobstore.expiration-time": (
+        "Ended jobs (FINISHED, FAILED, CANCELED) are forgotten after this, as in Flink's job "
+        "store."),
+    "jobstore.max-capacity": (
+        "At most this many ended jobs are kept; the oldest are forgotten first."),
+    "jobmanager.cleanup.interval": (
+        "How often each peer's janitor deletes the files nothing needs any more: run and log "
+        "folders of jobs the job store forgot (after `jobstore.expiration-time`), blobs no job "
+        "refers to, and (on the Raft leader) the forgotten jobs' checkpoint folders and surplus"
+        " savepoints. `0` turns the deletion off."),
+    "jobmanager.blob.grace-period": (
+        "A blob (uploaded artifact) no job in the job store refers to is deleted once "
+        "unmodified for this long. An upload not yet used by a submitted job is younger than "
+        "that; uploading the same file again makes it young again. Submit within this time "
+        "after uploading; then the artifact is forgotten (`GET /artifacts` no longer lists it)."),
+    "state.savepoints.num-retained": (
+        "Savepoints kept per job in `state.savepoints.dir` (the newest ones); older ones are "
+        "deleted, except pinned ones: a savepoint a job in the job store resumes from "
+        "(`savepoint-path`), each job's last completed savepoint, and any savepoint holding a "
+        "`_pinned` file (`touch <location>/_pinned`). `0` keeps all. Savepoints written to "
+        "another `target-directory` are never deleted."),
+    "jobmanager.job-log.max-size": (
+        "Largest log file of a job's run (`attempt-<epoch>-<restart>.log`), and of the peer's "
+        "child processes' logs (`zygote.log`, `spark-connect.log`, `sql-worker.log`). A larger "
+        "one is cut in place to its first quarter, a line `[jobmanager: N bytes of this log "
+        "dropped here ...]` and its last half. An attempt whose job restarts over and over "
+        "keeps its first and newest runs' logs and at most this much of the runs in between "
+        "(the oldest go first). `0`: no cap; else at least `16 kb`."),
+    "jobmanager.job-log.check-interval": (
+        "How often the logs are checked against `jobmanager.job-log.max-size` (a job printing "
+        "very fast can exceed the cap by what it writes in this time)."),
+    "jobmanager.disk.min-free": (
+        "Less free space than this (a size, or a percentage of the file system like `5%`) on "
+        "the peer's data or log folder is a warning: `/healthz` shows it in `disk-low` (the "
+        "answer stays 200) and the peer logs it once."),
+    "heartbeat.interval": (
+        "How often each peer sends a heartbeat to the leader. The leader commits the heartbeats"
+        " of every peer as one Raft entry each half interval, so the Raft log does not grow "
+        "with the number of peers."),
+    "heartbeat.timeout": "The leader declares a peer dead after this long without a heartbeat.",
+    "restart-strategy.type": "`none`, `fixed-delay`, `exponential-delay` or `failure-rate`.",
+    "restart-strategy.fixed-delay.attempts": "Restarts allowed.",
+    "restart-strategy.fixed-delay.delay": "Pause before each restart.",
+    "restart-strategy.exponential-delay.initial-backoff": "First pause.",
+    "restart-strategy.exponential-delay.max-backoff": "Longest pause.",
+    "restart-strategy.exponential-delay.backoff-multiplier": (
+        "Growth factor per failure: a finite number from 1 to 100."),
+    "restart-strategy.exponential-delay.reset-backoff-threshold": (
+        "After this long without a failure, the backoff starts again at the initial value."),
+    "restart-strategy.exponential-delay.jitter-factor": (
+        "Random ± share of the pause: a finite number from 0 to 1."),
+    "restart-strategy.exponential-delay.attempts-before-reset-backoff": (
+        "Failures allowed between two resets."),
+    "restart-strategy.failure-rate.max-failures-per-interval": (
+        "Failures tolerated in one interval."),
+    "restart-strategy.failure-rate.failure-rate-interval": "The interval.",
+    "restart-strategy.failure-rate.delay": "Pause before each restart.",
+    "env.pid.dir": "Where `jobmanager.sh` keeps pid files.",
+    "env.log.dir": "Peer stdout logs, plus one log folder per peer.",
+    "env.log.max-size": (
+        "The peer's own log (`<env.log.dir>/jm-<user>-<host>_<rest-port>.log`, when started by "
+        "`bin/jobmanager.sh`) rotates at this size (`.1`, `.2`, ...). `0`: never. Not used with"
+        " `start-foreground` (the log goes to the terminal)."),
+    "env.log.max-files": "Rotated files of the peer's own log kept.",
+    "env.ssh.opts": (
+        "Options `start-cluster.sh` / `stop-cluster.sh` give `ssh` for peers on other hosts, "
+        "split as a shell would (e.g. `-p 2222 -i ~/.ssh/jm_key`)."),
+    "spark.master": (
+        "The Spark cluster: `--master` of the embedded Spark Connect server and of every "
+        "classic job's driver. `local[N]`, `spark://host:port` (standalone), "
+        "`k8s://https://host:port` or `yarn`, as for spark-submit (see [Application "
+        "mode](../guide/application-mode.md#the-spark-cluster))."),
+    "spark.remote": (
+        "An existing Spark Connect endpoint (`sc://host:port`, with `/;token=...` if it "
+        "requires one). When set, no embedded server starts."),
+    "spark.connect.embedded": "Start one Spark Connect server per peer.",
+    "spark.connect.port": (
+        "Port of the embedded server. `0` picks a free port. A fixed port works only with one "
+        "peer per host."),
+    "spark.connect.token": (
+        "The bearer token the embedded Spark Connect server requires of every client "
+        "(`spark.connect.authenticate.token`). Unset: a random one at each peer start, which "
+        "only that peer's jobs and SQL worker get (`SPARK_CONNECT_AUTHENTICATE_TOKEN` in their "
+        "environment, never on a command line): another local user cannot run SQL or Python "
+        "UDFs as the peer's user. Set it (or `spark.connect.token-file`) only to let other "
+        "clients in: `sc://localhost:PORT/;token=...` (pyspark sends a token without TLS only "
+        "to `localhost`)."),
+    "spark.connect.token-file": (
+        "Read `spark.connect.token` from the first line of this file instead (as "
+        "`rest.auth.token-file`)."),
+    "spark.connect.cores": (
+        "Cores the embedded Connect server's application takes from a Spark cluster (its "
+        "`spark.cores.max`; `0`: no limit). Without a limit a standalone application takes "
+        "every free core and the other peers' servers and the jobs' applications wait. Not used"
+        " with `local[...]`."),
+    "spark.connect.startup-timeout": (
+        "A JVM that is not up by then is restarted. It is also the longest time a job waits for"
+        " Spark to be ready."),
+    "spark.driver.memory": "Driver memory of the embedded server.",
+    "spark.log.level": "log4j root level of the embedded server.",
+    "spark.executor-wait-warning": (
+        "A Spark application that has had no executor for this long says so: a classic job's "
+        "own, or the peer's Connect server for the connect-mode jobs running on it. It shows in"
+        " `GET /jobs/<id>` (`spark-waiting`), `/exceptions`, `jm status` and the web UI."),
+    "sql.max-result-rows": "Rows kept from a SQL job's result.",
+    "sql-gateway.session.idle-timeout": (
+        "A SQL session without a request for this long is closed by its peer."),
+    "sql-gateway.max-sessions": (
+        "SQL sessions one peer holds at most (`0`: no limit); a new session goes to the peer "
+        "holding the fewest."),
+    "sql-gateway.max-statement-size": (
+        "Largest SQL statement a session takes (UTF-8 bytes); larger is a 413 naming this key, "
+        "refused before the request is parsed. A request's body may hold this much plus 64 KB "
+        "(its configuration); a session's properties together at most 64 KB."),
+    "sql-gateway.worker-threads": "Statements a peer's SQL worker runs at once.",
+    "sql-gateway.page-rows": "Rows per result page (`nextResultUri`).",
+    "sql-gateway.fetch-wait": (
+        "How long a result request waits for a running statement before it answers `NOT_READY`."),
+    "raft.voters": (
+        "How many peers vote in Raft and hold its log durably (the voting core): the first "
+        "lines of `conf/masters` when the cluster is created, and members added with `jm "
+        "cluster add-peer` while there are fewer. Every other peer is a non-voting member: it "
+        "gets the replicated state from the leader, serves REST, runs jobs and the SQL gateway "
+        "like any peer, but never counts in a quorum, so commits and elections cost the same at"
+        " 25 peers as at 3. Odd, at least 1, at most the lines of `conf/masters` (else a "
+        "configuration error, exit 2); unset with fewer than 3 lines: 1 (a 2-peer cluster is "
+        "one voter and one non-voter). `jm cluster` shows each peer's role."),
+    "raft.voter-replace-after": (
+        "A voter declared dead this long leaves the voters when a live non-voting member can "
+        "take its place; the leader then promotes one, so the voting core heals itself (the "
+        "dead peer stays a member: back, it is a non-voter). A voter removed with `jm cluster "
+        "remove-peer` is replaced at once. `POST /cluster/peers/{node}/promote` promotes by "
+        "hand while the core has fewer than `raft.voters`."),
+    "raft.min-timeout": (
+        "The lower end of the Raft election timeout range (the upper end: `raft.max-timeout`); "
+        "it must be below `raft.max-timeout`."),
+    "raft.max-timeout": (
+        "The upper end of the Raft election timeout range (the lower: `raft.min-timeout`). A "
+        "member whose timeout passes first asks the others (pre-vote) and campaigns only if a "
+        "majority would vote for it: a restarted or briefly starved follower does not depose a "
+        "live leader. `heartbeat.interval` + `raft.max-timeout` must not exceed "
+        "`jobmanager.lease-timeout`, so that a leader election never outlasts the other peers' "
+        "leases (their jobs keep running while a new leader is elected)."),
+    "raft.append-entries-period": "Leader's append-entries period.",
+    "raft.leader-fallback-timeout": "A leader cut off from the majority steps down after this.",
+    "raft.connection-retry-time": "Pause between Raft reconnect attempts.",
+    "raft.use-batch": "Batch append entries: more throughput, more latency.",
+    "raft.fsync": (
+        "An acknowledged write (a 202, a status change, a lease renewal) is on disk on a "
+        "majority of the peers: each peer fsyncs its Raft journal before it answers for an "
+        "entry (one fsync for all the entries of a tick). `false`: a killed peer still loses "
+        "nothing, but a power cut of a majority can lose acknowledged writes. Cost: see [Known "
+        "limits](../guide/known-limits.md)."),
+    "raft.password": (
+        "Encrypts and authenticates Raft traffic (uses the `cryptography` package, installed "
+        "with the project). Use the same value on every peer."),
+    "raft.password-file": (
+        "Read `raft.password` from the first line of this file instead (as "
+        "`rest.auth.token-file`)."),
+    "raft.max-message-size": (
+        "Largest Raft frame a peer reads from another member (pysyncobj sends at most ~64 kb at"
+        " a time, plus the largest single command; snapshots go in 64 kb parts). A longer one "
+        "is refused before it is read, and so is one that unpacks past it; the connection is "
+        "dropped with a log line. At least `1 mb`. Before a connection has said which member it"
+        " is, a frame may be 64 kb at most."),
+    "raft.max-connections": (
+        "Inbound Raft connections a peer holds at once; `0`: 4 per voter and peer, at least 16."
+        " At the limit, a connection that has not said which member it is makes room (oldest "
+        "first), else the new one is closed at once. A connection that does not say which "
+        "member it is within the connection timeout (3.5 s) is closed."),
+    "rest.auth.token": (
+        "When set, every endpoint but `/healthz` and the web UI shell (`/`, `/static/`) needs "
+        "`Authorization: Bearer <token>`; otherwise 401."),
+    "rest.auth.token-file": (
+        "Read the token from the first line of this file instead. Like every `*-file` secret, "
+        "the file must be a regular file no other user can read or write (`chmod 600`; group "
+        "access is allowed, as Kubernetes gives it with `fsGroup`), or the peer does not start;"
+        " setting both the key and its file is an error too."),
+    "cluster.secret": (
+        "Shared by the peers: the Raft password (unless `raft.password` is set) and the source "
+        "of the credential peers show each other over HTTP (artifact and log fetches; derived "
+        "with HMAC, never the secret itself). A peer with another secret cannot join. A peer on"
+        " a non-loopback address needs it (see [Security](../guide/security.md))."),
+    "cluster.secret-file": (
+        "Read `cluster.secret` from the first line of this file instead (as "
+        "`rest.auth.token-file`)."),
+    "cluster.seed-wait": (
+        "How long a starting peer without Raft data asks its seeds again while none can say "
+        "whether the cluster knows it ([Security](../guide/security.md#amnesia-guard): the "
+        "amnesia guard); then it refuses to start."),
+    "security.insecure": (
+        "Let a peer listen beyond loopback without `rest.auth.token` and `cluster.secret` (it "
+        "refuses to start otherwise); logs an `INSECURE` warning. For a network only you can "
+        "reach."),
+    "rest.allowed-hosts": (
+        "Host names REST answers to besides its own (`conf/masters` hosts, loopback names, its "
+        "host name, literal addresses), e.g. a load balancer's; `*`: any. Checked only without "
+        "`rest.auth.token` (DNS rebinding)."),
+    "rest.allowed-origins": (
+        "Web origins (`https://ui.example.com`) whose pages may send writes; `*`: any. Other "
+        "origins' writes get 403."),
+    "rest.ssl.enabled": "Serve REST over HTTPS and call the other peers over HTTPS.",
+    "rest.ssl.certificate": (
+        "PEM certificate chain of this peer (its name or address in `conf/masters`)."),
+    "rest.ssl.key": "PEM private key of this peer's certificate (`rest.ssl.certificate`).",
+    "rest.ssl.ca": "PEM CA bundle the peers verify each other's certificates with.",
+}
