@@ -99,6 +99,7 @@ def test_killed_leader_new_leader_writes_work_jobs_move(cluster, tmp_path):
     leader = next(n for n, v in ns.items() if v["leader"])
     li = index_of(c, leader)
     mine = set(ns[leader]["jobs"])
+    assert mine, f"the leader runs no probe (spread placement puts 2 on each peer): {ns}"
     survivors = [u for i, u in enumerate(c.urls) if i != li]
     os.kill(c.peer_pid(li), signal.SIGKILL)
     seen_503 = []
@@ -131,6 +132,7 @@ def test_frozen_peer_is_fenced_before_its_jobs_move(cluster, tmp_path):
     vi = index_of(c, victim)
     survivor = c.urls[(vi + 1) % 3]
     mine = set(ns[victim]["jobs"])
+    assert mine, f"the frozen peer runs no probe: {ns}"
     pid = c.peer_pid(vi)
     t_stop = time.time()
     os.kill(pid, signal.SIGSTOP)

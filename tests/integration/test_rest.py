@@ -133,7 +133,7 @@ async def test_unknown_ids_and_routes_get_404(cluster3):
         s, b = await ahttp("GET", c.url(1) + path)
         assert s == 404 and b["errors"], (path, b)
     s, b = await ahttp("PATCH", c.url(1) + "/jobs/nope?mode=cancel")
-    assert s == 404 and "not found" in b["errors"][0] or "unknown job" in b["errors"][0]
+    assert s == 404 and ("not found" in b["errors"][0] or "unknown job" in b["errors"][0]), b
     s, b = await ahttp("DELETE", c.url(1) + "/jobs")
     assert s == 405 and b["errors"]
 

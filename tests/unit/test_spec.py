@@ -127,13 +127,14 @@ def test_bad_jobid(jobid):
     one_error({"entry": "m:f", "jobid": jobid}, r"jobid must be 1-64 letters")
 
 
-@pytest.mark.parametrize("spec", [
-    {"entry": "m:f", "jobid": "abc\n"},
-    {"entry": "m:f\n"},
-    {"entry": "m:f", "pyfiles": [GOOD_ART + "\n"]},
+@pytest.mark.parametrize("spec,pattern", [
+    ({"entry": "m:f", "jobid": "abc\n"}, r"^jobid must be 1-64 letters"),
+    ({"entry": "m:f\n"}, r"^entry must look like"),
+    ({"entry": "m:f", "pyfiles": [GOOD_ART + "\n"]}, r"^pyfiles: .*\\n' is not artifact:sha256:"),
 ], ids=["jobid", "entry", "artifact"])
-def test_trailing_newline_rejected(spec):
-    errors_of(spec)
+def test_trailing_newline_rejected(spec, pattern):
+    """`$` in a Python regex also matches before a final newline: each field says so."""
+    one_error(spec, pattern)
 
 
 @pytest.mark.parametrize("slots", [0, -1, True, False, 1.0, 2.5, "2", None, [1]])
