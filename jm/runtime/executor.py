@@ -15,8 +15,8 @@ from typing import Optional
 from jm.config import ConfigError
 from jm.policy.jobenv import child_environ
 from jm.runtime.limits import JobLimits, check_user
-from jm.runtime.zygote import (CGROUP_ENV, LIMITS_ENV, PARENT_ENV, Exited, Guard, Lease, Ready,
-                               Spawn, Spawned, pack, unpack)
+from jm.runtime.zygoteproto import (CGROUP_ENV, LIMITS_ENV, PARENT_ENV, Error, Exited, Guard,
+                                    Lease, Ready, Spawn, Spawned, pack, unpack)
 
 log = logging.getLogger("jm.runtime.executor")
 
@@ -119,6 +119,8 @@ class Executor:
                     jp = self._procs.pop(msg.key, None)
                     if jp and not jp.exited.done():
                         jp.exited.set_result((msg.code, msg.signal, msg.fenced))
+                elif isinstance(msg, Error):  # a frame of ours it could not take
+                    log.error("job executor: the zygote refused a message: %s", msg.reason)
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:

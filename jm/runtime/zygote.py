@@ -5,8 +5,11 @@ job needs (pyspark's Connect client, pandas, pyarrow) once, freezes the GC, and
 then forks one child per job attempt on request, so that a job starts in
 milliseconds. It never opens a Spark/gRPC channel itself (gRPC is not fork-safe).
 
-Protocol on stdin/stdout: 4-byte big-endian length + msgpack frames of the typed
-messages below. The zygote dies with its peer (PR_SET_PDEATHSIG, and EOF on
+Protocol on stdin/stdout: jm/runtime/zygoteproto.py (length-prefixed msgpack frames of
+typed messages). What it does with them is decided in jm/runtime/zygotestate.py
+(`ZygoteState.handle(event, now) -> [action]`); this module is the loop that turns its
+input and the OS's news (child exits and stops, the lease's end) into events and performs
+the actions. The zygote dies with its peer (PR_SET_PDEATHSIG, and EOF on
 stdin), and kills its job processes when it goes.
 
 It runs in a process group of its own, so that a stop or kill of the peer's process group
@@ -23,102 +26,23 @@ its cgroup (`jm/runtime/limits.py`, `jm/runtime/confine.py`) before user code ru
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import gc
 import json
 import os
 import select
 import selectors
 import signal
-import struct
 import sys
 import time
-from dataclasses import dataclass
-
-import msgpack
 
 from jm.runtime import limits as L
 from jm.runtime.confine import state_of
-
-
-@dataclass(frozen=True)
-class Spawn:
-    key: str
-    params: dict
-
-
-@dataclass(frozen=True)
-class Spawned:
-    key: str
-    pid: int
-
-
-@dataclass(frozen=True)
-class Exited:
-    key: str
-    pid: int
-    code: int      # exit code, or -signal number
-    signal: int
-    fenced: bool = False  # killed because the peer's lease ran out
-
-
-@dataclass(frozen=True)
-class Ready:
-    pid: int
-    note: str = ""  # a line for the peer's log (e.g. whether jobs get cgroups)
-
-
-@dataclass(frozen=True)
-class Lease:
-    """The peer's lease is valid until this CLOCK_MONOTONIC time (shared by all processes
-    of the machine). Past it the zygote kills every job process, even if the peer itself
-    is frozen (SIGSTOP) and cannot."""
-    until: float
-
-
-@dataclass(frozen=True)
-class Guard:
-    """Other processes that run job work for this peer (its Spark Connect JVM, whose
-    streaming queries outlive a killed job process): killed too when the lease runs out.
-    The peer's supervisor starts a fresh JVM once the peer is back."""
-    pids: list
-
-
-MESSAGES = {cls.__name__: cls for cls in (Spawn, Spawned, Exited, Ready, Lease, Guard)}
-
-
-def pack(msg) -> bytes:
-    body = msgpack.packb([type(msg).__name__, dataclasses.asdict(msg)], use_bin_type=True)
-    return struct.pack(">I", len(body)) + body
-
-
-def unpack(body: bytes):
-    name, fields = msgpack.unpackb(body, raw=False)
-    return MESSAGES[name](**fields)
-
-
-PARENT_ENV = "JM_PARENT_PID"  # set by whoever starts us: the pid we must die with
-LIMITS_ENV = "JM_JOB_LIMITS"  # JSON of limits.JobLimits for every job process
-CGROUP_ENV = "JM_JOB_CGROUP"  # "1": a cgroup v2 per job where the host has one
-
-
-def latest_lease(buf: bytes) -> float | None:
-    """The last Lease among the whole frames of `buf` (pure; None: none there): what the
-    zygote will hold once it has read them. A zygote that was stopped looks at it (how far
-    the peer renewed the lease meanwhile) before it judges the lease run out."""
-    until = None
-    while len(buf) >= 4:
-        (n,) = struct.unpack(">I", buf[:4])
-        if len(buf) < 4 + n:
-            break
-        body, buf = buf[4:4 + n], buf[4 + n:]
-        try:
-            name, fields = msgpack.unpackb(body, raw=False)
-        except Exception:
-            continue
-        if name == "Lease":
-            until = fields["until"]
-    return until
+from jm.runtime.zygoteproto import (CGROUP_ENV, LIMITS_ENV, PARENT_ENV, ProtocolError,
+                                    Ready, latest_lease, next_frame, pack, unpack)
+from jm.runtime.zygotestate import (PAUSED_POLL, ChildEnding, ChildReaped, ChildStopped,
+                                    Continue, DropCgroup, Exit, Fork, Forked, Garbled,
+                                    InputClosed, KillJob, KillLeftovers, KillPid, PeerSeen,
+                                    Send, Tick, ZygoteState, wait_timeout)
 
 
 def set_pdeathsig(sig: int = signal.SIGKILL) -> None:
@@ -147,22 +71,6 @@ PRELOADS = {
                 "pyarrow", "json", "traceback", "jm.runtime.jobrun"),
     "none": ("json", "traceback", "jm.runtime.jobrun"),
 }
-
-
-IDLE_WAIT = 1.0  # seconds: the longest the loop sleeps when nothing is due
-
-
-def wait_timeout(now: float, lease_until: float, idle: float = IDLE_WAIT) -> float:
-    """How long the main loop may block in select (pure; `now` is CLOCK_MONOTONIC).
-
-    Until the lease runs out: until just past its end (at most `idle`), so that the
-    job processes are killed on time. Once it has run out, the kill is done (every later
-    spawn is refused at once) and only the peer (stdin) or a child (SIGCHLD) can change
-    anything: wait `idle`, never 0, so a fenced zygote sleeps instead of spinning."""
-    left = lease_until - now
-    if left < 0 or left == float("inf"):
-        return idle
-    return min(idle, left + 0.001)
 
 
 def kill_group(pgid: int) -> None:
@@ -241,13 +149,222 @@ def _child(params: dict, fds_to_close: list[int], zygote_pid: int, peer_pid: int
         os._exit(code)
 
 
-PAUSED_POLL = 0.1  # seconds between looks at the peer while jobs wait for it to run
+def exit_status(status: int) -> tuple[int, int]:
+    """(exit code, 0), or (-signal, signal) for a process a signal ended (a waitpid status)."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        return -sig, sig
+    return os.WEXITSTATUS(status), 0
 
 
-def main() -> None:
-    if not die_with_parent():
-        sys.exit(0)
-    peer_pid = os.getppid()
+def _signal_pid(pid: int, sig: int, fns=(os.killpg, os.kill)) -> None:
+    """`sig` to the process group `pid`, else (no such group yet) to the process."""
+    for fn in fns:
+        try:
+            fn(pid, sig)
+            return
+        except OSError:
+            continue
+
+
+class Cgroups:
+    """The job processes' cgroups under `base` (none without one): removed as each job ends,
+    again while one is still busy (its processes being killed)."""
+
+    def __init__(self, base: str | None) -> None:
+        self.base = base
+        self.left: list[str] = []
+
+    def drop(self, pid: int) -> None:
+        if self.base:
+            from jm.runtime.confine import remove_cgroup
+            path = os.path.join(self.base, L.job_cgroup_name(pid))
+            if not remove_cgroup(path):
+                self.left.append(path)
+
+    def retry(self) -> None:
+        if self.left:
+            from jm.runtime.confine import remove_cgroup
+            self.left[:] = [p for p in self.left if not remove_cgroup(p)]
+
+    def finish(self, pids: tuple) -> None:
+        """At exit, once `pids` were killed: reap them, remove their cgroups and ours."""
+        if not self.base:
+            return
+        from jm.runtime.confine import remove_cgroup
+        deadline = time.monotonic() + 2.0
+        for pid in pids:
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+            self.drop(pid)
+        while self.left and time.monotonic() < deadline:
+            self.retry()
+            time.sleep(0.05)
+        remove_cgroup(self.base)
+
+
+class ZygoteLoop:
+    """The zygote's I/O: turns stdin frames and the OS's news into events for its
+    ZygoteState and performs the actions it returns."""
+
+    def __init__(self, peer_pid: int, limits: L.JobLimits, cgroup_base: str | None) -> None:
+        self.state = ZygoteState()
+        self.peer_pid, self.limits, self.my_pid = peer_pid, limits, os.getpid()
+        self.cgroups = Cgroups(cgroup_base)
+        self.stdin_fd, self.stdout_fd = sys.stdin.fileno(), sys.stdout.fileno()
+        os.set_blocking(self.stdin_fd, False)
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(self.wake_w, False)
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGTERM, lambda *_: None)  # the peer stops us by closing stdin
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(self.stdin_fd, selectors.EVENT_READ, "in")
+        self.sel.register(self.wake_r, selectors.EVENT_READ, "sig")
+        self.buf = b""
+        self.eof = False
+
+    # ---- events in -----------------------------------------------------------------------
+    def step(self, event, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        self.perform(self.state.handle(event, now))
+
+    def read_input(self) -> None:
+        """What the peer sent so far, into buf (without acting on it)."""
+        while not self.eof:
+            try:
+                chunk = os.read(self.stdin_fd, 65536)
+            except BlockingIOError:
+                return
+            if not chunk:
+                self.eof = True
+                return
+            self.buf += chunk
+
+    def dispatch(self) -> None:
+        """Hand the whole frames read to the state, in order."""
+        while not self.eof:
+            body, rest = next_frame(self.buf)
+            if body is None:
+                return
+            self.buf = rest
+            try:
+                msg = unpack(body)
+            except ProtocolError as exc:
+                msg = Garbled(str(exc))
+            self.step(msg)
+
+    def enforce_lease(self) -> None:
+        now, pending = time.monotonic(), None
+        if self.state.lease_ran_out(now):
+            # stopped for a while? the peer may have renewed the lease meanwhile: read first
+            self.read_input()
+            pending, now = latest_lease(self.buf), time.monotonic()
+        self.step(Tick(pending), now)
+
+    def reap(self) -> None:
+        while self.state.children:
+            try:  # look first, reap after: while it is a zombie its pid (and process
+                # group id) cannot be reused, so the group kill hits only its own
+                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if info is None or info.si_pid == 0:
+                return
+            self.step(ChildEnding(info.si_pid))
+            pid, status = os.waitpid(info.si_pid, os.WNOHANG)
+            if pid == 0:
+                return
+            self.step(ChildReaped(pid, *exit_status(status)))
+
+    def note_stopped(self) -> None:
+        """Job processes that stopped themselves since we last looked."""
+        while True:
+            try:
+                info = os.waitid(os.P_ALL, 0, os.WSTOPPED | os.WNOHANG)
+            except ChildProcessError:
+                return
+            if info is None or info.si_pid == 0:
+                return
+            self.step(ChildStopped(info.si_pid))
+
+    def resume_paused(self) -> None:
+        if self.state.paused:
+            self.enforce_lease()
+            self.step(PeerSeen(L.job_may_run([state_of(self.peer_pid)])))
+
+    # ---- actions out ---------------------------------------------------------------------
+    def perform(self, actions: list) -> None:
+        for act in actions:
+            if isinstance(act, Send):
+                self.send(act.msg)
+            elif isinstance(act, Fork):
+                pid = os.fork()
+                if pid == 0:
+                    _child(act.params, [self.stdin_fd, self.stdout_fd, self.wake_r, self.wake_w],
+                           self.my_pid, self.peer_pid, self.limits, self.cgroups.base)
+                self.step(Forked(act.key, pid))
+            elif isinstance(act, KillJob):
+                _signal_pid(act.pid, signal.SIGKILL)
+            elif isinstance(act, Continue):
+                _signal_pid(act.pid, signal.SIGCONT)
+            elif isinstance(act, KillLeftovers):
+                kill_group(act.pid)
+            elif isinstance(act, KillPid):
+                _signal_pid(act.pid, signal.SIGKILL, (os.kill,))
+            elif isinstance(act, DropCgroup):
+                self.cgroups.drop(act.pid)
+            elif isinstance(act, Exit):
+                self.exit(act.pids)
+
+    def send(self, msg) -> None:
+        data = pack(msg)
+        while data:
+            try:
+                n = os.write(self.stdout_fd, data)
+                data = data[n:]
+            except BlockingIOError:  # the peer is not reading (frozen?): keep fencing
+                self.enforce_lease()
+                select.select([], [self.stdout_fd], [],
+                              wait_timeout(time.monotonic(), self.state.lease_until))
+
+    def exit(self, pids: tuple) -> None:
+        for pid in pids:
+            _signal_pid(pid, signal.SIGKILL, (os.killpg,))
+        self.cgroups.finish(pids)
+
+    def run(self, note: str) -> None:
+        self.send(Ready(self.my_pid, note))
+        while not self.eof:
+            self.enforce_lease()
+            timeout = self.state.timeout(time.monotonic())
+            if self.cgroups.left:
+                timeout = min(timeout, PAUSED_POLL)
+            for skey, _ in self.sel.select(timeout):
+                if skey.data == "sig":
+                    try:
+                        os.read(self.wake_r, 4096)
+                    except BlockingIOError:
+                        pass
+                    self.reap()
+                    self.note_stopped()
+                    continue
+                self.read_input()
+            self.dispatch()
+            self.reap()
+            self.note_stopped()
+            self.resume_paused()
+            self.cgroups.retry()
+        self.step(InputClosed())
+
+
+def _prepare() -> tuple[L.JobLimits, str | None, str]:
+    """Leave the peer's process group, lower our priority, set up the jobs' cgroups and
+    check their user: (limits, cgroup base or None, a note for the peer's log)."""
     try:  # out of the peer's process group, in its session (see the module's doc)
         os.setpgid(0, 0)
     except OSError:
@@ -271,208 +388,18 @@ def main() -> None:
         if problem:
             note += f"; WARNING {problem}"
     print(f"[zygote] {note}", file=sys.stderr, flush=True)
+    return limits, cgroup_base, note
+
+
+def main() -> None:
+    if not die_with_parent():
+        sys.exit(0)
+    peer_pid = os.getppid()
+    limits, cgroup_base, note = _prepare()
     _warm_imports(os.environ.get("JM_ZYGOTE_PRELOAD", "pyspark"))
     gc.collect()
     gc.freeze()
-
-    stdin_fd, stdout_fd = sys.stdin.fileno(), sys.stdout.fileno()
-    os.set_blocking(stdin_fd, False)
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_r, False)
-    os.set_blocking(wake_w, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.signal(signal.SIGTERM, lambda *_: None)  # the peer stops us by closing stdin
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-    sel = selectors.DefaultSelector()
-    sel.register(stdin_fd, selectors.EVENT_READ, "in")
-    sel.register(wake_r, selectors.EVENT_READ, "sig")
-    children: dict[int, str] = {}
-    fenced: set[int] = set()
-    paused: set[int] = set()  # job processes that stopped themselves (their fence was)
-    cgroups_left: list[str] = []  # cgroups of ended jobs still busy (being killed)
-    lease_until = float("inf")  # no lease until the peer sends one
-    guarded: list[int] = []
-    buf = b""
-    eof = False
-
-    def send(msg) -> None:
-        data = pack(msg)
-        while data:
-            try:
-                n = os.write(stdout_fd, data)
-                data = data[n:]
-            except BlockingIOError:  # the peer is not reading (frozen?): keep fencing
-                enforce_lease()
-                select.select([], [stdout_fd], [], wait_timeout(time.monotonic(), lease_until))
-
-    def drop_cgroup(pid: int) -> None:
-        if cgroup_base:
-            from jm.runtime.confine import remove_cgroup
-            path = os.path.join(cgroup_base, L.job_cgroup_name(pid))
-            if not remove_cgroup(path):
-                cgroups_left.append(path)
-
-    def reap() -> None:
-        while children:
-            try:  # look first, reap after: while it is a zombie its pid (and process
-                # group id) cannot be reused, so the group kill below hits only its own
-                info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            except ChildProcessError:
-                return
-            if info is None or info.si_pid == 0:
-                return
-            if info.si_pid in children:
-                kill_group(info.si_pid)  # what the attempt left: its Spark driver JVM...
-            pid, status = os.waitpid(info.si_pid, os.WNOHANG)
-            if pid == 0:
-                return
-            key = children.pop(pid, None)
-            if key is None:
-                continue
-            paused.discard(pid)
-            drop_cgroup(pid)
-            was_fenced = pid in fenced
-            fenced.discard(pid)
-            if os.WIFSIGNALED(status):
-                sig = os.WTERMSIG(status)
-                send(Exited(key, pid, -sig, sig, was_fenced))
-            else:
-                send(Exited(key, pid, os.WEXITSTATUS(status), 0, was_fenced))
-
-    def read_input() -> None:
-        """What the peer sent so far, into buf (without acting on it)."""
-        nonlocal buf, eof
-        while not eof:
-            try:
-                chunk = os.read(stdin_fd, 65536)
-            except BlockingIOError:
-                return
-            if not chunk:
-                eof = True
-                return
-            buf += chunk
-
-    def enforce_lease() -> None:
-        nonlocal lease_until
-        if time.monotonic() <= lease_until:
-            return
-        # stopped for a while? the peer may have renewed the lease meanwhile: read first
-        read_input()
-        newest = latest_lease(buf)
-        if newest is not None:
-            lease_until = newest
-            if time.monotonic() <= lease_until:
-                return
-        while guarded:
-            try:
-                os.kill(guarded.pop(), signal.SIGKILL)
-            except OSError:
-                pass
-        for pid in children:
-            if pid not in fenced:
-                fenced.add(pid)
-                for kill in (os.killpg, os.kill):
-                    try:
-                        kill(pid, signal.SIGKILL)
-                        break
-                    except OSError:
-                        continue
-
-    def note_stopped() -> None:
-        """Job processes that stopped themselves since we last looked."""
-        while True:
-            try:
-                info = os.waitid(os.P_ALL, 0, os.WSTOPPED | os.WNOHANG)
-            except ChildProcessError:
-                return
-            if info is None or info.si_pid == 0:
-                return
-            if info.si_pid in children:
-                paused.add(info.si_pid)
-
-    def resume_paused() -> None:
-        """Continue the stopped job processes once their fence runs again: the lease
-        still holds (else they are killed) and the peer is not stopped."""
-        if not paused:
-            return
-        enforce_lease()
-        if time.monotonic() > lease_until or not L.job_may_run([state_of(peer_pid)]):
-            return
-        for pid in list(paused):
-            paused.discard(pid)
-            for cont in (os.killpg, os.kill):
-                try:
-                    cont(pid, signal.SIGCONT)
-                    break
-                except OSError:
-                    continue
-
-    def handle(msg) -> None:
-        nonlocal lease_until
-        if isinstance(msg, Lease):
-            lease_until = msg.until
-        elif isinstance(msg, Guard):
-            guarded[:] = [int(p) for p in msg.pids]
-        elif isinstance(msg, Spawn):
-            if time.monotonic() > lease_until:  # fenced: run nothing
-                send(Exited(msg.key, 0, -int(signal.SIGKILL), int(signal.SIGKILL), True))
-                return
-            pid = os.fork()
-            if pid == 0:
-                _child(msg.params, [stdin_fd, stdout_fd, wake_r, wake_w], my_pid, peer_pid,
-                       limits, cgroup_base)
-            children[pid] = msg.key
-            send(Spawned(msg.key, pid))
-
-    my_pid = os.getpid()
-    send(Ready(my_pid, note))
-    while not eof:
-        enforce_lease()
-        timeout = wait_timeout(time.monotonic(), lease_until)
-        if paused or cgroups_left:
-            timeout = min(timeout, PAUSED_POLL)
-        for skey, _ in sel.select(timeout):
-            if skey.data == "sig":
-                try:
-                    os.read(wake_r, 4096)
-                except BlockingIOError:
-                    pass
-                reap()
-                note_stopped()
-                continue
-            read_input()
-        while len(buf) >= 4 and not eof:
-            (n,) = struct.unpack(">I", buf[:4])
-            if len(buf) < 4 + n:
-                break
-            msg, buf = unpack(buf[4:4 + n]), buf[4 + n:]
-            handle(msg)
-        reap()
-        note_stopped()
-        resume_paused()
-        if cgroups_left:
-            from jm.runtime.confine import remove_cgroup
-            cgroups_left[:] = [p for p in cgroups_left if not remove_cgroup(p)]
-    for pid in list(children):
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    if cgroup_base:
-        from jm.runtime.confine import remove_cgroup
-        deadline = time.monotonic() + 2.0
-        for pid in list(children):
-            try:
-                os.waitpid(pid, 0)
-            except OSError:
-                pass
-            drop_cgroup(pid)
-        while cgroups_left and time.monotonic() < deadline:
-            cgroups_left[:] = [p for p in cgroups_left if not remove_cgroup(p)]
-            time.sleep(0.05)
-        remove_cgroup(cgroup_base)
+    ZygoteLoop(peer_pid, limits, cgroup_base).run(note)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import pytest
 
 from jm.config import Config, ConfigError
 from jm.runtime import limits as L
-from jm.runtime.zygote import Lease, Spawn, latest_lease, pack
+from jm.runtime.zygoteproto import Lease, Spawn, latest_lease, pack
 
 INF = resource.RLIM_INFINITY
 

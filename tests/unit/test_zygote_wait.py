@@ -3,7 +3,7 @@ import math
 
 from hypothesis import given, strategies as st
 
-from jm.runtime.zygote import IDLE_WAIT, wait_timeout
+from jm.runtime.zygotestate import IDLE_WAIT, wait_timeout
 
 
 def test_no_lease_waits_idle():

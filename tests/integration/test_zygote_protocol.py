@@ -1,0 +1,31 @@
+"""The zygote's protocol through a real zygote: a frame it cannot take gets an `Error`
+answer (logged by the peer) and the zygote carries on running jobs."""
+import asyncio
+import logging
+import struct
+
+import msgpack
+
+from jm.runtime.executor import Executor
+from tests.helpers import apoll
+from tests.integration.test_executor import _params
+
+
+async def test_bad_frames_get_an_error_answer_and_jobs_still_run(tmp_path, caplog):
+    caplog.set_level(logging.ERROR, logger="jm.runtime.executor")
+    ex = Executor(str(tmp_path / "log"), preload="none")
+    await ex.start()
+    try:
+        old = ex.zygote_pid
+        for body in (msgpack.packb(["Nope", {}]), msgpack.packb(["Spawn", {"key": "k"}]),
+                     b"\xc1"):
+            ex.proc.stdin.write(struct.pack(">I", len(body)) + body)
+        await apoll(lambda: sum("refused a message" in r.getMessage()
+                                for r in caplog.records) == 3, 10, what="three Error answers")
+        text = " ".join(r.getMessage() for r in caplog.records)
+        assert "unknown message type 'Nope'" in text and "bad fields for Spawn" in text
+        jp = await ex.spawn(_params(tmp_path, "a", "jobs_fixture:quick"))
+        assert await asyncio.wait_for(jp.exited, 30) == (0, 0, False)
+        assert ex.zygote_pid == old  # the same zygote: it did not crash
+    finally:
+        await ex.close()
