@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import ROOT, BenchCluster, get, median, post, request, wait_until  # noqa: E402
 from jm.config import KEYS  # noqa: E402
 from jm.local.standalone import StandaloneCluster, spark_env  # noqa: E402
+from jm.policy.vocab import TERMINAL  # noqa: E402
 from jm.runtime.sparkserver import spark_home  # noqa: E402
 
 SHORT_APP = """
@@ -97,7 +98,7 @@ def spark_submit_trial(sa: StandaloneCluster, app: str, name: str, log: str) -> 
 
 
 def wait_ended(url: str, jid: str, timeout: float = 180) -> dict:
-    return wait_until(lambda: (lambda j: j if j["state"] in ("FINISHED", "FAILED", "CANCELED")
+    return wait_until(lambda: (lambda j: j if j["state"] in TERMINAL
                                else None)(get(f"{url}/jobs/{jid}")), timeout, f"{jid} ended",
                       interval=0.1)
 

@@ -28,6 +28,7 @@ import psutil
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import ROOT, BenchCluster, get, median, pct, wait_until  # noqa: E402
+from jm.policy.vocab import TERMINAL  # noqa: E402
 
 JOB = {"entry": "trivial_job:main", "pyfiles": [os.path.join(ROOT, "bench") + "/"],
        "restart-strategy": {"type": "none"}}
@@ -99,7 +100,7 @@ def job_stats(url: str, ids: list[str], timeout: float) -> dict:
     def all_done():
         rows = {r["jid"]: r for r in get(url + "/jobs/overview", timeout=30)["jobs"]
                 if r["jid"] in want}
-        done = [r for r in rows.values() if r["state"] in ("FINISHED", "FAILED", "CANCELED")]
+        done = [r for r in rows.values() if r["state"] in TERMINAL]
         return rows if len(done) == len(want) else None
 
     wait_until(all_done, timeout, "all jobs finished", interval=0.5)

@@ -28,6 +28,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import ROOT, BenchCluster, median, pct, request  # noqa: E402
+from jm.policy.vocab import TERMINAL  # noqa: E402
 
 
 def _du(path: str) -> int:
@@ -93,7 +94,7 @@ def _wait_ended(url: str, ids: list[str], timeout: float = 120) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"{len(pending)} jobs did not end")
         rows = request("GET", url + "/jobs/overview")["jobs"]
-        pending -= {r["jid"] for r in rows if r["state"] in ("FINISHED", "FAILED", "CANCELED")}
+        pending -= {r["jid"] for r in rows if r["state"] in TERMINAL}
         time.sleep(0.2)  # poll interval
 
 

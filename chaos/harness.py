@@ -23,7 +23,6 @@ from chaos.netns import TestNet
 from jm.local.localcluster import local_lines, wait_until, write_conf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TERMINAL = {"FINISHED", "FAILED", "CANCELED"}
 
 
 _TOKENS: dict = {}  # "host:port" -> the rest.auth.token of the cluster there

@@ -28,12 +28,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Optional
+from typing import Any, Collection, Optional
 
 from jm.local.localcluster import free_ports, local_lines, write_conf
+from jm.policy.vocab import TERMINAL  # the states a job ends in
 
 log = logging.getLogger("jm.testing")
-TERMINAL = ("FINISHED", "FAILED", "CANCELED")
 
 
 class MiniCluster:
@@ -175,7 +175,7 @@ class MiniCluster:
     def job(self, job_id: str, peer: int = 0) -> dict:
         return self.request("GET", f"/jobs/{job_id}", peer=peer)
 
-    def wait(self, job_id: str, states: tuple = TERMINAL, timeout: float = 120.0) -> dict:
+    def wait(self, job_id: str, states: Collection[str] = TERMINAL, timeout: float = 120.0) -> dict:
         """Poll until the job is in one of `states`; return its details."""
         deadline = time.monotonic() + timeout
         while True:

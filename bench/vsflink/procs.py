@@ -16,6 +16,7 @@ import urllib.request
 import psutil
 
 from bench.common import ROOT, pct, wait_until
+from jm.policy.vocab import TERMINAL
 
 FLINK_VERSION = "2.3.0"
 FLINK_DIR = os.path.join(ROOT, "bench", ".flink")
@@ -187,7 +188,7 @@ async def closed_loop(post_one, n: int, clients: int) -> dict:
 
 def wait_ended(fetch, ids: list[str], what: str, **kw) -> dict:
     """Poll fetch() (job id -> overview row) until every job of `ids` has ended."""
-    final = {"FINISHED", "FAILED", "CANCELED"}
+    final = TERMINAL
 
     def check():
         rows = fetch()

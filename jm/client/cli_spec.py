@@ -15,7 +15,7 @@ from jm.client.cli_http import (ApiError, CliError, Client, UsageError, one_line
 
 CODE_SUFFIXES = (".py", ".zip", ".egg")
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-ENTRY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+from jm.policy.vocab import ENTRY_RE  # (package.module:function)
 
 
 def _read_file(path: str) -> bytes:
@@ -165,7 +165,7 @@ def build_spec(a: argparse.Namespace) -> tuple[dict, Optional[str]]:
         raise UsageError("nothing to submit: give a PATH.py, --entry module:function, "
                          "--sql TEXT or --spec FILE")
     entry = spec.get("entry") if not a.spec else None
-    if entry is not None and not ENTRY_RE.match(entry):
+    if entry is not None and not ENTRY_RE.fullmatch(entry):
         raise UsageError(f"--entry {entry!r} must look like package.module:function")
     if a.pyfile:
         spec["pyfiles"] = list(spec.get("pyfiles") or []) + [_pyfile(p) for p in a.pyfile]

@@ -19,7 +19,7 @@ import zipfile
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # what the client imports (the closure test_import_rules computes), plus package markers
 FILES = ["jm/__init__.py", "jm/client/*.py", "jm/policy/__init__.py", "jm/policy/sqlstmt.py",
-         "jm/policy/fsuri.py"]
+         "jm/policy/fsuri.py", "jm/policy/vocab.py"]
 
 
 def version() -> str:

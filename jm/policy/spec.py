@@ -21,7 +21,7 @@ FORBIDDEN_SPARK_KEYS = ("spark.master", "spark.remote", "spark.submit.deployMode
                         "spark.api.mode", "spark.connect.grpc.binding.port")
 FORBIDDEN_SPARK_PREFIXES = ("spark.jm.",)
 SCRIPT_SUFFIXES = (".py", ".zip")
-ENTRY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+from jm.policy.vocab import ENTRY_RE  # (package.module:function)
 JOBID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 ARTIFACT_RE = re.compile(r"^artifact:sha256:[0-9a-f]{64}$")
 MAX_NAME = 200

@@ -19,7 +19,7 @@ from tests.helpers import ROOT, http, poll
 
 pytestmark = pytest.mark.slow
 EXAMPLES = os.path.join(ROOT, "examples")
-TERMINAL = {"FINISHED", "FAILED", "CANCELED"}
+from jm.policy.vocab import TERMINAL  # the states a job ends in
 
 
 @pytest.fixture(scope="module")

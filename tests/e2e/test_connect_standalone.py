@@ -14,7 +14,7 @@ from tests.e2e.procs import ProcessCluster, assert_gone
 from tests.helpers import ROOT, http, poll
 
 pytestmark = pytest.mark.slow
-TERMINAL = {"FINISHED", "FAILED", "CANCELED"}
+from jm.policy.vocab import TERMINAL  # the states a job ends in
 SQL = "SELECT count(*) AS n FROM range(100000)"
 
 

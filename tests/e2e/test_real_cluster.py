@@ -15,7 +15,7 @@ from tests.helpers import ROOT, http, multipart, poll
 
 pytestmark = pytest.mark.slow
 TEXT = os.path.join(ROOT, "examples", "data", "words.txt")
-TERMINAL = {"FINISHED", "FAILED", "CANCELED"}
+from jm.policy.vocab import TERMINAL  # the states a job ends in
 
 
 def wait_job(url: str, jid: str, timeout: float = 180) -> dict:

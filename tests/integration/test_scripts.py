@@ -11,6 +11,7 @@ import zipfile
 import pytest
 
 from tests.helpers import ahttp, apoll, multipart
+from jm.policy.vocab import TERMINAL
 
 
 async def _submit(c, spec, peer=0):
@@ -22,7 +23,7 @@ async def _submit(c, spec, peer=0):
 async def _ended(c, jid, peer=0, timeout=60):
     async def check():
         s, b = await ahttp("GET", c.url(peer) + f"/jobs/{jid}")
-        return b if s == 200 and b["state"] in ("FINISHED", "FAILED", "CANCELED") else None
+        return b if s == 200 and b["state"] in TERMINAL else None
     return await apoll(check, timeout, what=f"job {jid} to end")
 
 

@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+from jm.policy.vocab import TERMINAL
+
 from tests.conftest import running
 from tests.helpers import ahttp, apoll
 
@@ -300,7 +302,7 @@ async def test_sql_jobs_run_in_the_sql_worker(sqlc):
     async def ended(jid):
         async def check():
             s, b = await ahttp("GET", sqlc.url(1) + f"/jobs/{jid}")
-            return b if b["state"] in ("FINISHED", "FAILED", "CANCELED") else None
+            return b if b["state"] in TERMINAL else None
         return await apoll(check, 120, interval=0.1, what=f"job {jid} ended")
     ok = await submit({"sql": "SELECT id, id * id AS sq FROM range(5) ORDER BY id"}, peer=2)
     big = await submit({"sql": "SELECT id FROM range(5000)"})
@@ -347,7 +349,7 @@ async def test_read_only_sql_jobs_share_a_warm_session_and_others_leave_nothing(
 
         async def check():
             s, b = await ahttp("GET", sqlc.url(1) + f"/jobs/{jid}")
-            return b if b["state"] in ("FINISHED", "FAILED", "CANCELED") else None
+            return b if b["state"] in TERMINAL else None
         done = await apoll(check, 120, interval=0.1, what=f"job {jid} ended")
         s, logs = await ahttp("GET", sqlc.url(0) + f"/jobs/{jid}/logs")
         m = re.search(r"\(session ([0-9a-f-]+)(, shared by read-only jobs)?\)", logs["text"])
