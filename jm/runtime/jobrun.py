@@ -56,9 +56,8 @@ class JobContext:
                 raise RuntimeError("no Spark is configured for this peer "
                                    "(spark.connect.embedded is false and spark.remote is unset)")
             self._wait_for_spark()
-            from pyspark.sql import SparkSession
             url = with_session(self._spark_remote, self._session_id)
-            self._spark = SparkSession.builder.remote(url).getOrCreate()
+            self._spark = connect_builder(url).getOrCreate()
             shipped = [p for p in self._pyfiles if p.endswith((".py", ".zip", ".egg"))]
             if shipped:  # as spark-submit --py-files: importable by UDFs on the executors
                 self._spark.addArtifacts(*shipped, pyfile=True)
@@ -86,6 +85,33 @@ class JobContext:
                 self._spark.stop()
             except Exception:
                 pass
+
+
+def connect_builder(url: str) -> Any:
+    """A SparkSession builder for the Spark Connect URL `url`. With the peer's token in
+    this process's environment (SPARK_CONNECT_AUTHENTICATE_TOKEN, the embedded server's)
+    and none in the URL, the token goes as a plain `authorization` header on every call:
+    pyspark would otherwise add gRPC call credentials, a Python plugin run on a thread
+    for every call (a tenth of a `select 1`'s time on a busy peer: docs/benchmarks.md,
+    "Hardening"), over gRPC local credentials. Same header, same check by the server."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client import DefaultChannelBuilder
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+    token = os.environ.get("SPARK_CONNECT_AUTHENTICATE_TOKEN")
+    if not token or ";token=" in url or ";authorization=" in url.lower():
+        return SparkSession.builder.remote(url)
+
+    class _HeaderToken(DefaultChannelBuilder):
+        @property
+        def token(self) -> Optional[str]:  # (the header carries it)
+            return None
+
+    builder = _HeaderToken(url)
+    builder.set("authorization", f"Bearer {token}")
+    # what SparkSession.builder.remote() sets: pyspark.sql.functions and the DataFrame API
+    # take this process for a Spark Connect client
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    return ConnectSession.builder.channelBuilder(builder)
 
 
 def with_session(remote: str, session_id: Optional[str]) -> str:

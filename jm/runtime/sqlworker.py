@@ -124,15 +124,13 @@ class Worker:
         return spark
 
     def on_OpenSession(self, m: P.OpenSession) -> dict:
-        from pyspark.sql import SparkSession
-
-        from jm.runtime.jobrun import with_session
+        from jm.runtime.jobrun import connect_builder, with_session
         with self.lock:
             lock = self.session_locks.setdefault(m.session, threading.Lock())
         with lock:
             if m.session in self.sessions:
                 return {"replayed": 0, "errors": []}
-            spark = SparkSession.builder.remote(with_session(self.remote, m.session)).create()
+            spark = connect_builder(with_session(self.remote, m.session)).create()
             errors = []
             for key, value in (m.properties or {}).items():
                 try:
