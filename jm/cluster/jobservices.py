@@ -44,7 +44,7 @@ class JobEnv:
     # wall clock: only stamps what is shown to people (report and savepoint times); no
     # decision compares it, on this host or with another host's stamps
     clock: Callable[[], float]
-    lease_valid: Callable[[], bool] = lambda: True
+    wait_lease: Callable[[], Awaitable[None]] = lambda: _nothing()  # returns with the lease
     commit: Optional[Callable[[Any], Awaitable[Any]]] = None  # one Raft command -> Result
     metrics: Any = None  # jm.cluster.metrics.PeerMetrics
     spark_conf_dir: Optional[str] = None  # SPARK_CONF_DIR for jobs' drivers
@@ -54,7 +54,6 @@ class JobEnv:
     # monotonic clock of this host: restart delays and failure-rate windows are measured
     # on it, so a wall clock step (NTP, an operator) neither shortens nor stretches them
     monotonic: Callable[[], float] = time.monotonic
-    wait_lease: Callable[[], Awaitable[None]] = lambda: _nothing()  # returns with the lease
 
 
 async def _nothing() -> None:

@@ -270,10 +270,9 @@ class Peer:
         jobs_executor = SqlJobExecutor(self.executor, self.sql, self.lease_valid)
         env = JobEnv(self.node, self.conf, jobs_executor, self.reporter, self.resolve_pyfiles,
                      self.spark_remote, spark_ready_file if self.spark else None,
-                     self.log_dir, self.data_dir, time.time, self.lease_valid, self._commit,
+                     self.log_dir, self.data_dir, time.time, self.wait_lease, self._commit,
                      self.metrics, spark_conf_dir(self.log_dir, self.conf["spark.log.level"]),
-                     lambda: self.spark.info if self.spark else None,
-                     monotonic=time.monotonic, wait_lease=self.wait_lease)
+                     lambda: self.spark.info if self.spark else None)
         self.dispatcher = Dispatcher(self.raft, env)
         self.rm = ResourceManager(self.raft, self.conf["heartbeat.timeout"],
                                   self.conf["rest.write-timeout"],
