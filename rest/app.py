@@ -16,7 +16,7 @@ from typing import Any, Optional
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from rest.gateway import ApiError, Gateway
+from rest.gateway import INDEX_HEADER, MIN_INDEX_HEADER, ApiError, Gateway
 
 log = logging.getLogger("jm.rest")
 STATIC = os.path.join(os.path.dirname(__file__), "static")
@@ -27,8 +27,6 @@ METRICS: web.AppKey[Any] = web.AppKey("metrics")
 MAX_BODY: web.AppKey[int] = web.AppKey("max_body", int)
 CLIENT_SSL: web.AppKey[Any] = web.AppKey("client_ssl")
 MAX_SPEC: web.AppKey[int] = web.AppKey("max_spec", int)  # jobmanager.spec.max-size
-INDEX_HEADER = "X-JM-Index"          # answers: the Raft index this peer has applied
-MIN_INDEX_HEADER = "X-JM-Min-Index"  # requests: answer only once you have applied this
 
 
 def error_response(status: int, errors: list[str], headers: dict | None = None) -> web.Response:

@@ -6,6 +6,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Protocol
 
 
+INDEX_HEADER = "X-JM-Index"          # answers: the Raft index this peer has applied
+MIN_INDEX_HEADER = "X-JM-Min-Index"  # requests: answer only once you have applied this
+
+
 class ApiError(Exception):
     def __init__(self, status: int, *errors: str, headers: dict | None = None) -> None:
         super().__init__("; ".join(errors))

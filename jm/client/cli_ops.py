@@ -159,6 +159,13 @@ def cmd_logs(client: Client, a: argparse.Namespace) -> int:
     ends."""
     path = f"/jobs/{_q(a.jobid)}/logs"
     attempt = a.attempt
+    announce = lambda n, node: out(f"--- attempt {n} on {node}")  # noqa: E731
+    if a.follow and attempt is None and not client.get(f"/jobs/{_q(a.jobid)}").get("attempts"):
+        try:  # not placed yet (no slot free): wait for its first attempt
+            follow_logs(client, a.jobid, sys.stdout.write, announce=announce)
+        except KeyboardInterrupt:
+            pass
+        return EXIT_OK
     query = f"?tail={a.tail}" if a.tail is not None else "?offset=0"
     if attempt is not None:
         query += f"&attempt={attempt}"
@@ -172,8 +179,7 @@ def cmd_logs(client: Client, a: argparse.Namespace) -> int:
         return EXIT_OK
     try:
         follow_logs(client, a.jobid, sys.stdout.write, res.get("attempt"),
-                    res.get("next-offset", 0),
-                    announce=lambda n, node: out(f"--- attempt {n} on {node}"))
+                    res.get("next-offset", 0), announce=announce)
     except KeyboardInterrupt:
         pass
     return EXIT_OK

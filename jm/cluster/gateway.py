@@ -33,7 +33,7 @@ from raft.artifacts import named_by
 from raft.commands import (AddArtifact, AdmitPeer, CancelJob, DrainPeer, ForgetArtifacts,
                            RemovePeer, SubmitJob, TriggerSavepoint)
 from raft.node import RaftUnavailable
-from rest.gateway import ApiError
+from rest.gateway import MIN_INDEX_HEADER, ApiError
 
 
 REMOTE_CHECK_TIMEOUT = 15.0  # seconds to open a remote file system or read a savepoint
@@ -545,16 +545,21 @@ class PeerGateway:
             query["tail"] = str(tail)
         else:
             query["offset"] = str(offset)
+        # the attempt's peer may not have applied the attempt we read yet: it answers once
+        # it has (X-JM-Min-Index), never a 404 for a job it has not heard of
+        headers = {MIN_INDEX_HEADER: str(self.raft.applied_index())}
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10),
                                              headers=self.peer_headers) as session:
                 async with session.get(f"{url}/jobs/{job_id}/logs", params=query,
-                                       ssl=self.peer.client_ssl) as resp:
+                                       headers=headers, ssl=self.peer.client_ssl) as resp:
                     body = await resp.json(content_type=None)
                     if resp.status != 200:
                         errors = body.get("errors") if isinstance(body, dict) else None
                         raise ApiError(resp.status if resp.status in (400, 401, 404) else 503,
-                                       *(errors or [f"peer {rec.node}: HTTP {resp.status}"]))
+                                       *(errors or [f"peer {rec.node}: HTTP {resp.status}"]),
+                                       headers={"Retry-After": resp.headers.get("Retry-After",
+                                                                                "1")})
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError) as exc:
             raise ApiError(503, f"the logs of attempt {attempt} are on peer {rec.node}, "
                                 f"which did not answer: {exc or type(exc).__name__}",

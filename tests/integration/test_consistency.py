@@ -2,6 +2,7 @@
 behind artifact checks, through real peers (real Raft, REST, job processes)."""
 import json
 import os
+import threading
 
 import aiohttp
 
@@ -96,4 +97,46 @@ async def test_index_from_the_future_is_503_and_garbage_is_400(tmp_path):
                              headers={"X-JM-Min-Index": str(idx)})
         assert s == 200
     finally:
+        await c.stop()
+
+
+async def test_a_log_is_fetched_from_its_peer_once_that_peer_has_applied_the_attempt(tmp_path):
+    """The peer asked for a log fetches it from the attempt's peer with the index it has
+    applied: a peer that lags answers once it has applied the attempt (503 + Retry-After
+    until then), never a 404 for a job it has not heard of yet."""
+    c = InProcessCluster(str(tmp_path), 3, {"rest.write-timeout": "1 s"})
+    gate = threading.Event()
+    try:
+        await c.start()
+        await apoll(lambda: c.peers[0].raft.leader(), 10, what="a leader")
+        leader = c.peers[0].raft.leader()
+        lagging = next(p for p in c.peers if p.node != leader)
+        asker = next(i for i, p in enumerate(c.peers) if p is not lagging)
+        # the lagging peer's Raft thread stops after its next apply
+        lagging.raft.apply_hooks.append(lambda command, result: gate.wait(30))
+        jid = None
+        for _ in range(12):  # until one is placed on the lagging peer
+            s, b, _ = await call("POST", c.url(asker) + "/jobs",
+                                 {"entry": "jobs_fixture:quick", "pyfiles": [FIX]})
+            assert s == 202, b
+
+            def placed(jid=b["jobid"]):
+                with c.peers[asker].raft.read() as st:
+                    job = st.jobs[jid]
+                    return job.attempts and job.attempts[-1].node
+            node = await apoll(placed, 10, what="placed")
+            if node == lagging.node:
+                jid = b["jobid"]
+                break
+        assert jid is not None, "no job was placed on the lagging peer"
+        async with aiohttp.ClientSession() as session:
+            async with session.get(c.url(asker) + f"/jobs/{jid}/logs") as resp:
+                body = await resp.json()
+                assert resp.status == 503, body
+                assert resp.headers["Retry-After"] == "1" and "not yet" in body["errors"][0]
+        gate.set()
+        s, b, _ = await call("GET", c.url(asker) + f"/jobs/{jid}/logs")
+        assert s == 200 and b["node"] == lagging.node and b["attempt"] == 1, b
+    finally:
+        gate.set()
         await c.stop()
