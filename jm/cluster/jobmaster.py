@@ -30,6 +30,7 @@ from jm.policy.attemptio import (ArmStopTimer, Begin, CleanupSession, Committed,
                                  SpawnFailed, StopTimedOut, TakeSavepoint, WaitFor,
                                  WaitForLease)
 from jm.policy.intents import Intents
+from jm.policy.runparams import AttemptPlace, RunParams, attempt_params, cleanup_params
 from jm.policy.restart import RestartStrategy
 from jm.cluster import remotefs
 from jm.cluster.jobfiles import read_failure, read_json, read_result
@@ -128,36 +129,13 @@ class JobMaster:
             self.job_id, self.epoch, self.env.node, status, self.env.clock(), result, failure,
             next_report_seq(), info)))
 
-    def _params(self, pyfiles: list[str], run_dir: str, script: Optional[str] = None) -> dict:
-        conf = self.env.conf
-        return {
-            "job_id": self.job_id, "attempt": self.epoch, "node": self.env.node,
-            "name": self.spec.get("name"), "streaming": self.streaming,
-            "entry": self.spec.get("entry"), "sql": self.spec.get("sql"),
-            "script": script, "argv": self.spec.get("argv") or [],
-            "spark_mode": self.spec.get("spark-mode") or "connect",
-            "spark_conf": self.spec.get("spark-conf") or {},
-            "spark_master": conf["spark.master"],
-            "spark_defaults": conf.spark_conf,
-            "driver_host": self.env.node.rsplit(":", 1)[0],
-            "spark_conf_dir": self.env.spark_conf_dir,
-            "spark_waiting_after": conf["spark.executor-wait-warning"],
-            "args": self.spec.get("args") or {}, "pyfiles": pyfiles,
-            "log_path": os.path.join(self.env.log_dir, "jobs", self.job_id,
-                                     f"attempt-{self.epoch}-{self.restart_index}.log"),
-            "result_path": os.path.join(run_dir, "result.json"),
-            "error_path": os.path.join(run_dir, "error.json"),
-            "scratch_dir": os.path.join(run_dir, SCRATCH),
-            "checkpoint_dir": self.checkpoint_dir,
-            "restore_path": self.spec.get("savepoint-path"),
-            "spark_remote": self.env.spark_remote(),
-            "session_id": self.session_id,
-            "spark_ready_file": self.env.spark_ready_file,
-            "spark_wait": conf["spark.connect.startup-timeout"],
-            "max_result_rows": conf["sql.max-result-rows"],
-            "max_result_size": conf["jobmanager.result.max-size"],
-            "max_failure_size": conf["jobmanager.failure.max-size"],
-        }
+    def _params(self, pyfiles: list[str], run_dir: str,
+                script: Optional[str] = None) -> RunParams:
+        env = self.env
+        return attempt_params(self.spec, env.conf, AttemptPlace(
+            self.job_id, self.epoch, self.restart_index, env.node, run_dir, env.log_dir,
+            self.checkpoint_dir, env.spark_conf_dir, env.spark_remote(),
+            env.spark_ready_file, self.session_id, tuple(pyfiles), script), self.streaming)
 
     def _run_dir(self, restart: int) -> str:
         # made by the job process (or the SQL worker) that writes into it: a mkdir on
@@ -425,18 +403,14 @@ class JobMaster:
         if (not self.session_id or not self.env.spark_remote()
                 or self.spec.get("spark-mode") == "classic"):  # its queries died with its driver
             return
-        params = self._params([], run_dir)
-        params.update({"entry": None, "sql": None, "cleanup_session": self.session_id,
-                       "job_id": self.job_id, "log_path": params["log_path"] + ".cleanup",
-                       "result_path": os.path.join(run_dir, "cleanup.json"),
-                       "error_path": os.path.join(run_dir, "cleanup-error.json")})
+        params = cleanup_params(self._params([], run_dir), run_dir, self.session_id)
         try:
             proc = await self.env.executor.spawn(params)
             try:
                 await asyncio.wait_for(asyncio.shield(proc.exited), 60)
             except asyncio.TimeoutError:
                 self.env.executor.kill(proc, signal.SIGKILL)
-            out, _ = await asyncio.to_thread(read_json, params["result_path"], MAX_INFO_SIZE)
+            out, _ = await asyncio.to_thread(read_json, params.result_path, MAX_INFO_SIZE)
             out = out if isinstance(out, dict) else {}
             self.log.info("job %s: stopped %s streaming queries left by the killed attempt",
                      self.job_id, (out.get("result") or {}).get("stopped"))

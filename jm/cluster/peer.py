@@ -49,6 +49,7 @@ from jm.runtime.limits import from_conf as job_limits
 from jm.cluster.sqlgateway import SqlGateway
 from jm.cluster.sqljobs import SqlJobExecutor
 from jm.runtime.sparkapp import SCRATCH
+from jm.policy.runparams import RunParams
 from jm.runtime.sparkserver import (TOKEN_ENV, SparkConnectServer, free_port, server_conf,
                                     spark_conf_dir)
 from raft import compat
@@ -403,15 +404,16 @@ class Peer:
             await self.lease.wait_valid()
 
     async def _spark_warmup(self, server: SparkConnectServer) -> None:
-        params = {"job_id": "_warmup", "attempt": server.generation, "node": self.node,
-                  "sql": "SELECT 1 AS warmup", "args": {}, "pyfiles": [],
-                  "log_path": os.path.join(self.log_dir, "spark-warmup.log"),
-                  "result_path": os.path.join(self.data_dir, "warmup-result.json"),
-                  "error_path": os.path.join(self.data_dir, "warmup-error.json"),
-                  "checkpoint_dir": os.path.join(self.data_dir, "warmup"),
-                  "spark_remote": server.url, "spark_ready_file": None,
-                  "spark_wait": self.conf["spark.connect.startup-timeout"],
-                  "max_result_rows": 1, "max_result_size": 1024}
+        params = RunParams(
+            job_id="_warmup", attempt=server.generation, node=self.node,
+            sql="SELECT 1 AS warmup",
+            log_path=os.path.join(self.log_dir, "spark-warmup.log"),
+            result_path=os.path.join(self.data_dir, "warmup-result.json"),
+            error_path=os.path.join(self.data_dir, "warmup-error.json"),
+            checkpoint_dir=os.path.join(self.data_dir, "warmup"),
+            spark_remote=server.url, spark_ready_file=None,
+            spark_wait=self.conf["spark.connect.startup-timeout"],
+            max_result_rows=1, max_result_size=1024)
         jp = await self.executor.spawn(params)
         await asyncio.wait_for(jp.exited, self.conf["spark.connect.startup-timeout"])
 

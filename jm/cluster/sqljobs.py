@@ -21,15 +21,16 @@ from collections import OrderedDict
 from typing import Any, Optional
 
 from jm.wire.sqlresult import columns
+from jm.policy.runparams import RunParams
 from jm.policy.sqlstmt import READ, classify
 from jm.runtime import sqlproto as P
 from jm.runtime.executor import JobProcess
 
 
-def fast_path(params: dict) -> bool:
+def fast_path(params: RunParams) -> bool:
     """Whether a job runs as a statement in the SQL worker (pure)."""
-    return bool(params.get("sql")) and not params.get("streaming") \
-        and params.get("spark_mode", "connect") == "connect" and bool(params.get("spark_remote"))
+    return bool(params.sql) and not params.streaming \
+        and params.spark_mode == "connect" and bool(params.spark_remote)
 
 
 SHARED_MAX = 8          # warm sessions for read-only jobs (distinct spark-conf), at most
@@ -37,12 +38,12 @@ SHARED_IDLE = 600.0     # seconds: a warm session unused this long is replaced (
                         # ends idle sessions on its own after an hour by default)
 
 
-def shared_key(params: dict, server: int) -> Optional[tuple]:
+def shared_key(params: RunParams, server: int) -> Optional[tuple]:
     """The warm session a SQL job may run in (pure): its spark-conf and the Spark server's
     generation; None for a statement that could leave something in its session."""
-    if classify(params.get("sql") or "") != READ:
+    if classify(params.sql or "") != READ:
         return None
-    conf = params.get("spark_conf") or {}
+    conf = params.spark_conf
     return (server,) + tuple(sorted((str(k), str(v)) for k, v in conf.items()))
 
 
@@ -80,11 +81,11 @@ class SqlJobExecutor:
     def __getattr__(self, name: str) -> Any:  # running(), set_lease(), ... of the Executor
         return getattr(self.executor, name)
 
-    async def spawn(self, params: dict) -> JobProcess:
+    async def spawn(self, params: RunParams) -> JobProcess:
         if not fast_path(params):
             return await self.executor.spawn(params)
         loop = asyncio.get_running_loop()
-        key = f"{params['job_id']}/{params['attempt']}/sql"
+        key = f"{params.job_id}/{params.attempt}/sql"
         if not self.lease_valid():  # as the zygote: nothing runs without a lease
             run = SqlRun(key, -1, loop.create_future())
             run.exited.set_result((1, 0, True))
@@ -92,7 +93,7 @@ class SqlJobExecutor:
         worker = self.sql._worker()
         await worker._ensure()
         run = SqlRun(key, worker.proc.pid, loop.create_future())
-        run.op = f"{params['session_id']}-job"
+        run.op = f"{params.session_id}-job"
         run.task = asyncio.create_task(self._run(worker, params, run))
         return run
 
@@ -102,22 +103,22 @@ class SqlJobExecutor:
         if jp.task is not None and not jp.task.done():
             jp.task.cancel()
 
-    async def _run(self, worker: Any, params: dict, run: SqlRun) -> None:
-        max_rows = int(params.get("max_result_rows", 1000))
+    async def _run(self, worker: Any, params: RunParams, run: SqlRun) -> None:
+        max_rows = params.max_result_rows
         key = shared_key(params, self.sql._server_generation())
         sh = self._acquire(worker, key) if key else None
-        session = sh.id if sh else params["session_id"]
-        _log(params, f"[jm] job {params['job_id']} attempt {params['attempt']} on "
-                     f"{params['node']}: SQL in the peer's SQL worker (session {session}"
+        session = sh.id if sh else params.session_id
+        _log(params, f"[jm] job {params.job_id} attempt {params.attempt} on "
+                     f"{params.node}: SQL in the peer's SQL worker (session {session}"
                      f"{', shared by read-only jobs' if sh else ''})\n")
         outcome = (0, 0, False)
         try:
             await _spark_ready(params)
-            conf = dict(params.get("spark_conf") or {})
+            conf = dict(params.spark_conf)
 
             async def statement(session: str) -> dict:
                 await worker.call(P.OpenSession(session, conf, ()))
-                return await worker.call(P.Execute(session, run.op, params["sql"], {},
+                return await worker.call(P.Execute(session, run.op, params.sql, {},
                                                    max_rows + 1))
             try:
                 page = await statement(session)
@@ -133,11 +134,11 @@ class SqlJobExecutor:
                 page = await statement(session)
             value = job_result(page, max_rows)
             text = json.dumps({"result": value})
-            limit = int(params.get("max_result_size", 256 * 1024))
+            limit = params.max_result_size
             if len(text) > limit + len('{"result": }'):
                 raise ValueError(f"the job's result is {len(text)} bytes, more than "
                                  f"jobmanager.result.max-size ({limit} bytes)")
-            _write(params["result_path"], text)
+            _write(params.result_path, text)
         except asyncio.CancelledError:
             await _quietly(worker.call(P.Cancel(run.op), timeout=10))
             outcome = (-signal.SIGTERM, signal.SIGTERM, False)
@@ -146,7 +147,7 @@ class SqlJobExecutor:
                 outcome = (1, 0, True)
                 return
             message = str(exc) if str(exc) else type(exc).__name__
-            _write(params["error_path"], json.dumps({"exception": message, "traceback": ""}))
+            _write(params.error_path, json.dumps({"exception": message, "traceback": ""}))
             _log(params, message + "\n")
             outcome = (1, 0, False)
         finally:
@@ -199,15 +200,15 @@ class SqlJobExecutor:
         closing.add_done_callback(self._closing.discard)
 
 
-async def _spark_ready(params: dict) -> None:
+async def _spark_ready(params: RunParams) -> None:
     """As a job process does: wait for the peer's Connect server (a peer just started,
     or restarting its server) up to spark.connect.startup-timeout."""
-    ready = params.get("spark_ready_file")
-    deadline = time.monotonic() + float(params.get("spark_wait", 180))
+    ready = params.spark_ready_file
+    deadline = time.monotonic() + params.spark_wait
     while ready and not os.path.exists(ready):
         if time.monotonic() > deadline:
             raise TimeoutError("the peer's Spark Connect server is not ready after "
-                               f"{params.get('spark_wait')} s")
+                               f"{params.spark_wait} s")
         await asyncio.sleep(0.1)
 
 
@@ -226,8 +227,8 @@ def _write(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _log(params: dict, line: str) -> None:
-    path = params.get("log_path")
+def _log(params: RunParams, line: str) -> None:
+    path = params.log_path
     if path:
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "a") as f:

@@ -14,6 +14,7 @@ from typing import Optional
 
 from jm.config import ConfigError
 from jm.policy.jobenv import child_environ
+from jm.policy.runparams import RunParams
 from jm.runtime.limits import JobLimits, check_user
 from jm.runtime.zygoteproto import (CGROUP_ENV, LIMITS_ENV, PARENT_ENV, Error, Exited, Guard,
                                     Lease, Ready, Spawn, Spawned, pack, unpack)
@@ -147,10 +148,10 @@ class Executor:
             except Exception:
                 log.exception("could not restart the zygote")
 
-    async def spawn(self, params: dict) -> JobProcess:
+    async def spawn(self, params: RunParams) -> JobProcess:
         if self.proc is None or self.proc.returncode is not None:
             raise ExecutorLost("the job executor is not running")
-        key = f"{params['job_id']}/{params['attempt']}/{next(self._ids)}"
+        key = f"{params.job_id}/{params.attempt}/{next(self._ids)}"
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         jp = JobProcess(key, 0, loop.create_future())

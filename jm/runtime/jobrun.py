@@ -20,28 +20,30 @@ import time
 import traceback
 import types
 import zipfile
+from dataclasses import replace
 from typing import Any, Optional
 
 from jm.policy.bounds import readable, truncate
+from jm.policy.runparams import RunParams
 
 
 class JobContext:
     """Handed to `main(ctx)`; see DESIGN.md's job model."""
 
-    def __init__(self, params: dict) -> None:
-        self.args: dict = params.get("args") or {}
-        self.job_id: str = params["job_id"]
-        self.attempt: int = params["attempt"]
-        self.node: str = params["node"]
-        self.checkpoint_dir: str = params["checkpoint_dir"]
-        self.restore_path: Optional[str] = params.get("restore_path")
+    def __init__(self, params: RunParams) -> None:
+        self.args: dict = dict(params.args)  # the user's own copy
+        self.job_id: str = params.job_id
+        self.attempt: int = params.attempt
+        self.node: str = params.node
+        self.checkpoint_dir: str = params.checkpoint_dir
+        self.restore_path: Optional[str] = params.restore_path
         self.stop_requested = threading.Event()
-        self._spark_remote: Optional[str] = params.get("spark_remote")
-        self._session_id: Optional[str] = params.get("session_id")
-        self._spark_ready_file: Optional[str] = params.get("spark_ready_file")
-        self._spark_wait: float = float(params.get("spark_wait", 180.0))
-        self.spark_mode: str = params.get("spark_mode") or "connect"
-        self._pyfiles: list[str] = list(params.get("pyfiles") or [])
+        self._spark_remote: Optional[str] = params.spark_remote
+        self._session_id: Optional[str] = params.session_id
+        self._spark_ready_file: Optional[str] = params.spark_ready_file
+        self._spark_wait: float = params.spark_wait
+        self.spark_mode: str = params.spark_mode or "connect"
+        self._pyfiles: list[str] = list(params.pyfiles)
         self._spark = None
 
     @property
@@ -131,7 +133,7 @@ def stop_queries(spark) -> int:
     return stopped
 
 
-def cleanup_session(params: dict) -> dict:
+def cleanup_session(params: RunParams) -> dict:
     """Stop every streaming query of a killed attempt's Spark session and release it."""
     ctx = JobContext(params)
     try:
@@ -198,10 +200,10 @@ def _write_json(path: str, obj: Any) -> None:
     os.replace(tmp, path)
 
 
-def _write_error(path: str, exception: str, tb: str, params: dict) -> None:
+def _write_error(path: str, exception: str, tb: str, params: RunParams) -> None:
     """error.json with readable texts (a lone surrogate of a file name becomes its escape)
     of at most jobmanager.failure.max-size bytes each, however large the exit message."""
-    limit = int(params.get("max_failure_size", 16 * 1024))
+    limit = params.max_failure_size
     _write_json(path, {"exception": truncate(exception, limit),
                        "traceback": truncate(tb, limit, "tail")})
 
@@ -248,12 +250,12 @@ def run_script(path: str, argv: list[str], pyfiles: list[str]):
     return None
 
 
-def _start_driver(params: dict, ctx: JobContext):
+def _start_driver(params: RunParams, ctx: JobContext):
     """Classic mode: the job's own driver JVM, then a thread reporting its application."""
     from jm.runtime.sparkapp import INFO_FILE, InfoWatcher, app_info, start_driver
-    start_driver(params, params.get("name") or ctx.job_id, params.get("pyfiles") or [])
-    watcher = InfoWatcher(os.path.join(os.path.dirname(params["result_path"]), INFO_FILE),
-                          app_info, float(params.get("spark_waiting_after", 30.0)))
+    start_driver(params, params.name or ctx.job_id, list(params.pyfiles))
+    watcher = InfoWatcher(os.path.join(os.path.dirname(params.result_path), INFO_FILE),
+                          app_info, params.spark_waiting_after)
     watcher.start()
     return watcher
 
@@ -321,16 +323,15 @@ def _stop_queries_quietly(session) -> None:
               flush=True)
 
 
-def run_job(params: dict) -> int:
+def run_job(params: RunParams) -> int:
     """Run one attempt; write result.json or error.json; return the exit code."""
     ctx = JobContext(params)
     os.environ.update({"JM_JOB_ID": ctx.job_id, "JM_ATTEMPT": str(ctx.attempt),
                        "JM_CHECKPOINT_DIR": ctx.checkpoint_dir})
-    script = params.get("script")
-    signal.signal(signal.SIGTERM, _stop_handler(ctx, script is not None,
-                                                bool(params.get("streaming"))))
-    result_path, error_path = params["result_path"], params["error_path"]
-    classic = ctx.spark_mode == "classic" and not params.get("cleanup_session")
+    script = params.script
+    signal.signal(signal.SIGTERM, _stop_handler(ctx, script is not None, params.streaming))
+    result_path, error_path = params.result_path, params.error_path
+    classic = ctx.spark_mode == "classic" and not params.cleanup_session
     watcher = None
     print(f"[jm] job {ctx.job_id} attempt {ctx.attempt} on {ctx.node} pid {os.getpid()}",
           flush=True)
@@ -338,22 +339,22 @@ def run_job(params: dict) -> int:
         if classic:
             watcher = _start_driver(params, ctx)
         elif script is not None:
-            _connect_session(ctx, params.get("spark_conf") or {})
-        if params.get("cleanup_session"):
-            value = cleanup_session(dict(params, session_id=params["cleanup_session"]))
-        elif params.get("sql"):
-            value = run_sql(ctx, params["sql"], int(params.get("max_result_rows", 1000)))
+            _connect_session(ctx, dict(params.spark_conf))
+        if params.cleanup_session:
+            value = cleanup_session(replace(params, session_id=params.cleanup_session))
+        elif params.sql:
+            value = run_sql(ctx, params.sql, params.max_result_rows)
         elif script is not None:
-            value = run_script(script, params.get("argv") or [], params.get("pyfiles") or [])
+            value = run_script(script, list(params.argv), list(params.pyfiles))
         else:
-            func = _load_entry(params["entry"], params.get("pyfiles") or [])
+            func = _load_entry(params.entry, list(params.pyfiles))
             value = func(ctx)
         value = finite(value)  # NaN and infinities would make the answers invalid JSON
         try:
             text = json.dumps(value, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"the job's return value is not JSON-serialisable: {exc}")
-        limit = int(params.get("max_result_size", 256 * 1024))
+        limit = params.max_result_size
         if len(text) > limit:
             raise ValueError(f"the job's result is {len(text)} bytes, more than "
                              f"jobmanager.result.max-size ({limit} bytes)")

@@ -26,8 +26,11 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
+from jm.policy import runparams
+from jm.policy.runparams import RunParams
+
 INFO_FILE = "spark.json"   # in the attempt's run dir; read by the JobMaster
-SCRATCH = "spark-local"     # a driver JVM's Spark local dir, in its attempt's run dir
+SCRATCH = runparams.SCRATCH  # a driver JVM's Spark local dir, in its attempt's run dir
 JVM_EXIT_WAIT = 10.0       # seconds the runner waits for its driver JVM to exit
 
 
@@ -42,16 +45,16 @@ def submit_args(master: str, name: str, conf: dict, pyfiles: list[str]) -> list[
     return args + ["pyspark-shell"]
 
 
-def driver_conf(params: dict) -> dict:
+def driver_conf(params: RunParams) -> dict:
     """The Spark properties of a classic job's application: the cluster's defaults, then
     the job's own, then what the cluster needs (pure)."""
     conf = {"spark.ui.port": "0",  # many drivers on one host: no fight over 4040
             "spark.ui.showConsoleProgress": "false",  # the output goes to a log file
-            "spark.driver.host": params.get("driver_host") or "127.0.0.1"}
-    conf.update(params.get("spark_defaults") or {})
-    conf.update(params.get("spark_conf") or {})
-    conf["spark.jm.job-id"] = params["job_id"]
-    conf["spark.jm.attempt"] = str(params["attempt"])
+            "spark.driver.host": params.driver_host or "127.0.0.1"}
+    conf.update(params.spark_defaults)
+    conf.update(params.spark_conf)
+    conf["spark.jm.job-id"] = params.job_id
+    conf["spark.jm.attempt"] = str(params.attempt)
     return conf
 
 
@@ -90,27 +93,27 @@ def _fence_gateway_launch() -> None:
     java_gateway.Popen = popen
 
 
-def start_driver(params: dict, name: str, pyfiles: list[str]) -> None:
+def start_driver(params: RunParams, name: str, pyfiles: list[str]) -> None:
     """Launch the job's driver JVM now, from the calling (main) thread."""
-    master = params.get("spark_master") or "local[*]"
+    master = params.spark_master or "local[*]"
     conf = driver_conf(params)
     args = submit_args(master, name, conf, pyfiles)
     os.environ["PYSPARK_SUBMIT_ARGS"] = shlex.join(args)
-    os.environ.update(local_dirs_env(os.environ, conf, params.get("scratch_dir")))
+    os.environ.update(local_dirs_env(os.environ, conf, params.scratch_dir))
     for key in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_GATEWAY_PORT",
                 "PYSPARK_GATEWAY_SECRET"):
         os.environ.pop(key, None)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", params.get("driver_host") or "127.0.0.1")
-    if params.get("spark_conf_dir") and "SPARK_CONF_DIR" not in os.environ:
-        os.environ["SPARK_CONF_DIR"] = params["spark_conf_dir"]
+    os.environ.setdefault("SPARK_LOCAL_IP", params.driver_host or "127.0.0.1")
+    if params.spark_conf_dir and "SPARK_CONF_DIR" not in os.environ:
+        os.environ["SPARK_CONF_DIR"] = params.spark_conf_dir
     _fence_gateway_launch()
     from pyspark import SparkContext
     try:
         SparkContext._ensure_initialized()
     except Exception as exc:  # say why in the job's exceptions, not only in its log
         raise DriverStartError(f"the Spark driver did not start ({exc}); its JVM said:\n"
-                               f"{_log_tail(params.get('log_path'))}") from None
+                               f"{_log_tail(params.log_path)}") from None
 
 
 class DriverStartError(RuntimeError):

@@ -35,6 +35,7 @@ import signal
 import sys
 import time
 
+from jm.policy.runparams import RunParams
 from jm.runtime import limits as L
 from jm.runtime.confine import state_of
 from jm.runtime.zygoteproto import (CGROUP_ENV, LIMITS_ENV, PARENT_ENV, ProtocolError,
@@ -90,7 +91,7 @@ def _warm_imports(preload: str) -> None:
             print(f"[zygote] warm import of {name} failed: {exc}", file=sys.stderr, flush=True)
 
 
-def _child(params: dict, fds_to_close: list[int], zygote_pid: int, peer_pid: int,
+def _child(params: RunParams, fds_to_close: list[int], zygote_pid: int, peer_pid: int,
            limits: L.JobLimits, cgroup_base: str | None) -> None:
     """In the forked child: become the job process. Never returns."""
     code = 1
@@ -111,11 +112,11 @@ def _child(params: dict, fds_to_close: list[int], zygote_pid: int, peer_pid: int
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.close(devnull)
-        os.makedirs(os.path.dirname(params["log_path"]), exist_ok=True)
-        for key in ("result_path", "error_path"):  # the attempt's run folder
-            if params.get(key):
-                os.makedirs(os.path.dirname(params[key]), exist_ok=True)
-        logfd = os.open(params["log_path"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.makedirs(os.path.dirname(params.log_path), exist_ok=True)
+        for path in (params.result_path, params.error_path):  # the attempt's run folder
+            if path:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+        logfd = os.open(params.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(logfd, 1)
         os.dup2(logfd, 2)
         os.close(logfd)
@@ -125,17 +126,14 @@ def _child(params: dict, fds_to_close: list[int], zygote_pid: int, peer_pid: int
         switch = L.switch_user(limits, os.getuid(), target)
         confine.apply_limits(limits, target if switch else os.getuid(), cgroup is not None)
         if switch:
-            own = [os.path.dirname(params[k]) for k in ("result_path", "error_path")
-                   if params.get(k)]
-            if params.get("checkpoint_dir"):
-                own.append(params["checkpoint_dir"])
+            own = [os.path.dirname(p) for p in (params.result_path, params.error_path) if p]
+            if params.checkpoint_dir:
+                own.append(params.checkpoint_dir)
             confine.drop_user(limits.user, own)
             # a change of credentials clears the parent-death signal: arm it again
             if not die_with_parent(zygote_pid):
                 os._exit(1)
         confine.watch_fence([zygote_pid, peer_pid])
-        if params.get("cwd"):
-            os.chdir(params["cwd"])
         from jm.runtime.jobrun import run_job
         code = run_job(params)
     except BaseException:

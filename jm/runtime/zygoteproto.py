@@ -20,6 +20,8 @@ from typing import Optional
 
 import msgpack
 
+from jm.policy.runparams import RunParams
+
 PARENT_ENV = "JM_PARENT_PID"  # set by whoever starts us: the pid we must die with
 LIMITS_ENV = "JM_JOB_LIMITS"  # JSON of limits.JobLimits for every job process
 CGROUP_ENV = "JM_JOB_CGROUP"  # "1": a cgroup v2 per job where the host has one
@@ -28,8 +30,9 @@ CGROUP_ENV = "JM_JOB_CGROUP"  # "1": a cgroup v2 per job where the host has one
 # ---- peer -> zygote ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Spawn:
+    """Fork a job process for `params` (on the wire: RunParams.to_wire())."""
     key: str
-    params: dict
+    params: RunParams
 
 
 @dataclass(frozen=True)
@@ -85,8 +88,15 @@ class ProtocolError(ValueError):
     """A frame that is no message of this protocol."""
 
 
+def _wire(value):
+    """A field's wire form: a typed value's own (RunParams.to_wire), else the value."""
+    to_wire = getattr(value, "to_wire", None)
+    return to_wire() if callable(to_wire) else value
+
+
 def pack(msg) -> bytes:
-    body = msgpack.packb([type(msg).__name__, dataclasses.asdict(msg)], use_bin_type=True)
+    fields = {f.name: _wire(getattr(msg, f.name)) for f in dataclasses.fields(msg)}
+    body = msgpack.packb([type(msg).__name__, fields], use_bin_type=True)
     return struct.pack(">I", len(body)) + body
 
 
@@ -100,8 +110,10 @@ def unpack(body: bytes):
     if cls is None:
         raise ProtocolError(f"unknown message type {name!r}")
     try:
+        if cls is Spawn and isinstance(fields, dict) and "params" in fields:
+            fields = dict(fields, params=RunParams.from_wire(fields["params"]))
         return cls(**fields)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:  # (RunParamsError is a ValueError)
         raise ProtocolError(f"bad fields for {name}: {exc}") from None
 
 

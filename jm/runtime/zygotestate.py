@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Union
 
+from jm.policy.runparams import RunParams
 from jm.runtime.zygoteproto import TO_PEER, Error, Exited, Guard, Lease, Spawn, Spawned
 
 IDLE_WAIT = 1.0  # seconds: the longest the loop sleeps when nothing is due
@@ -101,7 +102,7 @@ class Send:
 class Fork:
     """Fork the job process; the loop answers with `Forked`."""
     key: str
-    params: dict
+    params: RunParams
 
 
 class KillJob(_Pid):

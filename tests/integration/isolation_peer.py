@@ -6,6 +6,7 @@ import os
 import sys
 import time
 
+from jm.policy.runparams import RunParams
 from jm.runtime.executor import Executor
 
 LEASE = 3.0
@@ -17,14 +18,14 @@ async def main(base: str) -> None:
     ex.set_lease(time.monotonic() + LEASE)
     run = os.path.join(base, "run")
     os.makedirs(run, exist_ok=True)
-    jp = await ex.spawn({"job_id": "p", "attempt": 1, "node": "n1",
-                         "entry": "isolation_jobs:ticks", "sql": None,
-                         "args": {"path": os.path.join(base, "ticks"), "seconds": 300},
-                         "pyfiles": [os.path.dirname(os.path.abspath(__file__)) + "/"],
-                         "log_path": os.path.join(base, "job.log"),
-                         "result_path": os.path.join(run, "result.json"),
-                         "error_path": os.path.join(run, "error.json"),
-                         "checkpoint_dir": os.path.join(base, "cp")})
+    jp = await ex.spawn(RunParams(
+        job_id="p", attempt=1, node="n1", entry="isolation_jobs:ticks", sql=None,
+        args={"path": os.path.join(base, "ticks"), "seconds": 300},
+        pyfiles=(os.path.dirname(os.path.abspath(__file__)) + "/",),
+        log_path=os.path.join(base, "job.log"),
+        result_path=os.path.join(run, "result.json"),
+        error_path=os.path.join(run, "error.json"),
+        checkpoint_dir=os.path.join(base, "cp")))
     print(ex.zygote_pid, jp.pid, flush=True)
     loop = asyncio.get_running_loop()
     eof = loop.run_in_executor(None, sys.stdin.read)

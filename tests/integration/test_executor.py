@@ -3,18 +3,19 @@ import asyncio
 import os
 import time
 
+from jm.policy.runparams import RunParams
 from jm.runtime.executor import Executor
 from tests.helpers import apoll
 
 FIX = os.path.dirname(os.path.abspath(__file__)) + "/"
 
 
-def _params(tmp_path, job, entry, args=None):
-    return {"job_id": job, "attempt": 1, "node": "n1", "entry": entry, "sql": None,
-            "args": args or {}, "pyfiles": [FIX], "log_path": str(tmp_path / f"{job}.log"),
-            "result_path": str(tmp_path / f"{job}.result.json"),
-            "error_path": str(tmp_path / f"{job}.error.json"),
-            "checkpoint_dir": str(tmp_path / "cp")}
+def _params(tmp_path, job, entry, args=None) -> RunParams:
+    return RunParams(job_id=job, attempt=1, node="n1", entry=entry, sql=None,
+                     args=args or {}, pyfiles=(FIX,), log_path=str(tmp_path / f"{job}.log"),
+                     result_path=str(tmp_path / f"{job}.result.json"),
+                     error_path=str(tmp_path / f"{job}.error.json"),
+                     checkpoint_dir=str(tmp_path / "cp"))
 
 
 async def test_spawn_runs_job_and_reports_exit(tmp_path):

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from jm.policy.runparams import RunParams
 from jm.runtime.executor import Executor, ExecutorConfigError
 from jm.runtime.limits import JobLimits, proc_state
 from tests.helpers import ahttp, apoll
@@ -46,10 +47,10 @@ def _open_up(path) -> None:
 def _params(tmp_path, job, entry, args=None):
     run = tmp_path / "runs" / job
     run.mkdir(parents=True, exist_ok=True)  # (the JobMaster makes it)
-    return {"job_id": job, "attempt": 1, "node": "n1", "entry": entry, "sql": None,
-            "args": args or {}, "pyfiles": [FIX], "log_path": str(tmp_path / f"{job}.log"),
-            "result_path": str(run / "result.json"), "error_path": str(run / "error.json"),
-            "checkpoint_dir": str(tmp_path / "cp" / job)}
+    return RunParams(job_id=job, attempt=1, node="n1", entry=entry, sql=None,
+                     args=args or {}, pyfiles=(FIX,), log_path=str(tmp_path / f"{job}.log"),
+                     result_path=str(run / "result.json"), error_path=str(run / "error.json"),
+                     checkpoint_dir=str(tmp_path / "cp" / job))
 
 
 def _result(tmp_path, job):

@@ -17,13 +17,17 @@ async def test_bad_frames_get_an_error_answer_and_jobs_still_run(tmp_path, caplo
     await ex.start()
     try:
         old = ex.zygote_pid
+        wire = dict(_params(tmp_path, "x", "jobs_fixture:quick").to_wire(), cwd="/")
         for body in (msgpack.packb(["Nope", {}]), msgpack.packb(["Spawn", {"key": "k"}]),
-                     b"\xc1"):
+                     b"\xc1", msgpack.packb(["Spawn", {"key": "k2", "params": wire}]),
+                     msgpack.packb(["Spawn", {"key": "k3", "params": {"job_id": "y"}}])):
             ex.proc.stdin.write(struct.pack(">I", len(body)) + body)
         await apoll(lambda: sum("refused a message" in r.getMessage()
-                                for r in caplog.records) == 3, 10, what="three Error answers")
+                                for r in caplog.records) == 5, 10, what="five Error answers")
         text = " ".join(r.getMessage() for r in caplog.records)
         assert "unknown message type 'Nope'" in text and "bad fields for Spawn" in text
+        assert "unknown run params: cwd" in text and "missing run params: attempt" in text
+        assert not (tmp_path / "x.log").exists()  # nothing was run for a bad Spawn
         jp = await ex.spawn(_params(tmp_path, "a", "jobs_fixture:quick"))
         assert await asyncio.wait_for(jp.exited, 30) == (0, 0, False)
         assert ex.zygote_pid == old  # the same zygote: it did not crash

@@ -11,6 +11,7 @@ import pytest
 
 from jm.client.cli_http import UsageError
 from jm.client.cli_run import build_run_spec, parse_conf, split_app_args
+from jm.policy.runparams import RunParams
 from jm.wire import views
 from jm.runtime.sparkapp import (IdleSince, InfoWatcher, driver_conf, local_dirs_env,
                                  submit_args, waiting)
@@ -34,15 +35,21 @@ def test_submit_args_ship_code_files_only():
 
 
 def test_driver_conf_layers_and_fencing_keys():
-    params = {"job_id": "j1", "attempt": 3, "driver_host": "10.0.0.5",
-              "spark_defaults": {"spark.ui.port": "4050", "spark.executor.memory": "1g"},
-              "spark_conf": {"spark.executor.memory": "2g", "spark.jm.job-id": "forged"}}
+    params = _run("j1", 3, driver_host="10.0.0.5",
+                  spark_defaults={"spark.ui.port": "4050", "spark.executor.memory": "1g"},
+                  spark_conf={"spark.executor.memory": "2g", "spark.jm.job-id": "forged"})
     conf = driver_conf(params)
     assert conf["spark.executor.memory"] == "2g"          # the job's own wins
     assert conf["spark.ui.port"] == "4050"                # the cluster's default wins ours
     assert conf["spark.driver.host"] == "10.0.0.5"
     assert conf["spark.jm.job-id"] == "j1" and conf["spark.jm.attempt"] == "3"
-    assert driver_conf({"job_id": "j", "attempt": 1})["spark.ui.showConsoleProgress"] == "false"
+    assert driver_conf(_run("j", 1))["spark.ui.showConsoleProgress"] == "false"
+    assert driver_conf(_run("j", 1))["spark.driver.host"] == "127.0.0.1"
+
+
+def _run(job_id: str, attempt: int, **fields) -> RunParams:
+    return RunParams(job_id=job_id, attempt=attempt, node="n", log_path="/l",
+                     result_path="/r", error_path="/e", checkpoint_dir="/c", **fields)
 
 
 def test_waiting_note_only_for_a_cluster_app_without_executors():

@@ -19,6 +19,7 @@ from jm.policy.attempt import Phase
 from jm.policy.attemptio import SpawnFailed
 from jm.policy.restart import RestartStrategy, validate_override
 from jm.policy.retention import purge_batches
+from jm.policy.runparams import RunParams
 from jm.policy.spec import SpecError, SpecTooLarge, validate_spec
 from raft import commands as c
 from raft import state as S
@@ -96,10 +97,11 @@ def test_sys_exit_message_is_written_readable_and_truncated(tmp_path, message):
     name = f"bounds_exit_job_{len(message)}"
     mod = tmp_path / f"{name}.py"
     mod.write_text(f"import sys\nMSG = {message!r}\ndef main(ctx):\n    sys.exit(MSG)\n")
-    params = {"job_id": "j", "attempt": 1, "node": "n", "checkpoint_dir": str(tmp_path),
-              "entry": f"{name}:main", "pyfiles": [str(mod)],
-              "result_path": str(tmp_path / "result.json"),
-              "error_path": str(tmp_path / "error.json"), "max_failure_size": 4096}
+    params = RunParams(job_id="j", attempt=1, node="n", checkpoint_dir=str(tmp_path),
+                       entry=f"{name}:main", pyfiles=(str(mod),),
+                       log_path=str(tmp_path / "job.log"),
+                       result_path=str(tmp_path / "result.json"),
+                       error_path=str(tmp_path / "error.json"), max_failure_size=4096)
     with _job_process_state():
         try:
             assert run_job(params) == 1

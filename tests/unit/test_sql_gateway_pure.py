@@ -208,13 +208,17 @@ def test_operations_are_kept_for_the_next_holder_fenced_and_bounded(st):
 
 
 def test_which_sql_jobs_take_the_fast_path_and_their_result():
+    from dataclasses import replace
     from jm.cluster.sqljobs import fast_path, job_result
-    base = {"sql": "SELECT 1", "spark_mode": "connect", "spark_remote": "sc://h:1"}
+    from jm.policy.runparams import RunParams
+    base = RunParams(job_id="j", attempt=1, node="n", log_path="/l", result_path="/r",
+                     error_path="/e", checkpoint_dir="/c", sql="SELECT 1",
+                     spark_mode="connect", spark_remote="sc://h:1")
     assert fast_path(base)
-    assert not fast_path(dict(base, streaming=True))
-    assert not fast_path(dict(base, spark_mode="classic"))
-    assert not fast_path(dict(base, spark_remote=None))   # no Spark here: the old error path
-    assert not fast_path({"entry": "m:f", "spark_remote": "sc://h:1"})
+    assert not fast_path(replace(base, streaming=True))
+    assert not fast_path(replace(base, spark_mode="classic"))
+    assert not fast_path(replace(base, spark_remote=None))  # no Spark here: the old error path
+    assert not fast_path(replace(base, sql=None, entry="m:f"))
     schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": False}]}
     assert job_result({"schema": schema, "rows": [[1], [2], [3]]}, 2) == {
         "columns": ["id"], "rows": [[1], [2]], "truncated": True}

@@ -9,6 +9,7 @@ import msgpack
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from jm.policy.runparams import RunParams
 from jm.runtime.zygoteproto import (Error, Exited, Guard, Lease, ProtocolError, Ready, Spawn,
                                     Spawned, next_frame, pack, unpack)
 from jm.runtime.zygotestate import (PAUSED_POLL, ChildEnding, ChildReaped, ChildStopped,
@@ -16,7 +17,8 @@ from jm.runtime.zygotestate import (PAUSED_POLL, ChildEnding, ChildReaped, Child
                                     InputClosed, KillJob, KillLeftovers, KillPid, PeerSeen,
                                     Send, Tick, ZygoteState, refused)
 
-P = {"job_id": "j", "attempt": 1}
+P = RunParams(job_id="j", attempt=1, node="n", log_path="/l/j.log", result_path="/r/result.json",
+              error_path="/r/error.json", checkpoint_dir="/c")
 
 
 def leased(until: float = 10.0) -> ZygoteState:
@@ -38,7 +40,8 @@ def test_the_state_is_pure():
             names |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             names.add(node.module)
-    assert names == {"__future__", "dataclasses", "typing", "jm.runtime.zygoteproto"}
+    assert names == {"__future__", "dataclasses", "typing", "jm.runtime.zygoteproto",
+                     "jm.policy.runparams"}  # (pure: jm/policy/)
     assert refused("k") == Exited("k", 0, -int(signal.SIGKILL), int(signal.SIGKILL), True)
 
 
@@ -202,8 +205,25 @@ def test_unpack_names_what_is_wrong():
         unpack(b"\xc1")
 
 
+@pytest.mark.parametrize("params, why", [
+    (dict(P.to_wire(), cwd="/tmp"), "unknown run params: cwd"),
+    ({k: v for k, v in P.to_wire().items() if k != "log_path"}, "missing run params: log_path"),
+    ([1, 2], "run params must be a dict"),
+])
+def test_a_spawn_with_bad_run_params_is_a_protocol_error(params, why):
+    """The zygote answers it with Error (Garbled) and carries on: no exception escapes."""
+    with pytest.raises(ProtocolError, match=f"bad fields for Spawn: {why}"):
+        unpack(msgpack.packb(["Spawn", {"key": "k", "params": params}]))
+
+
+def test_a_spawn_carries_typed_run_params():
+    msg = unpack(next_frame(pack(Spawn("k", P)))[0])
+    assert isinstance(msg.params, RunParams) and msg == Spawn("k", P)
+    assert msgpack.unpackb(next_frame(pack(Spawn("k", P)))[0])[1]["params"] == P.to_wire()
+
+
 def test_every_message_round_trips():
-    for msg in (Spawn("k", {"a": [1]}), Lease(2.5), Guard([1, 2]), Ready(3, "n"),
+    for msg in (Spawn("k", P), Lease(2.5), Guard([1, 2]), Ready(3, "n"),
                 Spawned("k", 4), Exited("k", 4, -9, 9, True), Error("why")):
         body, rest = next_frame(pack(msg) + b"\x00")
         assert unpack(body) == msg and rest == b"\x00"

@@ -1,0 +1,171 @@
+"""RunParams: what one job process (or SQL-worker statement) is told to run, typed and
+frozen, from the JobMaster (or the peer's Spark warm-up) through the executor and the
+zygote into the job process (jm/runtime/jobrun.py, sparkapp.py) and the SQL fast path
+(jm/cluster/sqljobs.py).
+
+Its wire form (`to_wire` / `from_wire`) is a plain dict of JSON/msgpack values, used only
+for the hop over the zygote's pipe (jm/runtime/zygoteproto.py). `from_wire` is strict: an
+unknown or a missing required key raises RunParamsError (a ValueError), which the zygote
+answers with its Error message.
+
+Pure: no os, no clock (paths are joined with posixpath: the job runtime is POSIX)."""
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Mapping, Optional
+
+SCRATCH = "spark-local"  # a driver JVM's Spark local dir, in its attempt's run dir
+
+
+class RunParamsError(ValueError):
+    """A wire form that is no RunParams (not a dict, an unknown or a missing key)."""
+
+
+@dataclass(frozen=True)
+class RunParams:
+    # who: the job and its attempt (the JobMaster's epoch), the peer that runs it
+    job_id: str
+    attempt: int
+    node: str
+    # where: its log, its result and error files (in its run folder), its checkpoints
+    log_path: str
+    result_path: str
+    error_path: str
+    checkpoint_dir: str
+    # what: an entry ("module:function"), a SQL statement or a script (a local path)
+    name: Optional[str] = None
+    streaming: bool = False
+    entry: Optional[str] = None
+    sql: Optional[str] = None
+    script: Optional[str] = None
+    argv: tuple[str, ...] = ()
+    args: Mapping[str, Any] = field(default_factory=dict)
+    pyfiles: tuple[str, ...] = ()
+    restore_path: Optional[str] = None
+    cleanup_session: Optional[str] = None  # stop the queries of this session, nothing else
+    # Spark: connect (the peer's server) or classic (the job's own driver)
+    spark_mode: str = "connect"
+    spark_conf: Mapping[str, Any] = field(default_factory=dict)      # the job's spark-conf
+    spark_defaults: Mapping[str, Any] = field(default_factory=dict)  # spark.conf.* (classic)
+    spark_master: Optional[str] = None
+    driver_host: Optional[str] = None
+    spark_conf_dir: Optional[str] = None
+    scratch_dir: Optional[str] = None
+    spark_waiting_after: float = 30.0
+    spark_remote: Optional[str] = None
+    session_id: Optional[str] = None
+    spark_ready_file: Optional[str] = None
+    spark_wait: float = 180.0
+    # bounds of what it leaves
+    max_result_rows: int = 1000
+    max_result_size: int = 256 * 1024
+    max_failure_size: int = 16 * 1024
+
+    def __post_init__(self) -> None:
+        # immutable whatever the caller passed (a list, a dict), and the numbers typed
+        for name in ("argv", "pyfiles"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        for name in ("args", "spark_conf", "spark_defaults"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+        for name in ("attempt", "max_result_rows", "max_result_size", "max_failure_size"):
+            object.__setattr__(self, name, int(getattr(self, name)))
+        for name in ("spark_waiting_after", "spark_wait"):
+            object.__setattr__(self, name, float(getattr(self, name)))
+        object.__setattr__(self, "streaming", bool(self.streaming))
+
+    def to_wire(self) -> dict:
+        """A plain dict (lists, dicts, str, numbers, None): msgpack and JSON take it."""
+        out: dict = {}
+        for f in _FIELDS:
+            value = getattr(self, f.name)
+            if isinstance(value, tuple):
+                value = list(value)
+            elif isinstance(value, MappingProxyType):
+                value = dict(value)
+            out[f.name] = value
+        return out
+
+    @classmethod
+    def from_wire(cls, d: Any) -> "RunParams":
+        """The RunParams of a wire form; RunParamsError if it is none."""
+        if not isinstance(d, dict):
+            raise RunParamsError(f"run params must be a dict, not {type(d).__name__}")
+        unknown = sorted(str(k) for k in d if k not in _NAMES)
+        if unknown:
+            raise RunParamsError(f"unknown run params: {', '.join(unknown)}")
+        missing = [n for n in REQUIRED if n not in d]
+        if missing:
+            raise RunParamsError(f"missing run params: {', '.join(missing)}")
+        try:
+            return cls(**d)
+        except (TypeError, ValueError) as exc:
+            raise RunParamsError(f"bad run params: {exc}") from None
+
+
+_FIELDS = dataclasses.fields(RunParams)
+_NAMES = frozenset(f.name for f in _FIELDS)
+REQUIRED = tuple(f.name for f in _FIELDS
+                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+
+
+@dataclass(frozen=True)
+class AttemptPlace:
+    """Where an attempt runs and what of its peer it uses (the JobMaster's environment)."""
+    job_id: str
+    attempt: int          # the JobMaster's epoch
+    restart: int
+    node: str
+    run_dir: str
+    log_dir: str
+    checkpoint_dir: str
+    spark_conf_dir: Optional[str] = None
+    spark_remote: Optional[str] = None
+    spark_ready_file: Optional[str] = None
+    session_id: Optional[str] = None
+    pyfiles: tuple[str, ...] = field(default=())
+    script: Optional[str] = None
+
+
+def attempt_params(spec: Mapping[str, Any], conf: Any, place: AttemptPlace,
+                   streaming: bool) -> RunParams:
+    """The RunParams of one attempt of a job (its spec, the peer's configuration `conf`)."""
+    p = place
+    return RunParams(
+        job_id=p.job_id, attempt=p.attempt, node=p.node,
+        name=spec.get("name"), streaming=streaming,
+        entry=spec.get("entry"), sql=spec.get("sql"),
+        script=p.script, argv=tuple(spec.get("argv") or ()),
+        spark_mode=spec.get("spark-mode") or "connect",
+        spark_conf=spec.get("spark-conf") or {},
+        spark_master=conf["spark.master"],
+        spark_defaults=conf.spark_conf,
+        driver_host=p.node.rsplit(":", 1)[0],
+        spark_conf_dir=p.spark_conf_dir,
+        spark_waiting_after=conf["spark.executor-wait-warning"],
+        args=spec.get("args") or {}, pyfiles=p.pyfiles,
+        log_path=posixpath.join(p.log_dir, "jobs", p.job_id,
+                                f"attempt-{p.attempt}-{p.restart}.log"),
+        result_path=posixpath.join(p.run_dir, "result.json"),
+        error_path=posixpath.join(p.run_dir, "error.json"),
+        scratch_dir=posixpath.join(p.run_dir, SCRATCH),
+        checkpoint_dir=p.checkpoint_dir,
+        restore_path=spec.get("savepoint-path"),
+        spark_remote=p.spark_remote,
+        session_id=p.session_id,
+        spark_ready_file=p.spark_ready_file,
+        spark_wait=conf["spark.connect.startup-timeout"],
+        max_result_rows=conf["sql.max-result-rows"],
+        max_result_size=conf["jobmanager.result.max-size"],
+        max_failure_size=conf["jobmanager.failure.max-size"],
+    )
+
+
+def cleanup_params(params: RunParams, run_dir: str, session_id: str) -> RunParams:
+    """The run that stops the streaming queries a killed attempt left in its session."""
+    return replace(params, entry=None, sql=None, cleanup_session=session_id,
+                   log_path=params.log_path + ".cleanup",
+                   result_path=posixpath.join(run_dir, "cleanup.json"),
+                   error_path=posixpath.join(run_dir, "cleanup-error.json"))
