@@ -5,167 +5,21 @@ Raft command is committed and applied on this peer (read-your-writes here).
 """
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import os
-import re
-import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from rest.gateway import INDEX_HEADER, MIN_INDEX_HEADER, ApiError, Gateway
+from rest.gateway import ApiError, Gateway
+from rest.middleware import (  # (the app's keys and auth_middleware: imported from here)
+    CLIENT_SSL, DETAILS, GATEWAY, MAX_BODY, MAX_SPEC, METRICS, PUBLIC_HEALTH, _add_index,
+    auth_middleware, consistency_middleware, errors_middleware, metrics_middleware)
 
 log = logging.getLogger("jm.rest")
 STATIC = os.path.join(os.path.dirname(__file__), "static")
-
-
-GATEWAY: web.AppKey["Gateway"] = web.AppKey("gateway")
-METRICS: web.AppKey[Any] = web.AppKey("metrics")
-MAX_BODY: web.AppKey[int] = web.AppKey("max_body", int)
-CLIENT_SSL: web.AppKey[Any] = web.AppKey("client_ssl")
-MAX_SPEC: web.AppKey[int] = web.AppKey("max_spec", int)  # jobmanager.spec.max-size
-
-
-def error_response(status: int, errors: list[str], headers: dict | None = None) -> web.Response:
-    return web.json_response({"errors": errors}, status=status, headers=headers)
-
-
-PEERS_ONLY = ("/cluster/beat", "/cluster/voter")  # the peer credential only
-# what else peers ask each other: the users' token or the peer credential (no other route
-# takes the peer credential: it is not a general bearer)
-PEER_READS = ("/cluster/peers", "/cluster/identity")
-PEER_DATA = re.compile(r"/artifacts/[^/]+/content")  # a copy of an artifact
-PEER_LOGS = re.compile(r"/jobs/[^/]+/logs")  # with ?local: a log on the peer asked
-DETAILS = web.RequestKey("jm_details", bool)  # the caller may see more than the basics
-PUBLIC_HEALTH = ("ok", "node", "leader", "registered", "spark-ready")
-OPEN_PATHS = ("/healthz", "/readyz")  # plus the web UI shell: "/" and /static/...
-
-
-def auth_middleware(token: Optional[str], peer_credential: Optional[str]):
-    """With rest.auth.token set, every endpoint but /healthz and the UI shell needs
-    `Authorization: Bearer <token>`. Peers may show their credential instead (derived from
-    cluster.secret by the peer, jm.policy.security.peer_credential, never the secret
-    itself) on the routes peers call on each other, and only there: artifact content, a
-    peer's own logs (`?local`), the membership and identity reads; a stolen peer
-    credential submits no job. With only cluster.secret set, the peer-to-peer data routes
-    need the peer credential. Heartbeats (POST /cluster/beat) and voter changes need the
-    peer credential whenever cluster.secret is set: the users' token cannot keep a dead
-    peer alive."""
-    secret = peer_credential
-    accepted = [t.encode() for t in (token, peer_credential) if t]
-    users = [token.encode()] if token else []
-    peers_only = [secret.encode()] if secret else accepted
-
-    def allowed(request: web.Request, tokens: list) -> bool:
-        header = request.headers.get("Authorization", "")
-        scheme, _, given = header.partition(" ")
-        if scheme.lower() != "bearer" or not given.strip():
-            return False
-        try:  # (a header that is not UTF-8 arrives with surrogates: it matches no token)
-            given_b = given.strip().encode("utf-8", "surrogateescape")
-        except UnicodeEncodeError:
-            return False
-        return any(hmac.compare_digest(given_b, t) for t in tokens)
-
-    @web.middleware
-    async def middleware(request: web.Request, handler):
-        path = request.path
-        if path in OPEN_PATHS or path == "/" or path.startswith("/static/"):
-            request[DETAILS] = not token or allowed(request, accepted)
-            return await handler(request)
-        internal = request.method in ("GET", "HEAD") and (
-            PEER_DATA.fullmatch(path) is not None
-            or ("local" in request.query and PEER_LOGS.fullmatch(path) is not None))
-        if path in PEERS_ONLY:  # heartbeats, promotions: only peers (not the users' token)
-            if (token or secret) and not allowed(request, peers_only):
-                return error_response(401, [f"{path} is for the cluster's peers: send "
-                                            "'Authorization: Bearer <peer credential>'"],
-                                      {"WWW-Authenticate": 'Bearer realm="jobmanager"'})
-            return await handler(request)
-        tokens = accepted if internal or path in PEER_READS else users
-        if (token or (secret and internal)) and not allowed(request, tokens):
-            return error_response(401, ["missing or wrong credentials: send "
-                                        "'Authorization: Bearer <rest.auth.token>'"],
-                                  {"WWW-Authenticate": 'Bearer realm="jobmanager"'})
-        return await handler(request)
-    return middleware
-
-
-@web.middleware
-async def metrics_middleware(request: web.Request, handler):
-    start = time.perf_counter()
-    status = 500
-    try:
-        resp = await handler(request)
-        status = resp.status
-        return resp
-    except web.HTTPException as exc:
-        status = exc.status
-        raise
-    finally:
-        metrics = request.app.get(METRICS)
-        if metrics is not None:
-            route = request.match_info.route.resource
-            name = route.canonical if route is not None else "unmatched"
-            metrics.observe_rest(request.method, name, status, time.perf_counter() - start)
-
-
-@web.middleware
-async def errors_middleware(request: web.Request, handler):
-    try:
-        return await handler(request)
-    except ApiError as exc:
-        return error_response(exc.status, exc.errors, exc.headers)
-    except web.HTTPRequestEntityTooLarge as exc:
-        return error_response(413, [f"request body too large (limit rest.max-body-size, "
-                                    f"{exc.max_size} bytes)"])
-    except web.HTTPException as exc:
-        if exc.status < 400:
-            raise
-        reason = exc.reason or "error"
-        if exc.status == 404:
-            reason = f"no such resource: {request.method} {request.path}"
-        elif exc.status == 405:
-            reason = f"method {request.method} not allowed on {request.path}"
-        return error_response(exc.status, [reason])
-    except Exception:
-        log.exception("internal error on %s %s", request.method, request.path)
-        return error_response(500, ["internal server error; see the peer's log"])
-
-
-def consistency_middleware(wait_timeout: float):
-    """Read what anyone acknowledged, on any peer (the index protocol of Consul and Nomad):
-    every answer carries the index this peer has applied (`X-JM-Index`, added when the
-    response is prepared, so a write's answer carries an index at or after the write);
-    a request with `X-JM-Min-Index: N` is answered only once this peer has applied N,
-    waiting at most `wait_timeout` (rest.write-timeout), else 503 with Retry-After."""
-    @web.middleware
-    async def middleware(request: web.Request, handler):
-        raw = request.headers.get(MIN_INDEX_HEADER)
-        if raw is not None:
-            try:
-                want = int(raw.strip())
-                if want < 0:
-                    raise ValueError
-            except ValueError:
-                raise ApiError(400, f"{MIN_INDEX_HEADER} must be a non-negative integer "
-                                    f"(an {INDEX_HEADER} you were sent), not {raw!r}")
-            gw = request.app[GATEWAY]
-            if not await gw.wait_applied(want, wait_timeout):
-                raise ApiError(503, f"this peer has applied index {gw.applied_index()}, not yet "
-                                    f"{want} ({MIN_INDEX_HEADER}); retry, or ask another peer",
-                               headers={"Retry-After": "1"})
-        return await handler(request)
-    return middleware
-
-
-async def _add_index(request: web.Request, response: web.StreamResponse) -> None:
-    gw = request.app.get(GATEWAY)
-    if gw is not None:
-        response.headers[INDEX_HEADER] = str(gw.applied_index())
 
 
 async def _json_body(request: web.Request, optional: bool = False,
@@ -233,7 +87,7 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def get_overview(request: web.Request) -> web.Response:
-    return web.json_response(_gw(request).view("overview"))
+    return web.json_response(_gw(request).overview())
 
 
 async def get_nodes(request: web.Request) -> web.Response:
@@ -273,24 +127,25 @@ async def json_blocks(request: web.Request, blocks: list[bytes]) -> web.StreamRe
     return resp
 
 
-def _job_view(request: web.Request, name: str) -> Any:
+def _job_view(request: web.Request, view: Callable[[str], Optional[dict]]) -> dict:
+    """`view` (a gateway method) of the job named in the path; 404 if there is none."""
     job_id = request.match_info["job_id"]
-    out = _gw(request).view(name, job_id)
+    out = view(job_id)
     if out is None:
         raise ApiError(404, f"job {job_id} not found")
     return out
 
 
 async def get_job(request: web.Request) -> web.Response:
-    return web.json_response(_job_view(request, "job"))
+    return web.json_response(_job_view(request, _gw(request).job_detail))
 
 
 async def get_job_exceptions(request: web.Request) -> web.Response:
-    return web.json_response(_job_view(request, "exceptions"))
+    return web.json_response(_job_view(request, _gw(request).job_exceptions))
 
 
 async def get_job_result(request: web.Request) -> web.Response:
-    return web.json_response(_job_view(request, "result"))
+    return web.json_response(_job_view(request, _gw(request).job_result))
 
 
 async def patch_job(request: web.Request) -> web.Response:
@@ -317,13 +172,13 @@ async def post_stop(request: web.Request) -> web.Response:
 
 
 async def get_savepoints(request: web.Request) -> web.Response:
-    return web.json_response(_job_view(request, "savepoints"))
+    return web.json_response(_job_view(request, _gw(request).job_savepoints))
 
 
 async def get_savepoint(request: web.Request) -> web.Response:
     job_id, rid = request.match_info["job_id"], request.match_info["request_id"]
-    _job_view(request, "savepoints")  # 404 for an unknown job first
-    out = _gw(request).view("savepoint", job_id, rid)
+    _job_view(request, _gw(request).job_savepoints)  # 404 for an unknown job first
+    out = _gw(request).savepoint_status(job_id, rid)
     if out is None:
         raise ApiError(404, f"job {job_id} has no savepoint request {rid}")
     return web.json_response(out)

@@ -110,7 +110,7 @@ def _gw(request: web.Request):
 
 
 async def get_config(request: web.Request) -> web.Response:
-    ov = _gw(request).view("overview")
+    ov = _gw(request).overview()
     lt = time.localtime()
     return web.json_response(dashboard_config(ov.get("flink-version", ""),
                                               ov.get("flink-commit", ""), lt.tm_gmtoff or 0,
@@ -119,7 +119,7 @@ async def get_config(request: web.Request) -> web.Response:
 
 async def get_job_status(request: web.Request) -> web.Response:
     job_id = request.match_info["job_id"]
-    out = _gw(request).view("job", job_id)
+    out = _gw(request).job_detail(job_id)
     if out is None:
         raise ApiError(404, f"job {job_id} not found")
     return web.json_response({"status": out["state"]})

@@ -35,7 +35,7 @@ def _batch(request: web.Request) -> tuple[str, dict]:
         number = int(raw)
     except ValueError:
         raise ApiError(404, f"batch {raw!r} not found (batch ids are integers)")
-    found = _gw(request).view("livy-batch", number)
+    found = _gw(request).livy_batch(number)
     if found is None:
         raise ApiError(404, f"batch {number} not found")
     return found
@@ -52,7 +52,7 @@ async def post_batch(request: web.Request) -> web.Response:
 
 async def get_batches(request: web.Request) -> web.Response:
     start, size = _int(request, "from", 0), _int(request, "size", 20)
-    return web.json_response(_gw(request).view("livy-batches", start, size))
+    return web.json_response(_gw(request).livy_batches(start, size))
 
 
 async def get_batch(request: web.Request) -> web.Response:
@@ -81,7 +81,7 @@ async def delete_batch(request: web.Request) -> web.Response:
 
 
 async def version(request: web.Request) -> web.Response:
-    return web.json_response(_gw(request).view("livy-version"))
+    return web.json_response(_gw(request).livy_version())
 
 
 def add_routes(app: web.Application) -> None:

@@ -116,7 +116,8 @@ class _Unreachable(Exception):
 
 
 async def _proxy(request: web.Request, url: str) -> web.StreamResponse:
-    from rest.app import CLIENT_SSL, GATEWAY, MIN_INDEX_HEADER
+    from rest.app import CLIENT_SSL, GATEWAY
+    from rest.gateway import MIN_INDEX_HEADER
     headers = {FORWARDED: "1",
                MIN_INDEX_HEADER: str(request.app[GATEWAY].applied_index())}
     for name in ("Authorization", "Content-Type", "X-Request-Id"):

@@ -23,9 +23,8 @@ import logging
 import math
 from typing import Any, Callable, Optional
 
-import aiohttp
-
 from jm.cluster.batcher import Batcher
+from jm.cluster.peerclient import PeerClient, PeerUnreachable
 from raft.commands import Heartbeat, LeaseRound
 from raft.node import RaftUnavailable
 from raft.state import Result
@@ -96,12 +95,10 @@ class BeatSender:
     peer leads. `leader_url(node)` is the REST base URL of a peer (None: not known)."""
 
     def __init__(self, raft: Any, node: str, rounds: LeaseRounds,
-                 leader_url: Callable[[str], Optional[str]], headers: dict,
-                 ssl: Any = True) -> None:
+                 leader_url: Callable[[str], Optional[str]], client: PeerClient) -> None:
         self.raft, self.node, self.rounds = raft, node, rounds
         self.leader_url = leader_url
-        self.headers, self.ssl = headers, ssl
-        self._http: Optional[aiohttp.ClientSession] = None
+        self.client = client
         self._acks: tuple[tuple[int, float], ...] = ()  # rounds acknowledged, not applied
 
     async def send(self, hb: Heartbeat, timeout: float, urgent: bool = False) -> Result:
@@ -121,19 +118,15 @@ class BeatSender:
         if url is None:
             raise RaftUnavailable(f"the leader {leader} has not registered yet")
         deadline = loop.time() + timeout
-        if self._http is None:
-            self._http = aiohttp.ClientSession(headers=self.headers)
         try:
-            async with self._http.post(url + "/cluster/beat", json=beat_body(hb, urgent),
-                                       ssl=self.ssl,
-                                       timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-                body = await resp.json(content_type=None)
-                status = resp.status
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
-            raise RaftUnavailable(f"heartbeat to the leader {leader}: {exc!r}") from None
-        if status != 200 or not isinstance(body, dict):
-            errors = body.get("errors") if isinstance(body, dict) else None
-            raise RaftUnavailable(f"heartbeat to the leader {leader}: {status} {errors}")
+            answer = await self.client.call("POST", url + "/cluster/beat", timeout,
+                                            json=beat_body(hb, urgent))
+        except PeerUnreachable as exc:
+            raise RaftUnavailable(f"heartbeat to the leader {leader}: {exc}") from None
+        body = answer.body
+        if answer.status != 200 or not isinstance(body, dict):
+            raise RaftUnavailable(f"heartbeat to the leader {leader}: {answer.status} "
+                                  f"{answer.errors()}")
         if not body.get("ok"):
             return Result.fail(str(body.get("code") or "invalid"), str(body.get("error") or ""))
         # renewed only once this replica has applied the round too: a peer whose own Raft
@@ -147,8 +140,3 @@ class BeatSender:
             raise RaftUnavailable(f"this replica has not applied index {index} (the "
                                   "leader's lease round) in time")
         return Result(True)
-
-    async def close(self) -> None:
-        if self._http is not None:
-            await self._http.close()
-            self._http = None

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from typing import Optional
 
-import aiohttp
+from jm.cluster.peerclient import PeerClient, PeerUnreachable
 
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
 ALLOWED_SUFFIXES = (".py", ".zip", ".egg")
@@ -132,26 +132,23 @@ class BlobStore:
         return path if os.path.exists(path) else None
 
     async def fetch(self, artifact_id: str, name: str, urls: list[str],
-                    headers: dict | None = None, ssl: object = True) -> str:
+                    client: PeerClient, timeout: float = 60.0) -> str:
         """Get a blob from the first peer that serves it; verify its hash."""
         digest = artifact_id.split(":", 1)[-1]
         errors = []
-        timeout = aiohttp.ClientTimeout(total=60)
-        async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
-            for url in urls:
-                try:
-                    async with session.get(f"{url}/artifacts/{artifact_id}/content",
-                                           ssl=ssl) as resp:
-                        if resp.status != 200:
-                            errors.append(f"{url}: HTTP {resp.status}")
-                            continue
-                        data = await resp.read()
-                except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-                    errors.append(f"{url}: {exc}")
-                    continue
-                if hashlib.sha256(data).hexdigest() != digest:
-                    errors.append(f"{url}: content does not match {artifact_id}")
-                    continue
-                self.put(name, data)
-                return self.local_path(artifact_id, name)
-        raise LookupError(f"artifact {artifact_id} could not be fetched: {'; '.join(errors) or 'no peer has it'}")
+        for url in urls:
+            try:
+                answer = await client.read(f"{url}/artifacts/{artifact_id}/content", timeout)
+            except PeerUnreachable as exc:
+                errors.append(f"{url}: {exc}")
+                continue
+            if answer.status != 200:
+                errors.append(f"{url}: HTTP {answer.status}")
+                continue
+            if hashlib.sha256(answer.body).hexdigest() != digest:
+                errors.append(f"{url}: content does not match {artifact_id}")
+                continue
+            self.put(name, answer.body)
+            return self.local_path(artifact_id, name)
+        raise LookupError(f"artifact {artifact_id} could not be fetched: "
+                          f"{'; '.join(errors) or 'no peer has it'}")

@@ -10,10 +10,10 @@ import os
 import time
 from typing import Any, Optional
 
-import aiohttp
 from aiohttp import web
 
 from jm.config import ConfigError
+from jm.cluster.peerclient import PeerClient, PeerUnreachable
 from jm.policy.identity import NON_VOTER, WAIT, SeedView, decide
 
 log = logging.getLogger("jm.cluster.identity")
@@ -46,36 +46,32 @@ def write_identity(raft_dir: str, cluster_id: Optional[str], node: str) -> None:
         os.close(fd)
 
 
-async def ask_identities(urls: list[str], headers: dict, timeout: float = 2.0,
-                         ssl: object = True) -> list[SeedView]:
+async def ask_identities(urls: list[str], client: PeerClient,
+                         timeout: float = 2.0) -> list[SeedView]:
     """What each seed that answers knows (in parallel; the silent ones are left out)."""
-    client_timeout = aiohttp.ClientTimeout(total=timeout)
-
-    async def one(http: aiohttp.ClientSession, url: str) -> Optional[SeedView]:
+    async def one(url: str) -> Optional[SeedView]:
         try:
-            async with http.get(url + "/cluster/identity", ssl=ssl) as resp:
-                if resp.status != 200:
-                    return None
-                body = await resp.json()
-                return SeedView(body.get("cluster-id") or None,
-                                tuple(str(n) for n in body.get("known") or ()),
-                                body.get("starting") is True)
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, TypeError,
-                AttributeError, OSError):
+            answer = await client.call("GET", url + "/cluster/identity", timeout)
+            body = answer.body
+            if answer.status != 200:
+                return None
+            return SeedView(body.get("cluster-id") or None,
+                            tuple(str(n) for n in body.get("known") or ()),
+                            body.get("starting") is True)
+        except (PeerUnreachable, TypeError, AttributeError):
             return None
-    async with aiohttp.ClientSession(timeout=client_timeout, headers=headers) as http:
-        answers = await asyncio.gather(*(one(http, u) for u in urls))
+    answers = await asyncio.gather(*(one(u) for u in urls))
     return [a for a in answers if a is not None]
 
 
 async def amnesia_guard(had_data: bool, raft_dir: str, node: str, seeds: list[str],
-                        headers: dict, ssl: object, rejoin: bool, wait: float = 60.0) -> str:
+                        client: PeerClient, rejoin: bool, wait: float = 60.0) -> str:
     """Voter or non-voter (jm/policy/identity.py), or ConfigError: must not start. Asks
     the seeds again (every RETRY s) while they cannot tell, for up to `wait` s."""
     deadline = time.monotonic() + wait
     logged = False
     while True:
-        views = await ask_identities(seeds, headers, ssl=ssl) if seeds else []
+        views = await ask_identities(seeds, client) if seeds else []
         mode, why = decide(had_data, read_identity(raft_dir), node, views, rejoin,
                            final=time.monotonic() >= deadline, seeds=bool(seeds))
         if mode != WAIT:

@@ -34,7 +34,7 @@ class JobEnv:
     """What a JobMaster needs from its peer (a small gateway, no peer internals)."""
     node: str
     conf: Any
-    executor: Any
+    executor: Any  # spawn(RunParams) -> a process, kill(process, signal): SqlJobExecutor
     reporter: Batcher
     resolve_pyfiles: Callable  # async (list[str]) -> list[str] local paths
     spark_remote: Callable[[], Optional[str]]

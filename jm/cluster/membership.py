@@ -31,9 +31,8 @@ import os
 import time
 from typing import Any, Callable, Optional
 
-import aiohttp
-
 from jm.config import ConfigError, PeerAddress
+from jm.cluster.peerclient import PeerClient, PeerUnreachable
 from jm.cluster.identity import read_identity
 from jm.policy.voters import (NON_VOTING, VOTER, SeedMembers, VotersError, removal_proven,
                               start_role)
@@ -78,40 +77,37 @@ def has_raft_data(raft_dir: str) -> bool:
                for name in ("raft.journal", "raft.dump", MEMBERS_FILE))
 
 
-async def ask_seeds(seeds: list[PeerAddress], headers: dict, timeout: float = 1.5,
-                    scheme: str = "http", ssl: Any = True) -> Optional[SeedMembers]:
+async def ask_seeds(seeds: list[PeerAddress], client: PeerClient, timeout: float = 1.5,
+                    scheme: str = "http") -> Optional[SeedMembers]:
     """The membership according to the first seed that answers GET /cluster/peers (which
     answers after a Raft barrier, so with every committed change; no leader: no answer)."""
-    return await ask_members([seed.url(scheme) for seed in seeds], headers, timeout, ssl)
+    return await ask_members([seed.url(scheme) for seed in seeds], client, timeout)
 
 
-async def ask_members(urls: list[str], headers: dict, timeout: float = 1.5,
-                      ssl: Any = True) -> Optional[SeedMembers]:
-    client_timeout = aiohttp.ClientTimeout(total=timeout)
-    async with aiohttp.ClientSession(timeout=client_timeout, headers=headers) as http:
-        for url in urls:
-            try:
-                async with http.get(url + "/cluster/peers", ssl=ssl) as resp:
-                    if resp.status != 200:
-                        continue
-                    body = await resp.json()
-                    return SeedMembers(tuple(str(m["id"]) for m in body["members"]),
-                                       tuple(str(n["id"]) for n in body.get("non-voters", ())),
-                                       tuple(str(n) for n in body.get("removed", ())),
-                                       body.get("cluster-id") or None)
-            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError,
-                    TypeError, OSError):
+async def ask_members(urls: list[str], client: PeerClient,
+                      timeout: float = 1.5) -> Optional[SeedMembers]:
+    for url in urls:
+        try:
+            answer = await client.call("GET", url + "/cluster/peers", timeout)
+            if answer.status != 200:
                 continue
+            body = answer.body
+            return SeedMembers(tuple(str(m["id"]) for m in body["members"]),
+                               tuple(str(n["id"]) for n in body.get("non-voters", ())),
+                               tuple(str(n) for n in body.get("removed", ())),
+                               body.get("cluster-id") or None)
+        except (PeerUnreachable, KeyError, TypeError, AttributeError):
+            continue
     return None
 
 
 async def initial_members(me: PeerAddress, masters: list[PeerAddress], raft_dir: str,
-                          headers: dict, voters: int, scheme: str = "http",
-                          ssl: Any = True) -> tuple[str, list[str]]:
+                          client: PeerClient, voters: int, scheme: str = "http"
+                          ) -> tuple[str, list[str]]:
     """This peer's role and the voters it starts with (see the module's docstring and
     jm/policy/voters.py). ConfigError when the cluster says this peer is not a member."""
     seeds = [m for m in masters if m != me]
-    current = await ask_seeds(seeds, headers, scheme=scheme, ssl=ssl) if seeds else None
+    current = await ask_seeds(seeds, client, scheme=scheme) if seeds else None
     lines = [m.raft_addr for m in masters]
     saved = load_members(raft_dir)
     if current is None and saved is None and me not in masters:
@@ -226,3 +222,49 @@ class Membership:
             pass  # another change is not committed yet: the next round tries again
         except RaftUnavailable as exc:
             log.info("Raft membership change of %s not committed: %s", node, exc)
+
+
+class RemovalWatch:
+    """Whether this peer was removed from the cluster: `removed` is set, and the peer
+    stops (jm/cluster/peermain.py)."""
+
+    def __init__(self, node: str, raft: RaftHost, lease_expired: Callable[[], bool],
+                 client: PeerClient, other_urls: Callable[[], list[str]],
+                 removed: asyncio.Event) -> None:
+        self.node, self.raft, self.lease_expired = node, raft, lease_expired
+        self.client, self.other_urls, self.removed = client, other_urls, removed
+        self._check: Optional[asyncio.Future] = None
+
+    def check(self) -> None:
+        """(on the loop) This peer's removal was applied: look once caught up."""
+        if self._check is None or self._check.done():
+            self._check = asyncio.ensure_future(self._caught_up_check())
+
+    async def _caught_up_check(self) -> None:
+        """Removed if the state, caught up with what the leader committed, still has this
+        peer's tombstone (a peer added again after its removal has not)."""
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline and not self.raft.caught_up():
+            await asyncio.sleep(0.05)
+        with self.raft.read() as st:
+            removed = self.node in st.removed
+        if removed:
+            log.warning("peer %s was removed from the cluster; stopping", self.node)
+            self.removed.set()
+
+    async def watch(self, every: float = 2.0) -> None:
+        """A peer cut off from Raft for a while (its lease ran out) asks the other peers
+        whether it is still a member: one that was removed without hearing of it (the
+        leader dropped it before its removal reached it) stops instead of waiting forever."""
+        cut_off = 0
+        while True:
+            await asyncio.sleep(every)
+            cut_off = cut_off + 1 if self.lease_expired() else 0
+            if cut_off < 2:
+                continue
+            seen = await ask_members(self.other_urls(), self.client)
+            if seen is not None and self.node not in seen.voters + seen.non_voters:
+                log.warning("peer %s is not a member any more (voters: %s); stopping",
+                            self.node, ", ".join(seen.voters))
+                self.removed.set()
+                return

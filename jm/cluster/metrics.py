@@ -7,7 +7,7 @@ run several peers in one process: they never share a counter). It holds:
   plane's RSS; `python_gc_*`, `python_info`);
 * this peer's counters and histograms (restarts, moves, failovers detected, placement
   latency, REST latency per route);
-* the gauges read at scrape time from the peer and its replica (PeerGateway.gauges).
+* the gauges read at scrape time from the peer and its replica (peer_gauges).
 
 Every series carries a `peer` label (the node id) except the cluster-wide ones, named
 `jm_cluster_*`, which only the Raft leader exports (a follower exports none), so that a
@@ -30,7 +30,7 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                    10.0)
 CLUSTER_PREFIX = "jm_cluster_"  # cluster-wide series: exported by the leader only, no peer
 
-# name -> (help, label names, [(label values, value)]), as PeerGateway.gauges returns them
+# name -> (help, label names, [(label values, value)]), as peer_gauges returns them
 Gauges = dict[str, tuple[str, tuple, list]]
 
 
@@ -53,6 +53,66 @@ def cluster_gauges(st: Any) -> Gauges:
                              [((), sum(p.slots for p in alive))]),
         "jm_cluster_slots_used": ("Slots used on the alive peers (exported by the Raft leader "
                                   "only)", (), [((), sum(st.slots_used(p.id) for p in alive))]),
+    }
+
+
+def peer_gauges(svc: Any, leader: Optional[str]) -> Gauges:
+    """This peer's gauges (labelled with the peer by PeerMetrics), and the cluster-wide
+    jm_cluster_* ones only if this peer is the leader (a follower exports none: sum()
+    over peers is right). `svc`: the peer's GatewayServices."""
+    import os
+    raft, conf, node = svc.raft, svc.conf, svc.node
+    with raft.read() as st:
+        cluster = cluster_gauges(st) if leader == node else {}
+        used = st.slots_used(node)
+        mine = len(st.jobs_of(node))
+    sync = raft.syncobj
+    spark_up = svc.spark.ready.is_set() if svc.spark else bool(conf["spark.remote"])
+    journal = raft.journal_stats()
+    snap = raft.snapshot_stats()
+    disk = []
+    for kind, where in (("data", svc.data_dir), ("log", svc.log_dir)):
+        try:
+            fs = os.statvfs(where)
+        except OSError:
+            continue
+        disk.append((kind, fs.f_bavail * fs.f_frsize, fs.f_blocks * fs.f_frsize))
+
+    def one(help_: str, value: Any) -> tuple[str, tuple, list]:
+        return help_, (), [((), value)]
+    return {
+        **cluster,
+        "jm_raft_term": one("Raft term of this peer's replica", sync.raftCurrentTerm),
+        "jm_raft_commit_index": one("Raft commit index of this peer's replica",
+                                    sync.raftCommitIndex),
+        "jm_raft_last_applied": one("Raft entries applied here", sync.raftLastApplied),
+        "jm_raft_leader": one("1 if this peer is the Raft leader", int(leader == node)),
+        "jm_raft_disk_problem": one("1 if this peer's Raft journal cannot be written",
+                                    int(raft.disk_trouble() is not None)),
+        "jm_job_processes": one("Job processes alive on this peer", svc.executor.running()),
+        "jm_jobs_assigned": one("Jobs assigned to this peer", mine),
+        "jm_slots_used": one("Slots used on this peer (with moves on their way)", used),
+        "jm_slots": one("Slots of this peer", conf["jobmanager.slots"]),
+        "jm_spark_connect_up": one("1 if this peer's Spark Connect is ready", int(spark_up)),
+        "jm_lease_valid": one("1 if this peer holds a valid lease", int(svc.lease.valid())),
+        "jm_disk_free_bytes": ("Room left for this peer on the file system of its data "
+                               "or log folder", ("dir",), [((k,), f) for k, f, _ in disk]),
+        "jm_disk_size_bytes": ("Size of the file system of this peer's data or log folder",
+                               ("dir",), [((k,), t) for k, _, t in disk]),
+        "jm_disk_low": one("1 if the data or log folder has less room than "
+                           "jobmanager.disk.min-free", int(bool(svc.disk_low()))),
+        "jm_raft_fsyncs_total": one("fsyncs of this peer's Raft journal (raft.fsync)",
+                                    journal.get("fsyncs", 0)),
+        "jm_raft_fsynced_entries_total": one("Raft entries those fsyncs made durable",
+                                             journal.get("entries", 0)),
+        "jm_raft_fsync_seconds_total": one("Time spent in those fsyncs",
+                                           journal.get("fsync-seconds", 0.0)),
+        "jm_raft_snapshots_total": one("Snapshots of the Raft log this peer wrote",
+                                       snap.taken),
+        "jm_raft_snapshot_seconds": one("The last snapshot: from its start until written",
+                                        snap.seconds),
+        "jm_raft_snapshot_start_seconds": one("The last snapshot: its start on the Raft "
+                                              "thread (the fork)", snap.start_seconds),
     }
 
 

@@ -71,3 +71,35 @@ def _same_file(fd: int, st: os.stat_result) -> bool:
     except OSError:
         return False
     return (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino)
+
+
+class LogFormat(logging.Formatter):
+    """One line per event. text: `time level logger: message [job=... epoch=...]`;
+    json: one JSON object per line with time, level, logger, node, message, job, epoch."""
+
+    def __init__(self, kind: str, node: str) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+        self.kind, self.node = kind, node
+
+    def format(self, record: logging.LogRecord) -> str:
+        job, epoch = getattr(record, "job", None), getattr(record, "epoch", None)
+        if self.kind == "json":
+            import json
+            out = {"time": self.formatTime(record), "level": record.levelname,
+                   "logger": record.name, "node": self.node, "message": record.getMessage()}
+            if job is not None:
+                out.update(job=job, epoch=epoch)
+            if record.exc_info:
+                out["traceback"] = self.formatException(record.exc_info)
+            return json.dumps(out)
+        line = super().format(record)
+        return line if job is None else f"{line} [job={job} epoch={epoch}]"
+
+
+def setup_logging(level: str, kind: str = "text", node: str = "", max_size: int = 0,
+                   max_files: int = 1) -> None:
+    # stdout redirected to a file (bin/jobmanager.sh): that file rotates (env.log.max-size)
+    handler = peer_log_handler(max_size, max_files) or logging.StreamHandler(sys.stdout)
+    handler.setFormatter(LogFormat(kind, node))
+    logging.basicConfig(level=getattr(logging, level), handlers=[handler])
+    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

@@ -1,291 +1,41 @@
-"""The SQL gateway of a peer (Flink SQL Gateway's REST API, rest/sql.py): sessions placed
-on peers like jobs, each a Spark Connect session in its peer's SQL worker, and their
-operations.
+"""The SQL gateway of a peer (Flink SQL Gateway's REST API, rest/sql.py): the operations
+on its sessions (the sessions themselves: jm/cluster/sqlsessions.py).
 
-What is replicated (raft/sessions.py): which peer holds each session and the
-statements that define its state (SET, USE, temporary views...), so that another peer
-can rebuild it. What is not: operations and their rows, which live on the holder only;
-a statement costs no Raft round trip unless it defines session state.
-
-A request for a session held by another peer raises `Forward` with that peer's URL
-(rest/sql.py proxies it); a session unknown to the replicated state is a 404.
+Operations and their rows are not replicated: they live on the session's holder only; a
+statement costs no Raft round trip unless it defines session state (then it is recorded
+for the session's next holder to replay).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 import uuid
-from typing import Any, Optional
+from typing import Optional
 
-from jm.cluster.batcher import Batcher
 from jm.cluster.sqlops import LocalSession, Operation
-from jm.cluster.waits import wait_event
+from jm.cluster.sqlsessions import SqlSessions
 from jm.policy.sqlop import OpStatus
 from jm.policy.sqlstmt import READ, STATE, WRITE, classify, temp_views
 from jm.runtime import sqlproto as P
-from jm.runtime.sqlclient import SqlWorker, StatementError, WorkerLost
+from jm.runtime.sqlclient import StatementError, WorkerLost
 from jm.wire import sqlresult
-from raft import sessions as S
-from raft.commands import (AddSqlStatement, CloseSqlSessions, OpenSqlSession, SqlOperation,
-                           StartSqlOperations)
+from raft.commands import AddSqlStatement, SqlOperation
 from raft.node import RaftUnavailable
-from rest.gateway import ROW_FORMATS, ApiError, Forward, ResultPage, SessionInfo, UnknownSession
+from rest.gateway import ROW_FORMATS, ApiError, ResultPage
 
 log = logging.getLogger("jm.sql")
 
 RUNNING, FINISHED, ERROR = OpStatus.RUNNING, OpStatus.FINISHED, OpStatus.ERROR
 CANCELED, CLOSED = OpStatus.CANCELED, OpStatus.CLOSED
 MAX_OPS_PER_SESSION = 1000
-MAX_PROPERTIES_SIZE = 64 * 1024  # bytes of a session's name and properties
 CLASSIFY_INLINE = 16 * 1024  # characters classified on the event loop; more in a thread
 LOST_WRITE = ("the peer running this statement died while it ran, so it may or may not have "
               "taken effect; check, and run it again if needed (the session goes on)")
 
 
-class SqlGateway:
-    def __init__(self, peer: Any) -> None:
-        self.peer = peer
-        self.node = peer.node
-        self.conf = peer.conf
-        self.local: dict[str, LocalSession] = {}
-        self.worker: Optional[SqlWorker] = None
-        self._task: Optional[asyncio.Task] = None
-        self._wake: Optional[asyncio.Event] = None
-        self.ops_log: Optional[Batcher] = None  # operations, for the session's next holder
-        # idle expiry counts on this host's monotonic clock, from the last request this
-        # peer served (never from a time another peer stamped), so a wall clock step does
-        # not close sessions early or keep them late; time.time() only stamps commands
-        self.clock = time.monotonic
-
-    # ---- lifecycle --------------------------------------------------------------------
-    def start(self) -> None:
-        self._wake = self.peer.raft.subscribe()
-        self._task = asyncio.create_task(self._loop())
-        self.ops_log = Batcher(self.peer.raft, StartSqlOperations,
-                               self.conf["rest.write-timeout"], retry=False)
-        self.ops_log.start()
-
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.wait({self._task}, timeout=5)
-        if self.ops_log is not None:
-            await self.ops_log.close()
-        for s in self.local.values():
-            for op in s.ops.values():
-                if op.task is not None:
-                    op.task.cancel()
-        if self.worker is not None:
-            await self.worker.close()
-
-    def _worker(self) -> SqlWorker:
-        remote = self.peer.spark_remote()
-        if not remote:
-            raise ApiError(503, "this peer has no Spark Connect server (spark.connect.embedded "
-                                "is false and spark.remote is unset)")
-        if self.worker is None:
-            self.worker = SqlWorker(remote, self.conf["sql-gateway.worker-threads"],
-                                    os.path.join(self.peer.log_dir, "sql-worker.log"),
-                                    self.conf["jobmanager.executor.nice"],
-                                    on_start=lambda pid: self.peer.guard("sql-worker", pid),
-                                    env_pass=self.conf["jobmanager.executor.env-pass"],
-                                    env_add=self.peer.child_env)
-        return self.worker
-
-    async def _loop(self) -> None:
-        """Follow the replicated sessions (new ones here are opened ahead of their first
-        statement; moved or closed ones are let go) and expire idle ones."""
-        while True:
-            await wait_event(self._wake, 2.0)
-            self._wake.clear()
-            try:
-                await self._reconcile()
-            except Exception:
-                log.exception("SQL sessions reconcile failed")
-
-    async def _reconcile(self) -> None:
-        now = self.clock()
-        with self.peer.raft.read() as st:
-            mine = {h: s.epoch for h, s in st.sessions.items() if s.node == self.node}
-        for handle, s in list(self.local.items()):
-            if mine.get(handle) != s.epoch:
-                self._drop_local(handle, release=handle not in mine)
-        for handle, epoch in mine.items():
-            if handle not in self.local:
-                self.local[handle] = LocalSession(handle, epoch, now)
-                if self.peer.lease_valid() and self.peer.spark_remote():
-                    asyncio.ensure_future(self._open_quietly(handle))
-        idle = self.conf["sql-gateway.session.idle-timeout"]
-        expired = tuple(h for h, s in self.local.items()
-                        if now - s.last_access > idle
-                        and not any(op.status == RUNNING for op in s.ops.values()))
-        if expired and self.peer.lease_valid():
-            log.info("closing %d idle SQL session(s)", len(expired))
-            await self._commit(CloseSqlSessions(expired, time.time(), "idle"))
-
-    def _drop_local(self, handle: str, release: bool) -> None:
-        s = self.local.pop(handle, None)
-        if s is None:
-            return
-        for op in s.ops.values():
-            if op.task is not None and not op.task.done():
-                op.task.cancel()
-        if self.worker is not None and self.worker.alive and s.generation:
-            asyncio.ensure_future(self._quiet(P.CloseSession(handle, release)))
-
-    async def _quiet(self, message: Any) -> None:
-        try:
-            await self.worker.call(message, timeout=30)
-        except Exception:
-            pass
-
-    async def _open_quietly(self, handle: str) -> None:
-        try:
-            await self._ensure_open(handle)
-        except Exception as exc:
-            log.warning("opening SQL session %s ahead of use failed: %s", handle, exc)
-
-    async def _ensure_open(self, handle: str) -> LocalSession:
-        s = self.local.get(handle)
-        if s is None:
-            raise ApiError(404, f"session {handle} does not exist")
-        worker = self._worker()
-        if (s.generation and s.generation == worker.generation and worker.alive
-                and s.server == self._server_generation()):
-            return s
-        if s.opening is None or s.opening.done():
-            s.opening = asyncio.ensure_future(self._open(s, worker))
-        await asyncio.shield(s.opening)
-        return s
-
-    def _server_generation(self) -> int:
-        """The peer's Spark Connect server restarts lose its sessions: they are rebuilt."""
-        return self.peer.spark.generation if self.peer.spark is not None else 0
-
-    async def _open(self, s: LocalSession, worker: SqlWorker) -> None:
-        server = self._server_generation()
-        if s.generation == worker.generation and worker.alive:  # open in a lost server
-            await worker.call(P.CloseSession(s.handle, release=False))
-        with self.peer.raft.read() as st:
-            rec = st.sessions.get(s.handle)
-            if rec is None:
-                raise ApiError(404, f"session {s.handle} does not exist")
-            props, replay = dict(rec.properties), tuple(rec.statements)
-        res = await worker.call(P.OpenSession(s.handle, props, replay))
-        s.generation, s.server = worker.generation, server
-        if res.get("errors"):
-            log.warning("SQL session %s rebuilt with errors: %s", s.handle, res["errors"])
-
-    async def _commit(self, command: Any) -> Any:
-        try:
-            res = await self.peer.raft.submit(command, self.conf["rest.write-timeout"])
-        except RaftUnavailable as exc:
-            raise ApiError(503, str(exc), headers={"Retry-After": "1"})
-        return res
-
-    # ---- where a session is -----------------------------------------------------------
-    def _record(self, handle: str):
-        with self.peer.raft.read() as st:
-            rec = st.sessions.get(handle)
-            if rec is None:
-                raise UnknownSession(404, f"session {handle} does not exist (closed, expired or "
-                                    "never opened)")
-            peer = st.peers.get(rec.node) if rec.node else None
-            return rec, (self.peer.url_of(peer.host, peer.rest_port) if peer else None)
-
-    def _held_here(self, handle: str, forwarded: bool) -> LocalSession:
-        rec, url = self._record(handle)
-        if rec.node != self.node:
-            if url is None or forwarded:
-                raise ApiError(503, f"session {handle} is moving to another peer; retry",
-                               headers={"Retry-After": "1"})
-            raise Forward(url)
-        s = self.local.get(handle)
-        if s is None or s.epoch != rec.epoch:  # applied here, not reconciled yet
-            s = self.local[handle] = LocalSession(handle, rec.epoch, self.clock())
-        s.last_access = self.clock()
-        return s
-
-    def move_wait(self) -> float:
-        """A dead holder's sessions move `heartbeat.timeout` after its last heartbeat (a
-        new leader may take a Raft election more): wait that long and a little more."""
-        return min(self.conf["heartbeat.timeout"] + 2.0, 10.0)
-
-    async def catch_up(self) -> None:
-        """Until this replica has applied everything committed before now (one Raft
-        barrier): a session opened through another peer an instant ago is known here."""
-        try:
-            await self.peer.raft.barrier(self.conf["rest.write-timeout"])
-        except RaftUnavailable as exc:
-            raise ApiError(503, str(exc), headers={"Retry-After": "1"})
-
-    def proxy_read_timeout(self) -> float:
-        """How long a request proxied to a session's holder may go without an answer: a
-        holder's longest wait (a fetch waiting for rows, a statement being recorded in
-        Raft) and a heartbeat timeout more. A frozen holder does not hold the request
-        for longer; the request then waits for the session to move (rest/sql.py)."""
-        return (self.conf["sql-gateway.fetch-wait"] + self.conf["rest.write-timeout"]
-                + self.conf["heartbeat.timeout"])
-
-    async def wait_moved(self, handle: str, holder_url: str, deadline: float) -> bool:
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                _, url = self._record(handle)
-            except ApiError:
-                return True  # closed meanwhile: the request's answer is a 404 now
-            if url != holder_url:
-                return True
-            if loop.time() >= deadline:
-                return False
-            await asyncio.sleep(0.05)
-
-    # ---- sessions -----------------------------------------------------------------------
-    async def open_session(self, body: dict) -> dict:
-        props = body.get("properties") or {}
-        name = body.get("sessionName") or ""
-        if not isinstance(props, dict) or not all(isinstance(k, str) for k in props):
-            raise ApiError(400, "properties must be an object of string keys")
-        if not isinstance(name, str):
-            raise ApiError(400, "sessionName must be a string")
-        props = {k: str(v) for k, v in props.items()}
-        size = sum(len(k.encode("utf-8", "replace")) + len(v.encode("utf-8", "replace"))
-                   for k, v in props.items()) + len(name.encode("utf-8", "replace"))
-        if size > MAX_PROPERTIES_SIZE:  # (kept in the replicated state, sent to each holder)
-            raise ApiError(413, f"the session's name and properties are {size} bytes, more "
-                                f"than {MAX_PROPERTIES_SIZE}")
-        limit = self.conf["sql-gateway.max-sessions"]
-        handle = str(uuid.uuid4())
-        with self.peer.raft.read() as st:
-            counts = S.session_counts(st)
-            ready = {p.id for p in st.alive_peers() if not p.draining and p.ready}
-        room = [n for n in counts if n in ready and (limit <= 0 or counts[n] < limit)]
-        if not room:
-            raise ApiError(503, "every peer holds sql-gateway.max-sessions sessions (or none "
-                                "is ready); retry later", headers={"Retry-After": "2"})
-        node = min(room, key=lambda n: (counts[n], n != self.node, n))
-        res = await self._commit(OpenSqlSession(handle, name, props, node, time.time(), limit))
-        if not res.ok:
-            raise ApiError(503 if res.code in ("full", "unavailable") else 400, res.error,
-                           headers={"Retry-After": "1"})
-        return handle
-
-    def session_info(self, handle: str) -> SessionInfo:
-        rec, url = self._record(handle)
-        return SessionInfo(dict(rec.properties), rec.name, rec.node, url, len(rec.statements),
-                           rec.moves)
-
-    async def heartbeat(self, handle: str, forwarded: bool) -> None:
-        self._held_here(handle, forwarded)
-
-    async def close_session(self, handle: str) -> str:
-        self._record(handle)
-        res = await self._commit(CloseSqlSessions((handle,), time.time(), "closed"))
-        if not res.ok:
-            raise ApiError(400, res.error)
-        return CLOSED.value
+class SqlGateway(SqlSessions):
+    """What rest/sql.py asks of this peer (rest.gateway.SqlGatewayApi)."""
 
     # ---- operations ---------------------------------------------------------------------
     async def execute(self, handle: str, body: dict, forwarded: bool,
@@ -309,7 +59,7 @@ class SqlGateway:
         # request at once would both start it)
         kind = await _classify(statement, list(self._record(handle)[0].statements))
         s = self._held_here(handle, forwarded)
-        if not self.peer.lease_valid():
+        if not self.svc.lease_valid():
             raise ApiError(503, "this peer has lost its lease; retry", headers={"Retry-After": "1"})
         self._worker()
         op_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{handle}/{request_id}")) if request_id \
@@ -399,7 +149,7 @@ class SqlGateway:
         died (or restarted) while the client still wanted it. A read (or a statement
         that only defines the session) runs again here; a write is an error that says
         it may or may not have run."""
-        with self.peer.raft.read() as st:
+        with self.raft.read() as st:
             rec = st.sessions.get(s.handle)
             known = dict(rec.ops.get(op_id) or {}) if rec is not None else {}
         if not known:

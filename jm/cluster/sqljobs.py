@@ -71,15 +71,16 @@ class SqlRun(JobProcess):
 
 
 class SqlJobExecutor:
+    """What the JobMasters run attempts with (spawn and kill): a SQL job that can take
+    the fast path runs as a statement in the SQL worker, anything else in a job process
+    of the Executor."""
+
     def __init__(self, executor: Any, sql: Any, lease_valid) -> None:
         self.executor = executor
         self.sql = sql            # the peer's SqlGateway (its worker)
         self.lease_valid = lease_valid
         self._closing: set = set()  # session releases under way
         self._shared: OrderedDict = OrderedDict()  # shared_key -> Shared
-
-    def __getattr__(self, name: str) -> Any:  # running(), set_lease(), ... of the Executor
-        return getattr(self.executor, name)
 
     async def spawn(self, params: RunParams) -> JobProcess:
         if not fast_path(params):

@@ -19,8 +19,7 @@ import logging
 import time
 from typing import Any, Callable, Optional
 
-import aiohttp
-
+from jm.cluster.peerclient import PeerClient, PeerUnreachable
 from jm.policy.voters import PROMOTE_MAX_LAG, PeerView, core_step, promotion_refusal
 from raft.node import MembershipRefused, RaftUnavailable
 from raft.records import ALIVE
@@ -47,12 +46,12 @@ class VotingCore:
     REST base URL of a registered peer."""
 
     def __init__(self, raft: Any, target: int, replace_after: float, write_timeout: float,
-                 url_of: Callable[[str], Optional[str]], headers: dict, ssl: Any = True,
+                 url_of: Callable[[str], Optional[str]], client: PeerClient,
                  wall: Callable[[], float] = time.time,
                  mono: Callable[[], float] = time.monotonic) -> None:
         self.raft, self.target, self.replace_after = raft, target, replace_after
         self.write_timeout = write_timeout
-        self.url_of, self.headers, self.ssl = url_of, headers, ssl
+        self.url_of, self.client = url_of, client
         self.wall, self.mono = wall, mono
         self._tried: dict[str, float] = {}  # node -> when the leader last tried it
 
@@ -115,29 +114,24 @@ class VotingCore:
         return {"id": node, "role": "voter", "members": self.raft.members()}
 
     async def _prepare(self, node: str, url: str, voters: list[str]) -> int:
-        timeout = aiohttp.ClientTimeout(total=min(5.0, self.write_timeout))
         try:
-            async with aiohttp.ClientSession(headers=self.headers, timeout=timeout) as http:
-                async with http.post(url + "/cluster/voter", json={"voters": voters},
-                                     ssl=self.ssl) as resp:
-                    body = await resp.json(content_type=None)
-                    status = resp.status
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as exc:
+            answer = await self.client.call("POST", url + "/cluster/voter",
+                                            min(5.0, self.write_timeout),
+                                            json={"voters": voters})
+        except PeerUnreachable as exc:
             raise PromotionRefused(409, f"{node} is not caught up: it did not answer "
-                                        f"({exc!r})") from None
-        if status != 200 or not isinstance(body, dict) or not isinstance(
+                                        f"({exc})") from None
+        body = answer.body
+        if answer.status != 200 or not isinstance(body, dict) or not isinstance(
                 body.get("applied"), int):
-            errors = body.get("errors") if isinstance(body, dict) else body
-            raise PromotionRefused(409, f"{node} cannot become a voter: {status} {errors}")
+            raise PromotionRefused(409, f"{node} cannot become a voter: {answer.status} "
+                                        f"{answer.errors()}")
         return body["applied"]
 
     async def _abandon(self, url: str) -> None:
         try:
-            timeout = aiohttp.ClientTimeout(total=3.0)
-            async with aiohttp.ClientSession(headers=self.headers, timeout=timeout) as http:
-                async with http.delete(url + "/cluster/voter", ssl=self.ssl):
-                    pass
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError):
+            await self.client.call("DELETE", url + "/cluster/voter", 3.0)
+        except PeerUnreachable:
             pass  # it gives up by itself after PROMOTE_TIMEOUT
 
 

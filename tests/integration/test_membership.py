@@ -171,12 +171,15 @@ async def test_a_peer_of_another_cluster_saying_not_a_member_moves_no_data(tmp_p
     import pytest
     from jm.cluster.identity import IDENTITY_FILE
     from jm.cluster.membership import has_raft_data, initial_members
+    from jm.cluster.peerclient import PeerClient
     from jm.config import ConfigError
     async with running(str(tmp_path / "b"), 1) as b:
         me, raft_dir = b.masters()[0], b.peers[0].raft_dir
         await apoll(lambda: os.path.exists(os.path.join(raft_dir, IDENTITY_FILE)), 30,
                     what="the identity file")
+    client = PeerClient({})
     async with running(str(tmp_path / "a"), 1) as a:
         with pytest.raises(ConfigError, match="does not show that it was removed"):
-            await initial_members(me, a.masters(), raft_dir, {}, 3)
+            await initial_members(me, a.masters(), raft_dir, client, 3)
+    await client.close()
     assert has_raft_data(raft_dir) and not glob.glob(raft_dir + ".removed-*")

@@ -240,8 +240,8 @@ def test_peer_log_rotates_and_stdout_follows(tmp_path):
     log = tmp_path / "jm.log"
     script = textwrap.dedent("""
         import logging, sys
-        from jm.cluster.peer import _setup_logging
-        _setup_logging("INFO", "text", "n1", 16 * 1024, 2)
+        from jm.cluster.peerlog import setup_logging
+        setup_logging("INFO", "text", "n1", 16 * 1024, 2)
         lg = logging.getLogger("t")
         for i in range(2000):
             lg.info("message %05d %s", i, "x" * 40)
@@ -268,8 +268,8 @@ def test_peer_log_to_a_file_opened_without_append_loses_no_line(tmp_path):
     log = tmp_path / "jm.log"
     script = textwrap.dedent("""
         import logging, os, sys
-        from jm.cluster.peer import _setup_logging
-        _setup_logging("INFO", "text", "n1", 1 << 20, 2)
+        from jm.cluster.peerlog import setup_logging
+        setup_logging("INFO", "text", "n1", 1 << 20, 2)
         lg = logging.getLogger("t")
         for i in range(50):
             lg.info("logged %02d", i)

@@ -351,7 +351,7 @@ def test_lease_must_outlast_a_leader_election():
 def test_log_format_lines_carry_job_and_epoch():
     import json
     import logging
-    from jm.cluster.peer import LogFormat
+    from jm.cluster.peerlog import LogFormat
     rec = logging.LogRecord("jm.cluster.jobmaster", logging.INFO, __file__, 1, "job %s up", ("j1",), None)
     rec.job, rec.epoch = "j1", 3
     text = LogFormat("text", "n1").format(rec)

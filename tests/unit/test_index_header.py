@@ -33,8 +33,8 @@ class FakeGateway:
                 return False
         return True
 
-    def view(self, name, *args):
-        return {"view": name, "applied": self.applied}
+    def overview(self):
+        return {"view": "overview", "applied": self.applied}
 
 
 async def _client(gw, wait_timeout=2.0):

@@ -1,0 +1,150 @@
+"""The cluster's side of a peer's REST gateway: membership (jm/cluster/membership.py,
+raft/members.py), promotions (jm/cluster/voting.py), heartbeats to the leader
+(jm/cluster/beats.py), drains and rebalancing."""
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+from jm.cluster.beats import parse_beat
+from jm.cluster.reads import GatewayBase, api_errors
+from jm.cluster.resourcemanager import rebalance_round, to_command
+from jm.cluster.voting import PromotionRefused
+from jm.config import ConfigError, parse_peer
+from jm.wire import views
+from raft.commands import AdmitPeer, DrainPeer, RemovePeer
+from rest.gateway import ApiError
+
+
+class ClusterWrites(GatewayBase):
+    @api_errors
+    async def drain_node(self, node: str, drain: bool, deadline: Optional[float] = None
+                         ) -> dict:
+        jobs = await self._write(DrainPeer(node, drain, time.time(), deadline))
+        with self.raft.read() as st:
+            state = views.peer_state(st, st.peers[node])
+        return {"node": node, "state": state, "jobs": jobs}
+
+    # ---- membership (jm/cluster/membership.py, raft/members.py) ------------------------
+
+    @api_errors
+    async def members(self) -> dict:
+        """The Raft members, with their roles, after a Raft barrier: every committed
+        change is in (a starting peer asks this to learn whether it is a member)."""
+        await self.raft.barrier(self.conf["rest.write-timeout"])
+        leader = self._leader()
+        members = self.raft.members()
+        with self.raft.read() as st:
+            pending = views.membership_pending(st, members)
+            readers = views.non_voters(st, members)
+            removed = sorted(st.removed)
+            cluster_id = st.cluster_id
+        return {"leader": leader, "cluster-id": cluster_id, "members": [
+            {"id": m, "role": "leader" if m == leader else "follower", "self": m == self.node}
+            for m in members],
+            "non-voters": [dict(r, self=r["id"] == self.node) for r in readers],
+            "voters-target": self.svc.voting.target, "pending": pending, "removed": removed}
+
+    @api_errors
+    async def promote_peer(self, node: str) -> dict:
+        """POST /cluster/peers/{node}/promote: a non-voting member becomes a voter
+        (jm/cluster/voting.py): 409 if the core is full or it is not caught up."""
+        self._writable()
+        try:
+            return await self.svc.voting.promote(node)
+        except PromotionRefused as exc:
+            raise ApiError(exc.status, str(exc))
+
+    async def prepare_voter(self, body: Any) -> dict:
+        """POST /cluster/voter (peers only): start this peer's voting node."""
+        voters = body.get("voters") if isinstance(body, dict) else None
+        if not isinstance(voters, list) or not voters or \
+                not all(isinstance(v, str) for v in voters):
+            raise ApiError(400, 'the body must be {"voters": ["HOST:RAFT-PORT", ...]}')
+        try:
+            applied = self.svc.candidate.begin(voters)
+        except ValueError as exc:
+            raise ApiError(409, str(exc))
+        return {"node": self.node, "applied": applied}
+
+    async def abandon_voter(self) -> dict:
+        """DELETE /cluster/voter (peers only): stop a voting node not added after all."""
+        return {"node": self.node, "abandoned": self.svc.candidate.abandon()}
+
+    @api_errors
+    async def beat(self, body: Any) -> dict:
+        """POST /cluster/beat on the leader: a peer's heartbeat, answered once the lease
+        round holding it is committed (jm/cluster/beats.py); 503 if this is not the
+        leader (the peer asks the new one)."""
+        try:
+            hb, urgent = parse_beat(body)
+        except ValueError as exc:
+            raise ApiError(400, str(exc))
+        res = await self.svc.rounds.accept(hb, urgent)
+        # the round is applied here: the sender renews only once its replica has too
+        return {"ok": res.ok, "code": res.code, "error": res.error,
+                "index": self.raft.applied_index()}
+
+    @api_errors
+    async def add_peer(self, peer: str) -> dict:
+        """Admit the peer in the state as a non-voting member (committed before the
+        answer); once it runs, the leader promotes it if the voting core is short."""
+        try:
+            addr = parse_peer(peer, "peer")
+        except ConfigError as exc:
+            raise ApiError(400, str(exc))
+        node = addr.node_id
+        with self.raft.read() as st:
+            known = node in st.peers or node in st.joining
+        if node in self.raft.members() or known:
+            raise ApiError(409, f"{node} is a member already")
+        self._writable()
+        with self.raft.read() as st:
+            ports = {addr.rest_port, addr.raft_port}
+            taken = [p.id for p in st.peers.values()
+                     if p.host == addr.host and ports & {p.rest_port, p.raft_port}]
+        if taken:
+            raise ApiError(409, f"{peer} uses a port of peer {taken[0]}")
+        res = await self.raft.submit(AdmitPeer(str(addr), time.time(), False),
+                                     self.conf["rest.write-timeout"])
+        if not res.ok:
+            raise ApiError(409, res.error)
+        # a non-voting member first: the leader promotes it once it runs, if the voting
+        # core is short of raft.voters (jm/cluster/voting.py)
+        return {"id": node, "peer": str(addr), "role": "non-voter",
+                "members": self.raft.members(), "next": f"bin/jobmanager.sh start {addr}"}
+
+    @api_errors
+    async def remove_peer(self, node: str, deadline: Optional[float]) -> dict:
+        """A live peer drains and leaves; a dead or never started one leaves at once."""
+        if node.count(":") == 2:  # HOST:REST-PORT:RAFT-PORT
+            try:
+                node = parse_peer(node, "peer").node_id
+            except ConfigError as exc:
+                raise ApiError(400, str(exc))
+        members = self.raft.members()
+        with self.raft.read() as st:
+            known = node in st.peers or node in st.joining
+        if node not in members and not known:
+            raise ApiError(404, f"{node} is not a member of the cluster")
+        if members == [node]:
+            raise ApiError(409, f"{node} is the last member; stop the cluster instead")
+        res = await self._write(RemovePeer(node, time.time(), deadline))
+        return {"node": node, "state": res["state"], "jobs": res["jobs"]}
+
+    @api_errors
+    async def rebalance(self) -> dict:
+        """One rebalance round now, planned from this peer's replica (the state machine
+        re-checks every move when it commits)."""
+        self._writable()
+        with self.raft.read() as st:
+            moves = rebalance_round(st, self.conf["rebalance.threshold"],
+                                    self.conf["rebalance.max-moves-per-round"])
+        planned = [{"job": m.job_id, "from": m.source, "to": m.target} for m in moves]
+        if not moves:
+            return {"moves": [], "refused": []}
+        res = await self.raft.submit(to_command(moves, "rebalance", time.time()),
+                                     self.conf["rest.write-timeout"])
+        done = [p for p, r in zip(planned, res.value) if r.ok]
+        refused = [dict(p, reason=r.error) for p, r in zip(planned, res.value) if not r.ok]
+        return {"moves": done, "refused": refused}

@@ -1,0 +1,112 @@
+"""The jobmanager process: `python -m jm.cluster.peer` (bin/jobmanager.sh, systemd,
+Kubernetes) reads the configuration, runs one Peer until SIGTERM, removal or a Raft
+journal failure, and stops it."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import faulthandler
+import gc
+import logging
+import os
+import signal
+import sys
+from typing import Optional
+
+from jm.cluster.peer import Peer
+from jm.cluster.peerlog import setup_logging
+from jm.config import ConfigError, choose_self, load_config, parse_overrides, read_masters
+from raft import compat
+
+log = logging.getLogger("jm.cluster.peer")
+
+
+async def _serve(peer: Peer) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    # `kill -USR2 <pid>`: every thread's stack into the peer's log (stderr), as jstack
+    faulthandler.register(signal.SIGUSR2, all_threads=True)
+    # `kill -USR1 <pid>`: this member's Raft state (raft/node.py describe) into the log
+    loop.add_signal_handler(signal.SIGUSR1, lambda: log.warning(
+        "%s", peer.raft.describe() if peer.raft else "Raft not started"))
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await peer.start()
+        removed = asyncio.create_task(peer.removed.wait())
+        removed.add_done_callback(lambda _: stop.set())
+        failed = asyncio.create_task(peer.raft.failed.wait())  # fail-stop: raft/journal.py
+        failed.add_done_callback(lambda _: stop.set())
+        # everything allocated at start-up is long-lived: keep it out of the collector's
+        # way, and collect the young generation less often (fewer pauses under load)
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(10000, 20, 20)
+        await stop.wait()
+    finally:
+        await peer.stop()
+        if peer.removed.is_set():
+            peer.forget_raft_data()
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="jobmanager", description="Run one JobManager peer.")
+    ap.add_argument("--conf-dir", default=os.environ.get("JM_CONF_DIR", "conf"))
+    ap.add_argument("--peer", help="host:rest-port:raft-port (a line of conf/masters, or a "
+                                   "member added with jm cluster add-peer)")
+    ap.add_argument("-D", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--rejoin", action="store_true",
+                    help="this peer's Raft data was lost: catch up before voting again")
+    args = ap.parse_args(argv)
+    try:
+        compat.check()
+    except compat.Incompatible as exc:
+        print(f"jobmanager: cannot start: {exc}", file=sys.stderr)
+        return 2
+    try:
+        conf = load_config(args.conf_dir, parse_overrides(args.overrides),
+                           home=os.environ.get("JM_HOME"))
+        masters = read_masters(os.path.join(args.conf_dir, "masters"))
+        me = choose_self(masters, args.peer)
+        setup_logging(conf["jobmanager.log.level"], conf["jobmanager.log.format"], me.node_id,
+                       conf["env.log.max-size"], conf["env.log.max-files"])
+        peer = Peer(conf, me, masters, rejoin=args.rejoin)
+    except ConfigError as exc:
+        print(f"jobmanager: configuration error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        import uvloop
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    except ImportError:
+        pass
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_until_complete(_serve(peer))
+        if peer.raft is not None and peer.raft.failure:
+            print(f"jobmanager: stopped: {peer.raft.failure}", file=sys.stderr)
+            return 1  # (a supervisor restarts it: systemd's Restart=on-failure, Kubernetes)
+    except ConfigError as exc:  # e.g. not a member of the cluster it should join
+        print(f"jobmanager: cannot start: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"jobmanager: cannot start: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        _close_loop(loop, 5.0)
+    return 0
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop, timeout: float) -> None:
+    """Like asyncio.run's ending, but bounded: tasks still running after the peer stopped
+    are cancelled and given `timeout` seconds; one that ignores its cancellation does not
+    keep the process from exiting."""
+    tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for t in tasks:
+        t.cancel()
+    if tasks:
+        loop.run_until_complete(asyncio.wait(tasks, timeout=timeout))
+    try:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        loop.close()
