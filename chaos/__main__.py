@@ -17,7 +17,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import sys
 import threading
 import time
@@ -87,16 +86,15 @@ def inject(c: ChaosCluster, kind: str, rnd: random.Random, hold: float, log,
     start = time.time()
     log(f"{kind} {node} (pid {pid}, {len(jobs)} jobs)")
     if kind.startswith("kill"):
-        os.kill(pid, signal.SIGKILL)
-        del c.pids[i]
+        c.kill(i)  # SIGKILL by pid; no longer among the live peers
         time.sleep(hold)  # the peer stays down for `hold` seconds (fault schedule)
         end = time.time()
         c.start_peer(i)
         log(f"restarted {node}")
     elif kind == "pause":
-        os.kill(pid, signal.SIGSTOP)
+        c.freeze(i)  # SIGSTOP
         time.sleep(hold)  # fault schedule
-        os.kill(pid, signal.SIGCONT)
+        c.thaw(i)  # SIGCONT
         end = time.time()
         log(f"resumed {node}")
     elif kind == "membership":
@@ -136,6 +134,18 @@ def partition_minority(c: ChaosCluster, rnd: random.Random, hold: float, log) ->
              "jobs": jobs[i]} for i in group]
 
 
+def rows(url: str) -> Optional[list]:
+    """GET /jobs/overview's jobs, or None when the peer answers an error (a 503 while it
+    has no leader just after the faults: the waits ask again)."""
+    status, body = call("GET", url + "/jobs/overview", timeout=10)
+    return body.get("jobs") if status == 200 and isinstance(body, dict) else None
+
+
+def state(url: str, jid: str) -> Optional[str]:
+    status, body = call("GET", url + f"/jobs/{jid}")
+    return body.get("state") if status == 200 and isinstance(body, dict) else None
+
+
 def start_streaming(c: ChaosCluster, sc: Scenario) -> tuple[list, list]:
     """Submit sc.streaming streaming example jobs, each fed by its own EventFeed."""
     feeds, jobs = [], []
@@ -156,8 +166,8 @@ def start_streaming(c: ChaosCluster, sc: Scenario) -> tuple[list, list]:
         feeds.append(feed)
         jobs.append(body["jobid"])
     if jobs:
-        _wait(lambda: all(call("GET", c.urls[0] + f"/jobs/{j}")[1]["state"] == "RUNNING"
-                          for j in jobs), 180, "streaming jobs running", interval=0.5)
+        _wait(lambda: all(state(c.urls[0], j) == "RUNNING" for j in jobs), 180,
+              "streaming jobs running", interval=0.5)
     return feeds, jobs
 
 
@@ -235,8 +245,7 @@ def run(sc: Scenario, out: str) -> int:
             if status != 202:
                 raise RuntimeError(f"probe submission failed: {status} {body}")
             probe_jobs.append(body["jobid"])
-        _wait(lambda: sum(r["state"] == "RUNNING" for r in
-                          call("GET", c.urls[0] + "/jobs/overview")[1]["jobs"]) == sc.jobs,
+        _wait(lambda: sum(r["state"] == "RUNNING" for r in rows(c.urls[0]) or ()) == sc.jobs,
               60, "probe jobs running")
         log(f"{sc.jobs} probe jobs running")
         feeds, streaming_jobs = start_streaming(c, sc)
@@ -279,14 +288,13 @@ def run(sc: Scenario, out: str) -> int:
         load.join(60)
         log("faults over; waiting for every probe job to run again")
         try:
-            _wait(lambda: all(r["state"] == "RUNNING" for r in
-                              call("GET", c.alive_url() + "/jobs/overview")[1]["jobs"]
-                              if r["jid"] in set(probe_jobs)), sc.settle, "probes running",
-                  interval=0.5)
+            _wait(lambda: (lambda got: got is not None and all(
+                r["state"] == "RUNNING" for r in got if r["jid"] in set(probe_jobs)))(
+                    rows(c.alive_url())), sc.settle, "probes running", interval=0.5)
         except TimeoutError as exc:
             log(str(exc))
         time.sleep(1.0)  # let every probe write lines from its current attempt
-        final = {r["jid"]: r for r in call("GET", c.alive_url() + "/jobs/overview")[1]["jobs"]}
+        final = {r["jid"]: r for r in _wait(lambda: rows(c.alive_url()), 60, "the overview")}
         for j in probe_jobs:
             row = final.get(j, {})
             log(f"probe {j[:8]}: {row.get('state')} on {row.get('node')} attempt "

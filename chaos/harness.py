@@ -5,21 +5,17 @@ leader, SIGSTOP/SIGCONT pauses longer than the lease, restarts of killed peers, 
 partitions of one peer from the others. Every process it starts is stopped by PID."""
 from __future__ import annotations
 
-import json
 import os
 import random
-import signal
-import subprocess
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from typing import Optional
 
 from chaos.netns import TestNet
+from chaos.peers import PeerProcesses, request
 from jm.local.localcluster import local_lines, wait_until, write_conf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -36,19 +32,13 @@ def auth_headers(url: str) -> dict:
 
 
 def call(method: str, url: str, body=None, headers=None, timeout: float = 3.0):
-    data = json.dumps(body).encode() if body is not None else None
-    headers = {**auth_headers(url), **(headers or {})}
-    req = urllib.request.Request(url, data=data, method=method, headers=headers)
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        try:
-            return exc.code, json.loads(exc.read() or b"null")
-        except ValueError:
-            return exc.code, None
+    """(status, JSON body): chaos.peers.request with the cluster's bearer token; an error
+    answer whose body is not JSON gives None."""
+    status, parsed, _ = request(method, url, body, {**auth_headers(url), **(headers or {})},
+                                timeout=timeout)
+    if status >= 400 and isinstance(parsed, str):
+        parsed = None
+    return status, parsed
 
 
 @dataclass
@@ -68,7 +58,9 @@ class Scenario:
     settings: dict = field(default_factory=dict)
 
 
-class ChaosCluster:
+class ChaosCluster(PeerProcesses):
+    """The scenario's peers on the shared process harness (chaos/peers.py): in network
+    namespaces (partitions), or on namespace hosts over ssh (sc.hosts), or on 127.0.0.1."""
     def __init__(self, sc: Scenario, base: Optional[str] = None) -> None:
         self.sc = sc
         self.base = base or tempfile.mkdtemp(prefix="jm-chaos-")
@@ -93,17 +85,16 @@ class ChaosCluster:
             self.net = TestNet(sc.peers) if any(f.startswith("partition")
                                                 for f in sc.faults) else None
         # in namespaces every peer has its own address, so the usual ports do
-        self.lines = ([f"{h}:8081:6123" for h in self.net.hosts] if self.net
-                      else local_lines(sc.peers))
-        self.urls = [f"http://{ln.rsplit(':', 2)[0]}:{ln.split(':')[1]}" for ln in self.lines]
-        self.nodes = [f"{ln.rsplit(':', 2)[0]}:{ln.rsplit(':', 1)[1]}" for ln in self.lines]
+        lines = ([f"{h}:8081:6123" for h in self.net.hosts] if self.net
+                 else local_lines(sc.peers))
+        urls = [f"http://{ln.rsplit(':', 2)[0]}:{ln.split(':')[1]}" for ln in lines]
         if self.net:  # peers on shared addresses: safe by default wants both (README: Security)
             import secrets
             from urllib.parse import urlsplit
             self.token = secrets.token_hex(16)
             extra["rest.auth.token"] = self.token
             extra["cluster.secret"] = secrets.token_hex(16)
-            for u in self.urls:
+            for u in urls:
                 _TOKENS[urlsplit(u).netloc] = self.token
         self.probe_dir = os.path.join(self.base, "probes")
         spark = {"spark.connect.embedded": True, "spark.master": "local[1]",
@@ -111,13 +102,11 @@ class ChaosCluster:
                  "jobmanager.executor.preload": "pyspark", "rebalance.strategy": "none"} \
             if sc.streaming else {"spark.connect.embedded": False,
                                   "jobmanager.executor.preload": "none"}
-        self.conf_dir = write_conf(self.base, self.lines, {
+        conf_dir = write_conf(self.base, lines, {
             **spark, "jobmanager.slots": 32, "restart-strategy.type": "fixed-delay",
             "restart-strategy.fixed-delay.attempts": 1000,
             "restart-strategy.fixed-delay.delay": "200 ms", **extra, **sc.settings})
-        self.env = dict(os.environ, JM_CONF_DIR=self.conf_dir)
-        self.pids: dict[int, int] = {}     # peer index -> pid of the running peer
-        self.all_pids: set[int] = set()
+        super().__init__(self.base, lines, conf_dir)
         self.before_start: list = []       # callables run before the peers start (mounts)
         self.after_stop: list = []         # and after they stopped (unmounts)
 
@@ -125,40 +114,34 @@ class ChaosCluster:
         from jm.config import load_config
         return load_config(self.conf_dir)[key]
 
-    # ---- peers ----------------------------------------------------------------------
-    def _pid_file(self, i: int) -> str:
-        host, rest, _ = self.lines[i].split(":")
-        run = os.path.join(self.base, "run")
-        names = [n for n in os.listdir(run) if n.endswith(f"-{host}_{rest}.pid")]
-        return os.path.join(run, names[0])
+    # ---- the shared harness's hooks ----------------------------------------------
+    @property
+    def pids(self) -> dict[int, int]:
+        """Peer index -> pid of the running peer."""
+        return self.live
 
+    def call(self, method, url, body=None, timeout: float = 3.0):
+        return call(method, url, body, timeout=timeout)
+
+    def wait(self, fn, timeout, what, interval=0.1):
+        return _wait(fn, timeout, what, interval)
+
+    def exec_prefix(self, i: int) -> list[str]:
+        return self.net.exec_prefix(i) if self.net else []
+
+    # ---- peers ----------------------------------------------------------------------
     def data_dir(self, i: int) -> str:
         host, _, raft = self.lines[i].split(":")
         return os.path.join(self.base, "data", f"{host}_{raft}")
 
-    def start_peer(self, i: int) -> None:
-        if self.hostbed is not None:  # on its host, over ssh, as start-cluster.sh does
-            subprocess.run([os.path.join(ROOT, "bin", "cluster.sh"), "start"],
-                           env=dict(self.env, JM_PEERS=self.lines[i]), check=True,
-                           capture_output=True, timeout=60)
-        else:
-            prefix = self.net.exec_prefix(i) if self.net else []
-            subprocess.run([*prefix, os.path.join(ROOT, "bin", "jobmanager.sh"), "start",
-                            self.lines[i]], env=self.env, check=True, capture_output=True,
-                           timeout=60)
-        pid = int(open(self._pid_file(i)).read())
-        self.pids[i] = pid
-        self.all_pids.add(pid)
-
-    def start_cluster(self) -> None:
-        """Every peer on its host over ssh with bin/start-cluster.sh (hosts mode)."""
-        r = subprocess.run([os.path.join(ROOT, "bin", "start-cluster.sh")], env=self.env,
-                           capture_output=True, text=True, timeout=120)
-        if r.returncode != 0:
-            raise RuntimeError(f"start-cluster.sh failed: {r.stderr.strip()}")
-        for i in range(self.sc.peers):
-            self.pids[i] = int(open(self._pid_file(i)).read())
-            self.all_pids.add(self.pids[i])
+    def start_peer(self, i: int) -> int:
+        if self.hostbed is None:  # with bin/jobmanager.sh, in its namespace if any
+            return super().start_peer(i)
+        # on its host, over ssh, as start-cluster.sh does
+        r = self.run("cluster.sh", "start", env={"JM_PEERS": self.lines[i]})
+        self._check(r, f"cluster.sh start {self.lines[i]}")
+        self.live[i] = self.peer_pid(i)
+        return self.live[i]
 
     def start(self) -> None:
         if self.hostbed is not None:
@@ -173,8 +156,8 @@ class ChaosCluster:
                 hook()
             for i in range(self.sc.peers):
                 self.start_peer(i)
-        for url in self.urls:
-            _wait(lambda u=url: call("GET", u + "/healthz")[1].get("ok"), 60, f"{url} healthy")
+        for i in range(len(self.urls)):
+            self.wait_healthy(i, 60)
         if self.sc.streaming:
             self.wait_spark()
 
@@ -201,27 +184,11 @@ class ChaosCluster:
                     180, "check query", interval=0.3)
         return (res.get("result") or {}).get("rows", []) if res["state"] == "FINISHED" else []
 
-    def index_of(self, node: str) -> Optional[int]:
-        return self.nodes.index(node) if node in self.nodes else None
-
     def stop(self) -> None:
         from urllib.parse import urlsplit
         for u in self.urls:
             _TOKENS.pop(urlsplit(u).netloc, None)
-        for pid in list(self.all_pids):
-            for sig in (signal.SIGCONT, signal.SIGTERM):
-                try:
-                    os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
-        deadline = time.monotonic() + 15
-        for pid in list(self.all_pids):
-            while time.monotonic() < deadline and os.path.exists(f"/proc/{pid}"):
-                time.sleep(0.05)
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        self.terminate_all(15)
         try:
             if self.hostbed is not None:
                 self.hostbed.stop()  # what is left in the namespaces, the sshds, the hosts
@@ -230,23 +197,6 @@ class ChaosCluster:
         finally:
             for hook in reversed(self.after_stop):  # the last mounted, unmounted first
                 hook()
-
-    def alive_url(self, exclude: Optional[int] = None) -> str:
-        for i, url in enumerate(self.urls):
-            if i != exclude and i in self.pids:
-                try:
-                    if call("GET", url + "/healthz", timeout=1)[0] == 200:
-                        return url
-                except OSError:
-                    continue
-        raise RuntimeError("no healthy peer")
-
-    def leader_index(self) -> Optional[int]:
-        try:
-            leader = call("GET", self.alive_url() + "/overview")[1]["leader"]
-        except (OSError, RuntimeError, KeyError, TypeError):
-            return None
-        return self.nodes.index(leader) if leader in self.nodes else None
 
     def voters(self) -> list[int]:
         """Indices of the Raft voters (the others are non-voting members)."""

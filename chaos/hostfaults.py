@@ -12,7 +12,8 @@ import time
 from typing import Callable
 
 from chaos.harness import ROOT, ChaosCluster, _wait, call
-from chaos.hosts import _running
+from chaos.peers import request, send
+from chaos.peers import running as _running
 
 TMPFS_SIZE = "64m"
 PAD = "x" * 200_000  # one job spec of ~200 kB: 25 of them outgrow the journal's 4 MB ahead
@@ -46,11 +47,7 @@ def power_loss(c: ChaosCluster, log: Callable[[str], None]) -> tuple[float, floa
     write not yet fsynced is lost; then power comes back and every peer starts again."""
     victims = c.hostbed.leftovers()  # peers, zygotes, job processes: all but the sshds
     start = time.time()
-    for pid in victims:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    send(victims, signal.SIGKILL)
     dropped = sum(fs.cut()["dropped-bytes"] for fs in c.lazy)
     _wait(lambda: not [p for p in victims if _running(p)], 30, "every process on the hosts gone")
     c.pids.clear()
@@ -60,8 +57,8 @@ def power_loss(c: ChaosCluster, log: Callable[[str], None]) -> tuple[float, floa
     time.sleep(1.5)  # fault schedule: the reboot (FUSE's attribute caches expire meanwhile)
     end = time.time()
     c.start_cluster()
-    for url in c.urls:
-        _wait(lambda u=url: call("GET", u + "/healthz")[1].get("ok"), 90, f"{url} after power")
+    for i in range(len(c.urls)):
+        c.wait_healthy(i, 90)
     log("power back: every peer up again")
     return start, end
 
@@ -100,9 +97,8 @@ def clock(c: ChaosCluster, i: int, rnd, hold: float, log: Callable[[str], None]
 
 def _peer_clock(url: str) -> float:
     import email.utils
-    import urllib.request
-    with urllib.request.urlopen(url + "/healthz", timeout=3) as resp:
-        return email.utils.parsedate_to_datetime(resp.headers["Date"]).timestamp()
+    _, _, headers = request("GET", url + "/healthz", timeout=3)
+    return email.utils.parsedate_to_datetime(headers["Date"]).timestamp()
 
 
 def membership(c: ChaosCluster, i: int, log: Callable[[str], None]) -> tuple[float, float]:
@@ -124,7 +120,7 @@ def membership(c: ChaosCluster, i: int, log: Callable[[str], None]) -> tuple[flo
     if status != 201:
         raise RuntimeError(f"add {line}: {status} {body}")
     c.start_peer(i)
-    _wait(lambda: call("GET", c.urls[i] + "/healthz")[1].get("ok"), 60, f"{node} back")
+    c.wait_healthy(i, 60)
     log(f"{node} is a member again")
     return start, end
 

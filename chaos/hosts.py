@@ -22,11 +22,12 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from typing import Optional
 
 from chaos.netns import TestNet
 from chaos.netns import available as netns_available
+from chaos.peers import running, wait_gone
+from jm.local.localcluster import wait_until
 
 SSHD = "/usr/sbin/sshd"
 PRIVSEP_DIR = "/run/sshd"
@@ -48,22 +49,8 @@ def available() -> Optional[str]:
     return None
 
 
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(") ", 1)[-1][:1] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def _wait_gone(pids: list[int], timeout: float) -> list[int]:
-    """Poll until none of `pids` runs (or the deadline); return those still running."""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = [p for p in pids if _running(p)]
-        if not left or time.monotonic() >= deadline:
-            return left
-        time.sleep(0.05)
+_running = running   # (chaos.peers: the one liveness check by PID)
+_wait_gone = wait_gone
 
 
 class Hosts:
@@ -173,20 +160,17 @@ class Hosts:
 
     def _wait_sshd(self, i: int) -> None:
         """Until host i's sshd accepts TCP connections from the root namespace."""
-        deadline = time.monotonic() + self.startup_timeout
-        last: object = None
-        while time.monotonic() < deadline:
+        def up() -> bool:
             if self.sshd[i].poll() is not None:
                 raise HostsError(f"sshd on {self.addresses[i]} exited "
                                  f"{self.sshd[i].returncode}: {self.sshd_log(i)}")
-            try:
-                with socket.create_connection((self.addresses[i], 22), timeout=2):
-                    return
-            except OSError as exc:
-                last = exc
-            time.sleep(0.05)
-        raise HostsError(f"sshd on {self.addresses[i]}:22 not up within "
-                         f"{self.startup_timeout:.0f} s ({last!r}); log: {self.sshd_log(i)}")
+            with socket.create_connection((self.addresses[i], 22), timeout=2):
+                return True
+        try:
+            wait_until(up, self.startup_timeout, f"sshd on {self.addresses[i]}:22 up", 0.05,
+                       errors=(OSError,))
+        except TimeoutError as exc:
+            raise HostsError(f"{exc}; log: {self.sshd_log(i)}") from None
 
     def sshd_log(self, i: int) -> str:
         try:

@@ -5,10 +5,9 @@ import asyncio
 import json
 import os
 import time
-import urllib.error
-import urllib.request
 from typing import Any, Callable
 
+from chaos.peers import parse_body, request
 from jm.local.localcluster import free_ports, local_lines, wait_until, write_conf  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -66,8 +65,9 @@ def _saw(cell: list[int] | None, value: str | None) -> None:
 
 def poll(fn: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05,
          what: str = "condition") -> Any:
-    """Call fn until it returns a truthy value (errors mean "not up yet"); fail the test
-    after `timeout` seconds."""
+    """Call fn every `interval` s until it returns a truthy value (which is returned;
+    errors mean "not up yet"); after `timeout` s fail the test with an AssertionError
+    naming `what` and the last value or exception seen."""
     try:
         return wait_until(fn, timeout, what, interval)
     except TimeoutError as exc:
@@ -76,6 +76,7 @@ def poll(fn: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05,
 
 async def apoll(fn: Callable[[], Any], timeout: float = 30.0, interval: float = 0.05,
                 what: str = "condition") -> Any:
+    """`poll` for the test's event loop: fn may be a coroutine function."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -88,29 +89,20 @@ async def apoll(fn: Callable[[], Any], timeout: float = 30.0, interval: float = 
         except Exception as exc:
             last = exc
         await asyncio.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
+    raise AssertionError(f"timed out: {what}: not within {timeout:.0f} s (last: {last!r})")
 
 
 def http(method: str, url: str, body: Any = None, headers: dict | None = None,
-         raw: bytes | None = None, timeout: float = 10.0) -> tuple[int, Any]:
-    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+         raw: bytes | None = None, timeout: float = 10.0,
+         with_headers: bool = False) -> tuple:
+    """One request (a JSON `body` or `raw` bytes) -> (status, body: JSON, else text), and
+    the answer's headers with `with_headers`. Peers of a consistent_session get the
+    session's X-JM-Min-Index and bearer token."""
     hdrs = dict(headers or {})
     cell = _session_headers(url, hdrs)
-    req = urllib.request.Request(url, data=data, method=method, headers=hdrs)
-    if data is not None and raw is None:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            _saw(cell, resp.headers.get("X-JM-Index"))
-            text = resp.read()
-            return resp.status, json.loads(text) if text else None
-    except urllib.error.HTTPError as exc:
-        _saw(cell, exc.headers.get("X-JM-Index"))
-        text = exc.read()
-        try:
-            return exc.code, json.loads(text)
-        except ValueError:
-            return exc.code, text.decode(errors="replace")
+    status, parsed, answer = request(method, url, body, hdrs, raw, timeout)
+    _saw(cell, answer.get("X-JM-Index"))
+    return (status, parsed, answer) if with_headers else (status, parsed)
 
 
 def multipart(filename: str, content: bytes, field: str = "file") -> tuple[bytes, str]:
@@ -122,8 +114,9 @@ def multipart(filename: str, content: bytes, field: str = "file") -> tuple[bytes
 
 
 async def ahttp(method: str, url: str, body: Any = None, headers: dict | None = None,
-                raw: bytes | None = None, timeout: float = 10.0) -> tuple[int, Any]:
-    """Async HTTP for in-process tests (the peers share the test's event loop)."""
+                raw: bytes | None = None, timeout: float = 10.0,
+                with_headers: bool = False) -> tuple:
+    """`http` for in-process tests (the peers share the test's event loop)."""
     import aiohttp
     hdrs = dict(headers or {})
     cell = _session_headers(url, hdrs)
@@ -134,11 +127,8 @@ async def ahttp(method: str, url: str, body: Any = None, headers: dict | None = 
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as s:
         async with s.request(method, url, data=data, headers=hdrs) as resp:
             _saw(cell, resp.headers.get("X-JM-Index"))
-            text = await resp.read()
-            try:
-                return resp.status, json.loads(text) if text else None
-            except ValueError:
-                return resp.status, text.decode(errors="replace")
+            parsed = parse_body(await resp.read())
+            return (resp.status, parsed, resp.headers) if with_headers else (resp.status, parsed)
 
 
 async def asubmit(url: str, spec: dict, timeout: float = 60.0) -> str:

@@ -3,7 +3,6 @@ acknowledgements: tests/e2e/test_power_loss.py, tests/e2e/test_fsync_failure.py.
 from __future__ import annotations
 
 import ctypes.util
-import json
 import os
 import shutil
 import signal
@@ -11,13 +10,12 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from typing import Any, Optional
 
 import psutil
 
 from chaos.lazyfs import LazyMount  # the standard library only (mfusepy: in its process)
+from chaos.peers import PeerProcesses, request, running, send
 from tests.helpers import http, make_conf, poll
 
 FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -50,13 +48,7 @@ def _fuse_missing() -> Optional[str]:
 
 def post_job(url: str, name: str, timeout: float = 5.0) -> tuple[int, Any]:
     """POST /jobs without the shared session (the load must not wait for indexes)."""
-    req = urllib.request.Request(url + "/jobs", data=json.dumps(dict(SPEC, name=name)).encode(),
-                                 method="POST", headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
+    return request("POST", url + "/jobs", dict(SPEC, name=name), timeout=timeout)[:2]
 
 
 def _accepted(url: str, name: str) -> Optional[dict]:
@@ -66,15 +58,15 @@ def _accepted(url: str, name: str) -> Optional[dict]:
     return body if status == 202 else None
 
 
-class PowerCluster:
-    """3 peer processes, each in its own session, each with its data folder on a lazyfs."""
+class PowerCluster(PeerProcesses):
+    """3 peer processes, each in its own session, each with its data folder on a lazyfs:
+    the shared process harness (chaos/peers.py), its peers started as children here."""
 
     def __init__(self, base: str, fsync: bool, sync_delay: float = SYNC_DELAY) -> None:
-        self.base = base
-        self.conf_dir, self.lines = make_conf(base, 3, {
+        conf_dir, lines = make_conf(base, 3, {
             "jobmanager.executor.preload": "none", "jobmanager.slots": 1,
             "raft.fsync": fsync})
-        self.urls = ["http://127.0.0.1:" + line.split(":")[1] for line in self.lines]
+        super().__init__(base, lines, conf_dir)
         self.log_dir = os.path.join(base, "log")
         os.makedirs(self.log_dir, exist_ok=True)
         # jm/cluster/peer.py: the peer's data folder is <data-dir>/<host>_<raft-port>
@@ -83,6 +75,12 @@ class PowerCluster:
                                  os.path.join(self.log_dir, f"lazyfs-{i}.log"), sync_delay)
                        for i, (host, _, raft) in enumerate(l.split(":") for l in self.lines)]
         self.procs: list[Optional[subprocess.Popen]] = []
+
+    def call(self, method, url, body=None, timeout=10.0):
+        return http(method, url, body, timeout=timeout)
+
+    def wait(self, fn, timeout, what, interval=0.1):
+        return poll(fn, timeout, interval, what)
 
     def mount(self) -> None:
         for m in self.mounts:
@@ -100,12 +98,13 @@ class PowerCluster:
                     [sys.executable, "-m", "jm.cluster.peer", "--conf-dir", self.conf_dir,
                      "--peer", line], stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                     start_new_session=True)
+            self.live[i] = self.procs[i].pid
+            self.all_pids.add(self.procs[i].pid)
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         """Every peer healthy (a leader, registered), then a submission goes through."""
-        for url in self.urls:
-            poll(lambda u=url: http("GET", u + "/healthz", timeout=2)[1].get("ok"), timeout,
-                 interval=0.1, what=f"{url} healthy")
+        for i in range(len(self.urls)):
+            self.wait_healthy(i, timeout, interval=0.1, call_timeout=2)
 
     def kill_peers(self) -> list[int]:
         """SIGKILL to every peer, its process group and every descendant (zygote, job
@@ -123,11 +122,8 @@ class PowerCluster:
                 os.killpg(p.pid, signal.SIGKILL)  # the peer's session (its own group)
             except ProcessLookupError:
                 pass
-        for pid in victims:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        send(victims, signal.SIGKILL)
+        self.live.clear()
         return victims
 
     def wait_gone(self, pids: list[int], timeout: float = 30.0) -> None:
@@ -136,14 +132,7 @@ class PowerCluster:
                 p.wait(timeout)  # reaps the peers (our children)
 
         def alive() -> list[int]:
-            out = []
-            for pid in pids:
-                try:
-                    if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                        out.append(pid)
-                except psutil.NoSuchProcess:
-                    pass
-            return out
+            return [pid for pid in pids if running(pid)]
         poll(lambda: not alive(), timeout, what=f"processes {alive()} gone")
 
     def power_cut(self) -> list[dict]:

@@ -1,49 +1,39 @@
-"""Real peer processes started with bin/jobmanager.sh for end-to-end tests."""
-import os
+"""Real peer processes started with bin/jobmanager.sh for end-to-end tests: the shared
+process harness (chaos/peers.py) with the tests' requests and waits."""
 import signal
-import subprocess
 
-from tests.helpers import ROOT, consistent_session, end_session, http, make_conf, poll
+from chaos.peers import PeerProcesses, running, send
+from tests.helpers import consistent_session, end_session, http, make_conf, poll
+
+_running = running  # (the tests' name for it)
 
 
-class ProcessCluster:
+class ProcessCluster(PeerProcesses):
     def __init__(self, base: str, n: int, settings: dict) -> None:
-        self.base = base
-        self.conf_dir, self.lines = make_conf(base, n, settings)
-        self.env = dict(os.environ, JM_CONF_DIR=self.conf_dir)
-        self.urls = ["http://127.0.0.1:" + line.split(":")[1] for line in self.lines]
+        conf_dir, lines = make_conf(base, n, settings)
+        super().__init__(base, lines, conf_dir)
         # the tests' requests read what any peer acknowledged (X-JM-Min-Index), as the
         # jm CLI and the web UI do
         consistent_session(self.urls)
 
-    def run(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([os.path.join(ROOT, "bin", args[0]), *args[1:]], env=self.env,
-                              capture_output=True, text=True, timeout=120)
+    def call(self, method, url, body=None, timeout=10.0):
+        return http(method, url, body, timeout=timeout)
+
+    def wait(self, fn, timeout, what, interval=0.05):
+        return poll(fn, timeout, interval, what)
 
     def pids(self) -> list[int]:
-        out = []
-        run_dir = os.path.join(self.base, "run")
-        for name in os.listdir(run_dir) if os.path.isdir(run_dir) else []:
-            if name.endswith(".pid"):
-                try:
-                    out.append(int(open(os.path.join(run_dir, name)).read().strip()))
-                except ValueError:
-                    pass
-        return out
+        """The pids of the run folder's pid files."""
+        return self.pid_file_pids()
 
     def start(self, only: list[int] | None = None) -> None:
         if only is None:
-            r = self.run("start-cluster.sh")
-            assert r.returncode == 0, r.stderr
+            self.start_cluster()
         else:  # some peers of conf/masters only (the others join later)
             for i in only:
                 self.start_peer(i)
         for i in (range(len(self.urls)) if only is None else only):
-            self.wait_healthy(i)
-
-    def wait_healthy(self, i: int) -> None:
-        url = self.urls[i]
-        poll(lambda: http("GET", url + "/healthz")[1].get("ok"), 60, what=f"{url} healthy")
+            self.wait_healthy(i, 60, interval=0.05)
 
     def wait_spark(self, only: list[int] | None = None) -> None:
         """Until each peer's Spark is up, and the cluster knows it (placement prefers ready
@@ -63,35 +53,13 @@ class ProcessCluster:
             self.run("stop-cluster.sh")
         finally:
             end_session(self.urls)
-            for pid in pids:  # never leave a peer behind, also when stop failed or hung
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-
-    def peer_pid(self, i: int) -> int:
-        host, rest, _ = self.lines[i].split(":")
-        run = os.path.join(self.base, "run")
-        name = next(n for n in os.listdir(run) if n.endswith(f"-{host}_{rest}.pid"))
-        return int(open(os.path.join(run, name)).read())
-
-    def start_peer(self, i: int) -> None:
-        r = self.run("jobmanager.sh", "start", self.lines[i])
-        assert r.returncode == 0, r.stderr
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(") ", 1)[-1][:1] != "Z"  # a zombie has ended
-    except FileNotFoundError:
-        return False
+            send(pids, signal.SIGKILL)  # never leave a peer behind, also when stop failed
 
 
 def assert_gone(pids: list[int], what: str, timeout: float = 30.0) -> None:
     """Every process of `pids` has ended (a SIGKILL is delivered asynchronously)."""
-    poll(lambda: not [p for p in pids if _running(p)], timeout,
-         what=f"{what} {[p for p in pids if _running(p)]} gone")
+    poll(lambda: not [p for p in pids if running(p)], timeout,
+         what=f"{what} {[p for p in pids if running(p)]} gone")
 
 
 def node_id(line: str) -> str:

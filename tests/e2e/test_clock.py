@@ -18,7 +18,6 @@ from __future__ import annotations
 import email.utils
 import os
 import signal
-import subprocess
 import threading
 import time
 import urllib.request
@@ -100,8 +99,7 @@ class Watch:
 
 
 def start_peer(c: ProcessCluster, i: int, fault: ClockFault) -> None:
-    r = subprocess.run([os.path.join(ROOT, "bin", "jobmanager.sh"), "start", c.lines[i]],
-                       env=fault.env(c.env), capture_output=True, text=True, timeout=120)
+    r = c.run("jobmanager.sh", "start", c.lines[i], env=fault.env(c.env))
     assert r.returncode == 0, r.stderr
 
 

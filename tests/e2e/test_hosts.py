@@ -12,8 +12,9 @@ import psutil
 import pytest
 
 from chaos.hosts import Hosts, available
+from chaos.peers import PeerProcesses, send
 from jm.local.localcluster import write_conf
-from tests.helpers import ROOT, consistent_session, end_session, http, multipart, poll
+from tests.helpers import consistent_session, end_session, http, multipart, poll
 
 REASON = available()
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(REASON is not None, reason=REASON or "")]
@@ -47,17 +48,18 @@ def hosts(tmp_path):
         h.stop()
 
 
-class SshCluster:
-    """The peers of conf/masters on the test hosts, driven by bin/ scripts."""
+class SshCluster(PeerProcesses):
+    """The peers of conf/masters on the test hosts, driven by bin/ scripts: the shared
+    process harness (chaos/peers.py), with JM_HOME and its run folder."""
+
+    script_timeout = 180.0
 
     def __init__(self, hosts: Hosts, base: str) -> None:
         self.hosts = hosts
         self.home = os.path.join(base, "jm home")  # relative config paths resolve here
-        self.lines = [f"{a}:{REST}:{RAFT}" for a in hosts.addresses]
-        self.nodes = [f"{a}:{RAFT}" for a in hosts.addresses]
-        self.urls = [f"http://{a}:{REST}" for a in hosts.addresses]
+        lines = [f"{a}:{REST}:{RAFT}" for a in hosts.addresses]
         # a conf dir outside JM_HOME: its parent is not where the relative paths go
-        self.conf_dir = write_conf(os.path.join(base, "etc jm"), self.lines, {
+        conf_dir = write_conf(os.path.join(base, "etc jm"), lines, {
             "jobmanager.data-dir": "data", "env.log.dir": "log", "env.pid.dir": "run",
             "high-availability.storageDir": "ha",  # shared: every host sees this disk
             "spark.connect.embedded": False, "jobmanager.executor.preload": "none",
@@ -65,18 +67,19 @@ class SshCluster:
             # peers on shared addresses: safe by default wants both (README: Security)
             "rest.auth.token": TOKEN, "cluster.secret": "hosts-test-secret"})
         os.makedirs(self.home)
-        self.env = dict(os.environ, JM_HOME=self.home, JM_CONF_DIR=self.conf_dir)
+        super().__init__(base, lines, conf_dir, env={"JM_HOME": self.home},
+                         run_dir=os.path.join(self.home, "run"))
         self.seen: set[int] = set()  # every peer and job process seen, killed at the end
         consistent_session(self.urls, token=TOKEN)
 
-    def run(self, script: str, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([os.path.join(ROOT, "bin", script), *args], env=self.env,
-                              capture_output=True, text=True, timeout=180)
+    def call(self, method, url, body=None, timeout=10.0):
+        return http(method, url, body, timeout=timeout)
+
+    def wait(self, fn, timeout, what, interval=0.05):
+        return poll(fn, timeout, interval, what)
 
     def pid(self, i: int) -> int:
-        path = os.path.join(self.home, "run", f"jm-root-{self.hosts.addresses[i]}_{REST}.pid")
-        with open(path) as f:
-            return int(f.read().strip())
+        return self.peer_pid(i)
 
     def tree(self, i: int) -> list[int]:
         """Peer i's pid and its descendants (zygote, job processes), remembered."""
@@ -103,11 +106,7 @@ class SshCluster:
     def kill_all(self) -> None:
         for i in range(N):
             self.tree(i)
-        for pid in self.seen:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        send(self.seen, signal.SIGKILL)
 
 
 @pytest.fixture

@@ -12,8 +12,10 @@ from hypothesis import HealthCheck, settings
 
 from jm.testing import MiniCluster
 from rest import openapi
+from tests.helpers import http
 
 TOKEN = "fuzz-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 SCHEMA = schemathesis.openapi.from_dict(openapi.document())
 FIX = os.path.dirname(os.path.abspath(__file__)) + "/"
 
@@ -30,10 +32,8 @@ def peers(tmp_path_factory):
 def _stalls(url: str) -> float:
     """How many times the peer's event loop ran a timer more than 2.5 s late."""
     import re
-    import urllib.request
-    req = urllib.request.Request(url + "/metrics", headers={"Authorization": f"Bearer {TOKEN}"})
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        text = resp.read().decode()
+    status, text = http("GET", url + "/metrics", headers=AUTH)
+    assert status == 200, text
     count = re.search(r"^jm_event_loop_lag_seconds_count\{[^}]*\} (\S+)$", text, re.M)
     fine = re.search(r'^jm_event_loop_lag_seconds_bucket\{le="2.5"[^}]*\} (\S+)$', text, re.M)
     assert count and fine, "the loop lag histogram is not exported"
@@ -66,46 +66,26 @@ def test_no_route_answers_a_server_error_or_an_unclear_one(case, peers):
 
 
 def test_the_peers_lived_through_it(peers):
-    import urllib.request
     for url in peers.urls:
-        req = urllib.request.Request(url + "/healthz",
-                                     headers={"Authorization": f"Bearer {TOKEN}"})
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            assert json.loads(resp.read())["ok"] is True
+        status, body = http("GET", url + "/healthz", headers=AUTH)
+        assert status == 200 and body["ok"] is True, body
     # no request held a peer's event loop (its leases, its Raft answers) for seconds
     assert [_stalls(u) for u in peers.urls] == peers.stalls_before
 
 
 def test_uploads_that_are_not_the_multipart_they_claim_are_400(peers):
     """Found by the fuzz: a 500 for each (aiohttp raises out of the multipart reader)."""
-    import urllib.error
-    import urllib.request
     for ctype, body in (("multipart/form-data", b"x"),
                         ("multipart/form-data; boundary=b",
                          b'--b\r\nContent-Disposition: form-data; name="\xc3\x8f\x13"\r\n\r\n'
                          b"x\r\n--b--\r\n")):
-        req = urllib.request.Request(peers.urls[0] + "/artifacts", data=body, method="POST",
-                                     headers={"Authorization": f"Bearer {TOKEN}",
-                                              "Content-Type": ctype})
-        try:
-            urllib.request.urlopen(req, timeout=10)
-            raise AssertionError("accepted")
-        except urllib.error.HTTPError as exc:
-            answer = json.loads(exc.read())
-            assert exc.code == 400 and "not valid multipart" in answer["errors"][0], answer
+        status, answer = http("POST", peers.urls[0] + "/artifacts", raw=body,
+                              headers={**AUTH, "Content-Type": ctype})
+        assert status == 400 and "not valid multipart" in answer["errors"][0], answer
 
 
 def test_a_peer_address_is_bounded_before_it_reaches_the_state(peers):
-    import urllib.error
-    import urllib.request
     for peer in ("h" * 100_000 + ":1:2", "not a host:1:2"):
-        req = urllib.request.Request(
-            peers.urls[0] + "/cluster/peers", data=json.dumps({"peer": peer}).encode(),
-            method="POST", headers={"Authorization": f"Bearer {TOKEN}",
-                                    "Content-Type": "application/json"})
-        try:
-            urllib.request.urlopen(req, timeout=10)
-            raise AssertionError("accepted")
-        except urllib.error.HTTPError as exc:
-            answer = json.loads(exc.read())
-            assert exc.code == 400 and len(answer["errors"][0]) < 400, answer
+        status, answer = http("POST", peers.urls[0] + "/cluster/peers", {"peer": peer},
+                              headers=AUTH)
+        assert status == 400 and len(answer["errors"][0]) < 400, answer

@@ -1,29 +1,20 @@
 """Read what anyone acknowledged, on any peer: X-JM-Index / X-JM-Min-Index and the barrier
 behind artifact checks, through real peers (real Raft, REST, job processes)."""
-import json
 import os
 import threading
 
 import aiohttp
 
 from tests.conftest import InProcessCluster
-from tests.helpers import apoll, multipart
+from tests.helpers import ahttp, apoll, multipart
 
 FIX = os.path.dirname(os.path.abspath(__file__)) + "/"
 
 
 async def call(method, url, body=None, raw=None, headers=None):
     """-> (status, body, X-JM-Index)"""
-    hdrs = dict(headers or {})
-    data = raw
-    if body is not None:
-        data = json.dumps(body).encode()
-        hdrs["Content-Type"] = "application/json"
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=20)) as s:
-        async with s.request(method, url, data=data, headers=hdrs) as resp:
-            text = await resp.read()
-            return resp.status, (json.loads(text) if text else None), \
-                int(resp.headers["X-JM-Index"])
+    s, b, h = await ahttp(method, url, body, headers, raw, timeout=20, with_headers=True)
+    return s, b, int(h["X-JM-Index"])
 
 
 async def upload(url, name, content, headers=None):

@@ -3,10 +3,9 @@ the one Airflow users script against): create, wait, state, log, list, kill."""
 import asyncio
 import os
 import textwrap
-import time
 
 from tests.conftest import running
-from tests.helpers import ahttp
+from tests.helpers import ahttp, poll
 
 
 def _app(tmp_path, name, body):
@@ -41,10 +40,8 @@ async def test_livy_client_runs_and_kills_batches(tmp_path):
             client = LivyClient(url)
             listed = client.list_batches()
             killable = LivyBatch.create(url, file=slow)
-            deadline = time.monotonic() + 60
-            while killable.state != SessionState.RUNNING:  # each .state is a GET
-                assert time.monotonic() < deadline, "the second batch never ran"
-                time.sleep(0.05)  # poll interval
+            poll(lambda: killable.state == SessionState.RUNNING, 60,  # each .state: a GET
+                 what="the second batch running")
             killable.kill()
             end = killable.wait()
             return batch.batch_id, state, log, listed, killable.batch_id, end

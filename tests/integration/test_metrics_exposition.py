@@ -4,7 +4,6 @@ leader only (a sum() over peers is right); process metrics (the control plane's 
 there; OpenMetrics is served to a scraper that asks for it."""
 import os
 
-import aiohttp
 from prometheus_client.openmetrics.parser import \
     text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families as parse_text
@@ -18,10 +17,9 @@ OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
 async def scrape(url: str, accept: str | None = None) -> tuple[str, str]:
     headers = {"Accept": accept} if accept else {}
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s:
-        async with s.get(url + "/metrics", headers=headers) as resp:
-            assert resp.status == 200
-            return resp.headers["Content-Type"], await resp.text()
+    s, text, h = await ahttp("GET", url + "/metrics", headers=headers, with_headers=True)
+    assert s == 200
+    return h["Content-Type"], text
 
 
 def samples(text: str) -> list:

@@ -7,6 +7,7 @@ from jm.cluster.lease import Lease
 from raft.commands import Heartbeat, RegisterPeer
 from raft.node import RaftUnavailable
 from raft.state import Result
+from tests.helpers import apoll
 
 INTERVAL, LEASE = 0.05, 1.0
 
@@ -45,10 +46,7 @@ class Recorder:
 
 
 async def until(pred, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < deadline, "condition not reached"
-        await asyncio.sleep(0.005)
+    await apoll(pred, timeout, interval=0.005, what="the condition reached")
 
 
 def make(raft, rec):
