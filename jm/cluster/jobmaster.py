@@ -34,7 +34,8 @@ from jm.policy.runparams import AttemptPlace, RunParams, attempt_params, cleanup
 from jm.policy.restart import RestartStrategy
 from jm.cluster import remotefs
 from jm.cluster.jobfiles import read_failure, read_json, read_result
-from jm.cluster.savepoint import SavepointError, new_location, restore, snapshot
+from jm.cluster.savepoint import (SavepointError, new_location, restore, snapshot,
+                                  sweep_temporaries)
 
 log = logging.getLogger("jm.cluster.jobmaster")
 
@@ -396,6 +397,10 @@ class JobMaster:
         if path and await asyncio.to_thread(restore, path, self.checkpoint_dir, self.job_dir,
                                             remotefs.options(self.env.conf)):
             self.log.info("job %s restored from savepoint %s", self.job_id, path)
+        gone = await asyncio.to_thread(sweep_temporaries, self.checkpoint_dir)
+        if gone:
+            self.log.info("job %s: %d half-written checkpoint file(s) of a killed attempt "
+                          "deleted: %s", self.job_id, len(gone), ", ".join(gone[:3]))
 
     async def _cleanup_session(self, run_dir: str) -> None:
         """A killed job process leaves its streaming queries running in the Spark Connect

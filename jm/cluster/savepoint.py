@@ -70,6 +70,32 @@ def last_committed(query_dir: str) -> int:
     return best
 
 
+_TEMP_FILE = re.compile(r"^\.\.?.+\.tmp(?:\.crc)?$")  # Hadoop's atomic write in progress
+
+
+def sweep_temporaries(checkpoint_dir: str) -> list[str]:
+    """Delete the files a killed attempt left half-written in its queries' offsets and
+    commits logs (`.<batch>.<uuid>.tmp` and its `.crc`: Spark writes a log entry there,
+    then renames it): Spark refuses to start batch 0 of a query whose offsets log holds
+    anything (STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY), so a job killed while writing
+    its first batch could never run again. Only between attempts (nothing writes then).
+    -> the paths deleted."""
+    gone = []
+    for root, dirs, files in os.walk(checkpoint_dir):
+        if os.path.basename(root) not in ("offsets", "commits") or \
+                not _is_query_dir(os.path.dirname(root)):
+            continue
+        for name in files:
+            if _TEMP_FILE.match(name):
+                path = os.path.join(root, name)
+                try:
+                    os.unlink(path)
+                    gone.append(path)
+                except FileNotFoundError:
+                    pass
+    return gone
+
+
 def _is_query_dir(path: str) -> bool:
     return os.path.isdir(os.path.join(path, "offsets")) and \
         os.path.isdir(os.path.join(path, "commits"))

@@ -75,6 +75,19 @@ def submit(url, spec):
     return poll(attempt, 90, what="the submission accepted")
 
 
+def write(method, url, want):
+    """A write as a client sends it: a 503 (no leader for a moment: the full peer may have
+    led) or no answer is sent again (drain, undrain and cancel are idempotent)."""
+    def attempt():
+        try:
+            s, b = http(method, url, timeout=30)
+        except OSError:
+            return None
+        assert s in (want, 503), (s, b)
+        return s == want
+    poll(attempt, 90, what=f"{method} {url} answered {want}")
+
+
 def fill(path):
     """Take every free byte of the filesystem at `path` (ENOSPC ends the write)."""
     filler = os.path.join(path, "filler")
@@ -113,7 +126,7 @@ def test_a_full_disk_holds_the_peer_moves_its_jobs_and_it_recovers(cluster):
     # jobs that wait (every peer drained, so nothing runs) and are cancelled then
     ids = [n["id"] for n in http("GET", other + "/nodes")[1]["nodes"]]
     for n in ids:
-        assert http("POST", other + f"/nodes/{n}/drain")[0] == 202
+        write("POST", other + f"/nodes/{n}/drain", 202)
     big = {"entry": "jobs_fixture:quick", "pyfiles": [FIX], "args": {"pad": "x" * 200_000}}
     waiting = []
     for _ in range(40):  # the other two peers are a majority: writes go on
@@ -126,10 +139,10 @@ def test_a_full_disk_holds_the_peer_moves_its_jobs_and_it_recovers(cluster):
                     if n.endswith(full.rsplit(":", 1)[1] + ".log"))).read()
     assert "waits for its disk" in log
     for jid_ in waiting:
-        assert http("PATCH", other + f"/jobs/{jid_}?mode=cancel")[0] == 202
+        write("PATCH", other + f"/jobs/{jid_}?mode=cancel", 202)
     for n in ids:
         if n != node:
-            assert http("DELETE", other + f"/nodes/{n}/drain")[0] == 200
+            write("DELETE", other + f"/nodes/{n}/drain", 200)
     # it cannot keep its lease: its job moves (a new attempt elsewhere, the old one ended)
     moved = poll(lambda: (lambda j: j if j["node"] not in (None, node)
                           and j["state"] == "RUNNING" else None)(job(other, jid)), 60,
@@ -142,7 +155,7 @@ def test_a_full_disk_holds_the_peer_moves_its_jobs_and_it_recovers(cluster):
          what="the peer to recover")
     total = count_jobs(other)
     poll(lambda: count_jobs(full) == total, 30, what="the recovered replica to catch up")
-    assert http("DELETE", other + f"/nodes/{node}/drain")[0] == 200  # (drained above)
+    write("DELETE", other + f"/nodes/{node}/drain", 200)  # (drained above)
     nodes = {n["id"]: n for n in http("GET", other + "/nodes")[1]["nodes"]}
     assert nodes[node]["state"] == "ALIVE"  # registered again after it was declared dead
 

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from jm.cluster.savepoint import (SavepointError, last_committed, new_location, read_metadata, restore,
-                          snapshot)
+                          snapshot, sweep_temporaries)
 
 
 def touch(path: str, text: str = "x") -> None:
@@ -166,3 +166,26 @@ def test_a_savepoint_or_restore_that_fails_leaves_no_temporary_copy(tmp_path, mo
                           str(tmp_path / "ha" / "j2"))
     assert sorted(os.listdir(tmp_path / "sp")) == ["ok"]
     assert os.listdir(tmp_path / "ha" / "j2") == []
+
+
+def test_half_written_log_entries_of_a_killed_attempt_are_swept(tmp_path):
+    """A kill while Spark wrote a batch's offsets leaves `.N.<uuid>.tmp` (and its .crc);
+    Spark then refuses batch 0 for good (offsets log not empty): swept before the next
+    attempt, and nothing else is touched."""
+    root = str(tmp_path / "cp")
+    q = spark_checkpoint(root, 1)
+    first = os.path.join(root, "first")  # killed while writing its very first batch
+    touch(os.path.join(first, "metadata"), '{"id": "f"}')
+    os.makedirs(os.path.join(first, "commits"))
+    for name in (".0.ae80bee3-efa6.tmp", "..0.ae80bee3-efa6.tmp.crc"):
+        touch(os.path.join(first, "offsets", name))
+    touch(os.path.join(q, "commits", ".2.1f2e.tmp"))
+    touch(os.path.join(root, "user", "offsets", ".mine.tmp"))  # not a query's log
+    before = listing(root)
+    gone = sweep_temporaries(root)
+    assert sorted(os.path.relpath(p, root) for p in gone) == sorted([
+        "first/offsets/.0.ae80bee3-efa6.tmp", "first/offsets/..0.ae80bee3-efa6.tmp.crc",
+        "events/offsets/.3.tmp", "events/commits/.2.1f2e.tmp"])
+    assert listing(root) == before - {os.path.relpath(p, root) for p in gone}
+    assert os.listdir(os.path.join(first, "offsets")) == []
+    assert sweep_temporaries(root) == []
