@@ -82,6 +82,9 @@ def sweep_temporaries(checkpoint_dir: str) -> list[str]:
     -> the paths deleted."""
     gone = []
     for root, dirs, files in os.walk(checkpoint_dir):
+        if _is_query_dir(root):  # only its logs: never walk its state store's files
+            dirs[:] = [d for d in dirs if d in ("offsets", "commits")]
+            continue
         if os.path.basename(root) not in ("offsets", "commits") or \
                 not _is_query_dir(os.path.dirname(root)):
             continue
