@@ -2,7 +2,10 @@
 the peer owning most jobs (alternating: a follower, then the leader), measure the time
 from the kill to the last of its jobs RUNNING on another peer (the cluster's own
 RUNNING timestamp of the new attempt), and count restarts of every other job (must be
-0). The killed peer is started again (bin/jobmanager.sh start) before the next trial.
+0). The killed peer is started again (bin/jobmanager.sh start) before the next trial,
+which comes once the moved jobs have run longer than raft/state.py YOUNG_LOSS: each trial
+is one host's loss; peers dying one after the other within seconds of a job's start is
+what a job that kills its peers looks like, and counts against its restart strategy.
 
     .venv/bin/python bench/failover.py                   # default profile, 10 trials
     .venv/bin/python bench/failover.py --profile fast    # the documented fast profile
@@ -19,6 +22,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import ROOT, BenchCluster, get, median, pct, post, wait_until  # noqa: E402
+from raft.state import YOUNG_LOSS  # noqa: E402
 
 PROFILES = {
     "default": {},
@@ -69,7 +73,7 @@ def kill_peer(urls: list[str], ns: dict, kill_leader: bool, timeout: float) -> d
                  and (r["attempt"], r["restarts"]) !=
                  (before[j]["attempt"], before[j]["restarts"]))
     return {"victim": victim, "record": v, "leader": leader, "survivor": survivor,
-            "moved": len(victim_jobs),
+            "moved": len(victim_jobs), "t_kill": t_kill,
             "failover_s": max(running_at) - t_kill if running_at else 0.0,
             "others_restarted": others}
 
@@ -82,6 +86,8 @@ def trial(c: BenchCluster, kill_leader: bool, timeout: float) -> dict:
     subprocess.run([os.path.join(ROOT, "bin", "jobmanager.sh"), "start", line], env=c.env,
                    check=True, capture_output=True, timeout=60)
     wait_until(lambda: nodes(k["survivor"])[victim]["state"] == "ALIVE", 60, "victim back")
+    settled = k["t_kill"] + k["failover_s"] + YOUNG_LOSS + 1.0  # a host's loss, no cascade
+    time.sleep(max(0.0, settled - time.time()))
     return {"victim": victim, "leader": kill_leader, "jobs": k["moved"],
             "failover_s": k["failover_s"], "others_restarted": k["others_restarted"]}
 

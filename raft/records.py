@@ -89,10 +89,18 @@ class AttemptRecord:
     reason: Optional[str] = None  # finished, failed, cancelled, stopped, peer-lost, moved
     spark: Optional[list] = None  # the attempt's Spark applications, one per restart
     # s its peer was heard from after the attempt started, when it ended with the peer's
-    # loss (raft/state.py kills_its_peers); a class default: older snapshots load
+    # loss (raft/state.py peer_losses); a class default: older snapshots load
     peer_heard: Optional[float] = None
     beats_at_start: int = -1  # its peer's heartbeat count when the attempt was placed
     reported: bool = False    # its peer reported on it
+
+
+@dataclass(frozen=True)
+class PeerLoss:
+    """An attempt that ended with its peer's loss right after it started (raft/state.py
+    peer_losses): the peer and when the loss was applied (the leader's clock)."""
+    node: str
+    end: float
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
 from raft import state as S
 from jm.cluster.jobservices import JobEnv
@@ -15,6 +16,15 @@ from jm.cluster.jobmaster import JobMaster
 from jm.policy.intents import Intents
 
 log = logging.getLogger("jm.cluster.dispatcher")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A job assigned here, as the replicated state has it."""
+    epoch: int
+    intents: Intents
+    spec: dict
+    losses: tuple = ()  # S.PeerLoss: its last attempts that lost their peer as they started
 
 
 class Dispatcher:
@@ -43,13 +53,14 @@ class Dispatcher:
             except Exception:
                 log.exception("reconcile failed")
 
-    def _mine(self) -> dict[str, tuple[int, Intents, dict]]:
+    def _mine(self) -> dict[str, Placement]:
         with self.raft.read() as st:
             out = {}
             for job_id in st.jobs_of(self.node):
                 job = st.jobs[job_id]
                 if job.status not in S.TERMINAL:
-                    out[job_id] = (job.epoch, Intents.of(job), job.spec)
+                    out[job_id] = Placement(job.epoch, Intents.of(job), job.spec,
+                                            S.peer_losses(job.attempts))
             return out
 
     async def reconcile(self) -> None:
@@ -60,7 +71,7 @@ class Dispatcher:
         mine = {} if self.fenced else self._mine()
         for job_id, jm in list(self.masters.items()):
             want = mine.get(job_id)
-            if want is None or want[0] != jm.epoch:
+            if want is None or want.epoch != jm.epoch:
                 log.info("job %s epoch %d is no longer assigned here; stopping it",
                          job_id, jm.epoch)
                 self.masters.pop(job_id, None)
@@ -69,13 +80,13 @@ class Dispatcher:
                 self.masters.pop(job_id, None)
                 self._done.add((job_id, jm.epoch))
             else:
-                jm.update(want[1])
-        self._done = {k for k in self._done if k[0] in mine and mine[k[0]][0] == k[1]}
-        for job_id, (epoch, intents, spec) in mine.items():
-            if job_id in self.masters or (job_id, epoch) in self._done:
+                jm.update(want.intents)
+        self._done = {k for k in self._done if k[0] in mine and mine[k[0]].epoch == k[1]}
+        for job_id, p in mine.items():
+            if job_id in self.masters or (job_id, p.epoch) in self._done:
                 continue
-            jm = JobMaster(self.env, job_id, epoch, spec)
-            jm.update(intents)
+            jm = JobMaster(self.env, job_id, p.epoch, p.spec, p.losses)
+            jm.update(p.intents)
             self.masters[job_id] = jm
             task = jm.start()
             task.add_done_callback(lambda _t: self._wake.set())

@@ -49,7 +49,8 @@ class JobMaster:
     process, the replicated state, files and timers into events, one at a time from a
     queue, and performs the instructions the state returns."""
 
-    def __init__(self, env: JobEnv, job_id: str, epoch: int, spec: dict) -> None:
+    def __init__(self, env: JobEnv, job_id: str, epoch: int, spec: dict,
+                 losses: tuple = ()) -> None:
         self.env = env
         self.job_id = job_id
         self.epoch = epoch
@@ -57,7 +58,8 @@ class JobMaster:
         self.streaming = spec.get("job-type") == S.STREAMING
         self.intents = Intents()
         self.state = AttemptState(
-            RestartStrategy.from_config(env.conf, spec.get("restart-strategy")), self.streaming)
+            RestartStrategy.from_config(env.conf, spec.get("restart-strategy")), self.streaming,
+            losses=losses)
         self.events: asyncio.Queue = asyncio.Queue()
         self.process: Optional[JobProcess] = None
         self.session_id: Optional[str] = None

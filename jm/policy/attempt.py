@@ -62,10 +62,11 @@ class AttemptState:
     """The attempts of one job in one epoch. `handle` is the only way in."""
 
     def __init__(self, strategy: RestartStrategy, streaming: bool,
-                 intents: Intents = Intents()) -> None:
+                 intents: Intents = Intents(), losses: tuple = ()) -> None:
         self.strategy = strategy
         self.streaming = streaming
         self.intents = intents
+        self.losses = losses          # S.PeerLoss: the run of attempts before this epoch
         self.tracker = RestartTracker()
         self.phase = Phase.NEW
         self.restart = 0              # the restart index of the current (or next) process
@@ -102,7 +103,10 @@ class AttemptState:
         if self.phase is not Phase.NEW:
             return []
         # not awaited: committed in order before RUNNING; a stale epoch fences it there
-        return [Report(S.INITIALIZING, self.restart), *self._next()]
+        out = [Report(S.INITIALIZING, self.restart)]
+        if len(self.losses) < 2 or self.intents.kind() is not None:
+            return out + self._next()
+        return out + self._lost_peers(now, rnd)
 
     def _intents(self, ev: IntentsChanged, now: float, rnd: float) -> list:
         self.intents = ev.intents
@@ -242,6 +246,26 @@ class AttemptState:
 
     def _failed(self, failure: dict, now: float, rnd: float) -> list:
         self.tracker, decision = on_failure(self.strategy, self.tracker, now, rnd)
+        if not decision.restart:
+            return self._end(S.FAILED, failure=dict(failure, final=True,
+                                                    reason=decision.reason))
+        self.delay = decision.delay
+        return self._restarting(failure, "delay")
+
+    def _lost_peers(self, now: float, rnd: float) -> list:
+        """Its last attempts each lost their peer right after they started: all but the
+        first of them (one host's loss is not the job's doing) count against its restart
+        strategy, at their times relative to the last (the leader's clock)."""
+        last = self.losses[-1].end
+        for loss in self.losses[1:]:
+            self.tracker, decision = on_failure(
+                self.strategy, self.tracker, now - max(last - loss.end, 0.0), rnd)
+        failure = {"exception": (
+            f"PeerLost: its last {len(self.losses)} attempts each ended with the loss of "
+            f"the peer running it within {S.YOUNG_LOSS:g} s of starting "
+            f"({', '.join(x.node for x in self.losses)}); the job may be what kills its "
+            f"peers (memory, signals): {len(self.losses) - 1} of them count against its "
+            "restart strategy"), "traceback": ""}
         if not decision.restart:
             return self._end(S.FAILED, failure=dict(failure, final=True,
                                                     reason=decision.reason))

@@ -200,6 +200,63 @@ def test_a_request_before_the_first_spawn_is_acted_on_without_one():
     assert st_.handle(Begin(), 0.0, 0.5) == [Report(S.INITIALIZING, 0), Report(S.CANCELED, 0)]
 
 
+# ---- attempts that lost their peer as they started ---------------------------------------
+LOST = tuple(S.PeerLoss(n, t) for n, t in (("n1", 10.0), ("n2", 14.0), ("n3", 18.0)))
+
+
+def test_one_peer_lost_as_the_job_started_is_not_the_jobs_doing():
+    st_ = AttemptState(NONE, False, losses=LOST[:1])
+    assert st_.handle(Begin(), 0.0, 0.5) == [Report(S.INITIALIZING, 0), Spawn(0)]
+
+
+def test_each_further_peer_lost_counts_against_the_restart_strategy():
+    st_ = AttemptState(FIXED, False, losses=LOST[:3])  # 2 count: 2 attempts, both used
+    init, restarting = st_.handle(Begin(), 100.0, 0.5)
+    assert init == Report(S.INITIALIZING, 0) and restarting.status == S.RESTARTING
+    assert "last 3 attempts each ended with the loss of the peer" in \
+        restarting.failure["exception"] and "(n1, n2, n3)" in restarting.failure["exception"]
+    assert st_.handle(Reported(S.RESTARTING, 0, True), 100.0, 0.5) == [WaitFor(0, 5.0)]
+    assert st_.handle(DelayElapsed(0), 105.0, 0.5) == [Spawn(0)]  # its first process
+    st_.handle(Spawned(0), 105.0, 0.5)
+    st_.handle(Exited(0, 1), 106.0, 0.5)
+    [failed] = st_.handle(FailureRead(0, FAIL), 106.0, 0.5)  # the strategy is used up
+    assert failed.status == S.FAILED and failed.failure["final"]
+
+
+def test_a_job_that_keeps_killing_its_peers_fails_once_its_strategy_is_used():
+    lost = LOST + (S.PeerLoss("n1", 22.0),)  # 3 count, the strategy allows 2
+    st_ = AttemptState(FIXED, False, losses=lost)
+    init, failed = st_.handle(Begin(), 100.0, 0.5)
+    assert failed.status == S.FAILED and failed.failure["final"]
+    assert "fixed-delay: 2 restart attempts used" == failed.failure["reason"]
+    assert "may be what kills its peers" in failed.failure["exception"]
+    assert st_.handle(Reported(S.FAILED, 0, True), 100.0, 0.5) == [Done(S.FAILED)]
+
+
+def test_peer_losses_grow_an_exponential_delay_at_their_own_times():
+    exp = RestartStrategy("exponential-delay", {
+        "initial-backoff": 1.0, "max-backoff": 60.0, "backoff-multiplier": 2.0,
+        "reset-backoff-threshold": 3.0, "jitter-factor": 0.0,
+        "attempts-before-reset-backoff": 100})
+    assert _first_delay(exp, LOST[:2]) == 1.0
+    assert _first_delay(exp, LOST) == 1.0  # 4 s apart: past the reset threshold
+    close = tuple(S.PeerLoss("n", t) for t in (10.0, 11.0, 12.0, 13.0))
+    assert _first_delay(exp, close) == 4.0  # 1, 2, 4
+
+
+def _first_delay(strategy, losses) -> float:
+    st_ = AttemptState(strategy, False, losses=losses)
+    st_.handle(Begin(), 100.0, 0.5)
+    [wait] = st_.handle(Reported(S.RESTARTING, 0, True), 100.0, 0.5)
+    return wait.seconds
+
+
+def test_a_cancel_before_the_start_of_a_suspect_job_cancels_it_without_counting():
+    st_ = AttemptState(NONE, False, losses=LOST, intents=Intents(cancel=True))
+    assert st_.handle(Begin(), 0.0, 0.5) == [Report(S.INITIALIZING, 0),
+                                             Report(S.CANCELED, 0)]
+
+
 def test_events_about_another_process_are_dropped():
     st_ = running()
     assert st_.handle(Exited(5, 1), 1.0, 0.5) == []
@@ -271,7 +328,8 @@ class World:
 @given(st.data(), st.sampled_from([NONE, FIXED]), st.booleans())
 def test_no_sequence_of_events_runs_two_processes_or_reports_after_a_stale_answer(
         data, strategy, streaming):
-    state, world, now = AttemptState(strategy, streaming), World(), 0.0
+    losses = tuple(S.PeerLoss(f"n{i}", 10.0 * i) for i in range(data.draw(st.integers(0, 4))))
+    state, world, now = AttemptState(strategy, streaming, losses=losses), World(), 0.0
     world.take(state.handle(Begin(), now, 0.5))
     for _ in range(60):
         choices = world.pending + [IntentsChanged(i) for i in _INTENTS]

@@ -879,29 +879,42 @@ def _lose_on(st, job_id, node, epoch, t, heard_after, beat=True):
     return st.apply(c.DeclarePeerDead(node, t + heard_after + 3.0))
 
 
-def test_a_job_whose_peers_die_as_it_starts_fails_instead_of_taking_the_next_one():
+def test_a_job_whose_peers_die_as_it_starts_moves_on_with_the_evidence():
+    """The state keeps the run of losses; the next JobMaster counts them against the
+    job's restart strategy (jm/policy/attempt.py)."""
     st = ClusterState()
     for n in ("n1", "n2", "n3", "n4"):
         reg(st, n)
     submit(st, "bomb")
-    for i, node in enumerate(("n1", "n2")):
+    for i, node in enumerate(("n1", "n2", "n3")):
         assert _lose_on(st, "bomb", node, i + 1, 10.0 * (i + 1), 1.0).value == ["bomb"]
-        assert st.jobs["bomb"].status == S.CREATED  # moved on, as any job of a lost peer
-    assert _lose_on(st, "bomb", "n3", 3, 30.0, 1.0).value == []
-    job = st.jobs["bomb"]
-    assert job.status == S.FAILED and "bomb" not in st.pending
-    assert "n1, n2, n3" in job.failures[-1]["exception"] and job.failures[-1]["final"]
-    assert [a.reason for a in job.attempts] == ["peer-lost"] * 3
+        assert st.jobs["bomb"].status == S.CREATED and "bomb" in st.pending
+    assert S.peer_losses(st.jobs["bomb"].attempts) == (
+        S.PeerLoss("n1", 14.0), S.PeerLoss("n2", 24.0), S.PeerLoss("n3", 34.0))
+    assign(st, ("bomb", "n4", 3), time=40.0)  # the running attempt is passed over
+    assert [x.node for x in S.peer_losses(st.jobs["bomb"].attempts)] == ["n1", "n2", "n3"]
 
 
-def test_a_job_killing_the_same_restarted_peer_again_and_again_fails_too():
+def test_an_attempt_that_ran_a_while_ends_the_run_of_losses():
+    st = ClusterState()
+    for n in ("n1", "n2", "n3"):
+        reg(st, n)
+    submit(st, "j")
+    _lose_on(st, "j", "n1", 1, 10.0, 1.0)
+    _lose_on(st, "j", "n2", 2, 20.0, 30.0)  # ran 30 s there
+    _lose_on(st, "j", "n3", 3, 60.0, 1.0)
+    assert S.peer_losses(st.jobs["j"].attempts) == (S.PeerLoss("n3", 64.0),)
+
+
+def test_a_job_killing_the_same_restarted_peer_again_and_again_keeps_the_evidence():
     st = ClusterState()
     reg(st, "n1")
     submit(st, "bomb")
     for i in range(3):  # its supervisor restarts it each time; the job lands there again
         _lose_on(st, "bomb", "n1", i + 1, 10.0 * (i + 1), 0.5)
         reg(st, "n1", time=10.0 * (i + 1) + 5, pid=200 + i)
-    assert st.jobs["bomb"].status == S.FAILED
+    assert st.jobs["bomb"].status == S.CREATED
+    assert len(S.peer_losses(st.jobs["bomb"].attempts)) == 3
 
 
 @pytest.mark.parametrize("case", ["ran-a-while", "never-heard"])
@@ -920,3 +933,4 @@ def test_host_losses_that_do_not_point_at_the_job_move_it_on(case):
             beat = False
         assert _lose_on(st, "j", node, i + 1, 10.0 * (i + 1), heard, beat).value == ["j"]
     assert st.jobs["j"].status == S.CREATED and "j" in st.pending
+    assert S.peer_losses(st.jobs["j"].attempts) == ()
