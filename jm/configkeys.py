@@ -1,6 +1,6 @@
 """What each configuration key means: one short description per key of `jm.config.KEYS`,
-kept here beside the key definitions (jm/config.py holds the parsers and defaults), and a
-note for the defaults whose value alone does not say what they mean.
+kept here beside the key definitions (jm/config.py holds the keys' defaults,
+jm/configvalues.py the parsers), and a note for the defaults whose value alone does not say what they mean.
 
 docs/reference/config.md is generated from these and `KEYS` (`python -m jm.docgen`), and
 tests/unit/test_docgen.py fails when a key has no description, a description names no

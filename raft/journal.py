@@ -14,6 +14,8 @@ never does.
 
 Also durable: the term and vote (written and fsynced, then renamed, before a vote leaves),
 and a snapshot (raft.dump) before the journal entries it replaces are dropped.
+The syncer thread and the disk policy are in raft/syncer.py (DurableJournal's mixin), the
+fsync of files and the snapshot's durable rename in raft/durablefiles.py.
 """
 from __future__ import annotations
 
@@ -22,38 +24,21 @@ import errno
 import logging
 import os
 import threading
-import time
 from typing import Any, Callable, Optional
 
 from pysyncobj import journal as pj
-from pysyncobj import serializer as pser
 from pysyncobj import syncobj as ps
 
 from raft.amnesia import NoVoteUntilCaughtUp, OwnAttributes
+from raft.durablefiles import _DURABLE_DUMPS, fsync_dir, fsync_file
 from raft.fanout import LazyReaders
 from raft.prevote import PRE_VOTE, PRE_VOTE_RESPONSE, PreVote
+from raft.syncer import JournalFailed, JournalSyncer  # noqa: F401  (JournalFailed: re-exported)
 from raft.transport import WireTransport
 
 log = logging.getLogger("jm.raft")
 RESERVE_CHUNK = 4 * 1024 * 1024  # bytes of journal written ahead at a time
 _factory_lock = threading.Lock()
-_DURABLE_DUMPS: set[str] = set()  # snapshots of members with raft.fsync (absolute paths)
-_plain_replace = pser.atomicReplace
-
-
-def _durable_replace(src: str, dst: str) -> None:
-    """pysyncobj renames a new snapshot (written by its forked serializer, or received
-    from the leader) over the old one: for a durable member the new one is on disk before
-    it replaces the old, and the rename is on disk before the journal is compacted."""
-    if os.path.abspath(dst) in _DURABLE_DUMPS:
-        fsync_file(src)
-        _plain_replace(src, dst)
-        fsync_dir(os.path.dirname(os.path.abspath(dst)))
-    else:
-        _plain_replace(src, dst)
-
-
-pser.atomicReplace = _durable_replace  # the forked serializer inherits it
 
 
 def _write_zeros(fd: int, start: int, end: int) -> None:
@@ -65,25 +50,6 @@ def _write_zeros(fd: int, start: int, end: int) -> None:
         if n <= 0:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         start += n
-
-
-def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def fsync_file(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class DurableMetaStorer(pj.MetaStorer):
@@ -113,11 +79,7 @@ class DurableMetaStorer(pj.MetaStorer):
         fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
-class JournalFailed(OSError):
-    """The journal's fdatasync failed once: it is never trusted again in this process."""
-
-
-class DurableJournal(pj.FileJournal):
+class DurableJournal(JournalSyncer, pj.FileJournal):
     """pysyncobj's file journal with a syncer thread: `sync()` returns once everything
     written before the call is on disk; `sync_soon()` starts that without waiting (a
     leader's own copy is written out while its followers write theirs)."""
@@ -153,10 +115,6 @@ class DurableJournal(pj.FileJournal):
             self.sync()
             fsync_dir(os.path.dirname(os.path.abspath(path)))
 
-    @property
-    def dirty(self) -> bool:
-        return self._synced < self._written
-
     # ---- room written ahead ------------------------------------------------------------
     def _reserve(self, size: int) -> None:
         """Blocks written (with zeros) and synced ahead of the journal's end, a chunk at a
@@ -189,34 +147,6 @@ class DurableJournal(pj.FileJournal):
         if len(mm) < end:  # (mm.size() is the file's size, len(mm) the mapping's)
             mm.resize(end)  # the file is that long already: only the mapping grows
         self._zeroed = end
-
-    def close_soon(self) -> None:
-        """From any thread: the member is stopping, so a write waiting for the disk
-        (`retry`) gives up instead of holding the stop."""
-        self._giving_up = True
-
-    def retry(self, write, what: str) -> None:
-        """Run `write` until the disk accepts it: a full disk holds this member's Raft
-        (no answers, no votes, no heartbeats: its lease runs out and its jobs move) and
-        says so (`trouble`, /healthz, the log every 10 s) until there is room again."""
-        delay, logged = 0.01, 0.0
-        while True:
-            try:
-                write()
-            except OSError as exc:
-                if self._closed or self._giving_up or isinstance(exc, JournalFailed):
-                    raise
-                self.trouble = f"{what} cannot be written: {exc}"
-                if time.monotonic() - logged > 10:
-                    log.error("%s; this member's Raft waits for its disk", self.trouble)
-                    logged = time.monotonic()
-                time.sleep(delay)
-                delay = min(1.0, delay * 2)
-                continue
-            if self.trouble is not None:
-                log.warning("the Raft journal's disk accepts writes again")
-                self.trouble = None
-            return
 
     # ---- what makes the journal dirty ----------------------------------------------
     def add(self, command: Any, idx: int, term: int) -> None:
@@ -253,85 +183,6 @@ class DurableJournal(pj.FileJournal):
             fsync_file(self.dump_path)
             fsync_dir(os.path.dirname(os.path.abspath(self.dump_path)))
 
-    # ---- the sync --------------------------------------------------------------------
-    def sync_soon(self) -> None:
-        if self.dirty:
-            with self._cond:
-                self._want = True
-                self._cond.notify_all()
-
-    def sync(self) -> None:
-        """Everything written before this call is on disk when it returns (JournalFailed
-        if the disk refused, now and for every later call: then nothing that depends on
-        it may be sent)."""
-        target = self._written
-        if self.failed is not None:
-            raise JournalFailed(self.failed)
-        if self._synced >= target:
-            return
-        with self._cond:
-            self._want = True
-            self._cond.notify_all()
-            while self._synced < target:
-                if self.failed is not None:
-                    raise JournalFailed(self.failed)
-                if self._closed:
-                    raise OSError("the Raft journal is closed")
-                self._cond.wait(1.0)
-
-    def _sync_loop(self) -> None:
-        while True:
-            with self._cond:
-                while not self._want and not self._closed:
-                    self._cond.wait()
-                if self._closed:
-                    return
-                self._want = False
-                target, entries = self._written, self._entries
-            start = time.perf_counter()
-            try:
-                # the journal is a shared file mapping: its written pages are the file's
-                # page cache, and fdatasync writes them out with the file's size (what
-                # msync MS_SYNC of the whole mapping does on Linux)
-                self._sync_or_fail(self._FileJournal__journalFile._ResizableFile__f.fileno())
-            except (OSError, ValueError):
-                return
-            with self._cond:
-                if target > self._synced:
-                    self._synced = target
-                    self.syncs += 1
-                    self.synced_entries += entries - self._synced_entries_mark
-                    self._synced_entries_mark = entries
-                    self.sync_seconds += time.perf_counter() - start
-                self._cond.notify_all()
-
-    def _sync_or_fail(self, fd: int) -> None:
-        """fdatasync the journal's file; if it fails, the journal fails for good (and
-        JournalFailed is raised): whatever it was to write may be lost, though the pages
-        read back as written."""
-        if self.failed is not None:
-            raise JournalFailed(self.failed)
-        try:
-            os.fdatasync(fd)
-        except (OSError, ValueError) as exc:
-            if self._closed:  # (the member is stopping: its file was closed under it)
-                raise
-            self._fail(f"the Raft journal could not be synced ({exc}): this member "
-                       "stops; restarted, it recovers from what its disk holds")
-            raise JournalFailed(self.failed) from exc
-
-    def _fail(self, why: str) -> None:
-        with self._cond:
-            if self.failed is not None:  # (both threads saw it: said once)
-                return
-            self.failed = self.trouble = why
-            self._cond.notify_all()
-        log.critical("%s", why)
-        try:
-            self.on_failed(why)
-        except Exception:
-            log.exception("reporting the journal's failure")
-
     def _destroy(self) -> None:
         try:
             if self.failed is None:  # (a failed journal holds nothing more to sync)
@@ -341,10 +192,6 @@ class DurableJournal(pj.FileJournal):
                 self._closed = True
                 self._cond.notify_all()
             super()._destroy()
-
-    def stats(self) -> dict:
-        return {"fsyncs": self.syncs, "entries": self.synced_entries,
-                "fsync-seconds": round(self.sync_seconds, 3)}
 
 
 # A leader's entries may leave before they are on its disk: they count toward a majority

@@ -4,6 +4,9 @@ pysyncobj runs its own tick thread; every callback arrives there. This module
 keeps the tick thread's work tiny (decode, apply, signal) and hands results to
 the asyncio loop with `call_soon_threadsafe`. Reads from asyncio code take the
 state lock, which apply holds while it mutates.
+The consumer is in raft/consumer.py, the write API's errors in raft/outcomes.py; RaftHost's
+membership and leadership transfer (raft/membership.py) and its side of a promotion to
+voter (raft/handover.py) are mixins.
 """
 from __future__ import annotations
 
@@ -15,20 +18,19 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from pysyncobj import FAIL_REASON, SyncObjConsumer, replicated
-
-from raft.commands import Barrier, decode, encode
+from raft.commands import Barrier, encode
+from raft.consumer import _StateConsumer
+from raft.handover import PromotionMixin
 from raft.journal import DurableJournal
-from raft.promotion import RETIRE_AFTER, Handover, forget_journal, make_syncobj
+from raft.membership import MembershipMixin
+from raft.outcomes import MembershipRefused  # noqa: F401  (re-exported: jm/ imports it here)
+from raft.outcomes import RaftUnavailable, _NotAppended, _resolve
+from raft.promotion import Handover, make_syncobj
 from raft.snapshots import SnapshotStats, stats_of
-from raft.state import ClusterState, Result
+from raft.state import Result
 from raft.transport import WireTransport
 
 log = logging.getLogger("jm.raft")
-
-
-class RaftUnavailable(Exception):
-    """No leader, or the outcome of a write is unknown; the client may retry."""
 
 
 @dataclass
@@ -49,53 +51,7 @@ class RaftSettings:
     max_connections: int = 0  # inbound Raft connections; 0: 4 per member, at least 16
 
 
-class _StateConsumer(SyncObjConsumer):
-    def __init__(self, on_applied: Callable[[Any, Any, Result], None],
-                 on_loaded: Callable[[Any], None], gate: threading.RLock) -> None:
-        # attributes set before SyncObjConsumer.__init__ are not part of snapshots
-        self.lock = threading.RLock()
-        self.gate = gate  # shared with a promotion's second consumer (raft/promotion.py)
-        self.frozen = False  # an abandoned promotion's: applies nothing more
-        self.on_applied = on_applied
-        self.on_loaded = on_loaded
-        super().__init__()
-        self.state = ClusterState()
-
-    @replicated
-    def apply(self, blob: bytes) -> Result:
-        try:
-            command = decode(blob)
-        except Exception as exc:
-            return Result.fail("invalid", f"undecodable command: {exc}")
-        with self.gate:
-            if self.frozen:
-                return _ABANDONED
-            with self.lock:
-                result = self.state.apply(command)
-            try:
-                self.on_applied(self, command, result)
-            except Exception:  # a notification problem must never stall the log
-                log.exception("on_applied failed")
-        return result
-
-    def _deserialize(self, data: dict) -> None:
-        """A snapshot replaces the state (at start-up, or sent by the leader to a follower
-        that fell behind): the commands it holds were never applied here one by one."""
-        with self.gate:
-            if self.frozen:
-                return
-            with self.lock:
-                super()._deserialize(data)
-            try:
-                self.on_loaded(self)
-            except Exception:
-                log.exception("on_loaded failed")
-
-
-_ABANDONED = Result.fail("abandoned", "the promotion to voter was abandoned")
-
-
-class RaftHost:
+class RaftHost(PromotionMixin, MembershipMixin):
     """One Raft member: replicated ClusterState plus an async write API."""
 
     def __init__(self, self_addr: str, other_addrs: list[str], data_dir: str,
@@ -155,157 +111,6 @@ class RaftHost:
         transport = getattr(self.syncobj, "_SyncObj__transport", None)
         return transport if isinstance(transport, WireTransport) else None
 
-    # ---- promotion of a non-voting member (raft/promotion.py) ---------------------------
-    def begin_voting(self, voters: list[str]) -> None:
-        """Start this non-voting member's voting node next to its read-only one; it takes
-        over once the leader has added it and it has caught up (ValueError if this is a
-        voter already). Idempotent while one is starting."""
-        if self.is_voter:
-            raise ValueError("this peer is a voter already")
-        if self._handover is not None:
-            return
-        forget_journal(self.data_dir)
-        consumer = self._new_consumer()
-        syncobj = make_syncobj(self.self_addr, [v for v in voters if v != self.self_addr],
-                               self.data_dir, self.settings, consumer, True, True)
-        self._watch_journal(syncobj)
-        with self._gate:
-            self._handover = Handover(consumer, syncobj)
-        log.info("becoming a voter: the voting node listens on %s and catches up",
-                 self.self_addr)
-
-    def _stop_retired(self, syncobj: Any) -> None:
-        with self._gate:
-            if self._retired is not syncobj:
-                return
-            self._retired = None
-        syncobj.destroy_synchronous()
-
-    def abandon_voting(self) -> bool:
-        """Stop a voting node that has not taken over (False if none, or it took over)."""
-        with self._gate:
-            handover, self._handover = self._handover, None
-        if handover is None:
-            return False
-        handover.consumer.frozen = True
-        handover.stop()
-        log.warning("the promotion to voter was abandoned: still a non-voting member")
-        return True
-
-    def _hand_over(self, consumer: Any) -> bool:
-        """Under the gate, after `consumer` applied or loaded: True if it is the voting
-        node's and it took over now (the caller must not notify for this entry, which the
-        read-only node notified already, unless it jumped ahead)."""
-        handover = self._handover
-        ahead = handover.due(consumer, self.consumer) if handover is not None else None
-        if ahead is None:
-            return False
-        old_syncobj = self.syncobj
-        self.consumer, self.syncobj = consumer, handover.syncobj
-        self.is_voter, self._handover = True, None
-        self._transport = self._wire()
-        # the read-only node goes on applying, unseen, for a while: writes in flight
-        # through it get their results
-        self._retired = old_syncobj
-        timer = threading.Timer(RETIRE_AFTER, self._stop_retired, (old_syncobj,))
-        timer.daemon = True
-        timer.start()
-        log.warning("this peer is a voter now (applied index %d)", consumer.state.applied)
-        if ahead:  # a snapshot brought it past: what listeners hold is older
-            self._run_load_hooks()
-        self._schedule_notify()
-        return True
-
-    # ---- membership (pysyncobj's dynamic membership; the leader makes the changes) -----
-    def members(self) -> list[str]:
-        """The Raft members as this replica knows them (node ids, this one included)."""
-        others = self.syncobj.otherNodes  # a copy, made on the tick thread's data
-        own = {self.self_addr} if self.is_voter else set()
-        return sorted(own | {getattr(n, "address", str(n)) for n in others})
-
-    def match_index(self, node: str) -> Optional[int]:
-        """On the leader: the last log index known to be on `node` (None: not known)."""
-        for _ in range(3):  # getStatus iterates dicts the tick thread may be changing
-            try:
-                return self.syncobj.getStatus().get(f"match_idx_server_{node}")
-            except RuntimeError:
-                continue
-        return None
-
-    def connected(self, node: str) -> bool:
-        """On any member: whether its Raft link to `node` is up now."""
-        for _ in range(3):  # getStatus iterates dicts the tick thread may be changing
-            try:
-                return self.syncobj.getStatus().get(f"partner_node_status_server_{node}") == 2
-            except RuntimeError:
-                continue
-        return False
-
-    def commit_index(self) -> int:
-        return self.syncobj.raftCommitIndex
-
-    def caught_up(self) -> bool:
-        """This replica has applied every entry it knows to be committed (by the leader's
-        word too): a member that joins anew has replayed the log up to now."""
-        try:  # getStatus iterates dicts the tick thread may be changing
-            status = self.syncobj.getStatus()
-        except RuntimeError:
-            return False
-        known = max(status.get("leader_commit_idx") or 0, status.get("commit_idx") or 0)
-        return (status.get("last_applied") or 0) >= known
-
-    async def change_member(self, add: bool, node: str, timeout: float) -> None:
-        """Add `node` to (or remove it from) the Raft membership; returns once the change
-        is committed. MembershipRefused if the leader refused it (another change is not
-        committed yet, the node is (not) a member already, or it is the leader itself);
-        RaftUnavailable if no leader or not committed in time."""
-        if self.syncobj._getLeader() is None:
-            raise RaftUnavailable("no Raft leader at the moment")
-        fut = self.loop.create_future()
-
-        def done(result: Any, error: int) -> None:
-            self.loop.call_soon_threadsafe(_settle, fut, error)
-
-        change = self.syncobj.addNodeToCluster if add else self.syncobj.removeNodeFromCluster
-        change(node, callback=done)
-        try:
-            error = await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
-            raise RaftUnavailable("the membership change was not committed in time; its "
-                                  "outcome is unknown") from None
-        if error == FAIL_REASON.REQUEST_DENIED:
-            raise MembershipRefused("the leader refused the change (another one is not "
-                                    "committed yet, or it changes nothing)")
-        if error != FAIL_REASON.SUCCESS:
-            raise RaftUnavailable(f"membership change failed: {_NAMES.get(error, error)}")
-
-    async def transfer_leadership(self, to: Optional[str] = None) -> bool:
-        """Ask a caught-up member (`to`, or the most caught-up one) to take over leadership
-        (Raft's TimeoutNow). True once the request is sent: poll leader() to see it done."""
-        fut = self.loop.create_future()
-
-        def done(result: Any, error: int) -> None:
-            self.loop.call_soon_threadsafe(_settle, fut, error)
-
-        try:
-            self.syncobj.transferLeadership(to, callback=done)
-            error = await asyncio.wait_for(fut, 5.0)
-        except Exception as exc:  # an unknown target, or no answer
-            log.info("leadership transfer not started: %s", exc)
-            return False
-        return error == FAIL_REASON.SUCCESS
-
-    def voting(self) -> bool:
-        """False on a non-voting member, and while a member whose data was lost catches
-        up (raft/amnesia.py)."""
-        return self.is_voter and bool(getattr(self.syncobj, "voting", True))
-
-    def readonly_connected(self) -> int:
-        """On a voter: how many non-voting members are connected to it now."""
-        try:  # getStatus iterates sets the tick thread may be changing
-            return int(self.syncobj.getStatus().get("readonly_nodes_count") or 0)
-        except RuntimeError:
-            return 0
 
     def disk_trouble(self) -> Optional[str]:
         """What this member's disk refuses now (a full disk holds its Raft), or None."""
@@ -521,32 +326,3 @@ class RaftHost:
         if isinstance(journal, DurableJournal):
             journal.close_soon()  # a write waiting for a full disk must not hold the stop
         self.syncobj.destroy_synchronous()
-
-
-class _NotAppended(Exception):
-    """pysyncobj refused the write before appending it: nothing was applied."""
-
-
-class MembershipRefused(Exception):
-    """The leader refused a membership change (one is in progress, or it changes nothing)."""
-
-
-_NAMES = {getattr(FAIL_REASON, n): n for n in dir(FAIL_REASON) if n.isupper()}
-_NOT_APPENDED = {getattr(FAIL_REASON, n) for n in ("MISSING_LEADER", "NOT_LEADER", "QUEUE_FULL")
-                 if hasattr(FAIL_REASON, n)}
-
-
-def _settle(fut: asyncio.Future, error: int) -> None:
-    if not fut.done():
-        fut.set_result(error)
-
-
-def _resolve(fut: asyncio.Future, result: Any, error: int) -> None:
-    if fut.done():
-        return
-    if error == FAIL_REASON.SUCCESS:
-        fut.set_result(result)
-    elif error in _NOT_APPENDED:
-        fut.set_exception(_NotAppended(_NAMES.get(error, error)))
-    else:
-        fut.set_exception(RaftUnavailable(f"Raft write failed: {_NAMES.get(error, error)}"))

@@ -13,213 +13,26 @@ SyncingTransport extends it). Against pysyncobj's own:
   that fails is bound again.
 Log entries and snapshots are unpickled by pysyncobj itself: `install()` (run on import)
 gives its syncobj and serializer modules the restricted unpickler too.
+Framing is in raft/framing.py (WireConnection), the listener in raft/listener.py
+(WireServer), that unpickling in raft/unpickling.py; the inbound rules are here.
 """
 from __future__ import annotations
 
 import functools
 import logging
-import socket
 import time
-from typing import Any, Optional
+from typing import Any
 
-from pysyncobj import serializer as pser
-from pysyncobj import syncobj as ps
-from pysyncobj import tcp_connection as ptc
 from pysyncobj.dns_resolver import globalDnsResolver
-from pysyncobj.monotonic import monotonic as monotonic_time
-from pysyncobj.poller import POLL_EVENT_TYPE
-from pysyncobj.tcp_connection import CONNECTION_STATE, TcpConnection
-from pysyncobj.tcp_server import TcpServer
+from pysyncobj.tcp_connection import CONNECTION_STATE
 from pysyncobj.transport import TCPTransport
 
 from raft import wire
+from raft.framing import DEFAULT_MAX_MESSAGE, WireConnection, _Throttle
+from raft.listener import WireServer
+from raft.unpickling import install  # noqa: F401  (installed on import, as before)
 
 log = logging.getLogger("jm.raft.wire")
-DEFAULT_MAX_MESSAGE = 256 * 1024 * 1024
-LISTEN_BACKLOG = 128
-
-
-class _Throttle:
-    """One log line per `every` seconds per key, with the count of those left out."""
-
-    def __init__(self, every: float = 10.0) -> None:
-        self.every = every
-        self._last: dict[str, tuple[float, int]] = {}
-
-    def __call__(self, key: str, level: int, msg: str, *args: Any) -> None:
-        now = time.monotonic()
-        last, skipped = self._last.get(key, (-1e9, 0))
-        if now - last < self.every:
-            self._last[key] = (last, skipped + 1)
-            return
-        self._last[key] = (now, 0)
-        if skipped:
-            msg += f" ({skipped} more since the last such line)"
-        log.log(level, msg, *args)
-
-
-_say = _Throttle()
-
-
-def _peer_of(sock: Optional[socket.socket]) -> str:
-    try:
-        host, port = sock.getpeername()[:2]
-        return f"{host}:{port}"
-    except (OSError, AttributeError):
-        return "?"
-
-
-class WireConnection(TcpConnection):
-    """pysyncobj's connection, reading frames through raft/wire.py."""
-
-    def __init__(self, *args: Any, frame_limit: int = DEFAULT_MAX_MESSAGE,
-                 member: bool = True, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.frame_limit = frame_limit
-        self.member = member  # it has said which member it is (or we called it)
-        self.opened_at = time.monotonic()
-        self.peer = _peer_of(self._TcpConnection__socket)
-
-    def send(self, message: Any) -> None:
-        if self.sendRandKey:
-            message = (self.sendRandKey, message)
-        data = wire.pack(message)
-        if self.encryptor:
-            data = self.encryptor.encrypt_at_time(data, int(monotonic_time()))
-        self._TcpConnection__writeBuffer += wire.HEADER.pack(len(data)) + data
-        self._TcpConnection__trySendBuffer()
-
-    def refuse(self, why: str, level: int = logging.WARNING) -> None:
-        _say(f"refuse:{why[:30]}", level, "Raft connection from %s dropped: %s", self.peer, why)
-        self.disconnect()
-
-    def _TcpConnection__processRead(self) -> bool:
-        more = super()._TcpConnection__processRead()
-        buf = self._TcpConnection__readBuffer
-        if more and len(buf) >= 4:  # a frame too long is refused before it is read
-            why = wire.frame_error(wire.HEADER.unpack_from(buf)[0], self.frame_limit,
-                                   self.member)
-            if why:
-                self.refuse(why)
-                return False
-        return more
-
-    def _TcpConnection__processParseMessage(self) -> Any:
-        buf = self._TcpConnection__readBuffer
-        if len(buf) < 4:
-            return None
-        length = wire.HEADER.unpack_from(buf)[0]
-        why = wire.frame_error(length, self.frame_limit, self.member)
-        if why:
-            self.refuse(why)
-            return None
-        if len(buf) - 4 < length:
-            return None
-        data = buf[4:4 + length]
-        try:
-            if self.encryptor:
-                stamp = self.encryptor.extract_timestamp(data)
-                if stamp < self.recvLastTimestamp:
-                    raise wire.WireError("an encrypted frame older than the last one")
-                self.recvLastTimestamp = stamp
-                data = self.encryptor.decrypt(data)
-            message = wire.unpack(data, self.frame_limit)
-            if self.recvRandKey:
-                key, message = message
-                if key != self.recvRandKey:
-                    raise wire.WireError("a frame with the wrong session key")
-        except wire.WireError as exc:
-            self.refuse(str(exc))
-            return None
-        except Exception as exc:  # a bad token (wrong raft.password), a bad tuple
-            self.refuse(f"{type(exc).__name__}: {exc}"[:200] or "an unreadable frame")
-            return None
-        self._TcpConnection__readBuffer = buf[4 + length:]
-        return message
-
-
-class WireServer(TcpServer):
-    """pysyncobj's listener, kept open whatever accept() says (wire.accept_error_action)."""
-
-    def __init__(self, *args: Any, frame_limit: int = wire.HANDSHAKE_LIMIT,
-                 **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.frame_limit = frame_limit
-        self.paused_until: Optional[float] = None
-        self.backoff = 0.0
-        self.failed = False  # the listening socket itself failed: bind again
-        self._say = _Throttle()
-
-    def bind(self) -> None:
-        super().bind()
-        self.failed = False
-        self._TcpServer__socket.listen(LISTEN_BACKLOG)  # pysyncobj listens with 5
-
-    def _TcpServer__onNewConnection(self, descr: int, event: int) -> None:
-        if event & POLL_EVENT_TYPE.READ:
-            for _ in range(64):  # what is waiting, within reason
-                if not self._accept_one():
-                    break
-        if event & POLL_EVENT_TYPE.ERROR:
-            log.warning("the Raft listener failed; binding it again")
-            self.unbind()
-            self.failed = True
-
-    def _accept_one(self) -> bool:
-        lsock = self._TcpServer__socket
-        if lsock is None or self.paused_until is not None:
-            return False
-        try:
-            sock, _ = lsock.accept()
-        except OSError as exc:
-            action = wire.accept_error_action(exc.errno)
-            if action == "again":
-                self.backoff = 0.0
-                return False
-            if action == "backoff":
-                self.pause(exc)
-                return False
-            log.debug("Raft accept failed (%s); listening on", exc)
-            return True
-        self.backoff = 0.0
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._TcpServer__sendBufferSize)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._TcpServer__recvBufferSize)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.setblocking(False)
-            conn = WireConnection(poller=self._TcpServer__poller, socket=sock,
-                                  timeout=self._TcpServer__connectionTimeout,
-                                  sendBufferSize=self._TcpServer__sendBufferSize,
-                                  recvBufferSize=self._TcpServer__recvBufferSize,
-                                  keepalive=self._TcpServer__keepalive,
-                                  frame_limit=self.frame_limit, member=False)
-        except OSError as exc:  # the other side went away already, or no memory
-            sock.close()
-            log.debug("Raft connection lost while being accepted: %s", exc)
-            return True
-        self._TcpServer__onNewConnectionCallback(conn)
-        return True
-
-    def pause(self, exc: OSError) -> None:
-        """Out of descriptors or memory: stop watching the listener for a moment (it
-        would be readable again at once, and the tick thread would spin), keep it open:
-        connections wait in its backlog until `resume`."""
-        self.backoff = wire.next_backoff(self.backoff)
-        self.paused_until = time.monotonic() + self.backoff
-        fileno = self._TcpServer__fileno
-        if fileno is not None:
-            self._TcpServer__poller.unsubscribe(fileno)
-        self._say("accept", logging.WARNING, "Raft listener: accept() failed (%s); it "
-                  "listens again in %.2f s", exc, self.backoff)
-
-    def resume(self) -> None:
-        if self.paused_until is None or time.monotonic() < self.paused_until:
-            return
-        self.paused_until = None
-        fileno = self._TcpServer__fileno
-        if fileno is not None:
-            self._TcpServer__poller.subscribe(fileno, self._TcpServer__onNewConnection,
-                                              POLL_EVENT_TYPE.READ | POLL_EVENT_TYPE.ERROR)
 
 
 class WireTransport(TCPTransport):
@@ -391,46 +204,3 @@ class WireTransport(TCPTransport):
                       node, exc)
             return False
 
-
-# ---- pysyncobj's own unpickling of log entries and snapshots ------------------------------
-class _EntryPickle:
-    """Stands in for pysyncobj.pickle in pysyncobj.syncobj: log entries (commands,
-    membership changes, a big entry sent in parts) are read with the restricted unpickler."""
-
-    def __init__(self, original: Any) -> None:
-        self.original = original
-        self.dumps = original.dumps
-        self.dump = original.dump
-        self.to_bytes = original.to_bytes
-
-    def loads(self, data: Any) -> Any:
-        return wire.loads(self.original.to_bytes(data), wire.COMMAND_NAMES)
-
-    def load(self, file: Any) -> Any:
-        return wire.load(file, wire.COMMAND_NAMES, state_classes=False)
-
-
-class _SnapshotPickle(_EntryPickle):
-    """... and in pysyncobj.serializer: a snapshot (raft.dump, or one a leader sent)."""
-
-    def loads(self, data: Any) -> Any:
-        return wire.loads(self.original.to_bytes(data), wire.SNAPSHOT_NAMES, state_classes=True)
-
-    def load(self, file: Any) -> Any:
-        return wire.load(file, wire.SNAPSHOT_NAMES, state_classes=True)
-
-
-def install() -> None:
-    """Idempotent. Also pysyncobj's own TcpConnection (if anything made one) reads
-    messages with the restricted unpickler."""
-    if not isinstance(ps.pickle, _EntryPickle):
-        ps.pickle = _EntryPickle(ps.pickle)
-    if not isinstance(pser.pickle, _SnapshotPickle):
-        pser.pickle = _SnapshotPickle(pser.pickle)
-    if not isinstance(ptc.pickle, _EntryPickle):
-        wire_only = _EntryPickle(ptc.pickle)
-        wire_only.loads = lambda data: wire.loads(wire_only.original.to_bytes(data))
-        ptc.pickle = wire_only
-
-
-install()

@@ -5,7 +5,6 @@ Raft command is committed and applied on this peer (read-your-writes here).
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 from typing import Any, Callable, Optional
@@ -15,46 +14,12 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from rest.gateway import ApiError, Gateway
 from rest.middleware import (  # (the app's keys and auth_middleware: imported from here)
-    CLIENT_SSL, DETAILS, GATEWAY, MAX_BODY, MAX_SPEC, METRICS, PUBLIC_HEALTH, _add_index,
+    CLIENT_SSL, DETAILS, GATEWAY, MAX_BODY, MAX_SPEC, METRICS, PUBLIC_HEALTH, add_index,
     auth_middleware, consistency_middleware, errors_middleware, metrics_middleware)
+from rest.requests import gw, int_param, json_body
 
 log = logging.getLogger("jm.rest")
 STATIC = os.path.join(os.path.dirname(__file__), "static")
-
-
-async def _json_body(request: web.Request, optional: bool = False,
-                     limit: Optional[tuple[str, int]] = None) -> Any:
-    """The request's JSON body; 413 naming the limit's key (`limit`: (key, bytes), else
-    rest.max-body-size) when it is larger, checked before it is read where the client
-    said its length."""
-    key, most = limit if limit is not None else ("rest.max-body-size", request.app[MAX_BODY])
-    if request.content_length is not None and request.content_length > most:
-        raise ApiError(413, f"request body too large ({request.content_length} bytes; limit "
-                            f"{key}, {most} bytes)")
-    raw = await request.read()
-    if len(raw) > most:
-        raise ApiError(413, f"request body too large ({len(raw)} bytes; limit {key}, "
-                            f"{most} bytes)")
-    if not raw.strip():
-        if optional:
-            return {}
-        raise ApiError(400, "the request body is empty; expected a JSON job spec")
-    try:
-        return json.loads(raw, parse_constant=_not_json)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"malformed JSON: {exc}")
-    except RecursionError:
-        raise ApiError(400, "malformed JSON: nested too deeply") from None
-
-
-def _not_json(name: str) -> Any:
-    """NaN, Infinity and -Infinity: Python's json reads them, JSON has none (and an
-    answer echoing one would not be JSON)."""
-    raise ValueError(f"{name} is not a JSON value")
-
-
-def _gw(request: web.Request) -> Gateway:
-    return request.app[GATEWAY]
 
 
 # more /healthz fields, set by the peer (the janitor's `disk-low`): warnings that leave
@@ -63,7 +28,7 @@ HEALTH_EXTRA: web.AppKey[list] = web.AppKey("health_extra", list)
 
 
 async def healthz(request: web.Request) -> web.Response:
-    h = _gw(request).health()
+    h = gw(request).health()
     for extra in request.app.get(HEALTH_EXTRA, ()):
         h.update({k: v for k, v in extra().items() if k not in h})
     if not request.get(DETAILS, True):  # (paths, addresses: not for whoever can connect)
@@ -82,38 +47,38 @@ async def readyz(request: web.Request) -> web.Response:
     """Readiness (a Kubernetes readinessProbe, a load balancer's check): the peer has
     joined the cluster (its registration is committed) and its lease is valid. Unlike
     /healthz it stays ready through a leader election shorter than the lease."""
-    r = _gw(request).readiness()
+    r = gw(request).readiness()
     return web.json_response(r, status=200 if r.get("ready") else 503)
 
 
 async def get_overview(request: web.Request) -> web.Response:
-    return web.json_response(_gw(request).overview())
+    return web.json_response(gw(request).overview())
 
 
 async def get_nodes(request: web.Request) -> web.Response:
     """The peers (every one by default: a cluster's peers are a short list)."""
-    return web.json_response(_gw(request).list_page("nodes", request.query))
+    return web.json_response(gw(request).list_page("nodes", request.query))
 
 
 async def post_job(request: web.Request) -> web.Response:
     spec_limit, body_limit = request.app[MAX_SPEC], request.app[MAX_BODY]
-    spec = await _json_body(request, limit=("jobmanager.spec.max-size", spec_limit)
+    spec = await json_body(request, limit=("jobmanager.spec.max-size", spec_limit)
                             if spec_limit <= body_limit else None)
     request_id = request.headers.get("X-Request-Id", "")
     if len(request_id) > 128:
         raise ApiError(400, "X-Request-Id must be at most 128 characters")
-    out = await _gw(request).submit_job(spec, request_id)
+    out = await gw(request).submit_job(spec, request_id)
     return web.json_response(out, status=202)
 
 
 async def get_jobs(request: web.Request) -> web.Response:
     """A page of jobs, newest first (pages.DEFAULT_LIMIT by default; jm/policy/pages.py)."""
-    return web.json_response(_gw(request).list_page("jobs", request.query))
+    return web.json_response(gw(request).list_page("jobs", request.query))
 
 
 async def get_jobs_overview(request: web.Request) -> web.Response:
     """Flink's complete overview (its tools read every job); filters and a page on ask."""
-    return await json_blocks(request, await _gw(request).jobs_overview(request.query))
+    return await json_blocks(request, await gw(request).jobs_overview(request.query))
 
 
 async def json_blocks(request: web.Request, blocks: list[bytes]) -> web.StreamResponse:
@@ -137,134 +102,51 @@ def _job_view(request: web.Request, view: Callable[[str], Optional[dict]]) -> di
 
 
 async def get_job(request: web.Request) -> web.Response:
-    return web.json_response(_job_view(request, _gw(request).job_detail))
+    return web.json_response(_job_view(request, gw(request).job_detail))
 
 
 async def get_job_exceptions(request: web.Request) -> web.Response:
-    return web.json_response(_job_view(request, _gw(request).job_exceptions))
+    return web.json_response(_job_view(request, gw(request).job_exceptions))
 
 
 async def get_job_result(request: web.Request) -> web.Response:
-    return web.json_response(_job_view(request, _gw(request).job_result))
+    return web.json_response(_job_view(request, gw(request).job_result))
 
 
 async def patch_job(request: web.Request) -> web.Response:
     from rest.flink import termination_mode
     termination_mode(request.query.get("mode"))  # Flink's: any case; 400 unless cancel
-    state = await _gw(request).cancel_job(request.match_info["job_id"])
+    state = await gw(request).cancel_job(request.match_info["job_id"])
     return web.json_response({"state": state}, status=202)
 
 
 async def post_savepoint(request: web.Request) -> web.Response:
     from rest.flink import savepoint_request  # Flink's body: cancel-job, formatType, file://
-    trigger, target, stop = savepoint_request(await _json_body(request, optional=True), False)
-    out = await _gw(request).trigger_savepoint(request.match_info["job_id"], trigger, target,
+    trigger, target, stop = savepoint_request(await json_body(request, optional=True), False)
+    out = await gw(request).trigger_savepoint(request.match_info["job_id"], trigger, target,
                                                stop)
     return web.json_response(out, status=202)
 
 
 async def post_stop(request: web.Request) -> web.Response:
     from rest.flink import savepoint_request
-    trigger, target, _ = savepoint_request(await _json_body(request, optional=True), True)
-    out = await _gw(request).trigger_savepoint(request.match_info["job_id"], trigger, target,
+    trigger, target, _ = savepoint_request(await json_body(request, optional=True), True)
+    out = await gw(request).trigger_savepoint(request.match_info["job_id"], trigger, target,
                                                True)
     return web.json_response(out, status=202)
 
 
 async def get_savepoints(request: web.Request) -> web.Response:
-    return web.json_response(_job_view(request, _gw(request).job_savepoints))
+    return web.json_response(_job_view(request, gw(request).job_savepoints))
 
 
 async def get_savepoint(request: web.Request) -> web.Response:
     job_id, rid = request.match_info["job_id"], request.match_info["request_id"]
-    _job_view(request, _gw(request).job_savepoints)  # 404 for an unknown job first
-    out = _gw(request).savepoint_status(job_id, rid)
+    _job_view(request, gw(request).job_savepoints)  # 404 for an unknown job first
+    out = gw(request).savepoint_status(job_id, rid)
     if out is None:
         raise ApiError(404, f"job {job_id} has no savepoint request {rid}")
     return web.json_response(out)
-
-
-async def post_rebalance(request: web.Request) -> web.Response:
-    return web.json_response(await _gw(request).rebalance())
-
-
-def _deadline(request: web.Request, body: Any) -> Optional[float]:
-    """A drain deadline in seconds: ?deadline=S or {"deadline": S} (None: no deadline)."""
-    raw = request.query.get("deadline")
-    if raw is None and isinstance(body, dict):
-        raw = body.get("deadline")
-    if raw is None or raw == "":
-        return None
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        raise ApiError(400, f"deadline must be a number of seconds, got {raw!r}")
-    if not 0 <= value < 10 ** 9:
-        raise ApiError(400, f"deadline must be between 0 and 1e9 seconds, got {raw!r}")
-    return value
-
-
-async def post_drain(request: web.Request) -> web.Response:
-    deadline = _deadline(request, await _json_body(request, optional=True))
-    return web.json_response(await _gw(request).drain_node(request.match_info["node"], True,
-                                                           deadline), status=202)
-
-
-async def get_cluster_identity(request: web.Request) -> web.Response:
-    return web.json_response(_gw(request).identity())
-
-
-async def get_cluster_peers(request: web.Request) -> web.Response:
-    return web.json_response(await _gw(request).members())
-
-
-async def post_cluster_beat(request: web.Request) -> web.Response:
-    """A peer's heartbeat to the leader (peers only: the peer credential)."""
-    return web.json_response(await _gw(request).beat(await _json_body(request)))
-
-
-async def post_cluster_peer(request: web.Request) -> web.Response:
-    body = await _json_body(request, optional=True)
-    peer = body.get("peer") if isinstance(body, dict) else None
-    if not isinstance(peer, str) or not peer.strip():
-        raise ApiError(400, 'the body must be {"peer": "HOST:REST-PORT:RAFT-PORT"}')
-    return web.json_response(await _gw(request).add_peer(peer.strip()), status=201)
-
-
-async def post_promote(request: web.Request) -> web.Response:
-    return web.json_response(await _gw(request).promote_peer(request.match_info["node"]))
-
-
-async def post_cluster_voter(request: web.Request) -> web.Response:
-    """The promoter asks this peer to start its voting node (peers only)."""
-    return web.json_response(await _gw(request).prepare_voter(await _json_body(request)))
-
-
-async def delete_cluster_voter(request: web.Request) -> web.Response:
-    return web.json_response(await _gw(request).abandon_voter())
-
-
-async def delete_cluster_peer(request: web.Request) -> web.Response:
-    deadline = _deadline(request, await _json_body(request, optional=True))
-    return web.json_response(await _gw(request).remove_peer(request.match_info["node"],
-                                                            deadline), status=202)
-
-
-async def delete_drain(request: web.Request) -> web.Response:
-    return web.json_response(await _gw(request).drain_node(request.match_info["node"], False))
-
-
-def _int_param(request: web.Request, name: str, minimum: int) -> Optional[int]:
-    raw = request.query.get(name)
-    if raw is None or raw == "":
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ApiError(400, f"{name} must be an integer, got {raw!r}")
-    if value < minimum:
-        raise ApiError(400, f"{name} must be at least {minimum}")
-    return value
 
 
 async def get_job_logs(request: web.Request) -> web.Response:
@@ -274,12 +156,12 @@ async def get_job_logs(request: web.Request) -> web.Response:
     fmt = request.query.get("format", "json")
     if fmt not in ("json", "text"):
         raise ApiError(400, "format must be json or text")
-    attempt = _int_param(request, "attempt", 1)
-    offset = _int_param(request, "offset", 0) or 0
-    tail = _int_param(request, "tail", 0)
+    attempt = int_param(request, "attempt", 1)
+    offset = int_param(request, "offset", 0) or 0
+    tail = int_param(request, "tail", 0)
     if tail is not None and request.query.get("offset"):
         raise ApiError(400, "give tail or offset, not both")
-    out = await _gw(request).job_logs(request.match_info["job_id"], attempt, offset, tail,
+    out = await gw(request).job_logs(request.match_info["job_id"], attempt, offset, tail,
                                       "local" in request.query)
     if fmt == "text":
         return web.Response(text=out.get("text", ""), content_type="text/plain",
@@ -308,7 +190,7 @@ async def post_artifact(request: web.Request) -> web.Response:
     except (ValueError, HttpProcessingError) as exc:
         why = getattr(exc, "message", None) or str(exc)
         raise ApiError(400, f"the upload is not valid multipart/form-data: {why}"[:300])
-    out = await _gw(request).add_artifact(filename, data)
+    out = await gw(request).add_artifact(filename, data)
     return web.json_response(out, status=201)
 
 
@@ -331,18 +213,18 @@ async def _read_upload(request: web.Request, limit: int) -> tuple[str, bytes]:
 
 
 async def get_artifacts(request: web.Request) -> web.Response:
-    return web.json_response(_gw(request).list_page("artifacts", request.query))
+    return web.json_response(gw(request).list_page("artifacts", request.query))
 
 
 async def get_artifact_content(request: web.Request) -> web.StreamResponse:
-    path = _gw(request).artifact_file(request.match_info["artifact_id"])
+    path = gw(request).artifact_file(request.match_info["artifact_id"])
     if path is None:
         raise ApiError(404, f"artifact {request.match_info['artifact_id']} is not stored here")
     return web.FileResponse(path)
 
 
 async def delete_artifact(request: web.Request) -> web.Response:
-    return web.json_response(await _gw(request).delete_artifact(
+    return web.json_response(await gw(request).delete_artifact(
         request.match_info["artifact_id"]))
 
 
@@ -365,7 +247,7 @@ def make_app(gateway: Gateway, max_body: int, token: Optional[str] = None,
                                        auth_middleware(token, peer_credential),
                                        consistency_middleware(wait_timeout)],
                           client_max_size=max_body + 1024)
-    app.on_response_prepare.append(_add_index)
+    app.on_response_prepare.append(add_index)
     app[GATEWAY] = gateway
     app[MAX_BODY] = max_body
     app[CLIENT_SSL] = client_ssl  # how this peer verifies others (rest.ssl.ca)
@@ -394,22 +276,12 @@ def make_app(gateway: Gateway, max_body: int, token: Optional[str] = None,
     r.add_get("/jobs/{job_id}/savepoints", get_savepoints)
     r.add_get("/jobs/{job_id}/savepoints/{request_id}", get_savepoint)
     r.add_post("/jobs/{job_id}/stop", post_stop)
-    r.add_post("/cluster/rebalance", post_rebalance)
-    r.add_post("/nodes/{node}/drain", post_drain)
-    r.add_get("/cluster/peers", get_cluster_peers)
-    r.add_get("/cluster/identity", get_cluster_identity)
-    r.add_post("/cluster/peers", post_cluster_peer)
-    r.add_post("/cluster/beat", post_cluster_beat)
-    r.add_delete("/cluster/peers/{node}", delete_cluster_peer)
-    r.add_post("/cluster/peers/{node}/promote", post_promote)
-    r.add_post("/cluster/voter", post_cluster_voter)
-    r.add_delete("/cluster/voter", delete_cluster_voter)
-    r.add_delete("/nodes/{node}/drain", delete_drain)
     r.add_post("/artifacts", post_artifact)
     r.add_get("/artifacts", get_artifacts)
     r.add_get("/artifacts/{artifact_id}/content", get_artifact_content)
     r.add_delete("/artifacts/{artifact_id}", delete_artifact)
-    from rest import livy, sql
+    from rest import cluster, livy, sql
+    cluster.add_routes(app)  # membership, drains, rebalancing, peer-to-peer beats
     sql.add_routes(app)
     livy.add_routes(app)  # Apache Livy's batches (Airflow's Livy operator)
     from rest import flink  # Flink's /config, /jobs/{id}/status, the /v1 prefix

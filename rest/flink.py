@@ -28,6 +28,7 @@ from aiohttp import web
 from aiohttp.web_urldispatcher import MatchInfoError
 
 from rest.gateway import ApiError
+from rest.requests import gw as _gw
 
 TRIGGER_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 JOB_ID_RE = re.compile(r"^[0-9a-fA-F]{32}$")  # Flink's JobID: 16 bytes in hex (our default)
@@ -104,11 +105,6 @@ def dashboard_config(version: str, commit: str, offset_s: int, zone: str) -> dic
 
 
 # ---- handlers --------------------------------------------------------------------------
-def _gw(request: web.Request):
-    from rest.app import GATEWAY  # (rest/app.py imports this module in make_app)
-    return request.app[GATEWAY]
-
-
 async def get_config(request: web.Request) -> web.Response:
     ov = _gw(request).overview()
     lt = time.localtime()

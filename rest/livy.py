@@ -15,17 +15,13 @@ from typing import Optional
 from aiohttp import web
 
 from rest.gateway import ApiError
-
-
-def _gw(request: web.Request):
-    from rest.app import GATEWAY
-    return request.app[GATEWAY]
+from rest.middleware import MAX_BODY, MAX_SPEC
+from rest.requests import gw as _gw, int_param, json_body
 
 
 def _int(request: web.Request, name: str, default: Optional[int]) -> Optional[int]:
     """A non-negative integer query parameter (rest/app.py's parser), or `default`."""
-    from rest.app import _int_param
-    value = _int_param(request, name, 0)
+    value = int_param(request, name, 0)
     return default if value is None else value
 
 
@@ -42,9 +38,8 @@ def _batch(request: web.Request) -> tuple[str, dict]:
 
 
 async def post_batch(request: web.Request) -> web.Response:
-    from rest.app import MAX_BODY, MAX_SPEC, _json_body
     spec_limit = request.app[MAX_SPEC]  # (a batch becomes a job spec: read no more)
-    body = await _json_body(request, limit=("jobmanager.spec.max-size", spec_limit)
+    body = await json_body(request, limit=("jobmanager.spec.max-size", spec_limit)
                             if spec_limit <= request.app[MAX_BODY] else None)
     out = await _gw(request).livy_submit(body, request.headers.get("X-Request-Id", ""))
     return web.json_response(out, status=201)

@@ -156,7 +156,7 @@ def consistency_middleware(wait_timeout: float):
     return middleware
 
 
-async def _add_index(request: web.Request, response: web.StreamResponse) -> None:
+async def add_index(request: web.Request, response: web.StreamResponse) -> None:
     gw = request.app.get(GATEWAY)
     if gw is not None:
         response.headers[INDEX_HEADER] = str(gw.applied_index())

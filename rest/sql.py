@@ -13,6 +13,8 @@ import aiohttp
 from aiohttp import web
 
 from rest.gateway import ApiError, Forward, ResultPage, SessionInfo, UnknownSession
+from rest.middleware import CLIENT_SSL, GATEWAY, MAX_BODY
+from rest.requests import json_body
 
 VERSIONS = ("v1", "v2")
 FORWARDED = "X-JM-Forwarded"
@@ -25,7 +27,6 @@ BODY_OVERHEAD = 64 * 1024  # bytes of a SQL request besides its statement
 
 
 def _gw(request: web.Request):
-    from rest.app import GATEWAY
     return request.app[GATEWAY].sql
 
 
@@ -41,9 +42,8 @@ def _base(request: web.Request) -> str:
 async def _body(request: web.Request, optional: bool = True) -> dict:
     """The request's JSON object, read only up to what a statement may be, plus room for
     its configuration (a generated multi-megabyte statement stalled the peer's loop)."""
-    from rest.app import MAX_BODY, _json_body
     most = _gw(request).conf["sql-gateway.max-statement-size"] + BODY_OVERHEAD
-    body = await _json_body(request, optional=optional,
+    body = await json_body(request, optional=optional,
                             limit=("sql-gateway.max-statement-size", most)
                             if most <= request.app[MAX_BODY] else None)
     if not isinstance(body, dict):
@@ -116,7 +116,6 @@ class _Unreachable(Exception):
 
 
 async def _proxy(request: web.Request, url: str) -> web.StreamResponse:
-    from rest.app import CLIENT_SSL, GATEWAY
     from rest.gateway import MIN_INDEX_HEADER
     headers = {FORWARDED: "1",
                MIN_INDEX_HEADER: str(request.app[GATEWAY].applied_index())}

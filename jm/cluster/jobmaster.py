@@ -20,8 +20,8 @@ from raft.commands import CompleteSavepoint, ReleaseJob, StatusReport
 from raft.node import RaftUnavailable
 from jm.cluster.jobservices import JobEnv, next_report_seq
 from jm.runtime.executor import ExecutorLost, JobProcess
-from jm.runtime.sparkapp import INFO_FILE, SCRATCH
-from jm.policy.bounds import bounded_failure, json_size, readable, storable, truncate
+from jm.runtime.sparkapp import SCRATCH
+from jm.policy.bounds import bounded_failure, readable, storable, truncate
 from jm.policy.attempt import AttemptState
 from jm.policy.attemptio import (ArmStopTimer, Begin, CleanupSession, Committed, CompleteStop,
                                  DelayElapsed, Done, Exited, FailureRead, IntentsChanged, Kill,
@@ -34,6 +34,7 @@ from jm.policy.runparams import AttemptPlace, RunParams, attempt_params, cleanup
 from jm.policy.restart import RestartStrategy
 from jm.cluster import remotefs
 from jm.cluster.jobfiles import read_failure, read_json, read_result
+from jm.cluster.sparkreports import MAX_INFO_SIZE, SparkReports
 from jm.cluster.savepoint import (SavepointError, new_location, restore, snapshot,
                                   sweep_temporaries)
 
@@ -41,7 +42,6 @@ log = logging.getLogger("jm.cluster.jobmaster")
 
 
 STOP_WAIT = 5.0  # seconds a stopping JobMaster waits for its cancelled tasks
-MAX_INFO_SIZE = 16 * 1024  # bytes of an attempt's Spark details (spark.json) kept
 
 
 class JobMaster:
@@ -65,12 +65,11 @@ class JobMaster:
         self.session_id: Optional[str] = None
         self.task: Optional[asyncio.Task] = None
         self.connect = spec.get("spark-mode") != "classic"
-        self._told_waiting = False            # its server's waiting note was reported
-        self._info_tasks: set[asyncio.Task] = set()
         self._helpers: set[asyncio.Task] = set()   # exit watchers, timers, report outcomes
-        self._watch: Optional[asyncio.Task] = None
         self._savepoint_tasks: dict[str, asyncio.Task] = {}
         self.log = logging.LoggerAdapter(log, {"job": job_id, "epoch": epoch})
+        self.spark_app = SparkReports(job_id, lambda info: self._send(
+            S.RUNNING, info=dict(info, restart=self.restart_index)), self.log)
 
     @property
     def job_dir(self) -> str:
@@ -107,8 +106,8 @@ class JobMaster:
         """Stop without reporting (the job moved away, or this peer is fenced/stopping)."""
         if self.process:
             self.env.executor.kill(self.process, signal.SIGKILL)
-        tasks = [t for t in [self.task, self._watch, *self._savepoint_tasks.values(),
-                             *self._info_tasks, *self._helpers] if t and not t.done()]
+        tasks = [t for t in [self.task, *self._savepoint_tasks.values(),
+                             *self.spark_app.pending(), *self._helpers] if t and not t.done()]
         for t in tasks:
             t.cancel()
         if tasks:  # bounded: a task that ignores its cancellation must not hold the peer
@@ -180,7 +179,7 @@ class JobMaster:
         for ins in self.state.handle(event, self.env.monotonic(), random.random()):
             await self._do(ins)
         if self.state.live is not None and live is None:  # RUNNING is committed
-            self._told_waiting = False
+            self.spark_app.running()
             self.note_server(self.env.spark_info())
 
     def _later(self, coro: Awaitable[Any]) -> None:
@@ -288,7 +287,7 @@ class JobMaster:
                                final=True)
         refused = self.process.pid <= 0  # the zygote runs nothing without a lease
         if not self.connect and not refused:
-            self._watch = asyncio.create_task(self._watch_spark(run_dir))
+            self.spark_app.watch_file(run_dir)
         self._later(self._exit_of(self.process, restart, run_dir))
         return Spawned(restart, refused)
 
@@ -296,61 +295,16 @@ class JobMaster:
         code, sig, lease_expired = await proc.exited
         if self.process is proc:
             self.process = None
-        if self._watch is not None:
-            self._watch.cancel()
-            self._watch = None
+        self.spark_app.unwatch()
         if not self.connect:  # its driver JVM is gone with it: its scratch files too
             await asyncio.to_thread(shutil.rmtree, os.path.join(run_dir, SCRATCH), True)
         return Exited(restart, code, sig, lease_expired)
 
-    async def _watch_spark(self, run_dir: str) -> None:
-        """Report the attempt's Spark application (id, UI, executors, a note when it waits
-        for resources) whenever the job process (classic mode) writes new details."""
-        path = os.path.join(run_dir, INFO_FILE)
-        last: Any = None
-        delay = 0.1
-        while True:
-            await asyncio.sleep(delay)
-            info, _ = await asyncio.to_thread(read_json, path, MAX_INFO_SIZE)
-            if info is not None and info != last:
-                last = info
-                if not await self._report_info(self._info_report(info)):
-                    return
-            delay = min(1.0, delay * 1.5)
-
     def note_server(self, info: Optional[dict]) -> None:
-        """A connect-mode job runs on its peer's Connect server: while that server's
-        application waits for executors on the Spark cluster, so does the job, and its
-        attempt says so (reported when the note appears and when it goes, nothing
-        otherwise: no write per job on the way in)."""
-        if not self.connect or self.state.live is None or info is None:
-            return
-        waiting = bool(info.get("waiting"))
-        if waiting or self._told_waiting:
-            self._told_waiting = waiting
-            # sent now, in order: it cannot overtake the attempt's end
-            task = asyncio.create_task(self._report_info(self._info_report(info)))
-            self._info_tasks.add(task)
-            task.add_done_callback(self._info_tasks.discard)
-
-    def _info_report(self, info: dict) -> asyncio.Future:
-        info = storable({k: str(v)[:500] if isinstance(v, str) else v for k, v in info.items()})
-        if json_size(info) > MAX_INFO_SIZE:  # bounded: only its plain fields
-            info = {k: v for k, v in info.items() if not isinstance(v, (dict, list))}
-        return self._send(S.RUNNING, info=dict(info, restart=self.restart_index))
-
-    async def _report_info(self, sent: asyncio.Future) -> bool:
-        """Await a report of Spark details for the running attempt; False once fenced."""
-        try:
-            r = await sent
-        except Exception:  # the details are informative: never fail the attempt
-            self.log.exception("job %s: reporting its Spark application", self.job_id)
-            return True
-        if not r.ok and r.code == "stale":
-            return False
-        if not r.ok:
-            self.log.warning("report RUNNING for %s refused: %s", self.job_id, r.error)
-        return True
+        """The peer's Connect server changed (its application, waiting for executors):
+        a connect-mode job's running attempt says so."""
+        if self.connect and self.state.live is not None and info is not None:
+            self.spark_app.note_server(info)
 
     async def _take_savepoint(self, trigger_id: str, target: Optional[str]
                               ) -> tuple[Optional[str], Optional[str]]:

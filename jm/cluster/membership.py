@@ -31,7 +31,7 @@ import os
 import time
 from typing import Any, Callable, Optional
 
-from jm.config import ConfigError, PeerAddress
+from jm.config import Config, ConfigError, PeerAddress
 from jm.cluster.peerclient import PeerClient, PeerUnreachable
 from jm.cluster.identity import read_identity
 from jm.policy.voters import (NON_VOTING, VOTER, SeedMembers, VotersError, removal_proven,
@@ -39,7 +39,7 @@ from jm.policy.voters import (NON_VOTING, VOTER, SeedMembers, VotersError, remov
 from raft.commands import RetirePeer
 from raft.members import holds_jobs
 from raft.records import ALIVE
-from raft.node import MembershipRefused, RaftHost, RaftUnavailable
+from raft.node import MembershipRefused, RaftHost, RaftSettings, RaftUnavailable
 
 log = logging.getLogger("jm.membership")
 
@@ -149,6 +149,18 @@ def removal_due(waited: float, has_entry: bool, dead: bool, connected: bool) -> 
     if dead or not connected:
         return True
     return waited >= (APPLY_WAIT if has_entry else CATCH_UP_WAIT)
+
+
+def raft_settings(conf: Config) -> RaftSettings:
+    return RaftSettings(
+        min_timeout=conf["raft.min-timeout"], max_timeout=conf["raft.max-timeout"],
+        append_entries_period=conf["raft.append-entries-period"],
+        leader_fallback_timeout=conf["raft.leader-fallback-timeout"],
+        connection_retry_time=conf["raft.connection-retry-time"],
+        use_batch=conf["raft.use-batch"], fsync=conf["raft.fsync"],
+        password=conf["raft.password"] or conf["cluster.secret"],
+        max_message_size=conf["raft.max-message-size"],
+        max_connections=conf["raft.max-connections"])
 
 
 class Membership:

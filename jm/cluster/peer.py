@@ -9,8 +9,6 @@ import asyncio
 import logging
 import os
 import shutil
-import secrets
-import socket
 import sys
 import time
 from typing import Any, Optional
@@ -31,7 +29,7 @@ from jm.cluster.joblists import WARM_AFTER
 from jm.cluster.voting import VoterCandidate, VotingCore
 from jm.cluster.waits import bounded, in_thread
 from jm.cluster.membership import (Membership, RemovalWatch, has_raft_data,
-                                   initial_members)
+                                   initial_members, raft_settings)
 from jm.cluster.beats import BeatSender, LeaseRounds
 from jm.cluster.joblists import JobLists
 from jm.cluster.peerclient import PeerClient
@@ -42,33 +40,20 @@ from jm.cluster.resourcemanager import RebalanceConfig, ResourceManager
 from jm.config import Config, ConfigError, PeerAddress, rest_base_url
 from jm.policy.identity import NON_VOTER
 from jm.policy.voters import DEFAULT_VOTERS, NON_VOTING, VotersError, voter_count
-from jm.policy.security import peer_credential, start_refusal
+from jm.policy.security import peer_credential
 from jm.runtime.executor import Executor
 from jm.runtime.limits import from_conf as job_limits
 from jm.cluster.sqlgateway import SqlGateway
 from jm.cluster.sqljobs import SqlJobExecutor
-from jm.runtime.sparkapp import SCRATCH
-from jm.policy.runparams import RunParams
-from jm.runtime.sparkserver import (TOKEN_ENV, SparkConnectServer, free_port, server_conf,
-                                    spark_conf_dir)
+from jm.cluster.restserve import check_exposure, serve_rest
+from jm.cluster.sparkaccess import SparkAccess
+from jm.runtime.sparkserver import SparkConnectServer, spark_conf_dir
 from raft.commands import Heartbeat, RegisterPeer, RetirePeer, SubmitJobs
-from raft.node import RaftHost, RaftSettings
-from rest.app import HEALTH_EXTRA, auth_middleware, make_app
+from raft.node import RaftHost
+from rest.app import auth_middleware
 
 log = logging.getLogger("jm.cluster.peer")
 _NEVER = asyncio.Event()  # `registered` before the lease loop exists
-
-
-def raft_settings(conf: Config) -> RaftSettings:
-    return RaftSettings(
-        min_timeout=conf["raft.min-timeout"], max_timeout=conf["raft.max-timeout"],
-        append_entries_period=conf["raft.append-entries-period"],
-        leader_fallback_timeout=conf["raft.leader-fallback-timeout"],
-        connection_retry_time=conf["raft.connection-retry-time"],
-        use_batch=conf["raft.use-batch"], fsync=conf["raft.fsync"],
-        password=conf["raft.password"] or conf["cluster.secret"],
-        max_message_size=conf["raft.max-message-size"],
-        max_connections=conf["raft.max-connections"])
 
 
 class Peer:
@@ -89,7 +74,7 @@ class Peer:
         self.voters_target = conf["raft.voters"] or DEFAULT_VOTERS
         self.token = conf.rest_token()
         self.secret = conf["cluster.secret"]
-        self._check_exposure()  # before anything is made on disk
+        check_exposure(conf, me, self.token, self.secret)  # before anything is on disk
         self.data_dir = os.path.join(conf.path("jobmanager.data-dir"), self.node.replace(":", "_"))
         self.log_dir = os.path.join(conf.path("env.log.dir"), self.node.replace(":", "_"))
         self.blobs = BlobStore(os.path.join(self.data_dir, "blobs"))
@@ -107,18 +92,13 @@ class Peer:
         # set when this peer was removed from the cluster: the process stops (_serve)
         self.removed = asyncio.Event()
         self.runner: Optional[web.AppRunner] = None
-        # the embedded Connect server's token: its clients are this peer's jobs (through
-        # the zygote's environment) and SQL worker, and whoever is given spark.connect.token
-        self.connect_token = ((conf["spark.connect.token"] or secrets.token_urlsafe(32))
-                              if conf["spark.connect.embedded"] and not conf["spark.remote"]
-                              else None)
-        self.child_env = {TOKEN_ENV: self.connect_token} if self.connect_token else {}
+        # the Connect server, its token (in every child's environment) and URL
+        self.sparks = SparkAccess(conf, self.node, self.data_dir, self.log_dir)
         self.executor = Executor(self.log_dir, conf["jobmanager.executor.preload"],
                                  conf["jobmanager.executor.nice"], job_limits(conf),
                                  conf["jobmanager.executor.cgroup"],
                                  env_pass=conf["jobmanager.executor.env-pass"],
-                                 env_add=self.child_env)
-        self.spark: Optional[SparkConnectServer] = None
+                                 env_add=self.sparks.child_env)
         self.reporter: Optional[Batcher] = None
         self.submitter: Optional[Batcher] = None
         self.dispatcher: Optional[Dispatcher] = None
@@ -146,17 +126,6 @@ class Peer:
         self.gateway: Optional[PeerGateway] = None  # what REST may ask (built in start)
         self.metrics = PeerMetrics(self.node, self._gauges)  # a registry per peer
 
-    def _check_exposure(self) -> None:
-        """Safe by default (jm.policy.security.start_refusal): ConfigError when REST or
-        Raft listens beyond loopback without rest.auth.token and cluster.secret."""
-        refusal, warnings = start_refusal(
-            [self.conf["rest.bind-address"] or self.me.host, self.me.host], self.token,
-            self.secret, self.conf["raft.password"], self.conf["security.insecure"], resolve)
-        if refusal:
-            raise ConfigError(refusal)
-        for w in warnings:
-            log.warning("%s", w)
-
     def url_of(self, host: str, rest_port: int) -> str:
         """The REST base URL of a peer (https with rest.ssl.enabled)."""
         return rest_base_url(self.scheme, host, rest_port)
@@ -174,7 +143,10 @@ class Peer:
         os.makedirs(self.raft_dir, exist_ok=True)
         await self._join()
         self._build()
-        await self._serve_rest()
+        self.runner = await serve_rest(
+            self.gateway, self.conf, self.me, self.masters, self.token,
+            peer_credential(self.secret) if self.secret else None, self.metrics,
+            self.client_ssl, self.ssl_server, self.janitor.health)
         await self._run()
         log.info("peer %s up: REST %s, Raft %s, pid %d", self.node, self.me.url(self.scheme),
                  self.me.raft_addr, os.getpid())
@@ -219,22 +191,22 @@ class Peer:
                                      self.voting)
         self.removal = RemovalWatch(self.node, raft, lambda: self.lease.expired(),
                                     self.peer_client, self._other_urls, self.removed)
-        if conf["spark.connect.embedded"] and not conf["spark.remote"]:
-            self.spark = self._spark_server()
+        sparks = self.sparks
+        sparks.build(self.executor, self.guard,
+                     on_ready_change=lambda: self.lease and self.lease.now.set(),
+                     on_info=self._spark_info_changed)
         self.sql = SqlGateway(SqlServices(
-            self.node, conf, raft, self.lease_valid, self.spark_remote,
-            lambda: self.spark.generation if self.spark is not None else 0, self.url_of,
-            self.log_dir, self.guard, self.child_env))
+            self.node, conf, raft, self.lease_valid, sparks.remote, sparks.generation,
+            self.url_of, self.log_dir, self.guard, sparks.child_env))
         self.reporter = make_reporter(raft, conf["rest.write-timeout"])
         self.submitter = Batcher(raft, SubmitJobs, conf["rest.write-timeout"], retry=False)
         jobs_executor = SqlJobExecutor(self.executor, self.sql, self.lease_valid)
         fetcher = ArtifactFetcher(self.node, raft, self.blobs, self.ha_blobs, self.peer_client,
                                   self.url_of, conf["rest.write-timeout"])
         env = JobEnv(self.node, conf, jobs_executor, self.reporter, fetcher.resolve_pyfiles,
-                     self.spark_remote, self.spark.ready_file if self.spark else None,
-                     self.log_dir, self.data_dir, time.time, self.wait_lease, self._commit,
-                     self.metrics, spark_conf_dir(self.log_dir, conf["spark.log.level"]),
-                     lambda: self.spark.info if self.spark else None)
+                     sparks.remote, sparks.ready_file, self.log_dir, self.data_dir, time.time,
+                     self.wait_lease, self._commit, self.metrics,
+                     spark_conf_dir(self.log_dir, conf["spark.log.level"]), sparks.info)
         self.dispatcher = Dispatcher(raft, env)
         self.rm = ResourceManager(raft, conf["heartbeat.timeout"], conf["rest.write-timeout"],
                                   expiration=conf["jobstore.expiration-time"],
@@ -250,66 +222,23 @@ class Peer:
         self.beats = BeatSender(raft, self.node, self.rounds, self._rest_url_of_node,
                                 self.peer_client)
         self.lease = Lease(raft, self.node, self._registration,
-                           lambda now: Heartbeat(self.node, now, self.spark_ready(),
+                           lambda now: Heartbeat(self.node, now, sparks.ready(),
                                                  self.janitor.low),
                            conf["heartbeat.interval"], conf["jobmanager.lease-timeout"],
                            conf["rest.write-timeout"], self.executor, self.dispatcher,
                            send=self.beats.send)
         self.gateway = PeerGateway(GatewayServices(
             self.node, conf, raft, self.lease, self.rounds, self.submitter, self.executor,
-            self.sql, self.spark, self.spark_remote, self.blobs, self.ha_blobs, self.voting,
+            self.sql, sparks.server, sparks.remote, self.blobs, self.ha_blobs, self.voting,
             self.candidate, self.peer_client, self.url_of, self.lists, self.data_dir,
             self.log_dir, self.janitor.disk_low, lambda: self.started))
-
-    def _spark_server(self) -> SparkConnectServer:
-        conf = self.conf
-        return SparkConnectServer(
-            conf["spark.connect.port"] or free_port(), conf["spark.master"], self.log_dir,
-            os.path.join(self.data_dir, "spark-ready"), conf["spark.driver.memory"],
-            server_conf(conf["spark.master"], conf.spark_conf, conf["spark.connect.cores"]),
-            conf["spark.log.level"], conf["spark.connect.startup-timeout"],
-            self._spark_warmup, on_start=lambda pid: self.guard("spark", pid),
-            nice=conf["jobmanager.executor.nice"],
-            on_ready_change=lambda: self.lease and self.lease.now.set(),
-            waiting_after=conf["spark.executor-wait-warning"],
-            on_info=self._spark_info_changed,
-            scratch_dir=os.path.join(self.data_dir, SCRATCH),
-            env_pass=conf["jobmanager.executor.env-pass"], token=self.connect_token)
-
-    async def _serve_rest(self) -> None:
-        conf = self.conf
-        app = make_app(self.gateway, conf["rest.max-body-size"], token=self.token,
-                       peer_credential=peer_credential(self.secret) if self.secret else None,
-                       metrics=self.metrics, wait_timeout=conf["rest.write-timeout"],
-                       hosts=tuple({m.host for m in self.masters} | {
-                           self.me.host, conf["rest.bind-address"] or self.me.host,
-                           socket.gethostname(), socket.getfqdn()}),
-                       allowed_hosts=conf["rest.allowed-hosts"],
-                       allowed_origins=conf["rest.allowed-origins"],
-                       client_ssl=self.client_ssl)
-        app[HEALTH_EXTRA] = [self.janitor.health]  # disk-low in /healthz
-        # a stopping peer gives requests in flight (a write waits up to rest.write-timeout
-        # for Raft) a few seconds, then cancels them: stopping never waits for clients
-        self.runner = web.AppRunner(app, access_log=None, shutdown_timeout=3.0,
-                                    keepalive_timeout=conf["rest.keepalive-timeout"])
-        await self.runner.setup()
-        from rest.connlimit import limit_connections  # (kept here: imports are shared)
-        # the share of connections kept for peers: those from conf/masters' addresses
-        peer_addresses = await _addresses({m.host for m in self.masters})
-        limit_connections(self.runner, conf["rest.max-connections"],
-                          conf["rest.max-connections-per-source"],
-                          peer_addresses.__contains__)
-        site = web.TCPSite(self.runner, conf["rest.bind-address"] or self.me.host,
-                           self.me.rest_port, ssl_context=self.ssl_server,
-                           reuse_address=True)
-        await site.start()
 
     async def _run(self) -> None:
         """Start the components, in the order they need each other."""
         loop = asyncio.get_running_loop()
         await self.executor.start()
-        if self.spark:
-            self.spark.start()
+        if self.sparks.server:
+            self.sparks.server.start()
         for component in (self.reporter, self.submitter, self.rounds):
             component.start()
         for work in (self.lease.run(), self.lease.watchdog(), self.removal.watch(),
@@ -365,7 +294,7 @@ class Peer:
     def _registration(self) -> RegisterPeer:
         return RegisterPeer(self.node, self.me.host, self.me.rest_port, self.me.raft_port,
                             os.getpid(), self.conf["jobmanager.slots"], time.time(),
-                            self.conf["jobmanager.weight"], self.spark_ready())
+                            self.conf["jobmanager.weight"], self.sparks.ready())
 
     def guard(self, name: str, pid: int) -> None:
         """`pid` (the Connect server, the SQL worker) dies with the job processes when the
@@ -387,20 +316,6 @@ class Peer:
         """Return once this peer holds its lease (JobMasters run only once it exists)."""
         if self.lease is not None:
             await self.lease.wait_valid()
-
-    async def _spark_warmup(self, server: SparkConnectServer) -> None:
-        params = RunParams(
-            job_id="_warmup", attempt=server.generation, node=self.node,
-            sql="SELECT 1 AS warmup",
-            log_path=os.path.join(self.log_dir, "spark-warmup.log"),
-            result_path=os.path.join(self.data_dir, "warmup-result.json"),
-            error_path=os.path.join(self.data_dir, "warmup-error.json"),
-            checkpoint_dir=os.path.join(self.data_dir, "warmup"),
-            spark_remote=server.url, spark_ready_file=None,
-            spark_wait=self.conf["spark.connect.startup-timeout"],
-            max_result_rows=1, max_result_size=1024)
-        jp = await self.executor.spawn(params)
-        await asyncio.wait_for(jp.exited, self.conf["spark.connect.startup-timeout"])
 
     async def stop(self, timeout: float = 20.0) -> None:
         """Stop every component in reverse order, each within what is left of `timeout`:
@@ -431,8 +346,8 @@ class Peer:
             if batcher:
                 steps.append((name, batcher.close))
         steps.append(("executor", self.executor.close))
-        if self.spark:
-            steps.append(("spark connect server", self.spark.close))
+        if self.sparks.server:
+            steps.append(("spark connect server", self.sparks.server.close))
         if self.runner:
             steps.append(("rest server", self.runner.cleanup))
         steps.append(("client of the other peers", self.peer_client.close))
@@ -457,7 +372,8 @@ class Peer:
         """SIGKILL the processes this peer started that are still alive (by pid); the job
         processes die with their zygote (parent-death signal)."""
         worker = self.sql.worker if self.sql else None
-        for proc in (self.executor.proc, self.spark.proc if self.spark else None,
+        spark = self.sparks.server
+        for proc in (self.executor.proc, spark.proc if spark else None,
                      worker.proc if worker else None):
             if proc is not None and proc.returncode is None:
                 try:
@@ -465,41 +381,13 @@ class Peer:
                 except ProcessLookupError:
                     pass
 
-    # ---- job environment --------------------------------------------------------------
-    def spark_ready(self) -> bool:
-        """Whether jobs started here get a Spark session without waiting for a JVM."""
-        return self.spark is None or self.spark.ready.is_set()
+    @property
+    def spark(self) -> Optional[SparkConnectServer]:
+        """The embedded Spark Connect server (None: spark.remote, or none at all)."""
+        return self.sparks.server
 
     async def _commit(self, command: Any) -> Any:
         return await self.raft.submit(command, self.conf["rest.write-timeout"])
-
-    def spark_remote(self) -> Optional[str]:
-        if self.conf["spark.remote"]:
-            return self.conf["spark.remote"]
-        return self.spark.url if self.spark else None
-
-
-async def _addresses(hosts: set[str], timeout: float = 2.0) -> set[str]:
-    """The addresses these host names resolve to now (in parallel, each given `timeout`
-    s: a name that does not resolve yet, a pod not yet up, is left out)."""
-    loop = asyncio.get_running_loop()
-
-    async def one(host: str) -> list[str]:
-        try:
-            infos = await asyncio.wait_for(loop.getaddrinfo(host, None), timeout)
-        except (OSError, asyncio.TimeoutError):
-            return []
-        return [str(info[4][0]) for info in infos]
-    found = await asyncio.gather(*(one(h) for h in sorted(hosts)))
-    return {a for addresses in found for a in addresses}
-
-
-def resolve(name: str) -> list[str]:
-    """The addresses of a host name ([] if it does not resolve)."""
-    try:
-        return [ai[4][0] for ai in socket.getaddrinfo(name, None)]
-    except OSError:
-        return []
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -1,0 +1,110 @@
+"""RaftHost's view and changes of the Raft membership (pysyncobj's dynamic membership;
+the leader makes the changes), and leadership transfer. A mixin of raft/node.py's
+RaftHost; it uses the host's `syncobj`, `loop`, `self_addr` and `is_voter`."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Optional
+
+from pysyncobj import FAIL_REASON
+
+from raft.outcomes import _NAMES, MembershipRefused, RaftUnavailable, _settle
+
+log = logging.getLogger("jm.raft")
+
+
+class MembershipMixin:
+    """Members, their replication and connection status, membership changes, and
+    leadership transfer."""
+
+    # ---- membership (pysyncobj's dynamic membership; the leader makes the changes) -----
+    def members(self) -> list[str]:
+        """The Raft members as this replica knows them (node ids, this one included)."""
+        others = self.syncobj.otherNodes  # a copy, made on the tick thread's data
+        own = {self.self_addr} if self.is_voter else set()
+        return sorted(own | {getattr(n, "address", str(n)) for n in others})
+
+    def match_index(self, node: str) -> Optional[int]:
+        """On the leader: the last log index known to be on `node` (None: not known)."""
+        for _ in range(3):  # getStatus iterates dicts the tick thread may be changing
+            try:
+                return self.syncobj.getStatus().get(f"match_idx_server_{node}")
+            except RuntimeError:
+                continue
+        return None
+
+    def connected(self, node: str) -> bool:
+        """On any member: whether its Raft link to `node` is up now."""
+        for _ in range(3):  # getStatus iterates dicts the tick thread may be changing
+            try:
+                return self.syncobj.getStatus().get(f"partner_node_status_server_{node}") == 2
+            except RuntimeError:
+                continue
+        return False
+
+    def commit_index(self) -> int:
+        return self.syncobj.raftCommitIndex
+
+    def caught_up(self) -> bool:
+        """This replica has applied every entry it knows to be committed (by the leader's
+        word too): a member that joins anew has replayed the log up to now."""
+        try:  # getStatus iterates dicts the tick thread may be changing
+            status = self.syncobj.getStatus()
+        except RuntimeError:
+            return False
+        known = max(status.get("leader_commit_idx") or 0, status.get("commit_idx") or 0)
+        return (status.get("last_applied") or 0) >= known
+
+    async def change_member(self, add: bool, node: str, timeout: float) -> None:
+        """Add `node` to (or remove it from) the Raft membership; returns once the change
+        is committed. MembershipRefused if the leader refused it (another change is not
+        committed yet, the node is (not) a member already, or it is the leader itself);
+        RaftUnavailable if no leader or not committed in time."""
+        if self.syncobj._getLeader() is None:
+            raise RaftUnavailable("no Raft leader at the moment")
+        fut = self.loop.create_future()
+
+        def done(result: Any, error: int) -> None:
+            self.loop.call_soon_threadsafe(_settle, fut, error)
+
+        change = self.syncobj.addNodeToCluster if add else self.syncobj.removeNodeFromCluster
+        change(node, callback=done)
+        try:
+            error = await asyncio.wait_for(fut, timeout)
+        except asyncio.TimeoutError:
+            raise RaftUnavailable("the membership change was not committed in time; its "
+                                  "outcome is unknown") from None
+        if error == FAIL_REASON.REQUEST_DENIED:
+            raise MembershipRefused("the leader refused the change (another one is not "
+                                    "committed yet, or it changes nothing)")
+        if error != FAIL_REASON.SUCCESS:
+            raise RaftUnavailable(f"membership change failed: {_NAMES.get(error, error)}")
+
+    async def transfer_leadership(self, to: Optional[str] = None) -> bool:
+        """Ask a caught-up member (`to`, or the most caught-up one) to take over leadership
+        (Raft's TimeoutNow). True once the request is sent: poll leader() to see it done."""
+        fut = self.loop.create_future()
+
+        def done(result: Any, error: int) -> None:
+            self.loop.call_soon_threadsafe(_settle, fut, error)
+
+        try:
+            self.syncobj.transferLeadership(to, callback=done)
+            error = await asyncio.wait_for(fut, 5.0)
+        except Exception as exc:  # an unknown target, or no answer
+            log.info("leadership transfer not started: %s", exc)
+            return False
+        return error == FAIL_REASON.SUCCESS
+
+    def voting(self) -> bool:
+        """False on a non-voting member, and while a member whose data was lost catches
+        up (raft/amnesia.py)."""
+        return self.is_voter and bool(getattr(self.syncobj, "voting", True))
+
+    def readonly_connected(self) -> int:
+        """On a voter: how many non-voting members are connected to it now."""
+        try:  # getStatus iterates sets the tick thread may be changing
+            return int(self.syncobj.getStatus().get("readonly_nodes_count") or 0)
+        except RuntimeError:
+            return 0
