@@ -15,7 +15,9 @@ queries/s, p50 and p99 in ms; medians over the runs at the end.
 
 Then the failover phase: C = 16 gateway clients for 3 x heartbeat.timeout; after a
 third of it the peer holding the most sessions is SIGKILLed: failed queries (target 0)
-and the p99 of that phase (target heartbeat.timeout + 2 s).
+and the p99 of that phase (target heartbeat.timeout + 2 s). `--failover-client rest`:
+plain REST clients of Flink's protocol (no X-Request-Id) instead of DB-API connections;
+`--only-failover`: that phase alone.
 """
 from __future__ import annotations
 
@@ -26,10 +28,12 @@ import signal
 import sys
 import threading
 import time
+import urllib.error
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import BenchCluster, get, median, pct, post, wait_until  # noqa: E402
+from bench.common import (BenchCluster, get, median, pct, post, request,  # noqa: E402
+                          wait_until)
 
 QUERIES = {
     "select1": "SELECT 1",
@@ -137,31 +141,71 @@ def jobs_path(urls: list[str], q: str, opened: list):
     return make, run
 
 
-def failover(c: BenchCluster, seconds: float, q: str) -> dict:
+class RestClient:
+    """A plain client of Flink's SQL Gateway REST protocol, as Flink's SQL Client or curl
+    speaks it: no X-Request-Id; one peer's address (the next one only when that peer
+    refuses the connection: its own death, not the session holder's)."""
+
+    def __init__(self, urls: list[str]) -> None:
+        self.urls = urls
+        self.sh = self._call("POST", "/v1/sessions", {"properties": {}})["sessionHandle"]
+
+    def _call(self, method: str, path: str, body: dict | None = None) -> dict:
+        for _ in range(len(self.urls)):
+            try:
+                return request(method, self.urls[0] + path, body, timeout=60)
+            except urllib.error.URLError as exc:
+                if not isinstance(exc.reason, ConnectionRefusedError):
+                    raise
+                self.urls = self.urls[1:] + self.urls[:1]
+        raise RuntimeError("no peer accepts connections")
+
+    def node(self) -> str:
+        return self._call("GET", f"/v1/sessions/{self.sh}")["node"]
+
+    def run(self, q: str) -> list:
+        oh = self._call("POST", f"/v1/sessions/{self.sh}/statements",
+                        {"statement": q, "executionConfig": {}})["operationHandle"]
+        uri, rows = f"/v1/sessions/{self.sh}/operations/{oh}/result/0?rowFormat=JSON", []
+        while uri:
+            page = self._call("GET", uri)
+            rows += [d["fields"] for d in (page.get("results") or {}).get("data") or []]
+            uri = None if page["resultType"] == "EOS" else page.get("nextResultUri")
+        return rows
+
+
+def failover(c: BenchCluster, seconds: float, q: str, client: str = "dbapi") -> dict:
+    """16 clients (`dbapi`: DB-API connections, which send request ids; `rest`: plain
+    REST clients, which do not) for `seconds`; after a third of it the peer holding most
+    of their sessions is SIGKILLed."""
     from jm.client import dbapi
-    conns: list = []
+    clients: list = []
     lock = threading.Lock()
 
     def make(i: int):
         order = c.urls[i % 3:] + c.urls[:i % 3]
-        conn = dbapi.connect(order)
+        one = dbapi.connect(order) if client == "dbapi" else RestClient(order)
         with lock:
-            conns.append(conn)
-        return conn.cursor()
+            clients.append(one)
+        return one.cursor() if client == "dbapi" else one
 
-    def run(cur) -> None:
-        cur.execute(q)
-        cur.fetchall()
+    def run(state) -> None:
+        if client == "dbapi":
+            state.execute(q)
+            state.fetchall()
+        else:
+            state.run(q)
     result: dict = {}
 
     def killer() -> None:
         time.sleep(seconds / 3)
-        nodes = [conn._session.info()["node"] for conn in list(conns)]
+        nodes = [x._session.info()["node"] if client == "dbapi" else x.node()
+                 for x in list(clients)]
         victim = max(set(nodes), key=nodes.count)
         i = next(k for k, line in enumerate(c.lines) if line.endswith(":" + victim.split(":")[1]))
         os.kill(_peer_pid(c, i), signal.SIGKILL)
         result.update(victim=victim, sessions_on_victim=nodes.count(victim),
-                      sessions=len(nodes), killed_at_s=round(seconds / 3, 1))
+                      sessions=len(nodes), killed_at_s=round(seconds / 3, 1), client=client)
     states = open_all(make, 16)
     drive(states, 2.0, run)  # every session's Spark session is open before the kill
     k = threading.Thread(target=killer, daemon=True)
@@ -179,14 +223,15 @@ def _peer_pid(c: BenchCluster, i: int) -> int:
     return int(open(os.path.join(run, name)).read())
 
 
-def one_run(seconds: float, clients: list[int]) -> dict:
+def one_run(seconds: float, clients: list[int], fo_client: str = "dbapi",
+            only_failover: bool = False) -> dict:
     out: dict = {"cells": []}
     with BenchCluster(3, SETTINGS) as c:
         for url in c.urls:
             wait_until(lambda u=url: get(u + "/healthz").get("spark-ready"), 300,
                        f"{url} Spark ready")
         remotes = [get(u + "/healthz")["spark-remote"] + "/;token=bench-olap" for u in c.urls]
-        for name, q in QUERIES.items():
+        for name, q in ({} if only_failover else QUERIES).items():
             for path, build in (("raw", raw_path), ("gateway", gateway_path),
                                 ("jobs", jobs_path)):
                 target = remotes if path == "raw" else c.urls
@@ -203,7 +248,7 @@ def one_run(seconds: float, clients: list[int]) -> dict:
                             pass
                     print(json.dumps(cell), flush=True)
                     out["cells"].append(cell)
-        out["failover"] = failover(c, 3 * 3.0 + 6, QUERIES["select1"])
+        out["failover"] = failover(c, 3 * 3.0 + 6, QUERIES["select1"], fo_client)
         print(json.dumps({"failover": out["failover"]}), flush=True)
     return out
 
@@ -214,9 +259,14 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--clients", default="1,4,16")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--failover-client", choices=("dbapi", "rest"), default="dbapi",
+                    help="the failover phase's clients: DB-API connections (request ids) "
+                         "or plain REST clients of Flink's protocol (none)")
+    ap.add_argument("--only-failover", action="store_true")
     a = ap.parse_args()
     clients = [int(x) for x in a.clients.split(",")]
-    runs = [one_run(a.seconds, clients) for _ in range(a.runs)]
+    runs = [one_run(a.seconds, clients, a.failover_client, a.only_failover)
+            for _ in range(a.runs)]
     summary = []
     for cell in runs[0]["cells"]:
         same = [c for r in runs for c in r["cells"]
@@ -231,7 +281,8 @@ def main() -> int:
     report = {"runs": a.runs, "seconds": a.seconds, "medians": summary,
               "failover": {"failed_queries": [f["failures"] for f in fo],
                            "p99_ms": median([f["p99_ms"] for f in fo]),
-                           "sessions_on_victim": [f.get("sessions_on_victim") for f in fo]},
+                           "sessions_on_victim": [f.get("sessions_on_victim") for f in fo],
+                           "client": a.failover_client},
               "raw": runs}
     print(json.dumps({"medians": summary, "failover": report["failover"]}, indent=1))
     if a.out:

@@ -257,18 +257,22 @@ class CloseSqlSessions:
 @dataclass(frozen=True)
 class AddSqlStatement:
     """A state-defining statement that succeeded in a session (SET, USE, a temporary
-    view...): kept in order for the session's next holder. Fenced by node and epoch."""
+    view...): kept in order for the session's next holder. Fenced by node and epoch.
+    `op`: the operation that ran it (marked ended in the session's record)."""
     handle: str
     node: str
     epoch: int
     statement: str
     time: float
+    op: str = ""
 
 
 @dataclass(frozen=True)
 class SqlOperation:
     """A statement started in a session, kept so that the session's next holder can run
-    a read-only one again (or say a writing one may or may not have run)."""
+    a read-only one again (or say a writing one may or may not have run). With `end`
+    (FINISHED or ERROR, and its `error`): the end of a started one, so that the next
+    holder answers it from the record instead."""
     handle: str
     op: str
     node: str
@@ -276,6 +280,8 @@ class SqlOperation:
     statement: str
     kind: str
     time: float
+    end: str = ""
+    error: str = ""
 
 
 @dataclass(frozen=True)

@@ -193,5 +193,6 @@ class SqlSessionRecord:
     epoch: int = 1
     statements: list = field(default_factory=list)
     moves: int = 0
-    # the last operations started: op -> {"statement", "kind", "epoch", "node"}
+    # the last operations started: op -> {"statement", "kind", "epoch", "node"}, and
+    # "end" (FINISHED or ERROR) and "error" once they ended (raft/sessions.py)
     ops: dict = field(default_factory=dict)

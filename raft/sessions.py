@@ -12,6 +12,8 @@ from raft.records import ALIVE, Result, SqlSessionRecord
 MAX_SESSION_STATEMENTS = 500          # state-defining statements kept per session
 MAX_STATEMENT_CHARS = 64 * 1024
 MAX_OPS_KEPT = 32                     # operations remembered per session (for a failover)
+MAX_ERROR_CHARS = 4096                # of an ended operation's error
+ENDS = ("FINISHED", "ERROR")
 
 
 def sessions_of(state, node: str) -> list[str]:
@@ -100,6 +102,8 @@ def add_statement(state, cmd: c.AddSqlStatement) -> Result:
         return Result.fail("full", f"session {cmd.handle} has {MAX_SESSION_STATEMENTS} "
                                    "state-defining statements; open a new session")
     s.statements.append(cmd.statement)
+    if cmd.op in s.ops:
+        s.ops[cmd.op]["end"] = "FINISHED"
     return Result(True, len(s.statements))
 
 
@@ -107,6 +111,14 @@ def _start_one(state, o: c.SqlOperation) -> Result:
     s, refused = _held(state, o.handle, o.node, o.epoch)
     if refused is not None:
         return refused
+    if o.end:  # a started one ended
+        if o.end not in ENDS:
+            return Result.fail("invalid", f"an operation ends {' or '.join(ENDS)}")
+        if o.op not in s.ops:
+            return Result.fail("not-found", f"operation {o.op} is not recorded")
+        error = o.error[:MAX_ERROR_CHARS] if isinstance(o.error, str) else ""
+        s.ops[o.op].update(end=o.end, error=error or None)
+        return Result(True)
     text = o.statement if len(o.statement) <= MAX_STATEMENT_CHARS else None
     s.ops[o.op] = {"statement": text, "kind": o.kind, "epoch": o.epoch, "node": o.node}
     if len(s.ops) > MAX_OPS_KEPT:

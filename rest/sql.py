@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from typing import Any, Awaitable, Callable
 
 import aiohttp
@@ -18,6 +19,7 @@ from rest.requests import json_body
 
 VERSIONS = ("v1", "v2")
 FORWARDED = "X-JM-Forwarded"
+REQUEST_ID = "jm.request_id"  # the request's key for its statement's request id
 HTTP: web.AppKey[Any] = web.AppKey("sql_http")
 SLOW_ANSWER = 1.0  # s: a proxied request this slow starts watching for its session's move
 PRODUCT = {"productName": "Apache Spark (JobManager SQL Gateway)"}
@@ -56,9 +58,10 @@ async def _answer(request: web.Request, fn: Callable[[], Awaitable[Any]]) -> web
     (its peer died) makes the request wait, up to the gateway's `move_wait()`, for the
     session to move, and go to the new holder: the client sees a slower answer instead
     of a 503 and a retry a whole Retry-After later. A holder that does not answer (its
-    peer is frozen) is given up as soon as the session moves away from it. A request that
-    may have reached the old holder is retried only if it is safe to (not a POST without
-    X-Request-Id)."""
+    peer is frozen) is given up as soon as the session moves away from it. Every request
+    is safe to send again, whether or not it reached the old holder: a statement carries
+    its request id (the client's X-Request-Id, else one made here, `_request_id`), by
+    which the new holder finds it in the session's record; the others are idempotent."""
     gw, loop = _gw(request), asyncio.get_running_loop()
     deadline = loop.time() + gw.move_wait()
     handle = request.match_info["sh"]
@@ -75,10 +78,6 @@ async def _answer(request: web.Request, fn: Callable[[], Awaitable[Any]]) -> web
             try:
                 return await _proxy_or_moved(request, handle, fwd.url)
             except _Unreachable as exc:
-                retry = exc.not_sent or request.method != "POST" \
-                    or "X-Request-Id" in request.headers
-                if not retry:
-                    raise exc.error from None
                 # the session moved (go there), or half a second passed (the holder may be
                 # back) unless the time to wait for a move is up
                 moved = await gw.wait_moved(handle, fwd.url, min(deadline, loop.time() + 0.5))
@@ -104,24 +103,25 @@ async def _proxy_or_moved(request: web.Request, handle: str, url: str) -> web.St
     if task not in done:
         raise _Unreachable(ApiError(
             503, f"the peer holding this session ({url}) did not answer and the session "
-                 "moved to another peer; retry", headers={"Retry-After": "1"}),
-            not_sent=False)
+                 "moved to another peer; retry", headers={"Retry-After": "1"}))
     return task.result()
 
 
 class _Unreachable(Exception):
-    def __init__(self, error: ApiError, not_sent: bool) -> None:
+    def __init__(self, error: ApiError) -> None:
         super().__init__(str(error))
-        self.error, self.not_sent = error, not_sent
+        self.error = error
 
 
 async def _proxy(request: web.Request, url: str) -> web.StreamResponse:
     from rest.gateway import MIN_INDEX_HEADER
     headers = {FORWARDED: "1",
                MIN_INDEX_HEADER: str(request.app[GATEWAY].applied_index())}
-    for name in ("Authorization", "Content-Type", "X-Request-Id"):
+    for name in ("Authorization", "Content-Type"):
         if name in request.headers:
             headers[name] = request.headers[name]
+    if request.get(REQUEST_ID):
+        headers["X-Request-Id"] = request[REQUEST_ID]
     body = await request.read()
     try:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=3,
@@ -139,8 +139,7 @@ async def _proxy(request: web.Request, url: str) -> web.StreamResponse:
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise _Unreachable(ApiError(
             503, f"the peer holding this session ({url}) did not answer: {exc}; retry (a "
-                 "session whose peer died moves to another one)", headers={"Retry-After": "1"}),
-            not_sent=isinstance(exc, aiohttp.ClientConnectorError))
+                 "session whose peer died moves to another one)", headers={"Retry-After": "1"}))
 
 
 # ---- handlers ------------------------------------------------------------------------
@@ -218,12 +217,21 @@ async def heartbeat(request: web.Request) -> web.StreamResponse:
     return await _answer(request, run)
 
 
+def _request_id(request: web.Request) -> str:
+    """The statement's request id, sent on to its session's holder: the client's
+    X-Request-Id, else one made here (the peer the client reached), so that a statement
+    sent again to the session's next holder, after its peer died with the statement
+    perhaps recorded, is the same operation there (jm/cluster/sqlgateway.py execute)."""
+    rid = request.headers.get("X-Request-Id", "")
+    if len(rid) > 128:
+        raise ApiError(400, "X-Request-Id must be at most 128 characters")
+    request[REQUEST_ID] = rid or f"jm-{uuid.uuid4().hex}"
+    return request[REQUEST_ID]
+
+
 async def execute(request: web.Request) -> web.StreamResponse:
     body = await _body(request, optional=False)
-    request_id = request.headers.get("X-Request-Id", "")
-    if len(request_id) > 128:
-        raise ApiError(400, "X-Request-Id must be at most 128 characters")
-
+    request_id = _request_id(request)
     return await _answer(request, lambda: _keyed("operationHandle", _gw(request).execute(
         request.match_info["sh"], body, _forwarded(request), request_id)))
 
@@ -232,9 +240,10 @@ async def configure(request: web.Request) -> web.StreamResponse:
     """v2's configure-session: run a session-defining statement and wait for it."""
     body = await _body(request, optional=False)
     gw, sh, fwd = _gw(request), request.match_info["sh"], _forwarded(request)
+    request_id = _request_id(request)
 
     async def run() -> dict:
-        op = await gw.execute(sh, body, fwd)
+        op = await gw.execute(sh, body, fwd, request_id)
         while True:
             page = await gw.fetch(sh, op, 0, "JSON", fwd)
             if page.ready:

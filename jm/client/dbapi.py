@@ -2,15 +2,21 @@
 
     from jm.client import dbapi
     conn = dbapi.connect("http://peer1:8081,http://peer2:8081")
+    # https with a private CA: dbapi.connect("https://peer1:8081", cafile="ca.pem")
     cur = conn.cursor()
     cur.execute("SELECT id, id * 2 AS twice FROM range(%(n)s)", {"n": 5})
     cur.description, cur.fetchall()
-    pandas.read_sql("SELECT ...", conn)
+    pandas.read_sql("SELECT ...", conn)   # (pandas warns: an engine of jm/client/sqla.py does not)
 
 One connection is one gateway session (its temporary views and SET properties persist
 across cursors). Rows are read from the gateway a page at a time as they are fetched.
 Transactions do not exist in Spark SQL: commit() does nothing and rollback() raises
 NotSupportedError. Parameters use the `pyformat` style and are quoted here.
+`cursor.rowcount` is a query's number of rows once they have all been fetched (-1
+before), the count Spark reports for a write that reports one (a result whose columns
+include `num_affected_rows` or `num_inserted_rows`, as Delta's DML gives), else -1.
+Values are as the gateway sends them (JSON: dates, timestamps and decimals as strings);
+SQLAlchemy's dialect (jm/client/sqla.py) turns them into Python types.
 """
 from __future__ import annotations
 
@@ -80,6 +86,9 @@ NUMBER = _Type({"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "FLOAT", "DOUBLE", "
 DATETIME = _Type({"DATE", "TIMESTAMP_WITHOUT_TIME_ZONE", "TIMESTAMP_WITH_LOCAL_TIME_ZONE"})
 ROWID = _Type()
 
+# the columns through which Spark reports a write's count (Delta's DML, for one)
+AFFECTED = frozenset({"num_affected_rows", "num_inserted_rows"})
+
 
 def quote(value: Any) -> str:
     """A Python value as a Spark SQL literal."""
@@ -120,6 +129,7 @@ class Cursor:
         self.rowcount = -1
         self._rows: Optional[Iterator[list]] = None
         self._result: Optional[Result] = None
+        self._seen = 0   # rows fetched of the current result (its rowcount once all are)
         self.closed = False
 
     def _check(self) -> None:
@@ -143,8 +153,29 @@ class Cursor:
                              (c.get("logicalType") or {}).get("nullable", True))
                             for c in result.columns] or None
         self._rows = result.rows()
+        self._seen = 0
         self.rowcount = -1
+        names = {str(n).lower() for n in result.names}
+        if not result.is_query and names & AFFECTED:
+            self._affected(result)
         return self
+
+    def _affected(self, result: Result) -> None:
+        """A write that reports its count (one row): rowcount is that count; the row can
+        still be fetched."""
+        try:
+            rows = list(self._rows or ())
+        except StatementFailed as exc:
+            raise OperationalError(str(exc))
+        self._rows = iter(rows)
+        if len(rows) == 1:
+            row = dict(zip((str(n).lower() for n in result.names), rows[0]))
+            for key in ("num_affected_rows", "num_inserted_rows"):
+                try:
+                    self.rowcount = int(row[key])
+                    return
+                except (KeyError, TypeError, ValueError):
+                    continue
 
     def executemany(self, operation: str, seq_of_parameters: Sequence[Any]) -> None:
         for params in seq_of_parameters:
@@ -155,11 +186,15 @@ class Cursor:
         if self._rows is None:
             raise ProgrammingError("no statement has been executed")
         try:
-            return tuple(next(self._rows))
+            row = tuple(next(self._rows))
         except StopIteration:
+            if self.rowcount < 0 and self.description is not None:
+                self.rowcount = self._seen  # every row of the result has been read
             return None
         except StatementFailed as exc:
             raise OperationalError(str(exc))
+        self._seen += 1
+        return row
 
     def fetchone(self) -> Optional[tuple]:
         return self._next()
@@ -248,12 +283,20 @@ class Connection:
 
 def connect(addresses: Any = "http://127.0.0.1:8081", token: Optional[str] = None,
             properties: Optional[dict] = None, timeout: float = DEFAULT_TIMEOUT,
-            name: str = "") -> Connection:
+            name: str = "", cafile: Optional[str] = None) -> Connection:
     """A connection (one gateway session) through any of `addresses` (a list, or a
-    comma-separated string of peer REST addresses)."""
+    comma-separated string of peer REST addresses; https ones are checked against the
+    system's CAs, or against `cafile`'s, a PEM bundle, for a private CA)."""
     if isinstance(addresses, (list, tuple)):
         addresses = ",".join(addresses)
+    if cafile:  # (the client would load it at its first request, naming its CLI option)
+        import ssl
+        try:
+            ssl.create_default_context(cafile=cafile)
+        except (OSError, ssl.SSLError) as exc:
+            raise InterfaceError(f"cafile {cafile}: {exc}")
     try:
-        return Connection(SqlSession(Client(str(addresses), timeout, token), properties, name))
+        return Connection(SqlSession(Client(str(addresses), timeout, token, ca_file=cafile),
+                                     properties, name))
     except CliError as exc:
         raise OperationalError(str(exc))

@@ -15,8 +15,8 @@ from typing import Optional
 
 from jm.cluster.sqlops import LocalSession, Operation
 from jm.cluster.sqlsessions import SqlSessions
-from jm.policy.sqlop import OpStatus
-from jm.policy.sqlstmt import READ, STATE, WRITE, classify, temp_views
+from jm.policy.sqlop import OpStatus, adoption
+from jm.policy.sqlparse import READ, STATE, WRITE, classify, temp_views
 from jm.runtime import sqlproto as P
 from jm.runtime.sqlclient import StatementError, WorkerLost
 from jm.wire import sqlresult
@@ -29,9 +29,8 @@ log = logging.getLogger("jm.sql")
 RUNNING, FINISHED, ERROR = OpStatus.RUNNING, OpStatus.FINISHED, OpStatus.ERROR
 CANCELED, CLOSED = OpStatus.CANCELED, OpStatus.CLOSED
 MAX_OPS_PER_SESSION = 1000
-CLASSIFY_INLINE = 16 * 1024  # characters classified on the event loop; more in a thread
-LOST_WRITE = ("the peer running this statement died while it ran, so it may or may not have "
-              "taken effect; check, and run it again if needed (the session goes on)")
+CLASSIFY_INLINE = 4 * 1024  # characters classified on the event loop (parsing: about 1 ms
+                            # per KB, bench/sqlparse.py); more in a thread
 
 
 class SqlGateway(SqlSessions):
@@ -116,24 +115,43 @@ class SqlGateway(SqlSessions):
                                                     self.conf["sql-gateway.page-rows"]))
             if op.kind == STATE:
                 res = await self._commit(AddSqlStatement(s.handle, self.node, s.epoch,
-                                                         op.statement, time.time()))
+                                                         op.statement, time.time(), op.id))
                 if not res.ok:
                     raise StatementError(f"the statement ran but the session could not "
                                          f"keep it: {res.error}")
             op.columns = sqlresult.columns(page.get("schema"))
             op.has_content = bool(op.columns) and (bool(page["rows"]) or op.kind == READ)
             op.page, op.eos = page, bool(page.get("eos"))
+            await self._ended(s, op, FINISHED)
             op.update_state(FINISHED)
         except asyncio.CancelledError:
             op.update_state(CANCELED)
             raise
         except (StatementError, WorkerLost, ApiError) as exc:
+            await self._ended(s, op, ERROR, _message(exc))
             op.update_state(ERROR, _message(exc))
         except Exception as exc:
             log.exception("SQL operation %s failed", op.id)
             op.update_state(ERROR, f"{type(exc).__name__}: {exc}")
         finally:
             op.done.set()
+
+    async def _ended(self, s: LocalSession, op: Operation, status: OpStatus,
+                     error: str = "") -> None:
+        """A write's end, recorded before the client can see it: the session's next
+        holder answers it from the record (never runs it again). Best effort: if the
+        record cannot be written, the next holder says it may or may not have run."""
+        if op.kind != WRITE or op.status != RUNNING:
+            return
+        try:
+            res = await self.ops_log.submit(SqlOperation(
+                s.handle, op.id, self.node, s.epoch, "", op.kind, time.time(),
+                status.value, error))
+        except RaftUnavailable as exc:
+            log.warning("the end of SQL operation %s was not recorded: %s", op.id, exc)
+            return
+        if not res.ok:
+            log.warning("the end of SQL operation %s was not recorded: %s", op.id, res.error)
 
     def _op(self, handle: str, op_id: str, forwarded: bool) -> tuple[LocalSession, Operation]:
         s = self._held_here(handle, forwarded)
@@ -146,9 +164,10 @@ class SqlGateway(SqlSessions):
 
     def _adopt(self, s: LocalSession, op_id: str) -> Optional[Operation]:
         """An operation this peer does not know but the session's record does: its peer
-        died (or restarted) while the client still wanted it. A read (or a statement
-        that only defines the session) runs again here; a write is an error that says
-        it may or may not have run."""
+        died (or restarted) while the client still wanted it (jm/policy/sqlop.py
+        `adoption`): a read (or a session-defining statement not kept yet) runs again
+        here; one that ended is answered from the record; a write that had not ended is
+        an error that says it may or may not have run."""
         with self.raft.read() as st:
             rec = st.sessions.get(s.handle)
             known = dict(rec.ops.get(op_id) or {}) if rec is not None else {}
@@ -156,13 +175,15 @@ class SqlGateway(SqlSessions):
             return None
         op = Operation(op_id, known.get("statement") or "", known.get("kind") or WRITE)
         s.ops[op_id] = op
-        if op.kind in (READ, STATE) and known.get("statement"):
+        then = adoption(known)
+        if then.rerun:
             log.info("SQL operation %s of session %s runs again here (its peer %s is gone)",
                      op_id, s.handle, known.get("node"))
             op.rerun = True
             op.task = asyncio.create_task(self._run(s, op, {}))
         else:
-            op.update_state(ERROR, LOST_WRITE)
+            op.eos = True
+            op.update_state(then.state.status, then.state.error)
             op.done.set()
         return op
 
@@ -240,10 +261,10 @@ class SqlGateway(SqlSessions):
 
 
 async def _classify(statement: str, defining: list) -> str:
-    """The statement's kind (jm/policy/sqlstmt.py), off the event loop when the text is
-    long: classifying takes about a second per megabyte."""
+    """The statement's kind (jm/policy/sqlparse.py; the session's temporary views read
+    only for a DROP VIEW), off the event loop when the text is long."""
     def run() -> str:
-        return classify(statement, temp_views(defining))
+        return classify(statement, lambda: temp_views(defining))
     if len(statement) + sum(len(str(d)) for d in defining) > CLASSIFY_INLINE:
         return await asyncio.to_thread(run)
     return run()

@@ -18,8 +18,9 @@ import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # what the client imports (the closure test_import_rules computes), plus package markers
-FILES = ["jm/__init__.py", "jm/client/*.py", "jm/policy/__init__.py", "jm/policy/sqlstmt.py",
-         "jm/policy/fsuri.py", "jm/policy/vocab.py"]
+# and the SQLAlchemy dialect (loaded by SQLAlchemy's entry point only, where it is installed)
+FILES = ["jm/__init__.py", "jm/client/*.py", "jm/client/sqla/*.py", "jm/policy/__init__.py",
+         "jm/policy/sqlstmt.py", "jm/policy/fsuri.py", "jm/policy/vocab.py"]
 
 
 def version() -> str:
@@ -51,7 +52,8 @@ def build(out_dir: str) -> str:
             "Requires-Python: >=3.10\n").encode()
     wheel = ("Wheel-Version: 1.0\nGenerator: jm.local.clientdist\nRoot-Is-Purelib: true\n"
              "Tag: py3-none-any\n").encode()
-    entry = b"[console_scripts]\njm = jm.client.cli:main\n"
+    entry = (b"[console_scripts]\njm = jm.client.cli:main\n\n"
+             b"[sqlalchemy.dialects]\njm = jm.client.sqla:JmDialect\n")
     files += [(f"{dist_info}/METADATA", meta), (f"{dist_info}/WHEEL", wheel),
               (f"{dist_info}/entry_points.txt", entry),
               (f"{dist_info}/top_level.txt", b"jm\n")]

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Mapping, Optional, Union
 
+from jm.policy.sqlstmt import READ, STATE
+
 
 class OpStatus(str, Enum):
     """Flink's OperationStatus names, as the REST API answers them."""
@@ -68,3 +70,32 @@ def update_state(state: OpState, to: OpStatus, error: Optional[str] = None
     if to not in TRANSITIONS[state.status]:
         return Refused(state.status, to)
     return OpState(to, error if to is OpStatus.ERROR else None)
+
+
+# ---- an operation whose peer died: what its session's next holder answers ------------
+LOST_WRITE = ("the peer running this statement died while it ran, so it may or may not have "
+              "taken effect; check, and run it again if needed (the session goes on)")
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """What the session's next holder does with an operation the record knows and it does
+    not: `rerun` it (a read, or a session-defining statement that was not kept), or
+    answer `state` (an end the record holds, or a write that may or may not have run)."""
+    rerun: bool
+    state: OpState = OpState()
+
+
+def adoption(record: Mapping) -> Adoption:
+    """`record`: the operation in its session's replicated record ("statement", "kind",
+    and "end" and "error" once it ended). A write never runs twice: ended, its end is
+    the answer; not ended, the answer says it may or may not have run."""
+    end = record.get("end")
+    if end == OpStatus.FINISHED.value:
+        return Adoption(False, OpState(OpStatus.FINISHED))
+    if end == OpStatus.ERROR.value:
+        return Adoption(False, OpState(OpStatus.ERROR, record.get("error")
+                                       or "the statement failed"))
+    if record.get("kind") in (READ, STATE) and record.get("statement"):
+        return Adoption(True)
+    return Adoption(False, OpState(OpStatus.ERROR, LOST_WRITE))

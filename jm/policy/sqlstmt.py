@@ -3,12 +3,16 @@ statement does to its session, which decides what the SQL gateway replicates and
 may run again after a failover.
 
 * STATE: defines the session (SET, RESET, USE, ADD JAR/FILE/ARCHIVE, temporary views
-  and functions, CACHE ... AS): replicated in order and replayed on the session's next
-  peer;
+  and functions, session variables, CACHE ... AS): replicated in order and replayed on
+  the session's next peer;
 * READ: reads only (SELECT, WITH, VALUES, TABLE, FROM, SHOW, DESCRIBE, EXPLAIN, LIST):
   run again on the next peer if its peer died while it ran;
 * WRITE: anything else (INSERT, CTAS, DDL on tables, ...): never run twice; after a
   failover during one the client hears it may or may not have run.
+
+Standard library only: the light client (jm/client/cli_sql.py) splits scripts with it.
+The server classifies with a Spark SQL parser (jm/policy/sqlparse.py), which falls back
+to the keyword rules here for statements the parser does not know.
 """
 from __future__ import annotations
 
@@ -22,24 +26,40 @@ _READ_HEADS = {"SELECT", "WITH", "VALUES", "TABLE", "FROM", "SHOW", "DESC", "DES
                "EXPLAIN", "LIST", "UNCACHE", "REFRESH"}
 _WRITE_WORDS = {"INSERT", "MERGE", "UPDATE", "DELETE", "OVERWRITE"}
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|`[^`]*`|\S")
+_BRACKETS = re.compile(r"/\*|\*/")
 
 
 def _pieces(sql: str):
     """The text in pieces: ("quote", '...'), ("comment", '-- ...' or '/* ... */'), or
-    ("char", c) for each other character."""
+    ("char", c) for each other character. As Spark's lexer: a backslash escapes the next
+    character in '...' and "..." but not in a raw string r'...' (nor in `...`), and
+    bracketed comments nest (SPARK-28880)."""
     i, n = 0, len(sql)
     while i < n:
         c = sql[i]
-        if c in "'\"`":
-            j = i + 1
-            while j < n and sql[j] != c:
-                j += 2 if sql[j] == "\\" and c != "`" else 1
+        raw = c in "rR" and sql[i + 1:i + 2] in ("'", '"') \
+            and not (i and (sql[i - 1].isalnum() or sql[i - 1] == "_"))
+        if raw or c in "'\"`":
+            q = sql[i + 1] if raw else c
+            j = i + 2 if raw else i + 1
+            while j < n and sql[j] != q:
+                j += 2 if sql[j] == "\\" and q != "`" and not raw else 1
             yield "quote", sql[i:j + 1]
             i = j + 1
-        elif sql.startswith("--", i) or sql.startswith("/*", i):
-            line = sql.startswith("--", i)
-            j = sql.find("\n" if line else "*/", i + 2)
-            j = n if j < 0 else (j if line else j + 2)
+        elif sql.startswith("--", i):
+            j = sql.find("\n", i + 2)
+            j = n if j < 0 else j
+            yield "comment", sql[i:j]
+            i = j
+        elif sql.startswith("/*", i):
+            depth, j = 0, i
+            for m in _BRACKETS.finditer(sql, i):
+                depth += 1 if m.group() == "/*" else -1
+                j = m.end()
+                if not depth:
+                    break
+            else:
+                j = n  # unterminated: the comment runs to the end
             yield "comment", sql[i:j]
             i = j
         else:
@@ -91,18 +111,27 @@ def temp_views(statements: Iterable[str]) -> set[str]:
     """Temporary views a session's state-defining statements leave (by name, lower case)."""
     views: set[str] = set()
     for s in statements:
-        words = _WORD.findall(strip_comments(s))
-        up = [w.upper() for w in words]
-        name = _view_name(up, words)
-        if name is not None:
-            views.add(name)
-        elif up[:2] == ["DROP", "VIEW"] or up[:3] == ["DROP", "TEMPORARY", "VIEW"]:
-            rest = words[3:] if up[1] == "TEMPORARY" else words[2:]
-            if [w.upper() for w in rest[:2]] == ["IF", "EXISTS"]:
-                rest = rest[2:]
-            if rest:
-                views.discard(_name(rest[0]))
+        change = view_change(s)
+        if change is not None:
+            (views.add if change[0] else views.discard)(change[1])
     return views
+
+
+def view_change(statement: str) -> tuple[bool, str] | None:
+    """(True, name) for a statement defining a temporary view, (False, name) for a DROP
+    VIEW (name in lower case), None for any other."""
+    words = _WORD.findall(strip_comments(statement))
+    up = [w.upper() for w in words]
+    name = _view_name(up, words)
+    if name is not None:
+        return True, name
+    if up[:2] == ["DROP", "VIEW"] or up[:3] == ["DROP", "TEMPORARY", "VIEW"]:
+        rest = words[3:] if up[1] == "TEMPORARY" else words[2:]
+        if [w.upper() for w in rest[:2]] == ["IF", "EXISTS"]:
+            rest = rest[2:]
+        if rest:
+            return False, _name(rest[0])
+    return None
 
 
 def _view_name(up: list[str], words: list[str]) -> str | None:
@@ -136,7 +165,7 @@ def classify(statement: str, session_views: Iterable[str] = ()) -> str:
     head = up[0]
     if head == "SET" and "=" not in words and up[1:3] != ["TIME", "ZONE"]:
         return READ  # SET, SET -v, SET key: show settings
-    if head in ("SET", "RESET", "USE"):
+    if head in ("SET", "RESET", "USE", "DECLARE"):  # DECLARE: a session variable
         return STATE
     if head == "ADD" and up[1:2] and up[1] in ("JAR", "JARS", "FILE", "FILES", "ARCHIVE",
                                                "ARCHIVES"):

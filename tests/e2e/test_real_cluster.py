@@ -217,27 +217,43 @@ def test_sql_session_survives_a_sigkill_of_its_peer(cluster):
             cluster.wait_spark([killed])
 
 
-def test_sql_request_through_another_peer_survives_a_frozen_holder(cluster):
-    """The peer holding a session frozen (SIGSTOP): a statement sent through another peer
-    is not held by the silent holder; it runs on the session's new peer once it moved."""
+def sql_session(cluster) -> tuple[str, str, int]:
+    """A session opened through peer 0: its handle, its peer's node and index."""
     s, b = http("POST", cluster.urls[0] + "/v1/sessions", {"properties": {}})
     assert s == 200, b
     sh = b["sessionHandle"]
     node = http("GET", cluster.urls[0] + f"/v1/sessions/{sh}")[1]["node"]
     i = next(k for k, line in enumerate(cluster.lines) if line.endswith(":" + node.split(":")[1]))
+    return sh, node, i
+
+
+def sql_start(url: str, sh: str, sql: str, headers: dict | None = None) -> str:
+    """A statement in session `sh` through the peer at `url`: its operation handle."""
+    s, b = http("POST", url + f"/v1/sessions/{sh}/statements", {"statement": sql},
+                headers=headers, timeout=60)
+    assert s == 200, b
+    return b["operationHandle"]
+
+
+def sql_rows(url: str, sh: str, oh: str) -> list:
+    """Every row of an operation, page after page to the end."""
+    uri, out = f"/v1/sessions/{sh}/operations/{oh}/result/0", []
+    while uri:
+        s, page = http("GET", url + uri, timeout=60)
+        assert s == 200, page
+        out += [d["fields"] for d in (page.get("results") or {}).get("data") or []]
+        uri = None if page["resultType"] == "EOS" else page.get("nextResultUri")
+    return out
+
+
+def test_sql_request_through_another_peer_survives_a_frozen_holder(cluster):
+    """The peer holding a session frozen (SIGSTOP): a statement sent through another peer
+    is not held by the silent holder; it runs on the session's new peer once it moved."""
+    sh, node, i = sql_session(cluster)
     via = cluster.urls[(i + 1) % 3]
 
     def run(sql: str, request_id: str) -> list:
-        s, b = http("POST", via + f"/v1/sessions/{sh}/statements", {"statement": sql},
-                    headers={"X-Request-Id": request_id}, timeout=60)
-        assert s == 200, b
-        uri, rows = f"/v1/sessions/{sh}/operations/{b['operationHandle']}/result/0", []
-        while uri:
-            s, page = http("GET", via + uri, timeout=60)
-            assert s == 200, page
-            rows += [d["fields"] for d in (page.get("results") or {}).get("data") or []]
-            uri = None if page["resultType"] == "EOS" else page.get("nextResultUri")
-        return rows
+        return sql_rows(via, sh, sql_start(via, sh, sql, {"X-Request-Id": request_id}))
     assert run("SELECT 1 AS one", "first") == [[1]]
     pid = cluster.peer_pid(i)
     os.kill(pid, signal.SIGSTOP)
@@ -248,6 +264,49 @@ def test_sql_request_through_another_peer_survives_a_frozen_holder(cluster):
     finally:
         os.kill(pid, signal.SIGKILL)
         assert_gone([pid], "the frozen peer")
+        cluster.start_peer(i)  # the module's later tests want 3 peers
+        cluster.wait_healthy(i)
+        cluster.wait_spark([i])
+    assert http("DELETE", via + f"/v1/sessions/{sh}")[0] == 200
+
+
+def test_a_plain_rest_client_never_sees_the_sigkill_of_its_sessions_peer(cluster, tmp_path):
+    """Flink's SQL Gateway REST protocol from a client that sends no X-Request-Id (Flink's
+    SQL Client, curl): the session is opened through one peer, its state made through
+    another, and the peer holding it is SIGKILLed while the peer the client talks to holds
+    pooled connections to it. A read sent after the kill runs on the session's new peer
+    (no 503); a write that had finished is answered from the session's record (not "may
+    or may not have run"); a write sent after the kill runs there."""
+    sh, node, i = sql_session(cluster)
+    via = cluster.urls[(i + 1) % 3]
+    other = cluster.urls[(i + 2) % 3]
+    first, second = (os.path.join(str(tmp_path), d) for d in ("first", "second"))
+
+    def start(url: str, sql: str) -> str:  # (no X-Request-Id)
+        return sql_start(url, sh, sql)
+
+    def rows(url: str, oh: str) -> list:
+        return sql_rows(url, sh, oh)
+    rows(other, start(other, "CREATE TEMP VIEW t AS SELECT id FROM range(7)"))
+    assert rows(via, start(via, "SELECT count(*) AS n FROM t")) == [[7]]
+    write = start(via, f"INSERT OVERWRITE DIRECTORY '{first}' USING parquet SELECT 1 AS x")
+    poll(lambda: http("GET", via + f"/v1/sessions/{sh}/operations/{write}/status")[1]
+         .get("status") == "FINISHED", 120, interval=0.2, what="the write finished")
+    pid = cluster.peer_pid(i)
+    os.kill(pid, signal.SIGKILL)
+    try:
+        assert rows(via, start(via, "SELECT count(*) AS n FROM t")) == [[7]]  # no 503
+        s, b = http("GET", via + f"/v1/sessions/{sh}/operations/{write}/status")
+        assert s == 200 and b["status"] == "FINISHED", b  # from the record, not run again
+        rows(via, start(via, f"INSERT OVERWRITE DIRECTORY '{second}' USING parquet "
+                             "SELECT 2 AS x"))
+        assert rows(other, start(other, f"SELECT x FROM parquet.`{first}` UNION ALL "
+                                        f"SELECT x FROM parquet.`{second}` ORDER BY x")) \
+            == [[1], [2]]
+        s, info = http("GET", via + f"/v1/sessions/{sh}")
+        assert info["node"] != node and info["moves"] == 1, info
+    finally:
+        assert_gone([pid], "the killed peer")
         cluster.start_peer(i)  # the module's later tests want 3 peers
         cluster.wait_healthy(i)
         cluster.wait_spark([i])

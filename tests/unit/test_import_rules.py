@@ -5,7 +5,9 @@
 * jm/policy/ is pure: no aiohttp, pysyncobj, pyspark, asyncio or clock (time, datetime),
   and nothing of the peer's services or the job runtime; so is jm/wire/ (wire formats);
 * jm/client/ is the standard library only (no server code, no third-party package), plus
-  jm/policy/ (pure; what a policy module imports is checked the same way);
+  jm/policy/ (pure; what a policy module imports is checked the same way); the one
+  exception is the SQLAlchemy dialect (jm/client/sqla/), which may import sqlalchemy
+  and which no other client module imports;
 * rest/ imports nothing of ours but its gateway protocol (rest/gateway.py);
 * pyspark is imported only by the job runtime (jm/runtime/).
 """
@@ -98,11 +100,19 @@ def test_policy_is_pure(module):
     assert not bad, f"{module} imports {sorted(bad)}"
 
 
+# the SQLAlchemy dialect: an optional extra (jm-cluster[sqlalchemy]) that SQLAlchemy itself
+# loads through its entry point; the light client never imports it (checked below)
+CLIENT_EXTRAS = {"jm.client.sqla": ("sqlalchemy",), "jm.client.sqla.types": ("sqlalchemy",)}
+
+
 @pytest.mark.parametrize("module", _in("jm.client"))
 def test_client_is_standard_library_only(module):
     bad = {n for n in closure(module)
-           if not _under(n, ["jm.client", "jm.policy"]) and _top(n) not in sys.stdlib_module_names}
+           if not _under(n, ["jm.client", "jm.policy", *CLIENT_EXTRAS.get(module, ())])
+           and _top(n) not in sys.stdlib_module_names}
     assert not bad, f"{module} imports {sorted(bad)}"
+    if module not in CLIENT_EXTRAS:
+        assert not set(CLIENT_EXTRAS) & closure(module), f"{module} imports the dialect"
 
 
 @pytest.mark.parametrize("module", _in("rest"))

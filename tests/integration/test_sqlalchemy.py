@@ -1,0 +1,190 @@
+"""SQLAlchemy (jm/client/sqla/, found through its entry point) and pandas over the DB-API
+module, through real peers and a real Spark Connect server: statements, Python values,
+pandas.read_sql without a warning, Spark's missing transactions, reflection of a parquet
+table, a view and a temporary view, the DB-API's rowcount, and https with a private CA
+(`cafile`). One cluster serves the module (Spark starts once)."""
+import datetime
+import decimal
+import warnings
+
+import pandas
+import pytest
+import sqlalchemy as sa   # the test extra has it (as jm-cluster[sqlalchemy])
+
+from jm.client import dbapi
+
+from tests.conftest import InProcessCluster
+
+pytestmark = pytest.mark.slow
+
+SETTINGS = {"sql-gateway.page-rows": 4, "sql-gateway.fetch-wait": "200 ms",
+            "spark.driver.memory": "512m"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """Two peers (the first runs the Spark Connect server), on a loop of their own: the
+    tests call the blocking clients directly."""
+    with InProcessCluster(str(tmp_path_factory.mktemp("sqla")), 2, SETTINGS, spark=True) as c:
+        yield c
+
+
+def jm_url(c, query: str = "") -> str:
+    """jm://first-peer/?peers=second-peer"""
+    hosts = [u.split("://", 1)[1] for u in c.urls]
+    return f"jm://{hosts[0]}/?peers={','.join(hosts[1:])}" + (f"&{query}" if query else "")
+
+
+@pytest.fixture(scope="module")
+def engine(cluster):
+    e = sa.create_engine(jm_url(cluster))
+    yield e
+    e.dispose()
+
+
+def test_statements_values_pandas_and_no_transactions(engine):
+    assert engine.dialect.name == "jm" and type(engine.dialect).__module__ == "jm.client.sqla"
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(
+            "SELECT id, CAST(id AS STRING) AS s, date_add(DATE'2024-01-02', CAST(id AS INT)) AS d,"
+            " CAST(id AS DECIMAL(10, 2)) / 4 AS q, TIMESTAMP_NTZ'2024-01-02 03:04:05' AS ts,"
+            " id % 2 = 0 AS even FROM range(:n) WHERE CAST(id AS STRING) LIKE '%' ORDER BY id"),
+            {"n": 6}).all()
+        assert len(rows) == 6
+        assert rows[5] == (5, "5", datetime.date(2024, 1, 7), decimal.Decimal("1.250000"),
+                           datetime.datetime(2024, 1, 2, 3, 4, 5), False)
+        assert conn.execute(sa.text("SELECT :s AS s"), {"s": "it's 100%"}).scalar() == \
+            "it's 100%"   # quoted on the client
+        assert conn.exec_driver_sql("SELECT 'a%' AS p").scalar() == "a%"  # sent as it is
+        # a connection is a gateway session: its temporary views stay for its statements
+        conn.exec_driver_sql("CREATE OR REPLACE TEMP VIEW sqla_nums AS SELECT id FROM range(9)")
+        assert conn.execute(sa.text("SELECT count(*) FROM sqla_nums")).scalar() == 9
+        conn.commit()      # Spark SQL has no transactions: these do nothing, and break nothing
+        conn.execute(sa.text("SELECT 1"))
+        conn.rollback()
+        assert conn.execute(sa.text("SELECT count(*) FROM sqla_nums")).scalar() == 9
+        with pytest.raises(sa.exc.ProgrammingError, match="no_such_table"):
+            conn.execute(sa.text("SELECT * FROM no_such_table"))
+    with engine.begin() as conn:
+        assert conn.execute(sa.select(sa.literal(2) * 3)).scalar() == 6
+    assert engine.dialect.default_schema_name == "default"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # pandas warns for a DB-API connection, not an engine
+        df = pandas.read_sql("SELECT id, id * 2 AS twice FROM range(10) ORDER BY id", engine)
+        assert list(df.columns) == ["id", "twice"] and df["twice"].tolist() == \
+            [2 * i for i in range(10)]
+        df = pandas.read_sql(sa.text("SELECT id FROM range(:n)"), engine, params={"n": 3})
+        assert df["id"].tolist() == [0, 1, 2]
+    with engine.connect() as conn:   # (what the engine spares: the warning for a raw one)
+        with pytest.warns(UserWarning, match="SQLAlchemy connectable"):
+            pandas.read_sql("SELECT 1 AS one", conn.connection.dbapi_connection)
+
+
+def test_reflection(engine, tmp_path):
+    with engine.connect() as conn:
+        conn.exec_driver_sql(f"CREATE DATABASE IF NOT EXISTS sqla_db LOCATION '{tmp_path}/db'")
+        conn.exec_driver_sql(
+            "CREATE TABLE sqla_db.people (id INT, name STRING, score DOUBLE, "
+            "price DECIMAL(10,2), born DATE, seen TIMESTAMP, ok BOOLEAN, big BIGINT, "
+            "tags ARRAY<STRING>, attrs MAP<STRING,INT>, addr STRUCT<city:STRING,zip:INT>) "
+            "USING parquet")
+        conn.exec_driver_sql(
+            "INSERT INTO sqla_db.people VALUES (1, 'ann', 1.5, 2.25, DATE'1990-01-02', "
+            "TIMESTAMP'2024-01-02 03:04:05', true, 10, array('a'), map('k', 1), "
+            "named_struct('city', 'x', 'zip', 7)), (2, 'bob', NULL, NULL, NULL, NULL, false, "
+            "NULL, NULL, NULL, NULL)")
+        conn.exec_driver_sql("CREATE VIEW sqla_db.ann AS SELECT id, name FROM sqla_db.people "
+                             "WHERE name = 'ann'")
+        conn.exec_driver_sql("CREATE OR REPLACE TEMP VIEW sqla_tmp AS SELECT 1 AS one")
+        insp = sa.inspect(conn)   # this session: its temporary view is there
+        assert {"default", "sqla_db"} <= set(insp.get_schema_names())
+        assert insp.get_table_names(schema="sqla_db") == ["people"]
+        assert insp.get_view_names(schema="sqla_db") == ["ann"]
+        assert "sqla_tmp" in insp.get_view_names() and "sqla_tmp" not in insp.get_table_names()
+        assert "sqla_tmp" in insp.get_temp_view_names()
+        assert [(c["name"], type(c["type"]).__name__) for c in insp.get_columns("sqla_tmp")] \
+            == [("one", "INTEGER")]
+        assert insp.has_table("sqla_tmp")
+
+    insp = sa.inspect(engine)
+    assert insp.has_table("people", schema="sqla_db") and insp.has_table("ann", schema="sqla_db")
+    assert not insp.has_table("nope", schema="sqla_db")
+    assert not insp.has_table("people", schema="no_such_db")
+    cols = {c["name"]: c["type"] for c in insp.get_columns("people", schema="sqla_db")}
+    assert list(cols) == ["id", "name", "score", "price", "born", "seen", "ok", "big", "tags",
+                          "attrs", "addr"]
+    assert isinstance(cols["id"], sa.INTEGER) and isinstance(cols["big"], sa.BIGINT)
+    assert isinstance(cols["name"], sa.String) and isinstance(cols["score"], sa.DOUBLE)
+    assert isinstance(cols["price"], sa.DECIMAL) and \
+        (cols["price"].precision, cols["price"].scale) == (10, 2)
+    assert isinstance(cols["born"], sa.DATE) and isinstance(cols["seen"], sa.TIMESTAMP)
+    assert isinstance(cols["ok"], sa.BOOLEAN)
+    assert [str(cols[k].compile(dialect=engine.dialect)) for k in ("tags", "attrs", "addr")] \
+        == ["array<string>", "map<string,int>", "struct<city:string,zip:int>"]
+    with pytest.raises(sa.exc.NoSuchTableError):
+        insp.get_columns("nope", schema="sqla_db")
+
+    people = sa.Table("people", sa.MetaData(), schema="sqla_db", autoload_with=engine)
+    with engine.connect() as conn:
+        row = conn.execute(sa.select(people).where(people.c.id == 1)).one()
+    assert row.born == datetime.date(1990, 1, 2) and row.price == decimal.Decimal("2.25")
+    assert row.seen == datetime.datetime(2024, 1, 2, 3, 4, 5) and row.ok is True
+    assert row.tags == ["a"] and row.attrs == {"k": 1} and row.addr == {"city": "x", "zip": 7}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        df = pandas.read_sql_table("people", engine, schema="sqla_db")
+    assert sorted(df["name"]) == ["ann", "bob"]
+
+
+def test_dbapi_rowcount(cluster, tmp_path):
+    with dbapi.connect(cluster.urls) as conn:
+        cur = conn.cursor()
+        cur.execute("SELECT id FROM range(10)")   # pages of 4: the count is known at the end
+        assert cur.rowcount == -1
+        assert len(cur.fetchmany(5)) == 5 and cur.rowcount == -1
+        assert len(cur.fetchall()) == 5 and cur.rowcount == 10
+        cur.execute("SELECT id FROM range(0)")
+        assert cur.fetchall() == [] and cur.rowcount == 0
+        cur.execute("CREATE OR REPLACE TEMP VIEW rc AS SELECT 1 AS one")
+        assert cur.description is None and cur.rowcount == -1
+        # Spark reports no count for an INSERT into a parquet table: -1 (PEP 249)
+        cur.execute(f"CREATE TABLE rc_t (id BIGINT) USING parquet LOCATION '{tmp_path}/rc'")
+        try:
+            cur.execute("INSERT INTO rc_t SELECT id FROM range(3)")
+            assert cur.rowcount == -1
+            cur.execute("SELECT * FROM rc_t")
+            assert len(list(cur)) == 3 and cur.rowcount == 3
+        finally:
+            cur.execute("DROP TABLE rc_t")
+
+
+def test_a_url_without_a_peer_is_one_readable_line():
+    with pytest.raises(sa.exc.ArgumentError) as e:
+        sa.create_engine("jm://")
+    assert "names no peer" in str(e.value) and "jm://" in str(e.value)
+    assert "\n" not in str(e.value)
+    with pytest.raises(sa.exc.ArgumentError, match="unknown option"):
+        sa.create_engine("jm://127.0.0.1:1/?tsl=1")
+
+
+def test_https_with_a_private_ca(cluster, tmp_path):
+    """A TLS peer with its own CA (using the module's Spark server): the DB-API with
+    `cafile`, SQLAlchemy with `?cafile=` (https then), and without the CA: refused."""
+    from tests.integration.test_tls import make_pki, tls_settings
+    pki = make_pki(str(tmp_path))
+    remote = cluster.peers[1].conf["spark.remote"]
+    with InProcessCluster(str(tmp_path / "tls"), 1,
+                          {**tls_settings(pki), **SETTINGS, "spark.remote": remote}) as c:
+        url = c.urls[0].replace("http://", "https://")
+        with dbapi.connect(url, cafile=pki["ca"]) as conn:
+            cur = conn.cursor()
+            cur.execute("SELECT 40 + 2 AS x")
+            assert cur.fetchall() == [(42,)]
+        with pytest.raises(dbapi.OperationalError, match="(?i)certificate_verify_failed"):
+            dbapi.connect(url, timeout=2)
+        e = sa.create_engine(f"jm://{url.split('://', 1)[1]}/?cafile={pki['ca']}")
+        try:
+            with e.connect() as conn:
+                assert conn.execute(sa.text("SELECT 'tls' AS t")).scalar() == "tls"
+        finally:
+            e.dispose()
