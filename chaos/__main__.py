@@ -23,15 +23,10 @@ import time
 from typing import Callable, Optional
 
 from chaos import checks, hostfaults
+from chaos.faults import FAULTS, GROUP_FAULTS, HOST_FAULTS, inject
 from chaos.harness import ChaosCluster, Load, Scenario, _wait, call
 from chaos.netns import available
 from chaos.streaming import EventFeed, wait_sink
-
-FAULTS = ("kill", "kill-leader", "kill-owner", "pause", "partition")
-# partition-minority: a minority of the voters with a third of the non-voting members, each
-# cut off (on request: --faults; with 3 peers and 3 voters it is a plain partition)
-GROUP_FAULTS = ("partition-minority",)
-HOST_FAULTS = ("membership", "disk-full", "power-loss", "clock")  # --hosts only
 
 
 def read_probes(directory: str) -> dict:
@@ -49,89 +44,6 @@ def read_probes(directory: str) -> dict:
                     except ValueError:
                         pass  # a line cut by SIGKILL
     return probes
-
-
-def inject(c: ChaosCluster, kind: str, rnd: random.Random, hold: float, log,
-           owner: Optional[Callable[[], Optional[int]]] = None) -> list[dict]:
-    """One fault against one peer (a power cut: against all); returns the fault records
-    (start/end filled in). kill-owner kills the peer running the (first) streaming job."""
-    if kind == "power-loss":
-        jobs = {i: c.jobs_of(i) for i in sorted(c.pids)}
-        log(f"power-loss of every host ({sum(map(len, jobs.values()))} jobs)")
-        start, end = hostfaults.power_loss(c, log)
-        return [{"kind": kind, "node": c.nodes[i], "start": start, "end": end, "jobs": j}
-                for i, j in jobs.items()]
-    if kind == "clock":
-        # not a failure: nothing may move, so the record explains no change of attempt
-        # on that peer (node "clock <id>") and asks no job to run elsewhere (no jobs)
-        i = rnd.choice(sorted(c.pids))
-        start, end, what = hostfaults.clock(c, i, rnd, hold, log)
-        return [{"kind": f"clock {what}", "node": f"clock {c.nodes[i]}", "start": start,
-                 "end": end, "jobs": []}]
-    if kind == "partition-minority":
-        return partition_minority(c, rnd, hold, log)
-    i = None
-    if kind in HOST_FAULTS:  # a follower: the leader's own cases are in the e2e tests
-        leader = c.leader_index()
-        i = rnd.choice([k for k in sorted(c.pids) if k != leader] or sorted(c.pids))
-    if kind == "kill-leader":
-        i = c.leader_index()
-    elif kind == "kill-owner" and owner is not None:
-        i = owner()
-    if i is None or i not in c.pids:
-        i = rnd.choice(sorted(c.pids))
-    node = c.nodes[i]
-    jobs = c.jobs_of(i)
-    pid = c.pids[i]
-    start = time.time()
-    log(f"{kind} {node} (pid {pid}, {len(jobs)} jobs)")
-    if kind.startswith("kill"):
-        c.kill(i)  # SIGKILL by pid; no longer among the live peers
-        time.sleep(hold)  # the peer stays down for `hold` seconds (fault schedule)
-        end = time.time()
-        c.start_peer(i)
-        log(f"restarted {node}")
-    elif kind == "pause":
-        c.freeze(i)  # SIGSTOP
-        time.sleep(hold)  # fault schedule
-        c.thaw(i)  # SIGCONT
-        end = time.time()
-        log(f"resumed {node}")
-    elif kind == "membership":
-        start, end = hostfaults.membership(c, i, log)
-    elif kind == "disk-full":
-        start, end = hostfaults.disk_full(c, i, hold, log)
-    else:
-        c.net.partition(i)
-        time.sleep(hold)  # fault schedule
-        c.net.heal(i)
-        end = time.time()
-        log(f"healed {node}")
-    return [{"kind": "kill" if kind.startswith("kill") else kind, "node": node, "start": start,
-            "end": end, "jobs": jobs}]
-
-
-def partition_minority(c: ChaosCluster, rnd: random.Random, hold: float, log) -> list[dict]:
-    """Cut off a minority of the voters (the leader among them or not) together with a
-    third of the non-voting members: every one of them must fence its jobs (no quorum
-    reaches them), the others keep theirs; one fault record per peer cut off."""
-    voters = [i for i in c.voters() if i in c.pids]
-    readers = [i for i in sorted(c.pids) if i not in voters]
-    group = rnd.sample(voters, max(1, (len(voters) - 1) // 2)) + \
-        rnd.sample(readers, len(readers) // 3)
-    jobs = {i: c.jobs_of(i) for i in group}
-    start = time.time()
-    log(f"partition-minority {', '.join(c.nodes[i] for i in group)} (voters "
-        f"{', '.join(c.nodes[i] for i in voters)}; {sum(map(len, jobs.values()))} jobs)")
-    for i in group:
-        c.net.partition(i)
-    time.sleep(hold)  # fault schedule
-    for i in group:
-        c.net.heal(i)
-    end = time.time()
-    log("healed " + ", ".join(c.nodes[i] for i in group))
-    return [{"kind": "partition", "node": c.nodes[i], "start": start, "end": end,
-             "jobs": jobs[i]} for i in group]
 
 
 def rows(url: str) -> Optional[list]:
@@ -222,117 +134,171 @@ def run(sc: Scenario, out: str) -> int:
     rnd = random.Random(sc.seed)
     c = ChaosCluster(sc)
     t0 = time.time()
-    lines = []
-
-    def log(msg: str) -> None:
-        line = f"[{time.time() - t0:7.2f}s] {msg}"
-        lines.append(line)
-        print(line, flush=True)
-
-    faults, load, stop = [], None, threading.Event()
+    log, lines = _logger(t0)
+    feeds, stop = [], threading.Event()
     if {"disk-full", "power-loss"} & set(sc.faults):
         c.before_start.append(lambda: hostfaults.prepare_disks(
             c, "disk-full" in sc.faults, "power-loss" in sc.faults))
     try:
         c.start()
         log(f"{sc.peers} peers up: {', '.join(c.urls)}")
-        probe_jobs = []
-        for k in range(sc.jobs):
-            status, body = call("POST", c.urls[k % sc.peers] + "/jobs",
-                                {"name": f"probe-{k}", "entry": "probe:main",
-                                 "pyfiles": [os.path.join(os.path.dirname(__file__)) + "/"],
-                                 "args": {"dir": c.probe_dir}})
-            if status != 202:
-                raise RuntimeError(f"probe submission failed: {status} {body}")
-            probe_jobs.append(body["jobid"])
-        _wait(lambda: sum(r["state"] == "RUNNING" for r in rows(c.urls[0]) or ()) == sc.jobs,
-              60, "probe jobs running")
+        probe_jobs = _start_probes(c, sc)
         log(f"{sc.jobs} probe jobs running")
         feeds, streaming_jobs = start_streaming(c, sc)
         if streaming_jobs:
             log(f"{len(streaming_jobs)} streaming jobs running: {', '.join(streaming_jobs)}")
-
-        def owner() -> Optional[int]:
-            if not streaming_jobs:
-                return None
-            j = call("GET", c.alive_url() + f"/jobs/{streaming_jobs[0]}")[1]
-            return c.index_of(j.get("node") or "")
         load = Load(c, sc.load_clients, sc.load_rate, stop)
         load.start()
         timeout = float(c.settings_value("heartbeat.timeout"))
         lease = float(c.settings_value("jobmanager.lease-timeout"))
-        end_at = time.time() + sc.duration
-        first = rnd.sample(list(sc.faults), len(sc.faults))
-        # at least min_faults, however long each takes (a restarted peer's Spark JVM is
-        # slow to start on a busy machine): the test asks for a count, not for speed
-        injected = 0  # faults made (a power cut is one fault, with a record per peer)
-        while time.time() < end_at or injected < sc.min_faults:
-            if time.time() >= end_at:  # past the duration: a bounded amount of events,
-                for feed in feeds:      # however long the remaining faults take
-                    feed.halt.set()
-            # each kind once (in a random order), then at random
-            kind = first[injected] if injected < len(first) else rnd.choice(sc.faults)
-            if sc.streaming and kind.startswith("kill") and injected:
-                # a peer besides the owner whose Spark is ready, for the job to move to
-                # (placement prefers them): a peer restarted by the last kill may still
-                # be starting its JVM; not every peer's is needed
-                c.wait_spark(enough=2)
-            injected += 1
-            hold = rnd.uniform(timeout + 1, timeout + 4) if kind != "pause" else \
-                rnd.uniform(lease + 0.5, timeout + 4)
-            faults.extend(inject(c, kind, rnd, hold, log, owner))
-            _wait(lambda: len(c.pids) == sc.peers and c.leader_index() is not None, 60,
-                  "cluster whole again")
-            time.sleep(max(0.0, sc.fault_every - hold))  # fault schedule: spacing
+        faults = _inject_faults(c, sc, rnd, (timeout, lease), feeds,
+                                _streaming_owner(c, streaming_jobs), log)
         stop.set()
         load.join(60)
-        log("faults over; waiting for every probe job to run again")
-        try:
-            _wait(lambda: (lambda got: got is not None and all(
-                r["state"] == "RUNNING" for r in got if r["jid"] in set(probe_jobs)))(
-                    rows(c.alive_url())), sc.settle, "probes running", interval=0.5)
-        except TimeoutError as exc:
-            log(str(exc))
-        time.sleep(1.0)  # let every probe write lines from its current attempt
-        final = {r["jid"]: r for r in _wait(lambda: rows(c.alive_url()), 60, "the overview")}
-        for j in probe_jobs:
-            row = final.get(j, {})
-            log(f"probe {j[:8]}: {row.get('state')} on {row.get('node')} attempt "
-                f"{row.get('attempt')} restarts {row.get('restarts')}")
-            if row.get("state") != "RUNNING":
-                detail = call("GET", c.alive_url() + f"/jobs/{j}")[1]
-                log(f"probe {j}: {detail.get('state')} attempts {detail.get('attempts')}")
+        final = _settle(c, sc, probe_jobs, log)
         streaming = finish_streaming(c, feeds, streaming_jobs, log)
     finally:
         stop.set()
-        for feed in feeds if "feeds" in locals() else []:
+        for feed in feeds:
             feed.halt.set()
         c.stop()
     probes = read_probes(c.probe_dir)
-    limit = timeout + 5.0
-    results = checks.run_all(probes, faults, final, load.acked, probe_jobs, set(), limit)
+    results = checks.run_all(probes, faults, final, load.acked, probe_jobs, set(),
+                             timeout + 5.0)
     if streaming:
         results["streaming exactly-once"] = streaming
     ok = all(r["ok"] for r in results.values())
-    # the peers' data and logs: kept to look into after a failure, removed after a pass
-    kept = not ok or any(f" {c.base}" in ln for ln in open("/proc/mounts"))
-    if not kept:
-        shutil.rmtree(c.base, ignore_errors=True)
+    kept = _keep_or_remove(c.base, ok)
     report = {"ok": ok, "scenario": sc.__dict__, "faults": faults, "checks": results,
               "acknowledged": len(load.acked), "unacknowledged": len(load.unacked),
               "log": lines, "base": c.base, "base-kept": kept}
-    with open(os.path.join(out, "report.json"), "w") as f:
-        json.dump(report, f, indent=1, default=list)
-    try:
-        plot(os.path.join(out, "timeline.png"), probes, faults, c.nodes, t0)
-    except ImportError:
-        print("matplotlib is not installed: no timeline.png", file=sys.stderr)
-    for name, r in results.items():
-        print(f"{'PASS' if r['ok'] else 'FAIL'}  {name}" + ("" if r["ok"] else
-                                                            f": {r['errors'][:3]}"))
+    _write_report(out, report, probes, c.nodes, t0)
+    _print_results(results)
     print(f"{len(faults)} faults, {len(load.acked)} load jobs acknowledged; report in {out}"
           + (f"; the peers' data and logs in {c.base}" if kept else ""))
     return 0 if ok else 1
+
+
+def _logger(t0: float) -> tuple[Callable[[str], None], list[str]]:
+    """A log printing each message with the seconds since t0, and its lines (kept for
+    the report)."""
+    lines: list[str] = []
+
+    def log(msg: str) -> None:
+        line = f"[{time.time() - t0:7.2f}s] {msg}"
+        lines.append(line)
+        print(line, flush=True)
+    return log, lines
+
+
+def _start_probes(c: ChaosCluster, sc: Scenario) -> list[str]:
+    """Submit sc.jobs probe jobs (chaos/probe.py) round the peers; their ids once every
+    one runs."""
+    probe_jobs = []
+    for k in range(sc.jobs):
+        status, body = call("POST", c.urls[k % sc.peers] + "/jobs",
+                            {"name": f"probe-{k}", "entry": "probe:main",
+                             "pyfiles": [os.path.join(os.path.dirname(__file__)) + "/"],
+                             "args": {"dir": c.probe_dir}})
+        if status != 202:
+            raise RuntimeError(f"probe submission failed: {status} {body}")
+        probe_jobs.append(body["jobid"])
+    _wait(lambda: sum(r["state"] == "RUNNING" for r in rows(c.urls[0]) or ()) == sc.jobs,
+          60, "probe jobs running")
+    return probe_jobs
+
+
+def _streaming_owner(c: ChaosCluster,
+                     streaming_jobs: list) -> Callable[[], Optional[int]]:
+    """The index of the peer running the first streaming job (kill-owner's target)."""
+    def owner() -> Optional[int]:
+        if not streaming_jobs:
+            return None
+        j = call("GET", c.alive_url() + f"/jobs/{streaming_jobs[0]}")[1]
+        return c.index_of(j.get("node") or "")
+    return owner
+
+
+def _inject_faults(c: ChaosCluster, sc: Scenario, rnd: random.Random,
+                   timeouts: tuple[float, float], feeds: list,
+                   owner: Callable[[], Optional[int]], log) -> list[dict]:
+    """The fault schedule: each kind once (in a random order), then at random, one every
+    sc.fault_every seconds, for sc.duration and on until sc.min_faults were made; the
+    cluster whole again after each. The fault records."""
+    timeout, lease = timeouts  # heartbeat.timeout, jobmanager.lease-timeout
+    faults: list[dict] = []
+    end_at = time.time() + sc.duration
+    first = rnd.sample(list(sc.faults), len(sc.faults))
+    # at least min_faults, however long each takes (a restarted peer's Spark JVM is
+    # slow to start on a busy machine): the test asks for a count, not for speed
+    injected = 0  # faults made (a power cut is one fault, with a record per peer)
+    while time.time() < end_at or injected < sc.min_faults:
+        if time.time() >= end_at:  # past the duration: a bounded amount of events,
+            for feed in feeds:      # however long the remaining faults take
+                feed.halt.set()
+        # each kind once (in a random order), then at random
+        kind = first[injected] if injected < len(first) else rnd.choice(sc.faults)
+        if sc.streaming and kind.startswith("kill") and injected:
+            # a peer besides the owner whose Spark is ready, for the job to move to
+            # (placement prefers them): a peer restarted by the last kill may still
+            # be starting its JVM; not every peer's is needed
+            c.wait_spark(enough=2)
+        injected += 1
+        hold = rnd.uniform(timeout + 1, timeout + 4) if kind != "pause" else \
+            rnd.uniform(lease + 0.5, timeout + 4)
+        faults.extend(inject(c, kind, rnd, hold, log, owner))
+        _wait(lambda: len(c.pids) == sc.peers and c.leader_index() is not None, 60,
+              "cluster whole again")
+        time.sleep(max(0.0, sc.fault_every - hold))  # fault schedule: spacing
+    return faults
+
+
+def _settle(c: ChaosCluster, sc: Scenario, probe_jobs: list[str], log) -> dict:
+    """After the faults: wait (sc.settle) for every probe job to run again; the final
+    overview rows by job id, each probe's logged."""
+    log("faults over; waiting for every probe job to run again")
+    try:
+        _wait(lambda: (lambda got: got is not None and all(
+            r["state"] == "RUNNING" for r in got if r["jid"] in set(probe_jobs)))(
+                rows(c.alive_url())), sc.settle, "probes running", interval=0.5)
+    except TimeoutError as exc:
+        log(str(exc))
+    time.sleep(1.0)  # let every probe write lines from its current attempt
+    final = {r["jid"]: r for r in _wait(lambda: rows(c.alive_url()), 60, "the overview")}
+    for j in probe_jobs:
+        row = final.get(j, {})
+        log(f"probe {j[:8]}: {row.get('state')} on {row.get('node')} attempt "
+            f"{row.get('attempt')} restarts {row.get('restarts')}")
+        if row.get("state") != "RUNNING":
+            detail = call("GET", c.alive_url() + f"/jobs/{j}")[1]
+            log(f"probe {j}: {detail.get('state')} attempts {detail.get('attempts')}")
+    return final
+
+
+def _keep_or_remove(base: str, ok: bool) -> bool:
+    """The peers' data and logs: kept to look into after a failure (or while something
+    is mounted under them), removed after a pass. Whether they are kept."""
+    kept = not ok or any(f" {base}" in ln for ln in open("/proc/mounts"))
+    if not kept:
+        shutil.rmtree(base, ignore_errors=True)
+    return kept
+
+
+def _write_report(out: str, report: dict, probes: dict, nodes: list[str],
+                  t0: float) -> None:
+    """report.json and timeline.png (when matplotlib is installed) into `out`."""
+    with open(os.path.join(out, "report.json"), "w") as f:
+        json.dump(report, f, indent=1, default=list)
+    try:
+        plot(os.path.join(out, "timeline.png"), probes, report["faults"], nodes, t0)
+    except ImportError:
+        print("matplotlib is not installed: no timeline.png", file=sys.stderr)
+
+
+def _print_results(results: dict) -> None:
+    for name, r in results.items():
+        print(f"{'PASS' if r['ok'] else 'FAIL'}  {name}" + ("" if r["ok"] else
+                                                            f": {r['errors'][:3]}"))
 
 
 def main(argv=None) -> int:

@@ -112,61 +112,83 @@ def _pyfile(p: str) -> str:
 def build_spec(a: argparse.Namespace) -> tuple[dict, Optional[str]]:
     """The job spec from the options, and the local file to upload first (if any).
     Checks everything that can be checked before anything is sent."""
+    _check_sources(a)
+    spec, upload_path = _base_spec(a)
+    entry = spec.get("entry") if not a.spec else None
+    if entry is not None and not ENTRY_RE.fullmatch(entry):
+        raise UsageError(f"--entry {entry!r} must look like package.module:function")
+    _apply_options(spec, a)
+    return spec, upload_path
+
+
+def _check_sources(a: argparse.Namespace) -> None:
+    """At most one of PATH, --sql and --spec, and no --entry with --sql or --spec."""
     sources = [n for n, v in (("PATH", a.path), ("--sql", a.sql), ("--spec", a.spec)) if v]
     if len(sources) > 1:
         raise UsageError(f"give only one of PATH, --sql and --spec (got {' and '.join(sources)})")
     if a.entry is not None and (a.sql or a.spec):
         raise UsageError("--entry cannot be combined with --sql or --spec")
-    upload_path = None
+
+
+def _base_spec(a: argparse.Namespace) -> tuple[dict, Optional[str]]:
+    """The spec of what to run (--spec, --sql, PATH or --entry), and the file to upload."""
     if a.spec:
-        if a.spec == "-":
-            text = sys.stdin.read()
-        else:
-            text = _read_file(a.spec).decode("utf-8", "replace")
-        try:
-            spec = json.loads(text)
-        except ValueError as exc:
-            raise UsageError(f"{a.spec}: not valid JSON: {exc}")
-        if not isinstance(spec, dict):
-            raise UsageError(f"{a.spec}: the job spec must be a JSON object")
-    elif a.sql is not None:
+        return _read_spec(a.spec), None
+    if a.sql is not None:
         if not a.sql.strip():
             raise UsageError("--sql is empty")
-        spec = {"sql": a.sql}
-    elif a.path:
-        path = a.path
-        if not os.path.isfile(path):
-            raise UsageError(f"{path}: no such file")
-        if path.endswith(".py"):
-            func = a.entry or "main"
-            if ":" in func:
-                spec = {"entry": func}
-            else:
-                stem = os.path.basename(path)[:-3]
-                if not IDENT_RE.match(stem):
-                    raise UsageError(f"{path}: {stem!r} is not a valid Python module name; "
-                                     "rename the file (letters, digits, '_')")
-                if not IDENT_RE.match(func):
-                    raise UsageError(f"--entry {func!r} is not a function name")
-                spec = {"entry": f"{stem}:{func}"}
-        elif path.endswith((".zip", ".egg")):
-            if not a.entry or ":" not in a.entry:
-                raise UsageError(f"{path}: give the function to run with --entry "
-                                 "package.module:function")
-            spec = {"entry": a.entry}
-        else:
-            raise UsageError(f"{path}: submit a .py, .zip or .egg file")
-        upload_path = path
-    elif a.entry is not None:
+        return {"sql": a.sql}, None
+    if a.path:
+        return _path_spec(a.path, a.entry), a.path
+    if a.entry is not None:
         if ":" not in a.entry:
             raise UsageError("--entry must be module:function when no file is given")
-        spec = {"entry": a.entry}
+        return {"entry": a.entry}, None
+    raise UsageError("nothing to submit: give a PATH.py, --entry module:function, "
+                     "--sql TEXT or --spec FILE")
+
+
+def _read_spec(name: str) -> dict:
+    """The job spec in the file `name` (- for stdin)."""
+    if name == "-":
+        text = sys.stdin.read()
     else:
-        raise UsageError("nothing to submit: give a PATH.py, --entry module:function, "
-                         "--sql TEXT or --spec FILE")
-    entry = spec.get("entry") if not a.spec else None
-    if entry is not None and not ENTRY_RE.fullmatch(entry):
-        raise UsageError(f"--entry {entry!r} must look like package.module:function")
+        text = _read_file(name).decode("utf-8", "replace")
+    try:
+        spec = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{name}: not valid JSON: {exc}")
+    if not isinstance(spec, dict):
+        raise UsageError(f"{name}: the job spec must be a JSON object")
+    return spec
+
+
+def _path_spec(path: str, entry: Optional[str]) -> dict:
+    """The spec of a local .py, .zip or .egg file (uploaded first), with --entry."""
+    if not os.path.isfile(path):
+        raise UsageError(f"{path}: no such file")
+    if path.endswith(".py"):
+        func = entry or "main"
+        if ":" in func:
+            return {"entry": func}
+        stem = os.path.basename(path)[:-3]
+        if not IDENT_RE.match(stem):
+            raise UsageError(f"{path}: {stem!r} is not a valid Python module name; "
+                             "rename the file (letters, digits, '_')")
+        if not IDENT_RE.match(func):
+            raise UsageError(f"--entry {func!r} is not a function name")
+        return {"entry": f"{stem}:{func}"}
+    if path.endswith((".zip", ".egg")):
+        if not entry or ":" not in entry:
+            raise UsageError(f"{path}: give the function to run with --entry "
+                             "package.module:function")
+        return {"entry": entry}
+    raise UsageError(f"{path}: submit a .py, .zip or .egg file")
+
+
+def _apply_options(spec: dict, a: argparse.Namespace) -> None:
+    """The options that add to any spec: --pyfile, --arg(s), --name, --slots, --jobid,
+    --restart-strategy, --from-savepoint and --streaming."""
     if a.pyfile:
         spec["pyfiles"] = list(spec.get("pyfiles") or []) + [_pyfile(p) for p in a.pyfile]
     args = parse_args_kv(a.arg, a.args_json)
@@ -189,7 +211,6 @@ def build_spec(a: argparse.Namespace) -> tuple[dict, Optional[str]]:
         spec.setdefault("job-type", "streaming")
     if a.streaming:
         spec["job-type"] = "streaming"
-    return spec, upload_path
 
 
 def post_job(client: Client, spec: dict) -> dict:

@@ -59,6 +59,22 @@ _NEVER = asyncio.Event()  # `registered` before the lease loop exists
 class Peer:
     """A JobManager peer: builds, starts and stops its components."""
 
+    # the components made once it joined (Peer.start: _join, _build, serve): None before
+    raft: Optional[RaftHost] = None
+    membership: Optional[Membership] = None
+    voting: Optional[VotingCore] = None        # promotions (jm/cluster/voting.py)
+    candidate: Optional[VoterCandidate] = None  # this peer becoming a voter
+    runner: Optional[web.AppRunner] = None
+    reporter: Optional[Batcher] = None
+    submitter: Optional[Batcher] = None
+    dispatcher: Optional[Dispatcher] = None
+    rm: Optional[ResourceManager] = None
+    lease: Optional[Lease] = None
+    rounds: Optional[LeaseRounds] = None       # the leader's heartbeat rounds
+    beats: Optional[BeatSender] = None
+    sql: Optional[SqlGateway] = None
+    gateway: Optional[PeerGateway] = None      # what REST may ask
+
     def __init__(self, conf: Config, me: PeerAddress, masters: list[PeerAddress],
                  rejoin: bool = False) -> None:
         self.conf = conf
@@ -84,14 +100,9 @@ class Peer:
         # deletes what nothing needs, caps job logs, watches free space
         self.janitor = Janitor(JanitorConfig.from_conf(conf, self.data_dir, self.log_dir),
                                self.blobs, self.node, self.ha_blobs)
-        self.raft: Optional[RaftHost] = None
         self.raft_dir = os.path.join(self.data_dir, "raft")
-        self.membership: Optional[Membership] = None
-        self.voting: Optional[VotingCore] = None  # promotions (jm/cluster/voting.py)
-        self.candidate: Optional[VoterCandidate] = None  # this peer becoming a voter
         # set when this peer was removed from the cluster: the process stops (_serve)
         self.removed = asyncio.Event()
-        self.runner: Optional[web.AppRunner] = None
         # the Connect server, its token (in every child's environment) and URL
         self.sparks = SparkAccess(conf, self.node, self.data_dir, self.log_dir)
         self.executor = Executor(self.log_dir, conf["jobmanager.executor.preload"],
@@ -99,14 +110,6 @@ class Peer:
                                  conf["jobmanager.executor.cgroup"],
                                  env_pass=conf["jobmanager.executor.env-pass"],
                                  env_add=self.sparks.child_env)
-        self.reporter: Optional[Batcher] = None
-        self.submitter: Optional[Batcher] = None
-        self.dispatcher: Optional[Dispatcher] = None
-        self.rm: Optional[ResourceManager] = None
-        self.lease: Optional[Lease] = None
-        self.rounds: Optional[LeaseRounds] = None  # the leader's heartbeat rounds
-        self.beats: Optional[BeatSender] = None
-        self.sql: Optional[SqlGateway] = None  # built in start
         self._guarded: dict[str, int] = {}  # processes the zygote kills with the lease
         self._tasks: list[asyncio.Task] = []
         self._warming: Optional[asyncio.Future] = None  # filling the overview's row cache
@@ -123,7 +126,6 @@ class Peer:
         self.peer_client = PeerClient(self.peer_headers, self.client_ssl)  # to other peers
         # the overview's rows, made as jobs end (the gateway pages them)
         self.lists = JobLists(lambda: self.raft.read())
-        self.gateway: Optional[PeerGateway] = None  # what REST may ask (built in start)
         self.metrics = PeerMetrics(self.node, self._gauges)  # a registry per peer
 
     def url_of(self, host: str, rest_port: int) -> str:

@@ -95,6 +95,24 @@ def validate_spec(spec: Any, max_slots: int | None = None,
     too_large = size_errors(spec, limits or SpecLimits())
     if too_large:
         raise (SpecTooLarge if "jobmanager.spec." in too_large[0] else SpecError)(too_large)
+    errors = _code_errors(spec)
+    errors += _identity_errors(spec, max_slots)
+    errors += _pyfiles_errors(spec.get("pyfiles", []))
+    if not isinstance(spec.get("args", {}), dict):
+        errors.append("args must be a JSON object")
+    job_type = spec.get("job-type", "batch")
+    errors += _job_type_errors(job_type, spec.get("sql"))
+    sp, sp_errors = _savepoint_path(spec.get("savepoint-path"), job_type)
+    rs, rs_errors = _restart_strategy(spec.get("restart-strategy"))
+    errors += sp_errors + rs_errors
+    if errors:
+        raise SpecError(errors)
+    return _normalised(spec, job_type, sp, rs)
+
+
+def _code_errors(spec: dict) -> list[str]:
+    """Problems of the fields, of what the job runs (one of entry, sql and script) and of
+    its Spark settings."""
     errors = []
     unknown = sorted(set(spec) - FIELDS)
     if unknown:
@@ -109,6 +127,12 @@ def validate_spec(spec: Any, max_slots: int | None = None,
         errors.append("sql must be a non-empty string")
     errors += _script_errors(script, spec.get("argv"))
     errors += _spark_errors(spec.get("spark-mode"), spec.get("spark-conf"))
+    return errors
+
+
+def _identity_errors(spec: dict, max_slots: int | None) -> list[str]:
+    """Problems of the name, the jobid and the slots."""
+    errors = []
     name = spec.get("name")
     if name is not None and (not isinstance(name, str) or not name.strip()
                              or len(name) > MAX_NAME):
@@ -124,43 +148,60 @@ def validate_spec(spec: Any, max_slots: int | None = None,
         errors.append("slots must be an integer >= 1")
     elif max_slots is not None and slots > max_slots:
         errors.append(f"slots must be at most {max_slots} (the largest peer's slots)")
-    pyfiles = spec.get("pyfiles", [])
+    return errors
+
+
+def _pyfiles_errors(pyfiles: Any) -> list[str]:
     if not isinstance(pyfiles, list) or not all(isinstance(p, str) for p in pyfiles):
-        errors.append("pyfiles must be a list of strings")
-    else:
-        for p in pyfiles:
-            errors += _code_ref_errors("pyfiles", p, (".py", ".zip", ".egg", "/"),
-                                       "a .py, .zip or .egg file or a directory/")
-    args = spec.get("args", {})
-    if not isinstance(args, dict):
-        errors.append("args must be a JSON object")
-    job_type = spec.get("job-type", "batch")
+        return ["pyfiles must be a list of strings"]
+    errors = []
+    for p in pyfiles:
+        errors += _code_ref_errors("pyfiles", p, (".py", ".zip", ".egg", "/"),
+                                   "a .py, .zip or .egg file or a directory/")
+    return errors
+
+
+def _job_type_errors(job_type: Any, sql: Any) -> list[str]:
     if job_type not in JOB_TYPES:
-        errors.append("job-type must be 'batch' (the default) or 'streaming' (moved by "
-                      "rebalancing and drain, savepoints)")
-    elif sql is not None and job_type == "streaming":
-        errors.append("a SQL job is a batch job; job-type 'streaming' needs an entry or a "
-                      "script")
-    sp = spec.get("savepoint-path")
-    if sp is not None:
-        try:  # a path or a URI (s3://, gs://, hdfs://), stored in its canonical spelling
-            sp = fsuri.location(sp, "savepoint-path")
-        except ValueError as exc:
-            errors.append(f"{exc} (a savepoint's location)")
-        else:
-            if job_type != "streaming":
-                errors.append("savepoint-path needs \"job-type\": \"streaming\"")
-    rs = spec.get("restart-strategy")
-    if rs is not None:
-        try:
-            rs = validate_override(rs)
-        except ValueError as exc:
-            errors.append(str(exc))
-    if errors:
-        raise SpecError(errors)
+        return ["job-type must be 'batch' (the default) or 'streaming' (moved by "
+                "rebalancing and drain, savepoints)"]
+    if sql is not None and job_type == "streaming":
+        return ["a SQL job is a batch job; job-type 'streaming' needs an entry or a "
+                "script"]
+    return []
+
+
+def _savepoint_path(sp: Any, job_type: Any) -> tuple[Any, list[str]]:
+    """The savepoint-path in its canonical spelling (a path or a URI: s3://, gs://,
+    hdfs://), and its problems."""
+    if sp is None:
+        return None, []
+    try:
+        sp = fsuri.location(sp, "savepoint-path")
+    except ValueError as exc:
+        return sp, [f"{exc} (a savepoint's location)"]
+    if job_type != "streaming":
+        return sp, ["savepoint-path needs \"job-type\": \"streaming\""]
+    return sp, []
+
+
+def _restart_strategy(rs: Any) -> tuple[Any, list[str]]:
+    """The restart-strategy override as validate_override normalises it, and its
+    problems."""
+    if rs is None:
+        return None, []
+    try:
+        return validate_override(rs), []
+    except ValueError as exc:
+        return rs, [str(exc)]
+
+
+def _normalised(spec: dict, job_type: str, sp: Any, rs: Any) -> dict:
+    """The valid spec with its defaults filled in and its references canonical."""
+    entry, script = spec.get("entry"), spec.get("script")
     out = {k: v for k, v in spec.items() if v is not None}
-    out["jobid"] = jobid or new_job_id()
-    out["slots"] = slots
+    out["jobid"] = spec.get("jobid") or new_job_id()
+    out["slots"] = spec.get("slots", 1)
     out["job-type"] = job_type
     if sp is not None:
         out["savepoint-path"] = sp

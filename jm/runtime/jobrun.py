@@ -326,10 +326,8 @@ def _stop_queries_quietly(session) -> None:
 def run_job(params: RunParams) -> int:
     """Run one attempt; write result.json or error.json; return the exit code."""
     ctx = JobContext(params)
-    os.environ.update({"JM_JOB_ID": ctx.job_id, "JM_ATTEMPT": str(ctx.attempt),
-                       "JM_CHECKPOINT_DIR": ctx.checkpoint_dir})
     script = params.script
-    signal.signal(signal.SIGTERM, _stop_handler(ctx, script is not None, params.streaming))
+    _prepare_process(ctx, params)
     result_path, error_path = params.result_path, params.error_path
     classic = ctx.spark_mode == "classic" and not params.cleanup_session
     watcher = None
@@ -373,14 +371,29 @@ def run_job(params: RunParams) -> int:
         _write_error(error_path, f"{type(exc).__name__}: {exc}", tb, params)
         return 1
     finally:
-        ctx.close()
-        if classic:
-            from jm.runtime.sparkapp import stop_driver
-            stop_driver()
-        if watcher is not None:
-            watcher.done.set()
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except Exception:
-            pass
+        _release(ctx, classic, watcher)
+
+
+def _prepare_process(ctx: JobContext, params: RunParams) -> None:
+    """The job's environment (JM_JOB_ID, JM_ATTEMPT, JM_CHECKPOINT_DIR) and its SIGTERM
+    handler."""
+    os.environ.update({"JM_JOB_ID": ctx.job_id, "JM_ATTEMPT": str(ctx.attempt),
+                       "JM_CHECKPOINT_DIR": ctx.checkpoint_dir})
+    signal.signal(signal.SIGTERM,
+                  _stop_handler(ctx, params.script is not None, params.streaming))
+
+
+def _release(ctx: JobContext, classic: bool, watcher) -> None:
+    """After the attempt: the Spark session, the classic driver and its watcher, and
+    what the process printed."""
+    ctx.close()
+    if classic:
+        from jm.runtime.sparkapp import stop_driver
+        stop_driver()
+    if watcher is not None:
+        watcher.done.set()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:
+        pass
