@@ -79,7 +79,8 @@ def drive(states: list, seconds: float, run) -> dict:
     took = time.monotonic() - began
     return {"clients": clients, "queries": len(lat), "qps": round(len(lat) / took, 2),
             "p50_ms": round(pct(lat, 50) * 1000, 1), "p99_ms": round(pct(lat, 99) * 1000, 1),
-            "failures": len(failures), "failure_examples": failures[:3]}
+            "failures": len(failures), "failure_examples": failures[:3],
+            "failure_all": failures}
 
 
 def open_all(make, n: int) -> list:
@@ -141,6 +142,13 @@ def jobs_path(urls: list[str], q: str, opened: list):
     return make, run
 
 
+class PeerError(Exception):
+    """A request to the peer at `url` got no answer."""
+
+    def __init__(self, url: str, exc: BaseException) -> None:
+        super().__init__(f"{url}: {type(exc).__name__}: {exc}")
+
+
 class RestClient:
     """A plain client of Flink's SQL Gateway REST protocol, as Flink's SQL Client or curl
     speaks it: no X-Request-Id; one peer's address (the next one only when that peer
@@ -156,8 +164,10 @@ class RestClient:
                 return request(method, self.urls[0] + path, body, timeout=60)
             except urllib.error.URLError as exc:
                 if not isinstance(exc.reason, ConnectionRefusedError):
-                    raise
+                    raise PeerError(self.urls[0], exc) from None
                 self.urls = self.urls[1:] + self.urls[:1]
+            except OSError as exc:  # (its answer lost: the peer it talks to died)
+                raise PeerError(self.urls[0], exc) from None
         raise RuntimeError("no peer accepts connections")
 
     def node(self) -> str:
@@ -204,7 +214,8 @@ def failover(c: BenchCluster, seconds: float, q: str, client: str = "dbapi") -> 
         victim = max(set(nodes), key=nodes.count)
         i = next(k for k, line in enumerate(c.lines) if line.endswith(":" + victim.split(":")[1]))
         os.kill(_peer_pid(c, i), signal.SIGKILL)
-        result.update(victim=victim, sessions_on_victim=nodes.count(victim),
+        result.update(victim=victim, victim_url=c.urls[i],
+                      sessions_on_victim=nodes.count(victim),
                       sessions=len(nodes), killed_at_s=round(seconds / 3, 1), client=client)
     states = open_all(make, 16)
     drive(states, 2.0, run)  # every session's Spark session is open before the kill
@@ -213,6 +224,12 @@ def failover(c: BenchCluster, seconds: float, q: str, client: str = "dbapi") -> 
     out = drive(states, seconds, run)
     k.join(30)
     out.update(result)
+    # a client whose own peer died loses what it had sent there: that is not the
+    # gateway's to hide (a client with several addresses sends its next one elsewhere)
+    victim_url = result.get("victim_url")
+    own = [f for f in out.pop("failure_all") if victim_url and f.startswith(
+        f"PeerError: {victim_url}:")]
+    out["failures_at_own_peer"] = len(own)
     return out
 
 
@@ -224,16 +241,19 @@ def _peer_pid(c: BenchCluster, i: int) -> int:
 
 
 def one_run(seconds: float, clients: list[int], fo_client: str = "dbapi",
-            only_failover: bool = False) -> dict:
+            only_failover: bool = False, paths: tuple = ("raw", "gateway", "jobs"),
+            queries: tuple = tuple(QUERIES)) -> dict:
     out: dict = {"cells": []}
     with BenchCluster(3, SETTINGS) as c:
         for url in c.urls:
             wait_until(lambda u=url: get(u + "/healthz").get("spark-ready"), 300,
                        f"{url} Spark ready")
         remotes = [get(u + "/healthz")["spark-remote"] + "/;token=bench-olap" for u in c.urls]
-        for name, q in ({} if only_failover else QUERIES).items():
-            for path, build in (("raw", raw_path), ("gateway", gateway_path),
-                                ("jobs", jobs_path)):
+        for name, q in [(n, q) for n, q in QUERIES.items()
+                        if n in queries and not only_failover]:
+            for path, build in [(p, b) for p, b in (("raw", raw_path),
+                                                    ("gateway", gateway_path),
+                                                    ("jobs", jobs_path)) if p in paths]:
                 target = remotes if path == "raw" else c.urls
                 for n in clients:
                     opened: list = []
@@ -241,6 +261,7 @@ def one_run(seconds: float, clients: list[int], fo_client: str = "dbapi",
                     states = open_all(make, n)  # long-lived sessions, as raw clients hold
                     drive(states, min(2.0, seconds), run)  # warm-up
                     cell = dict(drive(states, seconds, run), path=path, query=name)
+                    cell.pop("failure_all")
                     for close in opened:
                         try:
                             close()
@@ -263,9 +284,12 @@ def main() -> int:
                     help="the failover phase's clients: DB-API connections (request ids) "
                          "or plain REST clients of Flink's protocol (none)")
     ap.add_argument("--only-failover", action="store_true")
+    ap.add_argument("--paths", default="raw,gateway,jobs", help="which paths to measure")
+    ap.add_argument("--queries", default=",".join(QUERIES), help="which queries to run")
     a = ap.parse_args()
     clients = [int(x) for x in a.clients.split(",")]
-    runs = [one_run(a.seconds, clients, a.failover_client, a.only_failover)
+    runs = [one_run(a.seconds, clients, a.failover_client, a.only_failover,
+                    tuple(a.paths.split(",")), tuple(a.queries.split(",")))
             for _ in range(a.runs)]
     summary = []
     for cell in runs[0]["cells"]:
@@ -280,6 +304,7 @@ def main() -> int:
     fo = [r["failover"] for r in runs]
     report = {"runs": a.runs, "seconds": a.seconds, "medians": summary,
               "failover": {"failed_queries": [f["failures"] for f in fo],
+                           "failed_at_own_peer": [f.get("failures_at_own_peer") for f in fo],
                            "p99_ms": median([f["p99_ms"] for f in fo]),
                            "sessions_on_victim": [f.get("sessions_on_victim") for f in fo],
                            "client": a.failover_client},

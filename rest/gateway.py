@@ -78,6 +78,8 @@ class SqlGatewayApi(Protocol):
         """`row_format` (one of ROW_FORMATS) is checked before any wait; the rows are
         the same in either (rest/sql.py writes PLAIN_TEXT's)."""
         ...
+    async def complete(self, handle: str, body: dict, forwarded: bool) -> list:
+        """Flink's complete-statement: the candidates at body's position."""
 
     def move_wait(self) -> float:
         """How long a request for a session whose holder cannot be reached waits for the

@@ -50,6 +50,8 @@ SESSION = {"type": "object", "properties": {"sessionName": STRING,
 STATEMENT = {"type": "object", "required": ["statement"], "properties": {
     "statement": STRING, "executionConfig": ANY_OBJECT,
     "executionTimeout": INT}}
+COMPLETE = {"type": "object", "required": ["statement", "position"], "properties": {
+    "statement": STRING, "position": {"type": "integer", "minimum": 0}}}
 BATCH = {"type": "object", "required": ["file"], "properties": {
     "file": STRING, "className": STRING, "name": STRING,
     "args": {"type": "array", "items": STRING}, "pyFiles": {"type": "array", "items": STRING},
@@ -142,6 +144,8 @@ def _routes() -> dict[str, dict[str, dict]]:
             s + "/{sh}/statements": {"post": _op("run a statement", body=STATEMENT)},
             s + "/{sh}/configure-session": {"post": _op("run a configuring statement",
                                                          body=STATEMENT)},
+            s + "/{sh}/complete-statement": {"get": _op(
+                "completion hints at a position (a JSON body, as Flink's)", body=COMPLETE)},
             op + "/status": {"get": _op("an operation's status")},
             op + "/cancel": {"post": _op("cancel an operation"),
                              "delete": _op("cancel an operation")},

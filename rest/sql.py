@@ -252,6 +252,14 @@ async def configure(request: web.Request) -> web.StreamResponse:
     return await _answer(request, run)
 
 
+async def complete_statement(request: web.Request) -> web.StreamResponse:
+    """Flink's completion hints: `{"statement", "position"}` -> `{"candidates": [...]}`
+    (a GET with a JSON body, as Flink's SQL Client sends it)."""
+    body = await _body(request)
+    return await _answer(request, lambda: _keyed("candidates", _gw(request).complete(
+        request.match_info["sh"], body, _forwarded(request))))
+
+
 async def status(request: web.Request) -> web.StreamResponse:
     async def run() -> dict:
         return {"status": _gw(request).status(request.match_info["sh"],
@@ -312,6 +320,7 @@ def add_routes(app: web.Application) -> None:
         r.add_post(s + "/{sh}/heartbeat", heartbeat)
         r.add_post(s + "/{sh}/statements", execute)
         r.add_post(s + "/{sh}/configure-session", configure)
+        r.add_get(s + "/{sh}/complete-statement", complete_statement)
         r.add_get(op + "/status", status)
         r.add_post(op + "/cancel", cancel)
         r.add_delete(op + "/cancel", cancel)

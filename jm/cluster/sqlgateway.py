@@ -15,6 +15,7 @@ from typing import Optional
 
 from jm.cluster.sqlops import LocalSession, Operation
 from jm.cluster.sqlsessions import SqlSessions
+from jm.policy import flinksql, sqlcomplete
 from jm.policy.sqlop import OpStatus, adoption
 from jm.policy.sqlparse import READ, STATE, WRITE, classify, temp_views
 from jm.runtime import sqlproto as P
@@ -29,6 +30,8 @@ log = logging.getLogger("jm.sql")
 RUNNING, FINISHED, ERROR = OpStatus.RUNNING, OpStatus.FINISHED, OpStatus.ERROR
 CANCELED, CLOSED = OpStatus.CANCELED, OpStatus.CLOSED
 MAX_OPS_PER_SESSION = 1000
+NAMES_MAX = 10_000  # table or function names gathered for a completion
+NAMES_WAIT = 10.0   # s: a completion's wait for the session's names (else keywords only)
 CLASSIFY_INLINE = 4 * 1024  # characters classified on the event loop (parsing: about 1 ms
                             # per KB, bench/sqlparse.py); more in a thread
 
@@ -42,17 +45,7 @@ class SqlGateway(SqlSessions):
         """Start a statement; its operation's handle. With a request id (X-Request-Id)
         the handle is derived from it: a retried request (an answer lost on the way) gets
         the same operation, the statement runs once."""
-        statement = body.get("statement")
-        config = body.get("executionConfig") or {}
-        if not isinstance(statement, str) or not statement.strip():
-            raise ApiError(400, "statement must be a non-empty string")
-        if not isinstance(config, dict):
-            raise ApiError(400, "executionConfig must be an object")
-        size, most = len(statement.encode("utf-8", "replace")), \
-            self.conf["sql-gateway.max-statement-size"]
-        if size > most:
-            raise ApiError(413, f"the statement is {size} bytes, more than "
-                                f"sql-gateway.max-statement-size ({most} bytes)")
+        statement, config, flink = self._statement(body)
         self._held_here(handle, forwarded)
         # (before the checks below, which must not be split by a wait: two tries of one
         # request at once would both start it)
@@ -78,12 +71,13 @@ class SqlGateway(SqlSessions):
         if len(s.ops) >= MAX_OPS_PER_SESSION:
             self._forget_old_ops(s)
         op = Operation(op_id, statement, kind)
-        config = {str(k): str(v) for k, v in config.items()}
         # recorded for the session's next holder; a read runs meanwhile, a statement
         # that changes something only once it is recorded (never twice after a 503)
         op.logged = asyncio.ensure_future(self.ops_log.submit(SqlOperation(
             handle, op.id, self.node, s.epoch, statement, op.kind, time.time())))
         s.ops[op.id] = op
+        if flink is not None and flink.answers_ok:
+            self.flink_ok.add(op.id)
         if op.kind == READ:
             op.task = asyncio.create_task(self._run(s, op, config))
         try:
@@ -94,6 +88,7 @@ class SqlGateway(SqlSessions):
         if res is None or not res.ok:
             await self._stop(op)
             s.ops.pop(op.id, None)
+            self.flink_ok.discard(op.id)
             if res is not None and res.code == "stale":
                 raise ApiError(503, f"session {handle} is moving to another peer; retry",
                                headers={"Retry-After": "1"})
@@ -104,11 +99,33 @@ class SqlGateway(SqlSessions):
             op.task = asyncio.create_task(self._run(s, op, config))
         return op.id
 
+    def _statement(self, body: dict) -> tuple[str, dict, Optional[flinksql.Translation]]:
+        """The request's statement, checked, in Spark's syntax (Flink's SET 'k' = 'v' and
+        RESET 'k' translated: run and recorded so, so the replay on the session's next
+        peer runs Spark's syntax), its executionConfig, and the translation if any."""
+        statement = body.get("statement")
+        config = body.get("executionConfig") or {}
+        if not isinstance(statement, str) or not statement.strip():
+            raise ApiError(400, "statement must be a non-empty string")
+        if not isinstance(config, dict):
+            raise ApiError(400, "executionConfig must be an object")
+        flink = flinksql.translate(statement)
+        if flink is not None:
+            statement = flink.statement
+        size, most = len(statement.encode("utf-8", "replace")), \
+            self.conf["sql-gateway.max-statement-size"]
+        if size > most:
+            raise ApiError(413, f"the statement is {size} bytes, more than "
+                                f"sql-gateway.max-statement-size ({most} bytes)")
+        return statement, {str(k): str(v) for k, v in config.items()}, flink
+
     def _forget_old_ops(self, s: LocalSession) -> None:
         for op_id in [i for i, op in s.ops.items() if op.status != RUNNING][:len(s.ops) // 2]:
             s.ops.pop(op_id, None)
 
     async def _run(self, s: LocalSession, op: Operation, config: dict) -> None:
+        answers_ok = op.id in self.flink_ok
+        self.flink_ok.discard(op.id)
         try:
             await self._ensure_open(s.handle)
             page = await self.worker.call(P.Execute(s.handle, op.id, op.statement, config,
@@ -119,8 +136,11 @@ class SqlGateway(SqlSessions):
                 if not res.ok:
                     raise StatementError(f"the statement ran but the session could not "
                                          f"keep it: {res.error}")
+            if answers_ok:  # Flink's answer to a SET of a key or a RESET: one row, OK
+                page = {"schema": flinksql.OK_SCHEMA, "rows": flinksql.OK_ROWS, "eos": True}
             op.columns = sqlresult.columns(page.get("schema"))
-            op.has_content = bool(op.columns) and (bool(page["rows"]) or op.kind == READ)
+            op.has_content = bool(op.columns) and (bool(page["rows"]) or op.kind == READ) \
+                and not answers_ok
             op.page, op.eos = page, bool(page.get("eos"))
             await self._ended(s, op, FINISHED)
             op.update_state(FINISHED)
@@ -258,6 +278,41 @@ class SqlGateway(SqlSessions):
         except (StatementError, WorkerLost) as exc:
             op.update_state(ERROR, _message(exc))
             raise ApiError(400, _message(exc))
+
+    # ---- completion -------------------------------------------------------------------
+    async def complete(self, handle: str, body: dict, forwarded: bool) -> list:
+        """Flink's complete-statement: the hints for the word typed at `position`
+        (jm/policy/sqlcomplete.py), with the session's tables and views and Spark's
+        functions gathered from its Spark session (keywords only if that fails)."""
+        try:
+            statement, position = sqlcomplete.request(body)
+        except sqlcomplete.BadRequest as exc:
+            raise ApiError(400, str(exc))
+        s = self._held_here(handle, forwarded)
+        ctx = sqlcomplete.context(statement, position)
+        if ctx is None or not (ctx.prefix or ctx.wants_tables):
+            return [] if ctx is None else sqlcomplete.candidates(ctx)
+        tables = [r[1] for r in await self._names(s, "SHOW TABLES")
+                  if len(r) > 1 and isinstance(r[1], str)]
+        if self.functions is None and ctx.prefix:  # Spark's own: the same for every session
+            names = tuple(r[0] for r in await self._names(s, "SHOW SYSTEM FUNCTIONS")
+                          if r and isinstance(r[0], str))
+            self.functions = names or None
+        return sqlcomplete.candidates(ctx, tables, self.functions or ())
+
+    async def _names(self, s: LocalSession, statement: str) -> list:
+        """The rows of a SHOW statement run in the session's Spark session; none if it
+        cannot run (no Spark server, the worker restarting)."""
+        op_id = f"complete-{uuid.uuid4()}"
+        try:
+            await asyncio.wait_for(self._ensure_open(s.handle), NAMES_WAIT)
+            page = await self.worker.call(P.Execute(s.handle, op_id, statement, {},
+                                                    NAMES_MAX), timeout=NAMES_WAIT)
+        except Exception as exc:  # (a hint is never worth an error)
+            log.info("completion names of session %s: %s", s.handle, exc)
+            return []
+        asyncio.ensure_future(self._quiet(P.CloseOperation(op_id)))
+        return list(page.get("rows") or ())
 
 
 async def _classify(statement: str, defining: list) -> str:

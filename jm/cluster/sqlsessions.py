@@ -45,6 +45,8 @@ class SqlSessions:
         self._task: Optional[asyncio.Task] = None
         self._wake: Optional[asyncio.Event] = None
         self.ops_log: Optional[Batcher] = None  # operations, for the session's next holder
+        self.flink_ok: set[str] = set()  # operations answered as Flink's SET/RESET (OK)
+        self.functions: Optional[tuple] = None  # Spark's function names, for completion
         # idle expiry counts on this host's monotonic clock, from the last request this
         # peer served (never from a time another peer stamped), so a wall clock step does
         # not close sessions early or keep them late; time.time() only stamps commands
