@@ -57,7 +57,7 @@ async def ask_identities(urls: list[str], client: PeerClient,
                 return None
             return SeedView(body.get("cluster-id") or None,
                             tuple(str(n) for n in body.get("known") or ()),
-                            body.get("starting") is True)
+                            body.get("starting") is True, body.get("has-data") is True)
         except (PeerUnreachable, TypeError, AttributeError):
             return None
     answers = await asyncio.gather(*(one(u) for u in urls))
@@ -92,7 +92,8 @@ def early_answer(had_data: bool, raft_dir: str, node: str) -> dict:
     """What this peer answers GET /cluster/identity with before its Raft starts: the
     cluster its data belongs to, if any, and that it cannot say yet whom it knows."""
     cluster = (read_identity(raft_dir) or {}).get("cluster-id") if had_data else None
-    return {"cluster-id": cluster, "node": node, "known": [], "starting": True}
+    return {"cluster-id": cluster, "node": node, "known": [], "starting": True,
+            "has-data": had_data}
 
 
 async def serve_early(host: str, port: int, ssl_context: Any, answer: dict,

@@ -74,6 +74,7 @@ class Peer:
     beats: Optional[BeatSender] = None
     sql: Optional[SqlGateway] = None
     gateway: Optional[PeerGateway] = None      # what REST may ask
+    had_data = False                           # it started with Raft data
 
     def __init__(self, conf: Config, me: PeerAddress, masters: list[PeerAddress],
                  rejoin: bool = False) -> None:
@@ -155,7 +156,7 @@ class Peer:
 
     async def _join(self) -> None:
         """This peer's role and the voters (asked of the seeds), then its Raft node."""
-        had_data = has_raft_data(self.raft_dir)
+        had_data = self.had_data = has_raft_data(self.raft_dir)
         # until the REST app binds, the port answers who this peer is (a new cluster's
         # starting peers find each other: jm/policy/identity.py)
         early = await serve_early(
@@ -233,7 +234,7 @@ class Peer:
             self.node, conf, raft, self.lease, self.rounds, self.submitter, self.executor,
             self.sql, sparks.server, sparks.remote, self.blobs, self.ha_blobs, self.voting,
             self.candidate, self.peer_client, self.url_of, self.lists, self.data_dir,
-            self.log_dir, self.janitor.disk_low, lambda: self.started))
+            self.log_dir, self.janitor.disk_low, lambda: self.started, self.had_data))
 
     async def _run(self) -> None:
         """Start the components, in the order they need each other."""

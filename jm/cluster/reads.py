@@ -149,10 +149,16 @@ class PeerReads(GatewayBase):
     def identity(self) -> dict:
         """What this replica knows of the cluster, without a leader (a starting peer whose
         Raft data is missing asks this: jm/policy/identity.py): its id and the peers
-        registered in it (not removed)."""
+        registered in it (not removed). Until this peer's own registration is applied
+        here, its replica may still be replaying the log (a restarted member applies its
+        journal only once a leader tells it what is committed): it is `starting`, and
+        cannot say yet whom the cluster knows; `has-data`: it started with Raft data (it
+        belongs to a cluster, even before it can name it)."""
         with self.raft.read() as st:
             return {"cluster-id": st.cluster_id, "node": self.node,
-                    "known": sorted(st.peers), "applied-index": self.raft.applied_index()}
+                    "known": sorted(st.peers), "applied-index": self.raft.applied_index(),
+                    "starting": not self.svc.lease.registered.is_set(),
+                    "has-data": self.svc.had_data or bool(st.cluster_id)}
 
     def artifact_file(self, artifact_id: str) -> Optional[str]:
         from jm.cluster.blobs import BlobError

@@ -43,6 +43,7 @@ class GatewayServices:
     log_dir: str
     disk_low: Callable[[], Optional[str]]   # why the disk is low (jobmanager.disk.min-free)
     started: Callable[[], bool]             # every component runs (writes 503 before)
+    had_data: bool = False                  # it started with Raft data (a member before)
 
 
 @dataclass(frozen=True)

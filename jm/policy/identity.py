@@ -18,7 +18,9 @@ start-up it asks the seeds (conf/masters) what they know, from their own replica
 * it has none and cannot tell (fail closed): no seed answered, or the only answers are of
   seeds still starting that have a cluster's data (they cannot say yet whom it knows).
   It waits for a better answer (`WAIT`) and, once `final`, refuses to start. Seeds that
-  are starting too, with no data of any cluster, are a new cluster being created: every
+  are starting too, with no data of any cluster (no Raft data at all: a seed restarted
+  before it wrote its identity file has data all the same), are a new cluster being
+  created: every
   starting peer answers GET /cluster/identity before its Raft starts
   (jm/cluster/identity.py), so the peers of a new cluster find each other.
 `--rejoin` always makes the peer start as a non-voter until caught up (the safe way to
@@ -39,6 +41,7 @@ class SeedView:
     cluster_id: Optional[str]
     known: tuple  # node ids registered in its replica and not removed
     starting: bool = False  # still starting: `known` is not read yet (its Raft is not up)
+    has_data: bool = False  # it has Raft data (of a cluster, even if it cannot name it yet)
 
 
 def decide(has_data: bool, identity: Optional[dict], node: str, views: list[SeedView],
@@ -76,7 +79,7 @@ def decide(has_data: bool, identity: Optional[dict], node: str, views: list[Seed
         return VOTER, "a new single-peer cluster (conf/masters lists no other peer)"
     if any(not v.starting for v in views):
         return VOTER, "a new peer"
-    if views and not clusters:
+    if views and not clusters and not any(v.has_data for v in views):
         return VOTER, "a new peer of a new cluster (its seeds are starting too, without data)"
     if not final:
         return WAIT, "no seed can say yet whether it knows this peer"

@@ -21,11 +21,15 @@ async def test_an_artifact_survives_the_peer_it_was_uploaded_to(tmp_path):
         with open(shared, "rb") as f:  # there before the 201
             assert hashlib.sha256(f.read()).hexdigest() == digest
         uploader = c.peers[0]
-        await uploader.stop()  # the only peer that holds it
-        s, b = await ahttp("POST", c.url(1) + "/jobs",
-                           {"entry": "copied_job:main", "pyfiles": [art["pyfile"]]})
-        assert s == 202, b
-        jid = b["jobid"]
+        await uploader.stop()  # the only peer that holds it (perhaps the leader)
+
+        async def submitted():  # a 503 while the others elect a leader: sent again
+            s, b = await ahttp("POST", c.url(1) + "/jobs",
+                               {"entry": "copied_job:main", "pyfiles": [art["pyfile"]]},
+                               headers={"X-Request-Id": "after-the-uploader-stopped"})
+            assert s in (202, 503), b
+            return b["jobid"] if s == 202 else None
+        jid = await apoll(submitted, 30, interval=0.2, what="the job accepted")
 
         async def ended():
             s, j = await ahttp("GET", c.url(1) + f"/jobs/{jid}")

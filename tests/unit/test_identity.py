@@ -49,3 +49,13 @@ def test_without_data_and_without_an_answer_that_can_tell_it_waits_then_refuses(
     assert decide(False, None, ME, [STARTING_OLD, KNOWN], False, final=False)[0] is None
     assert decide(False, None, ME, [STARTING_OLD, NEW], False, final=False)[0] == VOTER
     assert decide(True, {"cluster-id": "c1", "node": ME}, ME, [KNOWN], True)[0] == NON_VOTER
+
+
+def test_a_starting_seed_with_data_but_no_identity_yet_is_no_new_cluster():
+    """A seed restarted before it wrote its identity file cannot name its cluster, but its
+    Raft data says there is one: a wiped peer waits, and refuses once final."""
+    data_no_id = SeedView(None, (), starting=True, has_data=True)
+    assert decide(False, None, ME, [data_no_id, STARTING_NEW], False, final=False)[0] == WAIT
+    mode, why = decide(False, None, ME, [data_no_id], False, final=True)
+    assert mode is None and "--rejoin" in why
+    assert decide(False, None, ME, [STARTING_NEW], False)[0] == VOTER  # a new cluster
