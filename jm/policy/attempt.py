@@ -38,6 +38,12 @@ from jm.policy.restart import RestartStrategy, RestartTracker, on_failure
 from raft import state as S
 
 
+# the first losses of a run of attempts that lost their peer right after they started are
+# taken for hosts lost one after the other (an operator's kills, a rack going down): from
+# the next one on, the job may be what kills them, and each counts against its restart
+# strategy (with `none`: it fails at the third loss in a row)
+HOST_LOSSES = 2
+
 LEASE_LOST = {"exception": "LeaseExpired: the job process was stopped because this peer "
                            "lost its lease", "traceback": ""}
 
@@ -104,7 +110,7 @@ class AttemptState:
             return []
         # not awaited: committed in order before RUNNING; a stale epoch fences it there
         out = [Report(S.INITIALIZING, self.restart)]
-        if len(self.losses) < 2 or self.intents.kind() is not None:
+        if len(self.losses) <= HOST_LOSSES or self.intents.kind() is not None:
             return out + self._next()
         return out + self._lost_peers(now, rnd)
 
@@ -254,18 +260,18 @@ class AttemptState:
 
     def _lost_peers(self, now: float, rnd: float) -> list:
         """Its last attempts each lost their peer right after they started: all but the
-        first of them (one host's loss is not the job's doing) count against its restart
-        strategy, at their times relative to the last (the leader's clock)."""
+        first HOST_LOSSES of them count against its restart strategy, at their times
+        relative to the last (the leader's clock)."""
         last = self.losses[-1].end
-        for loss in self.losses[1:]:
+        for loss in self.losses[HOST_LOSSES:]:
             self.tracker, decision = on_failure(
                 self.strategy, self.tracker, now - max(last - loss.end, 0.0), rnd)
         failure = {"exception": (
             f"PeerLost: its last {len(self.losses)} attempts each ended with the loss of "
             f"the peer running it within {S.YOUNG_LOSS:g} s of starting "
             f"({', '.join(x.node for x in self.losses)}); the job may be what kills its "
-            f"peers (memory, signals): {len(self.losses) - 1} of them count against its "
-            "restart strategy"), "traceback": ""}
+            f"peers (memory, signals): {len(self.losses) - HOST_LOSSES} of them count "
+            "against its restart strategy"), "traceback": ""}
         if not decision.restart:
             return self._end(S.FAILED, failure=dict(failure, final=True,
                                                     reason=decision.reason))

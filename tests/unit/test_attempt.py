@@ -201,20 +201,21 @@ def test_a_request_before_the_first_spawn_is_acted_on_without_one():
 
 
 # ---- attempts that lost their peer as they started ---------------------------------------
-LOST = tuple(S.PeerLoss(n, t) for n, t in (("n1", 10.0), ("n2", 14.0), ("n3", 18.0)))
+LOST = tuple(S.PeerLoss(n, t) for n, t in (("n1", 10.0), ("n2", 14.0), ("n3", 18.0),
+                                           ("n1", 22.0)))
 
 
-def test_one_peer_lost_as_the_job_started_is_not_the_jobs_doing():
-    st_ = AttemptState(NONE, False, losses=LOST[:1])
+def test_two_peers_lost_as_the_job_started_are_hosts_lost_not_the_jobs_doing():
+    st_ = AttemptState(NONE, False, losses=LOST[:2])
     assert st_.handle(Begin(), 0.0, 0.5) == [Report(S.INITIALIZING, 0), Spawn(0)]
 
 
 def test_each_further_peer_lost_counts_against_the_restart_strategy():
-    st_ = AttemptState(FIXED, False, losses=LOST[:3])  # 2 count: 2 attempts, both used
+    st_ = AttemptState(FIXED, False, losses=LOST[:4])  # 2 count: 2 attempts, both used
     init, restarting = st_.handle(Begin(), 100.0, 0.5)
     assert init == Report(S.INITIALIZING, 0) and restarting.status == S.RESTARTING
-    assert "last 3 attempts each ended with the loss of the peer" in \
-        restarting.failure["exception"] and "(n1, n2, n3)" in restarting.failure["exception"]
+    assert "last 4 attempts each ended with the loss of the peer" in \
+        restarting.failure["exception"] and "(n1, n2, n3, n1)" in restarting.failure["exception"]
     assert st_.handle(Reported(S.RESTARTING, 0, True), 100.0, 0.5) == [WaitFor(0, 5.0)]
     assert st_.handle(DelayElapsed(0), 105.0, 0.5) == [Spawn(0)]  # its first process
     st_.handle(Spawned(0), 105.0, 0.5)
@@ -224,13 +225,15 @@ def test_each_further_peer_lost_counts_against_the_restart_strategy():
 
 
 def test_a_job_that_keeps_killing_its_peers_fails_once_its_strategy_is_used():
-    lost = LOST + (S.PeerLoss("n1", 22.0),)  # 3 count, the strategy allows 2
+    lost = LOST + (S.PeerLoss("n2", 26.0),)  # 3 count, the strategy allows 2
     st_ = AttemptState(FIXED, False, losses=lost)
     init, failed = st_.handle(Begin(), 100.0, 0.5)
     assert failed.status == S.FAILED and failed.failure["final"]
     assert "fixed-delay: 2 restart attempts used" == failed.failure["reason"]
     assert "may be what kills its peers" in failed.failure["exception"]
     assert st_.handle(Reported(S.FAILED, 0, True), 100.0, 0.5) == [Done(S.FAILED)]
+    assert AttemptState(NONE, False, losses=LOST[:3]).handle(Begin(), 0.0, 0.5)[1].status \
+        == S.FAILED  # no restarts at all: the third loss in a row
 
 
 def test_peer_losses_grow_an_exponential_delay_at_their_own_times():
@@ -238,9 +241,9 @@ def test_peer_losses_grow_an_exponential_delay_at_their_own_times():
         "initial-backoff": 1.0, "max-backoff": 60.0, "backoff-multiplier": 2.0,
         "reset-backoff-threshold": 3.0, "jitter-factor": 0.0,
         "attempts-before-reset-backoff": 100})
-    assert _first_delay(exp, LOST[:2]) == 1.0
+    assert _first_delay(exp, LOST[:3]) == 1.0
     assert _first_delay(exp, LOST) == 1.0  # 4 s apart: past the reset threshold
-    close = tuple(S.PeerLoss("n", t) for t in (10.0, 11.0, 12.0, 13.0))
+    close = tuple(S.PeerLoss("n", t) for t in (9.0, 10.0, 11.0, 12.0, 13.0))
     assert _first_delay(exp, close) == 4.0  # 1, 2, 4
 
 
