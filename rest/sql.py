@@ -19,7 +19,7 @@ from rest.requests import json_body
 
 VERSIONS = ("v1", "v2")
 FORWARDED = "X-JM-Forwarded"
-REQUEST_ID = "jm.request_id"  # the request's key for its statement's request id
+REQUEST_ID = web.RequestKey("jm_request_id", str)  # the statement's request id
 HTTP: web.AppKey[Any] = web.AppKey("sql_http")
 SLOW_ANSWER = 1.0  # s: a proxied request this slow starts watching for its session's move
 PRODUCT = {"productName": "Apache Spark (JobManager SQL Gateway)"}

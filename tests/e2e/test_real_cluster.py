@@ -212,9 +212,15 @@ def test_sql_session_survives_a_sigkill_of_its_peer(cluster):
     finally:
         conn.close()
         if killed is not None:  # the module's later tests want 3 peers
-            cluster.start_peer(killed)
-            cluster.wait_healthy(killed)
-            cluster.wait_spark([killed])
+            restart_peer(cluster, killed)
+
+
+def restart_peer(cluster, i: int) -> None:
+    """Peer i started again, healthy, its Spark server ready: the module's later tests
+    want 3 peers."""
+    cluster.start_peer(i)
+    cluster.wait_healthy(i)
+    cluster.wait_spark([i])
 
 
 def sql_session(cluster) -> tuple[str, str, int]:
@@ -264,9 +270,7 @@ def test_sql_request_through_another_peer_survives_a_frozen_holder(cluster):
     finally:
         os.kill(pid, signal.SIGKILL)
         assert_gone([pid], "the frozen peer")
-        cluster.start_peer(i)  # the module's later tests want 3 peers
-        cluster.wait_healthy(i)
-        cluster.wait_spark([i])
+        restart_peer(cluster, i)
     assert http("DELETE", via + f"/v1/sessions/{sh}")[0] == 200
 
 
@@ -307,9 +311,7 @@ def test_a_plain_rest_client_never_sees_the_sigkill_of_its_sessions_peer(cluster
         assert info["node"] != node and info["moves"] == 1, info
     finally:
         assert_gone([pid], "the killed peer")
-        cluster.start_peer(i)  # the module's later tests want 3 peers
-        cluster.wait_healthy(i)
-        cluster.wait_spark([i])
+        restart_peer(cluster, i)
     assert http("DELETE", via + f"/v1/sessions/{sh}")[0] == 200
 
 
