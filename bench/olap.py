@@ -17,6 +17,7 @@ Then the failover phase: C = 16 gateway clients for 3 x heartbeat.timeout; after
 third of it the peer holding the most sessions is SIGKILLed: failed queries (target 0)
 and the p99 of that phase (target heartbeat.timeout + 2 s). `--failover-client rest`:
 plain REST clients of Flink's protocol (no X-Request-Id) instead of DB-API connections;
+`--failover-client flink`: Flink's SQL Client's conversation (bench/olap.py FlinkSqlClient);
 `--only-failover`: that phase alone.
 """
 from __future__ import annotations
@@ -184,17 +185,56 @@ class RestClient:
         return rows
 
 
+class FlinkSqlClient(RestClient):
+    """Flink 2.3's SQL Client's conversation (its REST message classes): a v2 session
+    with the client's Flink configuration as properties, statements with executionConfig,
+    JSON pages to EOS, each operation closed, a heartbeat now and then, and a Flink-style
+    SET every tenth statement."""
+
+    CONF = {"execution.runtime-mode": "streaming", "sql-client.execution.result-mode": "table",
+            "table.local-time-zone": "default", "parallelism.default": "1",
+            "pipeline.name": "Flink SQL Client", "rest.address": "localhost",
+            "rest.port": "8081", "execution.target": "remote", "client.timeout": "60 s",
+            "table.dml-sync": "false"}
+
+    def __init__(self, urls: list[str]) -> None:
+        self.urls, self.count = urls, 0
+        self.sh = self._call("POST", "/v2/sessions", {"sessionName": "Flink SQL Client",
+                                                      "properties": self.CONF})["sessionHandle"]
+
+    def run(self, q: str) -> list:
+        self.count += 1
+        if self.count % 10 == 0:
+            self._call("POST", f"/v2/sessions/{self.sh}/heartbeat")
+            self._statement(f"SET 'table.exec.state.ttl' = '{self.count} ms'")
+        return self._statement(q)
+
+    def _statement(self, q: str) -> list:
+        oh = self._call("POST", f"/v2/sessions/{self.sh}/statements",
+                        {"statement": q, "executionConfig": {}, "executionTimeout": 0}
+                        )["operationHandle"]
+        uri, rows = f"/v2/sessions/{self.sh}/operations/{oh}/result/0?rowFormat=JSON", []
+        while uri:
+            page = self._call("GET", uri)
+            rows += [d["fields"] for d in (page.get("results") or {}).get("data") or []]
+            uri = None if page["resultType"] == "EOS" else page.get("nextResultUri")
+        self._call("DELETE", f"/v2/sessions/{self.sh}/operations/{oh}/close")
+        return rows
+
+
 def failover(c: BenchCluster, seconds: float, q: str, client: str = "dbapi") -> dict:
     """16 clients (`dbapi`: DB-API connections, which send request ids; `rest`: plain
-    REST clients, which do not) for `seconds`; after a third of it the peer holding most
-    of their sessions is SIGKILLed."""
+    REST clients, which do not; `flink`: Flink's SQL Client's conversation, no request
+    ids either) for `seconds`; after a third of it the peer holding most of their
+    sessions is SIGKILLed."""
     from jm.client import dbapi
     clients: list = []
     lock = threading.Lock()
 
     def make(i: int):
         order = c.urls[i % 3:] + c.urls[:i % 3]
-        one = dbapi.connect(order) if client == "dbapi" else RestClient(order)
+        one = dbapi.connect(order) if client == "dbapi" else \
+            (FlinkSqlClient if client == "flink" else RestClient)(order)
         with lock:
             clients.append(one)
         return one.cursor() if client == "dbapi" else one
@@ -280,9 +320,10 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--clients", default="1,4,16")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--failover-client", choices=("dbapi", "rest"), default="dbapi",
-                    help="the failover phase's clients: DB-API connections (request ids) "
-                         "or plain REST clients of Flink's protocol (none)")
+    ap.add_argument("--failover-client", choices=("dbapi", "rest", "flink"), default="dbapi",
+                    help="the failover phase's clients: DB-API connections (request ids), "
+                         "plain REST clients of Flink's protocol (none), or Flink's SQL "
+                         "Client's whole conversation (none)")
     ap.add_argument("--only-failover", action="store_true")
     ap.add_argument("--paths", default="raw,gateway,jobs", help="which paths to measure")
     ap.add_argument("--queries", default=",".join(QUERIES), help="which queries to run")

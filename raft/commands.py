@@ -282,6 +282,48 @@ class SqlOperation:
     time: float
     end: str = ""
     error: str = ""
+    config: dict = dataclasses.field(default_factory=dict)  # its executionConfig
+    answers_ok: bool = False  # answered as Flink's SET/RESET: one row, OK
+
+
+@dataclass(frozen=True)
+class OpenLivySession:
+    """Open a SQL gateway session (as OpenSqlSession) that is also a Livy interactive
+    session; it gets the next Livy session id."""
+    handle: str
+    kind: str
+    name: str
+    properties: dict
+    node: str
+    time: float
+    limit: int = 0
+    notes: tuple = ()
+
+
+@dataclass(frozen=True)
+class AddLivyStatement:
+    """A statement for a Livy session, numbered by the state; fenced by its holder's node
+    and epoch. A `request_id` already in the session gives that statement's number."""
+    session: int
+    node: str
+    epoch: int
+    code: str
+    kind: str
+    time: float
+    request_id: str = ""
+
+
+@dataclass(frozen=True)
+class EndLivyStatement:
+    """A Livy statement's end (state "available", "error" or "cancelled", and its
+    output), fenced by its session's holder and epoch."""
+    session: int
+    statement: int
+    node: str
+    epoch: int
+    state: str
+    output: Optional[dict]
+    time: float
 
 
 @dataclass(frozen=True)
@@ -295,7 +337,7 @@ COMMAND_TYPES = {cls.__name__: cls for cls in (
     StatusReport, ReportStatuses, CancelJob, PurgeJobs, AddArtifact, ForgetArtifacts,
     TriggerSavepoint, CompleteSavepoint, Move, MoveJobs, ReleaseJob, DrainPeer, AdmitPeer,
     RemovePeer, RetirePeer, Barrier, OpenSqlSession, CloseSqlSessions, AddSqlStatement,
-    SqlOperation, StartSqlOperations)}
+    SqlOperation, StartSqlOperations, OpenLivySession, AddLivyStatement, EndLivyStatement)}
 
 _EXT_COMMAND = 1  # msgpack ext type: our dataclasses; user dicts stay plain dicts
 

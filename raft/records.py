@@ -196,3 +196,31 @@ class SqlSessionRecord:
     # the last operations started: op -> {"statement", "kind", "epoch", "node"}, and
     # "end" (FINISHED or ERROR) and "error" once they ended (raft/sessions.py)
     ops: dict = field(default_factory=dict)
+    livy: Optional["LivyRecord"] = None  # an Apache Livy interactive session (raft/livy.py)
+
+
+@dataclass
+class LivyStatementRecord:
+    """A statement of a Livy interactive session (Python code or SQL), numbered from 0 in
+    its session. `state` is empty until it ended: "available" (its output says ok or
+    error, as Livy's), "error" (it could not run) or "cancelled"."""
+    id: int
+    code: str
+    kind: str
+    started: float
+    epoch: int
+    request_id: str = ""
+    state: str = ""
+    output: Optional[dict] = None
+    completed: float = 0.0
+
+
+@dataclass
+class LivyRecord:
+    """What makes a SQL gateway session a Livy interactive session: its integer id, its
+    kind (the default kind of its statements) and its statements, in order."""
+    id: int
+    kind: str
+    statements: list = field(default_factory=list)
+    next_statement: int = 0
+    notes: list = field(default_factory=list)  # lines of the session's log (ignored fields)

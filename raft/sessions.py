@@ -13,6 +13,7 @@ MAX_SESSION_STATEMENTS = 500          # state-defining statements kept per sessi
 MAX_STATEMENT_CHARS = 64 * 1024
 MAX_OPS_KEPT = 32                     # operations remembered per session (for a failover)
 MAX_ERROR_CHARS = 4096                # of an ended operation's error
+MAX_CONFIG_CHARS = 16 * 1024          # of an operation's executionConfig (else not kept)
 ENDS = ("FINISHED", "ERROR")
 
 
@@ -77,6 +78,10 @@ def open_session(state, cmd: c.OpenSqlSession) -> Result:
 
 def close_sessions(state, cmd: c.CloseSqlSessions) -> Result:
     closed = [h for h in cmd.handles if state.sessions.pop(h, None) is not None]
+    if state.livy_ids:
+        for number, handle in list(state.livy_ids.items()):
+            if handle in closed:
+                del state.livy_ids[number]
     return Result(True, closed)
 
 
@@ -121,6 +126,10 @@ def _start_one(state, o: c.SqlOperation) -> Result:
         return Result(True)
     text = o.statement if len(o.statement) <= MAX_STATEMENT_CHARS else None
     s.ops[o.op] = {"statement": text, "kind": o.kind, "epoch": o.epoch, "node": o.node}
+    if o.config and isinstance(o.config, dict) and len(repr(o.config)) <= MAX_CONFIG_CHARS:
+        s.ops[o.op]["config"] = {str(k): str(v) for k, v in o.config.items()}
+    if o.answers_ok:
+        s.ops[o.op]["answers_ok"] = True
     if len(s.ops) > MAX_OPS_KEPT:
         for op in list(s.ops)[:len(s.ops) - MAX_OPS_KEPT]:
             del s.ops[op]

@@ -16,6 +16,7 @@ from typing import Any, Optional
 from raft import artifacts
 from raft import commands as c
 from raft import jobs
+from raft import livy
 from raft import members
 from raft import savepoints
 from raft import sessions as sql
@@ -47,6 +48,9 @@ class ClusterState:
         self.pending: dict[str, None] = {}
         # SQL gateway sessions (raft/sessions.py): handle -> SqlSessionRecord
         self.sessions: dict[str, SqlSessionRecord] = {}
+        # Livy interactive sessions (raft/livy.py): id -> the SQL session's handle
+        self.livy_ids: dict[int, str] = {}
+        self.next_livy: int = 0
         # membership (raft/members.py): added, not yet registered; tombstones of removed
         self.joining: dict[str, str] = {}
         self.removed: dict[str, float] = {}
@@ -67,6 +71,8 @@ class ClusterState:
         """A snapshot from an older version lacks the newer tables."""
         self.__dict__.update(data)
         self.__dict__.setdefault("sessions", {})
+        self.__dict__.setdefault("livy_ids", {})
+        self.__dict__.setdefault("next_livy", 0)
         self.__dict__.setdefault("joining", {})
         self.__dict__.setdefault("removed", {})
         self.__dict__.setdefault("removed_dead", set())
@@ -264,6 +270,7 @@ _HANDLERS = {
     **jobs.HANDLERS,
     **savepoints.HANDLERS,
     **sql.HANDLERS,
+    **livy.HANDLERS,
     **members.HANDLERS,
     **artifacts.HANDLERS,
 }

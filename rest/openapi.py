@@ -52,6 +52,11 @@ STATEMENT = {"type": "object", "required": ["statement"], "properties": {
     "executionTimeout": INT}}
 COMPLETE = {"type": "object", "required": ["statement", "position"], "properties": {
     "statement": STRING, "position": {"type": "integer", "minimum": 0}}}
+LIVY_SESSION = {"type": "object", "properties": {
+    "kind": {"type": "string", "enum": ["pyspark", "sql", "shared"]}, "name": STRING,
+    "conf": {"type": "object", "additionalProperties": STRING}}}
+LIVY_STATEMENT = {"type": "object", "required": ["code"], "properties": {
+    "code": STRING, "kind": {"type": "string", "enum": ["pyspark", "sql"]}}}
 BATCH = {"type": "object", "required": ["file"], "properties": {
     "file": STRING, "className": STRING, "name": STRING,
     "args": {"type": "array", "items": STRING}, "pyFiles": {"type": "array", "items": STRING},
@@ -133,12 +138,14 @@ def _routes() -> dict[str, dict[str, dict]]:
             _query("from", INT, "first line"), _query("size", INT, "lines")))},
         "/version": {"get": _op("Livy's version answer")},
     }
+    paths.update(_livy_sessions())
     for p in SQL_PREFIXES:
         s, op = p + "/sessions", p + "/sessions/{sh}/operations/{oh}"
         paths.update({
             p + "/api_versions": {"get": _op("SQL gateway API versions")},
             p + "/info": {"get": _op("SQL gateway info")},
-            s: {"post": _op("open a SQL session", body=SESSION)},
+            # (unprefixed POST /sessions: Livy's or Flink's, by its body: _livy_sessions)
+            **({s: {"post": _op("open a SQL session", body=SESSION)}} if p else {}),
             s + "/{sh}": {"get": _op("a SQL session"), "delete": _op("close a SQL session")},
             s + "/{sh}/heartbeat": {"post": _op("keep a SQL session")},
             s + "/{sh}/statements": {"post": _op("run a statement", body=STATEMENT)},
@@ -156,6 +163,26 @@ def _routes() -> dict[str, dict[str, dict]]:
                        "row format"),))},
         })
     return paths
+
+
+def _livy_sessions() -> dict:
+    """Livy's interactive sessions (integer ids; rest/livysessions.py)."""
+    s, page = "/sessions/{session_id}", (_query("from", INT, "first"),
+                                         _query("size", INT, "how many"))
+    return {
+        "/sessions": {
+            "post": _op("open a Livy session (a body with `kind`), or a Flink SQL session",
+                        body={"oneOf": [LIVY_SESSION, SESSION]}, ok="201"),
+            "get": _op("Livy sessions", page)},
+        s: {"get": _op("a Livy session"), "delete": _op("delete a Livy session")},
+        s + "/state": {"get": _op("a Livy session's state")},
+        s + "/log": {"get": _op("a Livy session's log", page)},
+        s + "/statements": {"post": _op("run a Livy statement", body=LIVY_STATEMENT,
+                                        ok="201"),
+                            "get": _op("a Livy session's statements", page)},
+        s + "/statements/{statement_id}": {"get": _op("a Livy statement")},
+        s + "/statements/{statement_id}/cancel": {"post": _op("cancel a Livy statement")},
+    }
 
 
 def _with_path_parameters(paths: dict) -> dict:

@@ -53,7 +53,8 @@ async def _body(request: web.Request, optional: bool = True) -> dict:
     return body
 
 
-async def _answer(request: web.Request, fn: Callable[[], Awaitable[Any]]) -> web.StreamResponse:
+async def _answer(request: web.Request, fn: Callable[[], Awaitable[Any]],
+                  handle: str = "", status: int = 200) -> web.StreamResponse:
     """Answer here, or proxy to the session's holder. A holder that cannot be reached
     (its peer died) makes the request wait, up to the gateway's `move_wait()`, for the
     session to move, and go to the new holder: the client sees a slower answer instead
@@ -64,11 +65,11 @@ async def _answer(request: web.Request, fn: Callable[[], Awaitable[Any]]) -> web
     which the new holder finds it in the session's record; the others are idempotent."""
     gw, loop = _gw(request), asyncio.get_running_loop()
     deadline = loop.time() + gw.move_wait()
-    handle = request.match_info["sh"]
+    handle = handle or request.match_info["sh"]
     caught_up = _forwarded(request)  # a forwarded request came with the sender's index
     while True:
         try:
-            return web.json_response(await fn())
+            return web.json_response(await fn(), status=status)
         except UnknownSession:
             if caught_up:
                 raise
@@ -314,7 +315,8 @@ def add_routes(app: web.Application) -> None:
         s = prefix + "/sessions"
         op = s + "/{sh}/operations/{oh}"
         r.add_get(prefix + "/info", info)
-        r.add_post(s, open_session)
+        if prefix:  # unprefixed: rest/livysessions.py's, for Livy's and Flink's clients
+            r.add_post(s, open_session)
         r.add_get(s + "/{sh}", get_session)
         r.add_delete(s + "/{sh}", close_session)
         r.add_post(s + "/{sh}/heartbeat", heartbeat)

@@ -13,9 +13,10 @@ import time
 import uuid
 from typing import Optional
 
+from jm.cluster.livysessions import LivySessions
 from jm.cluster.sqlops import LocalSession, Operation
 from jm.cluster.sqlsessions import SqlSessions
-from jm.policy import flinksql, sqlcomplete
+from jm.policy import connectplan, flinksql, sqlcomplete
 from jm.policy.sqlop import OpStatus, adoption
 from jm.policy.sqlparse import READ, STATE, WRITE, classify, temp_views
 from jm.runtime import sqlproto as P
@@ -37,7 +38,26 @@ CLASSIFY_INLINE = 4 * 1024  # characters classified on the event loop (parsing: 
 
 
 class SqlGateway(SqlSessions):
-    """What rest/sql.py asks of this peer (rest.gateway.SqlGatewayApi)."""
+    """What rest/sql.py asks of this peer (rest.gateway.SqlGatewayApi), and its Livy
+    interactive sessions (`livy`, on these sessions: rest/livy.py)."""
+
+    def __init__(self, svc) -> None:
+        super().__init__(svc)
+        self.livy = LivySessions(svc, self)
+
+    def start(self) -> None:
+        super().start()
+        self.livy.start()
+
+    async def close(self) -> None:
+        await self.livy.close()
+        await super().close()
+
+    def op_schema(self, handle: str, op_id: str) -> Optional[dict]:
+        """Spark's schema of an operation's rows (None: none, or not run here)."""
+        s = self.local.get(handle)
+        op = s.ops.get(op_id) if s is not None else None
+        return op.schema if op is not None else None
 
     # ---- operations ---------------------------------------------------------------------
     async def execute(self, handle: str, body: dict, forwarded: bool,
@@ -73,10 +93,12 @@ class SqlGateway(SqlSessions):
         op = Operation(op_id, statement, kind)
         # recorded for the session's next holder; a read runs meanwhile, a statement
         # that changes something only once it is recorded (never twice after a 503)
+        answers_ok = flink is not None and flink.answers_ok
         op.logged = asyncio.ensure_future(self.ops_log.submit(SqlOperation(
-            handle, op.id, self.node, s.epoch, statement, op.kind, time.time())))
+            handle, op.id, self.node, s.epoch, statement, op.kind, time.time(),
+            config=config, answers_ok=answers_ok)))
         s.ops[op.id] = op
-        if flink is not None and flink.answers_ok:
+        if answers_ok:
             self.flink_ok.add(op.id)
         if op.kind == READ:
             op.task = asyncio.create_task(self._run(s, op, config))
@@ -109,6 +131,9 @@ class SqlGateway(SqlSessions):
             raise ApiError(400, "statement must be a non-empty string")
         if not isinstance(config, dict):
             raise ApiError(400, "executionConfig must be an object")
+        if statement.lstrip().startswith(connectplan.MARKER):  # (only a replay runs it)
+            raise ApiError(400, f"a statement may not start with {connectplan.MARKER!r}: "
+                                "it is reserved for recorded session state")
         flink = flinksql.translate(statement)
         if flink is not None:
             statement = flink.statement
@@ -138,7 +163,7 @@ class SqlGateway(SqlSessions):
                                          f"keep it: {res.error}")
             if answers_ok:  # Flink's answer to a SET of a key or a RESET: one row, OK
                 page = {"schema": flinksql.OK_SCHEMA, "rows": flinksql.OK_ROWS, "eos": True}
-            op.columns = sqlresult.columns(page.get("schema"))
+            op.columns, op.schema = sqlresult.columns(page.get("schema")), page.get("schema")
             op.has_content = bool(op.columns) and (bool(page["rows"]) or op.kind == READ) \
                 and not answers_ok
             op.page, op.eos = page, bool(page.get("eos"))
@@ -200,7 +225,9 @@ class SqlGateway(SqlSessions):
             log.info("SQL operation %s of session %s runs again here (its peer %s is gone)",
                      op_id, s.handle, known.get("node"))
             op.rerun = True
-            op.task = asyncio.create_task(self._run(s, op, {}))
+            if known.get("answers_ok"):  # a Flink SET/RESET: answered OK there as here
+                self.flink_ok.add(op_id)
+            op.task = asyncio.create_task(self._run(s, op, dict(known.get("config") or {})))
         else:
             op.eos = True
             op.update_state(then.state.status, then.state.error)

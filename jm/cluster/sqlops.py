@@ -20,6 +20,7 @@ class Operation:
         self.kind = kind
         self.state = OpState()                # changed by update_state only
         self.columns: list = []
+        self.schema: Optional[dict] = None    # Spark's schema of its rows (Livy's output)
         self.has_content = False
         self.page: Optional[dict] = None      # rows of token `served` (kept for a retry)
         self.served = -1                      # the last token answered

@@ -249,8 +249,14 @@ class SqlSessions:
         if size > MAX_PROPERTIES_SIZE:  # (kept in the replicated state, sent to each holder)
             raise ApiError(413, f"the session's name and properties are {size} bytes, more "
                                 f"than {MAX_PROPERTIES_SIZE}")
+        handle, node, limit = str(uuid.uuid4()), *self.place()
+        await self.open_checked(OpenSqlSession(handle, name, props, node, time.time(), limit))
+        return handle
+
+    def place(self) -> tuple[str, int]:
+        """(the peer a new session goes to, sql-gateway.max-sessions): the ready peer
+        holding the fewest sessions (this one on a tie); 503 if every one is full."""
         limit = self.conf["sql-gateway.max-sessions"]
-        handle = str(uuid.uuid4())
         with self.raft.read() as st:
             counts = S.session_counts(st)
             ready = {p.id for p in st.alive_peers() if not p.draining and p.ready}
@@ -258,12 +264,15 @@ class SqlSessions:
         if not room:
             raise ApiError(503, "every peer holds sql-gateway.max-sessions sessions (or none "
                                 "is ready); retry later", headers={"Retry-After": "2"})
-        node = min(room, key=lambda n: (counts[n], n != self.node, n))
-        res = await self._commit(OpenSqlSession(handle, name, props, node, time.time(), limit))
+        return min(room, key=lambda n: (counts[n], n != self.node, n)), limit
+
+    async def open_checked(self, command: Any) -> Any:
+        """Commit a session's opening: its result's value, or the ApiError."""
+        res = await self._commit(command)
         if not res.ok:
             raise ApiError(503 if res.code in ("full", "unavailable") else 400, res.error,
                            headers={"Retry-After": "1"})
-        return handle
+        return res.value
 
     def session_info(self, handle: str) -> SessionInfo:
         rec, url = self._record(handle)

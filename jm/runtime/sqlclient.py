@@ -1,7 +1,8 @@
 """The peer's side of its SQL worker process (jm/runtime/sqlworker.py): starts it (with the
 parent-death signal, so it dies with the peer), sends requests and matches the replies.
 If the worker dies, every request in flight fails with WorkerLost and the next request
-starts a new worker (`generation` tells the gateway its sessions must be opened again)."""
+starts a new worker (`generation` tells the gateway its sessions must be opened again).
+ChildProcess is that machinery for any such process (jm/runtime/livyclient.py's too)."""
 from __future__ import annotations
 
 import asyncio
@@ -26,14 +27,21 @@ class StatementError(Exception):
     """The worker answered with an error (Spark's message)."""
 
 
-class SqlWorker:
-    def __init__(self, remote: str, threads: int, log_path: str, nice: int = 0,
+class ChildProcess:
+    """A child process speaking framed requests and replies on its stdin and stdout
+    (jm/runtime/sqlproto.py's framing): started through jm.runtime.pdeathsig (it dies with
+    the peer), on demand; every request in flight fails with WorkerLost when it dies, and
+    the next request starts a new one (`generation` counts the starts). A subclass names
+    its module, its arguments and its protocol module."""
+    what = "child process"
+    log = log
+    proto: Any = P
+
+    def __init__(self, log_path: str, nice: int = 0,
                  on_start: Callable[[int], None] = lambda pid: None, env_pass: tuple = (),
                  env_add: Optional[dict] = None) -> None:
-        self.remote = remote
         self.env_pass = env_pass  # jm.policy.jobenv
         self.env_add = dict(env_add or {})  # the Connect server's token
-        self.threads = threads
         self.log_path = log_path
         self.nice = nice
         self.on_start = on_start
@@ -45,6 +53,10 @@ class SqlWorker:
         self._starting: Optional[asyncio.Future] = None
         self._closing = False
 
+    def command(self) -> list:
+        """The module to run and its arguments (after `python -m`)."""
+        raise NotImplementedError
+
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.returncode is None
@@ -53,7 +65,7 @@ class SqlWorker:
         if self.alive:
             return
         if self._closing:
-            raise WorkerLost("the SQL worker is stopping")
+            raise WorkerLost(f"the {self.what} is stopping")
         if self._starting is None or self._starting.done():
             self._starting = asyncio.ensure_future(self._start())
         await asyncio.shield(self._starting)
@@ -67,12 +79,13 @@ class SqlWorker:
         with open(self.log_path, "ab") as err:
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "jm.runtime.pdeathsig", sys.executable, "-m",
-                "jm.runtime.sqlworker", self.remote, str(self.threads),
+                *self.command(),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=err,
-                env=env, limit=P.MAX_FRAME)
+                env=env, limit=self.proto.MAX_FRAME)
         self.generation += 1
         self.on_start(self.proc.pid)
-        log.info("SQL worker started (pid %d, generation %d)", self.proc.pid, self.generation)
+        self.log.info("%s started (pid %d, generation %d)", self.what[0].upper() + self.what[1:],
+                      self.proc.pid, self.generation)
         self._reader = asyncio.create_task(self._read(self.proc))
 
     async def _read(self, proc: asyncio.subprocess.Process) -> None:
@@ -82,9 +95,9 @@ class SqlWorker:
                 (size,) = struct.unpack(">I", head)
                 body = await proc.stdout.readexactly(size)
                 try:
-                    request_id, reply = P.unpack(body)
+                    request_id, reply = self.proto.unpack(body)
                 except Exception:
-                    log.exception("undecodable reply from the SQL worker")
+                    self.log.exception("undecodable reply from the %s", self.what)
                     continue
                 fut = self._pending.pop(request_id, None)
                 if fut is not None and not fut.done():
@@ -99,11 +112,12 @@ class SqlWorker:
                     pass
             code = await proc.wait()
             if not self._closing:
-                log.error("SQL worker exited with code %s", code)
+                self.log.error("%s exited with code %s", self.what[0].upper() + self.what[1:],
+                               code)
             pending, self._pending = self._pending, {}
             for fut in pending.values():
                 if not fut.done():
-                    fut.set_exception(WorkerLost(f"the SQL worker exited with code {code}"))
+                    fut.set_exception(WorkerLost(f"the {self.what} exited with code {code}"))
 
     async def call(self, message: Any, timeout: Optional[float] = None) -> Any:
         """Send one request; its value, or StatementError with the worker's message."""
@@ -114,11 +128,11 @@ class SqlWorker:
         fut = asyncio.get_running_loop().create_future()
         self._pending[request_id] = fut
         try:
-            proc.stdin.write(P.pack(request_id, message))
+            proc.stdin.write(self.proto.pack(request_id, message))
             await proc.stdin.drain()
         except (ConnectionError, RuntimeError) as exc:
             self._pending.pop(request_id, None)
-            raise WorkerLost(f"the SQL worker is gone: {exc}")
+            raise WorkerLost(f"the {self.what} is gone: {exc}")
         try:
             reply = await (asyncio.wait_for(fut, timeout) if timeout else fut)
         finally:
@@ -150,3 +164,17 @@ class SqlWorker:
                 self.proc.kill()
             except ProcessLookupError:
                 pass
+
+
+class SqlWorker(ChildProcess):
+    what = "SQL worker"
+
+    def __init__(self, remote: str, threads: int, log_path: str, nice: int = 0,
+                 on_start: Callable[[int], None] = lambda pid: None, env_pass: tuple = (),
+                 env_add: Optional[dict] = None) -> None:
+        super().__init__(log_path, nice, on_start, env_pass, env_add)
+        self.remote = remote
+        self.threads = threads
+
+    def command(self) -> list:
+        return ["jm.runtime.sqlworker", self.remote, str(self.threads)]

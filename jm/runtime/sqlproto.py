@@ -66,18 +66,19 @@ TYPES = {cls.__name__: cls for cls in (OpenSession, Execute, Fetch, Cancel, Clos
                                        CloseSession, Reply)}
 
 
-def pack(request_id: int, message: Any) -> bytes:
+def pack(request_id: int, message: Any, types: Optional[dict] = None) -> bytes:
+    """A frame of `message`, one of `types` (this module's messages by default)."""
     name = type(message).__name__
-    if name not in TYPES:
+    if name not in (TYPES if types is None else types):
         raise TypeError(f"not a SQL worker message: {message!r}")
     fields = {f.name: getattr(message, f.name) for f in dataclasses.fields(message)}
     body = msgpack.packb([request_id, name, fields], use_bin_type=True)
     return struct.pack(">I", len(body)) + body
 
 
-def unpack(body: bytes) -> tuple[int, Any]:
+def unpack(body: bytes, types: Optional[dict] = None) -> tuple[int, Any]:
     request_id, name, fields = msgpack.unpackb(body, raw=False, strict_map_key=False)
-    cls = TYPES.get(name)
+    cls = (TYPES if types is None else types).get(name)
     if cls is None or not isinstance(fields, dict):
         raise ValueError(f"unknown SQL worker message {name!r}")
     known = {f.name for f in dataclasses.fields(cls)}

@@ -19,6 +19,7 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
+from jm.runtime import sqlconf
 from jm.runtime import sqlproto as P
 
 MAX_ERROR = 16000
@@ -88,12 +89,30 @@ def stream(df: Any) -> tuple[Any, Rows]:
     return schema, Rows(parts, schema, first)
 
 
+def replay(spark: Any, statement: str) -> None:
+    """Run one of a session's recorded state-defining statements: SQL, or the Spark Connect
+    command a jm.policy.connectplan statement carries (a temporary view made from a
+    DataFrame; nothing else)."""
+    from jm.policy.connectplan import decode
+    command = decode(statement)
+    if command is None:
+        spark.sql(statement).collect()
+        return
+    from pyspark.sql.connect.proto import Command
+    cmd = Command.FromString(command)
+    if (cmd.WhichOneof("command_type") != "create_dataframe_view"
+            or cmd.create_dataframe_view.is_global):
+        raise ValueError("a recorded Connect command that is not a temporary view")
+    spark.client.execute_command(cmd)
+
+
 class Worker:
     def __init__(self, remote: str, out) -> None:
         self.remote = remote
         self.out = out
         self.out_lock = threading.Lock()
         self.sessions: dict[str, Any] = {}
+        self.properties: dict[str, dict] = {}  # each session's, for a bare RESET
         self.session_locks: dict[str, threading.Lock] = {}
         self.ops: dict[str, Operation] = {}
         self.lock = threading.Lock()
@@ -131,22 +150,22 @@ class Worker:
             if m.session in self.sessions:
                 return {"replayed": 0, "errors": []}
             spark = connect_builder(with_session(self.remote, m.session)).create()
-            errors = []
-            for key, value in (m.properties or {}).items():
-                try:
-                    spark.conf.set(str(key), str(value))
-                except Exception as exc:
-                    errors.append(f"property {key}: {error_text(exc)[:500]}")
+            props = dict(m.properties or {})
+            errors = sqlconf.set_properties(spark, props, error_text)
             for statement in m.replay:
                 try:
-                    spark.sql(statement).collect()
+                    replay(spark, statement)
+                    if sqlconf.is_bare_reset(statement):  # back to the properties
+                        errors += sqlconf.set_properties(spark, props, error_text)
                 except Exception as exc:
                     errors.append(f"{statement[:200]}: {error_text(exc)[:500]}")
             self.sessions[m.session] = spark
+            self.properties[m.session] = props
             return {"replayed": len(m.replay), "errors": errors}
 
     def on_CloseSession(self, m: P.CloseSession) -> bool:
         spark = self.sessions.pop(m.session, None)
+        self.properties.pop(m.session, None)
         for op_id, op in list(self.ops.items()):
             if op.session == m.session:
                 self._drop(op_id)
@@ -171,17 +190,20 @@ class Worker:
         with self.lock:
             self.ops[m.op] = op
         spark.addTag(op.tag)  # thread-local: this statement's RPCs, for a cancel
+        applied: dict = {}
         try:
-            for key, value in (m.config or {}).items():
-                spark.conf.set(str(key), str(value))
+            applied = sqlconf.apply(spark, m.config)  # the statement's own (Flink's)
             schema, op.rows = stream(spark.sql(m.statement))
             op.width = len(schema.fields)
+            if sqlconf.is_bare_reset(m.statement):  # back to the session's properties
+                sqlconf.set_properties(spark, self.properties.get(m.session, {}))
             page = self._page(op, m.page_rows)
         except BaseException:
             self._drop(m.op)
             raise
         finally:
             spark.removeTag(op.tag)
+            sqlconf.restore(spark, applied)
         return {"schema": schema.jsonValue(), **page}
 
     def _page(self, op: Operation, n: int) -> dict:

@@ -395,3 +395,54 @@ async def test_spark_remote_uses_an_existing_connect_endpoint(cluster, tmp_path)
         assert res["result"]["rows"] == [[42]]
     finally:
         await c.stop()
+
+
+def livy_run(url: str, n: int, code: str, kind: str = "") -> dict:
+    """A statement of Livy session `n` through the peer at `url`, polled to its end."""
+    s, b = http("POST", url + f"/sessions/{n}/statements",
+                {"code": code, **({"kind": kind} if kind else {})}, timeout=60)
+    assert s == 201, b
+    return poll(lambda: (lambda r: r[1] if r[1].get("state") in ("available", "cancelled")
+                         else None)(http("GET", url + f"/sessions/{n}/statements/{b['id']}")),
+                120, interval=0.2, what=f"Livy statement {b['id']}")
+
+
+def test_a_notebook_s_livy_session_goes_on_after_its_peer_is_sigkilled(cluster):
+    """A Livy pyspark session (Jupyter's sparkmagic) holds a Python variable, a temporary
+    view made from a DataFrame and a Spark setting; its peer is SIGKILLed while a
+    statement runs there. That statement ends saying it was not run again; the next one,
+    sent through another peer, runs on the session's new peer and says the Python
+    variables were lost, and the view and the setting are there (replayed); SQL too."""
+    s, b = http("POST", cluster.urls[0] + "/sessions", {"kind": "pyspark"})
+    assert s == 201, b
+    n, node = b["id"], b["appInfo"]["peer"]
+    i = next(k for k, line in enumerate(cluster.lines) if line.endswith(":" + node.split(":")[1]))
+    via = cluster.urls[(i + 1) % 3]
+    made = livy_run(cluster.urls[i], n, "x = 41\nspark.range(7).createOrReplaceTempView('t')\n"
+                    "spark.conf.set('spark.sql.shuffle.partitions', '5')\nx + 1")
+    assert made["output"]["data"]["text/plain"] == "42", made
+    s, slow = http("POST", via + f"/sessions/{n}/statements",
+                   {"code": "import time\nfor _ in range(600): time.sleep(0.1)"})
+    assert s == 201, slow
+    poll(lambda: http("GET", via + f"/sessions/{n}/statements/{slow['id']}")[1]["state"]
+         == "running", 60, interval=0.1, what="the slow statement running")
+    pid = cluster.peer_pid(i)
+    os.kill(pid, signal.SIGKILL)
+    try:
+        after = livy_run(via, n, "print(spark.sql('SELECT count(*) FROM t').first()[0])\n"
+                         "print(spark.conf.get('spark.sql.shuffle.partitions'))")
+        text = after["output"]["data"]["text/plain"]
+        assert "Python variables of earlier statements were lost" in text, after
+        assert text.splitlines()[-2:] == ["7", "5"], after
+        lost = http("GET", via + f"/sessions/{n}/statements/{slow['id']}")[1]
+        assert lost["output"]["ename"] == "SessionMoved", lost
+        gone = livy_run(via, n, "x")
+        assert gone["output"]["ename"] == "NameError", gone
+        rows = livy_run(via, n, "SELECT count(*) AS n FROM t", kind="sql")
+        assert rows["output"]["data"]["application/json"]["data"] == [[7]], rows
+        s, b = http("GET", via + f"/sessions/{n}")
+        assert b["appInfo"]["peer"] != node and b["state"] == "idle", b
+    finally:
+        assert_gone([pid], "the killed peer")
+        restart_peer(cluster, i)
+    assert http("DELETE", via + f"/sessions/{n}")[0] == 200

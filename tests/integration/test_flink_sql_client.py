@@ -101,6 +101,8 @@ async def test_the_sql_clients_conversation_with_any_peer(sqlc):
                                           "spark.sql.shuffle.partitions": "2"})
     assert got[:4] == ("SUCCESS_WITH_CONTENT", True, ["id", "twice"],
                        [[i, 2 * i] for i in range(10)]), got
+    # (the statement's own: the session keeps its property, as Flink's gateway does)
+    assert await conf(sqlc, sh, "`execution.runtime-mode`", peer=1) == "streaming"
     # Flink's SET and RESET: quoted keys and values, Flink's OK answer; Flink-only keys
     # are kept by the session (Spark's runtime conf takes any non-static key)
     await ok(sqlc, sh, "SET 'sql-client.execution.result-mode' = 'TABLEAU';", peer=2)
@@ -154,8 +156,9 @@ async def test_the_sql_clients_conversation_with_any_peer(sqlc):
                        {"statement": "RESET"})
     assert s == 200, b
     assert await conf(sqlc, sh, "spark.sql.session.timeZone") != "America/New_York"
-    # (Spark's RESET: every setting back to the server's, the session's properties too)
-    assert await conf(sqlc, sh, "`table.exec.mini-batch.enabled`") == "<undefined>"
+    # (Flink's RESET: back to the session's properties, not to Spark's defaults)
+    assert await conf(sqlc, sh, "`table.exec.mini-batch.enabled`") == "false"
+    assert await conf(sqlc, sh, "`sql-client.execution.result-mode`") == "table"
     # heartbeat, closing an operation and the session
     s, _ = await ahttp("POST", f"{sqlc.url(0)}/v2/sessions/{sh}/heartbeat")
     assert s == 200
@@ -190,6 +193,18 @@ async def test_flink_sets_are_replayed_in_sparks_syntax_on_the_next_peer(tmp_pat
         assert replay == ["SET spark.sql.shuffle.partitions=5",
                           "SET `table.exec.mini-batch.enabled`=`true`",
                           "SET spark.sql.session.timeZone=Asia/Tokyo"], replay
+        # an executionConfig is the statement's own (Flink's): it does not stay in the
+        # session, and it goes with the statement to the session's next holder
+        lima = {"spark.sql.session.timeZone": "America/Lima"}
+        got = await statement(c, sh, "SELECT current_timezone() AS tz", 1, config=lima)
+        assert got[3] == [["America/Lima"]], got
+        got = await statement(c, sh, "SELECT current_timezone() AS tz", 1)
+        assert got[3] == [["Asia/Tokyo"]], got
+        s, b = await ahttp("POST", f"{c.url(1)}/v2/sessions/{sh}/statements",
+                           {"statement": "SELECT current_timezone() AS tz",
+                            "executionConfig": lima})
+        assert s == 200, b
+        read_on_victim = b["operationHandle"]
 
         c.peers.remove(victim)
         await victim.stop()  # no more heartbeats: declared dead, its sessions move
@@ -205,5 +220,13 @@ async def test_flink_sets_are_replayed_in_sparks_syntax_on_the_next_peer(tmp_pat
         assert await conf(c, sh, "`sql-client.execution.result-mode`") == "table"
         got = await statement(c, sh, "SELECT current_timezone() AS tz", peer=2)
         assert got[3] == [["Asia/Tokyo"]], got
+
+        async def rerun():  # the read that ran on the victim runs again here, with its config
+            s, b = await ahttp("GET", f"{c.url(2)}/v2/sessions/{sh}/operations/"
+                                      f"{read_on_victim}/result/0?rowFormat=JSON")
+            assert s == 200, b
+            return b if b["resultType"] != "NOT_READY" else None
+        b = await apoll(rerun, 60, what="the read run again")
+        assert [d["fields"] for d in b["results"]["data"]] == [["America/Lima"]], b
         await ok(c, sh, "SET 'spark.sql.shuffle.partitions' = '6'", peer=2)
         assert await conf(c, sh, "spark.sql.shuffle.partitions") == "6"

@@ -60,6 +60,13 @@ SAMPLES = [
     c.StartSqlOperations((c.SqlOperation("5f0c1a52-0000-4000-8000-000000000001", "op-2",
                                          "127.0.0.1:6123", 2, "SELECT 2", "read",
                                          1700000013.0),)),
+    c.OpenLivySession("5f0c1a52-0000-4000-8000-000000000002", "pyspark", "notebook",
+                      {"spark.sql.shuffle.partitions": "4"}, "127.0.0.1:6123", 1700000014.0,
+                      200, ("driverMemory: not applied",)),
+    c.AddLivyStatement(0, "127.0.0.1:6123", 1, "print(1)", "pyspark", 1700000015.0, "r-1"),
+    c.EndLivyStatement(0, 0, "127.0.0.1:6123", 1, "available",
+                       {"status": "ok", "execution_count": 0, "data": {"text/plain": "1"}},
+                       1700000016.0),
 ]
 
 

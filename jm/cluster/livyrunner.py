@@ -1,0 +1,281 @@
+"""The Livy sessions this peer holds (jm/cluster/livysessions.py): their statements run
+here, one at a time and in order, each ended in the replicated state with its output.
+
+* `sql` statements run through the SQL gateway in the session's Spark session, with a
+  request id made from the statement's number: after a failover the next holder runs the
+  same operation, so a read runs again and a write is answered from the session's record
+  (jm/policy/sqlop.py), never run twice.
+* `pyspark` statements run in the session's Python process (jm/runtime/livyclient.py),
+  whose `spark` is the same Spark session. What they change in it (SET, temporary views)
+  is recorded for the session's next holder. A Python statement that was running when
+  its peer died is not run again: its output says so. The first statement of a new
+  Python process says that the Python variables of earlier statements were lost.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Optional
+
+from jm.cluster.services import SqlServices
+from jm.cluster.waits import wait_event
+from jm.runtime.sqlclient import WorkerLost
+from jm.wire import livysessions as W
+from raft import livy as L
+from raft.commands import AddSqlStatement, EndLivyStatement
+from raft.node import RaftUnavailable
+from rest.gateway import ApiError
+
+if TYPE_CHECKING:
+    from jm.cluster.sqlgateway import SqlGateway
+
+log = logging.getLogger("jm.livy")
+
+TOUCH_EVERY = 10.0   # s: a running statement keeps its session from expiring
+RETRY = 1.0          # s: before a statement's end is recorded again (Raft unavailable)
+LOST_PROCESS = ("note: this session's Python process started again on peer {node}: the "
+                "peer that held the session died, or the process exited. Python variables "
+                "of earlier statements were lost; temporary views and Spark settings were "
+                "restored.")
+
+
+class LocalLivy:
+    """A Livy session held here at `epoch`: its runner task and Python process."""
+    def __init__(self, number: int, handle: str, epoch: int) -> None:
+        self.number, self.handle, self.epoch = number, handle, epoch
+        self.task: Optional[asyncio.Task] = None
+        self.repl = None                      # jm.runtime.livyclient.LivyProcess
+        self.running: Optional[int] = None    # the statement running
+        self.op: Optional[str] = None         # its SQL operation, for a SQL statement
+        self.cancel_asked: set[int] = set()
+        self.wake = asyncio.Event()
+
+
+class LivyRunner:
+    def __init__(self, svc: SqlServices, sql: "SqlGateway") -> None:
+        self.svc, self.sql, self.raft, self.node = svc, sql, svc.raft, svc.node
+        self.local: dict[int, LocalLivy] = {}
+        self._task: Optional[asyncio.Task] = None
+        self._wake: Optional[asyncio.Event] = None
+
+    def start(self) -> None:
+        self._wake = self.raft.subscribe()
+        self._task = asyncio.create_task(self._loop())
+
+    async def close(self) -> None:
+        tasks = [t for t in (self._task, *(lv.task for lv in self.local.values())) if t]
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=5)
+        for lv in self.local.values():
+            if lv.repl is not None:
+                await lv.repl.close()
+
+    def wake(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    def cancelling(self, number: int) -> set:
+        lv = self.local.get(number)
+        return {lv.running} & lv.cancel_asked if lv is not None else set()
+
+    async def cancel(self, number: int, statement: int) -> bool:
+        """True if `statement` is running here (it is being stopped); otherwise it will
+        not start here (the caller records it cancelled)."""
+        lv = self.local.get(number)
+        if lv is None:
+            return False
+        lv.cancel_asked.add(statement)
+        if lv.running != statement:
+            return False
+        if lv.op is not None:
+            await self.sql.cancel(lv.handle, lv.op, True)
+        elif lv.repl is not None:
+            await lv.repl.interrupt(statement)
+        return True
+
+    # ---- following the replicated sessions ---------------------------------------------
+    async def _loop(self) -> None:
+        while True:
+            await wait_event(self._wake, 2.0)
+            self._wake.clear()
+            try:
+                self._reconcile()
+            except Exception:
+                log.exception("Livy sessions reconcile failed")
+
+    def _reconcile(self) -> None:
+        with self.raft.read() as st:
+            mine = {n: (h, st.sessions[h].epoch) for n, h in st.livy_ids.items()
+                    if h in st.sessions and st.sessions[h].node == self.node}
+        for number, lv in list(self.local.items()):
+            if mine.get(number) != (lv.handle, lv.epoch):
+                self._drop(self.local.pop(number))
+        for number, (handle, epoch) in mine.items():
+            lv = self.local.get(number)
+            if lv is None:
+                lv = self.local[number] = LocalLivy(number, handle, epoch)
+                lv.task = asyncio.create_task(self._serve(lv))
+            lv.wake.set()
+
+    def _drop(self, lv: LocalLivy) -> None:
+        if lv.task is not None:
+            lv.task.cancel()
+        if lv.repl is not None:
+            asyncio.ensure_future(lv.repl.close())
+
+    def _next(self, lv: LocalLivy):
+        with self.raft.read() as st:
+            _, livy = L.session_of(st, lv.number)
+            if livy is None:
+                return None
+            return next((s for s in livy.statements if not s.state), None)
+
+    async def _serve(self, lv: LocalLivy) -> None:
+        while True:
+            st = self._next(lv)
+            if st is None:
+                await lv.wake.wait()
+                lv.wake.clear()
+                continue
+            if st.id in lv.cancel_asked:
+                await self._end(lv, st.id, "cancelled", None)
+                continue
+            lv.running = st.id
+            try:
+                state, output = await self._run(lv, st)
+            except ApiError as exc:  # the session is moving, or this peer lost its lease
+                log.info("Livy statement %d/%d not run here: %s", lv.number, st.id, exc)
+                lv.running = None
+                await asyncio.sleep(RETRY)
+                continue
+            finally:
+                lv.running = None
+                lv.op = None
+            await self._end(lv, st.id, state, output and W.bounded(output))
+
+    async def _end(self, lv: LocalLivy, number: int, state: str, output) -> None:
+        while True:
+            try:
+                res = await self.raft.submit(EndLivyStatement(
+                    lv.number, number, self.node, lv.epoch, state, output, time.time()),
+                    self.svc.conf["rest.write-timeout"])
+                if res.ok or res.code in ("stale", "not-found"):
+                    return
+                log.warning("Livy statement %d/%d: end not recorded: %s", lv.number,
+                            number, res.error)
+                output = W.bounded(W.error_output(number, "OutputRefused", str(res.error)))
+            except RaftUnavailable as exc:
+                log.warning("Livy statement %d/%d: end not recorded yet: %s", lv.number,
+                            number, exc)
+                await asyncio.sleep(RETRY)
+
+    # ---- running one statement ----------------------------------------------------------
+    async def _run(self, lv: LocalLivy, st) -> tuple[str, Optional[dict]]:
+        if st.kind == "sql":
+            return await self._run_sql(lv, st)
+        if st.epoch != lv.epoch:
+            return "available", W.error_output(
+                st.id, "SessionMoved", "the peer that ran this statement died before it "
+                "ended; it was not run again (it may have run in part). The session goes "
+                f"on on peer {self.node}; its Python variables were lost, temporary views "
+                "and Spark settings were restored.")
+        return await self._run_python(lv, st)
+
+    async def _run_sql(self, lv: LocalLivy, st) -> tuple[str, Optional[dict]]:
+        try:
+            lv.op = await self.sql.execute(lv.handle, {"statement": st.code}, True,
+                                           f"livy-{lv.number}-{st.id}")
+            schema, rows = await self._rows(lv)
+            return "available", W.sql_output(st.id, schema, rows)
+        except ApiError as exc:
+            if exc.status == 409:
+                return "cancelled", None
+            if exc.status >= 500:
+                raise
+            return "available", W.error_output(st.id, "SqlError", "; ".join(exc.errors))
+        finally:
+            if lv.op is not None:
+                try:
+                    await self.sql.close_operation(lv.handle, lv.op, True)
+                except ApiError:
+                    pass
+
+    async def _rows(self, lv: LocalLivy) -> tuple[Optional[dict], list]:
+        token, rows = 0, []
+        while True:
+            self._touch(lv)
+            page = await self.sql.fetch(lv.handle, lv.op, token, "JSON", True)
+            if not page.ready:
+                continue
+            rows.extend(list(r) for r in page.rows)
+            if page.end or len(rows) >= W.SQL_ROWS:
+                return self.sql.op_schema(lv.handle, lv.op), rows
+            token += 1
+
+    def _touch(self, lv: LocalLivy) -> None:
+        s = self.sql.local.get(lv.handle)
+        if s is not None:
+            s.last_access = self.sql.clock()
+
+    async def _run_python(self, lv: LocalLivy, st) -> tuple[str, Optional[dict]]:
+        notice = ""
+        if lv.repl is None or not lv.repl.alive:
+            notice = self._notice(lv, st)
+            await self._start_repl(lv)
+        run = asyncio.ensure_future(lv.repl.run(st.id, st.code))
+        try:
+            while not run.done():
+                self._touch(lv)
+                await asyncio.wait({run}, timeout=TOUCH_EVERY)
+            res = run.result()
+        except WorkerLost as exc:
+            return "available", W.error_output(
+                st.id, "SessionProcessLost", f"the session's Python process exited ({exc}): "
+                "its Python variables were lost; the next statement starts a new one")
+        finally:
+            run.cancel()
+        notes = await self._keep_state(lv, res.state)
+        if res.ename == "KeyboardInterrupt" and st.id in lv.cancel_asked:
+            return "cancelled", W.code_output(st.id, res, notice)
+        return "available", W.code_output(st.id, res, "\n".join(filter(None, (notice, *notes))))
+
+    def _notice(self, lv: LocalLivy, st) -> str:
+        with self.raft.read() as state:
+            _, livy = L.session_of(state, lv.number)
+            earlier = livy is not None and any(
+                s.kind == "pyspark" and s.id < st.id for s in livy.statements)
+        return LOST_PROCESS.format(node=self.node) if earlier else ""
+
+    async def _start_repl(self, lv: LocalLivy) -> None:
+        from jm.runtime.livyclient import LivyProcess
+        self.sql._held_here(lv.handle, True)
+        await self.sql._ensure_open(lv.handle)  # the Spark session, rebuilt if it moved
+        conf, svc = self.svc.conf, self.svc
+        if lv.repl is not None:
+            await lv.repl.close()
+        lv.repl = LivyProcess(svc.spark_remote(), lv.handle,
+                           os.path.join(svc.log_dir, f"livy-session-{lv.number}.log"),
+                           conf["jobmanager.executor.nice"],
+                           on_start=lambda pid: svc.guard(f"livy-session-{lv.number}", pid),
+                           env_pass=conf["jobmanager.executor.env-pass"],
+                           env_add=svc.child_env)
+
+    async def _keep_state(self, lv: LocalLivy, items) -> list:
+        """Record what a Python statement changed in its Spark session, for the session's
+        next holder; notes for what could not be."""
+        notes = []
+        for item in items:
+            try:
+                res = await self.sql._commit(AddSqlStatement(lv.handle, self.node, lv.epoch,
+                                                             item, time.time()))
+                ok, why = res.ok, res.error
+            except ApiError as exc:
+                ok, why = False, str(exc)
+            if not ok:
+                notes.append(f"note: not kept if this session moves to another peer "
+                             f"({item[:80]}...): {why}")
+        return notes

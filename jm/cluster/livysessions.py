@@ -1,0 +1,149 @@
+"""Apache Livy's interactive sessions on a peer (rest/livy.py's /sessions): what a client
+asks of any peer. The sessions are SQL gateway sessions (jm/cluster/sqlsessions.py) with
+a Livy record (raft/livy.py), so they are placed, moved when their peer dies and rebuilt
+there as SQL sessions are. Statements are numbered in the replicated state and run by
+the session's holder (jm/cluster/livyrunner.py); any peer answers a session, its
+statements and their outputs from its replica. A new statement and a cancel go to the
+holder (rest/sql.py's proxying: `Forward`)."""
+from __future__ import annotations
+
+import time
+import uuid
+from typing import TYPE_CHECKING, Optional
+
+from jm.cluster.livyrunner import LivyRunner
+from jm.cluster.services import SqlServices
+from jm.wire import livysessions as W
+from raft import livy as L
+from raft.commands import (AddLivyStatement, CloseSqlSessions, EndLivyStatement,
+                           OpenLivySession)
+from rest.gateway import ApiError, UnknownSession
+
+if TYPE_CHECKING:
+    from jm.cluster.sqlgateway import SqlGateway
+
+
+class LivySessions:
+    def __init__(self, svc: SqlServices, sql: "SqlGateway") -> None:
+        self.svc, self.sql, self.raft, self.node = svc, sql, svc.raft, svc.node
+        self.runner = LivyRunner(svc, sql)
+
+    def start(self) -> None:
+        self.runner.start()
+
+    async def close(self) -> None:
+        await self.runner.close()
+
+    @staticmethod
+    def is_livy_request(body) -> bool:
+        return W.is_livy_request(body)
+
+    # ---- reads: any peer, from its replica ----------------------------------------------
+    def _read(self, number: int):
+        """(SQL session record, LivyRecord) of session `number`; UnknownSession if none."""
+        with self.raft.read() as st:
+            s, livy = L.session_of(st, number)
+            if livy is None:
+                raise UnknownSession(404, f"session {number} not found (deleted, expired "
+                                          "or never created)")
+            return s, livy
+
+    def handle_of(self, number: int) -> str:
+        return self._read(number)[0].handle
+
+    def _log(self, s, livy) -> list:
+        with self.raft.read() as st:
+            peer = st.peers.get(s.node) if s.node else None
+        where = f"peer {s.node} ({self.svc.url_of(peer.host, peer.rest_port)})" if peer \
+            else "no peer yet (waiting for one)"
+        lines = list(livy.notes) + [f"session {livy.id} ({livy.kind}) runs on {where}"]
+        if s.moves:
+            lines.append(f"moved {s.moves} time(s) after its peer died; Python variables "
+                         "were lost each time, temporary views and Spark settings restored")
+        return lines
+
+    def session(self, number: int) -> dict:
+        s, livy = self._read(number)
+        return W.session_json(livy, s.name, self._log(s, livy), s.node)
+
+    def sessions(self, start: int, size: int) -> dict:
+        with self.raft.read() as st:
+            found = [L.session_of(st, n) for n in sorted(st.livy_ids)]
+        found = [(s, livy) for s, livy in found if livy is not None]
+        return {"from": start, "total": len(found),
+                "sessions": [W.session_json(livy, s.name, peer=s.node) for s, livy in
+                             found[start:start + size]]}
+
+    def log(self, number: int, start: Optional[int], size: Optional[int]) -> dict:
+        from jm.wire.livy import log_page
+        s, livy = self._read(number)
+        first, total, lines = log_page("\n".join(self._log(s, livy)), start, size)
+        return {"id": number, "from": first, "total": total, "log": lines}
+
+    def statements(self, number: int, start: int = 0, size: int = 1000) -> dict:
+        _, livy = self._read(number)
+        states = W.statement_states(livy)
+        cancelling = self.runner.cancelling(number)
+        shown = livy.statements[start:start + size]
+        return {"total_statements": len(livy.statements),
+                "statements": [W.statement_json(st, states[st.id], st.id in cancelling)
+                               for st in shown]}
+
+    def statement(self, number: int, statement: int) -> dict:
+        _, livy = self._read(number)
+        st = L.find_statement(livy, statement)
+        if st is None:
+            raise ApiError(404, f"statement {statement} not found in session {number}")
+        return W.statement_json(st, W.statement_states(livy)[st.id],
+                                st.id in self.runner.cancelling(number))
+
+    # ---- changes --------------------------------------------------------------------------
+    async def open(self, body) -> dict:
+        try:
+            req = W.session_request(body)
+        except ValueError as exc:
+            raise ApiError(400, *exc.args[0])
+        node, limit = self.sql.place()
+        value = await self.sql.open_checked(OpenLivySession(
+            str(uuid.uuid4()), req.kind, req.name, req.conf, node, time.time(), limit,
+            req.notes))
+        return self.session(value["id"])
+
+    async def delete(self, number: int) -> dict:
+        s, _ = self._read(number)
+        res = await self.sql._commit(CloseSqlSessions((s.handle,), time.time(), "closed"))
+        if not res.ok:
+            raise ApiError(400, res.error)
+        return {"msg": "deleted"}
+
+    async def submit(self, number: int, body, forwarded: bool, request_id: str) -> dict:
+        """POST /sessions/{id}/statements, on the session's holder (else Forward)."""
+        s, livy = self._read(number)
+        try:
+            code, kind = W.statement_request(body, livy.kind)
+        except ValueError as exc:
+            raise ApiError(400, *exc.args[0])
+        local = self.sql._held_here(s.handle, forwarded)
+        res = await self.sql._commit(AddLivyStatement(number, self.node, local.epoch, code,
+                                                      kind, time.time(), request_id))
+        if not res.ok:
+            raise ApiError(503 if res.code == "stale" else 400, res.error,
+                           headers={"Retry-After": "1"})
+        self.runner.wake()
+        return self.statement(number, res.value)
+
+    async def cancel(self, number: int, statement: int, forwarded: bool) -> dict:
+        """POST .../statements/{n}/cancel, on the holder: a waiting statement is cancelled
+        at once, a running one stopped (its runner records it cancelled)."""
+        s, livy = self._read(number)
+        st = L.find_statement(livy, statement)
+        if st is None:
+            raise ApiError(404, f"statement {statement} not found in session {number}")
+        local = self.sql._held_here(s.handle, forwarded)
+        if st.state:
+            return {"msg": "canceled"}
+        if not await self.runner.cancel(number, statement):  # not started: never will
+            await self.sql._commit(EndLivyStatement(number, statement, self.node,
+                                                    local.epoch, "cancelled", None,
+                                                    time.time()))
+        return {"msg": "canceled"}
