@@ -124,6 +124,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "sql.max-result-rows": (_int(0), 1000),
     # the SQL gateway (Flink SQL Gateway REST API on every peer)
     "sql-gateway.session.idle-timeout": (parse_duration, "10 min"),
+    "sql-gateway.livy-session.idle-timeout": (parse_duration, "1 h"),  # Livy's default
     "sql-gateway.max-sessions": (_int(0), 200),      # per peer; 0: no limit
     "sql-gateway.max-statement-size": (parse_memory, "1 mb"),  # a statement's bytes
     "sql-gateway.worker-threads": (_int(1), 16),    # statements run at once per peer

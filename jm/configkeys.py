@@ -279,6 +279,10 @@ DESCRIPTIONS: dict[str, str] = {
     "sql.max-result-rows": "Rows kept from a SQL job's result.",
     "sql-gateway.session.idle-timeout": (
         "A SQL session without a request for this long is closed by its peer."),
+    "sql-gateway.livy-session.idle-timeout": (
+        "A Livy interactive session (`POST /sessions`) without a new statement or a running "
+        "one for this long is closed by its peer, its Python variables with it (Livy's "
+        "`livy.server.session.timeout`)."),
     "sql-gateway.max-sessions": (
         "SQL sessions one peer holds at most (`0`: no limit); a new session goes to the peer "
         "holding the fewest."),

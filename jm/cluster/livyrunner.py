@@ -35,6 +35,7 @@ log = logging.getLogger("jm.livy")
 
 TOUCH_EVERY = 10.0   # s: a running statement keeps its session from expiring
 RETRY = 1.0          # s: before a statement's end is recorded again (Raft unavailable)
+GONE = object()      # _next: the session is not held here at this epoch any more
 LOST_PROCESS = ("note: this session's Python process started again on peer {node}: the "
                 "peer that held the session died, or the process exited. Python variables "
                 "of earlier statements were lost; temporary views and Spark settings were "
@@ -128,15 +129,20 @@ class LivyRunner:
             asyncio.ensure_future(lv.repl.close())
 
     def _next(self, lv: LocalLivy):
+        """The session's first statement that has not ended; None if there is none; GONE
+        if this peer no longer holds the session at `lv.epoch` (nothing more runs here:
+        a statement that ran on would run twice, here and on the next holder)."""
         with self.raft.read() as st:
-            _, livy = L.session_of(st, lv.number)
-            if livy is None:
-                return None
-            return next((s for s in livy.statements if not s.state), None)
+            s, livy = L.session_of(st, lv.number)
+            if livy is None or s.node != self.node or s.epoch != lv.epoch:
+                return GONE
+            return next((x for x in livy.statements if not x.state), None)
 
     async def _serve(self, lv: LocalLivy) -> None:
         while True:
             st = self._next(lv)
+            if st is GONE:
+                return
             if st is None:
                 await lv.wake.wait()
                 lv.wake.clear()
@@ -149,9 +155,12 @@ class LivyRunner:
                 state, output = await self._run(lv, st)
             except ApiError as exc:  # the session is moving, or this peer lost its lease
                 log.info("Livy statement %d/%d not run here: %s", lv.number, st.id, exc)
-                lv.running = None
                 await asyncio.sleep(RETRY)
                 continue
+            except Exception as exc:  # (its Spark session could not be opened...)
+                log.exception("Livy statement %d/%d failed", lv.number, st.id)
+                state, output = "available", W.error_output(st.id, type(exc).__name__,
+                                                            str(exc))
             finally:
                 lv.running = None
                 lv.op = None

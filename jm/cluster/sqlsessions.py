@@ -102,6 +102,7 @@ class SqlSessions:
         now = self.clock()
         with self.raft.read() as st:
             mine = {h: s.epoch for h, s in st.sessions.items() if s.node == self.node}
+            livy = {h for h in mine if st.sessions[h].livy is not None}
         for handle, s in list(self.local.items()):
             if mine.get(handle) != s.epoch:
                 self._drop_local(handle, release=handle not in mine)
@@ -111,8 +112,9 @@ class SqlSessions:
                 if self.svc.lease_valid() and self.svc.spark_remote():
                     asyncio.ensure_future(self._open_quietly(handle))
         idle = self.conf["sql-gateway.session.idle-timeout"]
+        livy_idle = self.conf["sql-gateway.livy-session.idle-timeout"]
         expired = tuple(h for h, s in self.local.items()
-                        if now - s.last_access > idle
+                        if now - s.last_access > (livy_idle if h in livy else idle)
                         and not any(op.status == RUNNING for op in s.ops.values()))
         if expired and self.svc.lease_valid():
             log.info("closing %d idle SQL session(s)", len(expired))
