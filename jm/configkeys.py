@@ -75,8 +75,8 @@ DESCRIPTIONS: dict[str, str] = {
     "jobmanager.log.level": "`DEBUG`, `INFO`, `WARNING` or `ERROR`.",
     "jobmanager.log.format": (
         "The peer's own log, one line per event: `text` (`... [job=<id> epoch=<n>]` on job "
-        "events) or `json` (one object per line: time, level, logger, node, message, job, "
-        "epoch, traceback)."),
+        "events) or `json` (one object per line: time in UTC as RFC 3339, "
+        "`2026-11-26T16:20:00.250Z`, level, logger, node, message, job, epoch, traceback)."),
     "jobmanager.executor.preload": (
         "What the warm parent of the job processes imports before it forks. `pyspark` loads the"
         " Spark Connect client, pandas and pyarrow once, so the first use of `ctx.spark` is "

@@ -73,9 +73,18 @@ def _same_file(fd: int, st: os.stat_result) -> bool:
     return (other.st_dev, other.st_ino) == (st.st_dev, st.st_ino)
 
 
+def rfc3339(created: float) -> str:
+    """A log record's time in UTC, RFC 3339 with milliseconds: 2026-11-26T16:20:00.123Z
+    (log collectors parse it without knowing the peer's time zone)."""
+    import datetime
+    when = datetime.datetime.fromtimestamp(created, datetime.timezone.utc)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+
+
 class LogFormat(logging.Formatter):
     """One line per event. text: `time level logger: message [job=... epoch=...]`;
-    json: one JSON object per line with time, level, logger, node, message, job, epoch."""
+    json: one JSON object per line with time (UTC, RFC 3339), level, logger, node,
+    message, job, epoch."""
 
     def __init__(self, kind: str, node: str) -> None:
         super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -85,7 +94,7 @@ class LogFormat(logging.Formatter):
         job, epoch = getattr(record, "job", None), getattr(record, "epoch", None)
         if self.kind == "json":
             import json
-            out = {"time": self.formatTime(record), "level": record.levelname,
+            out = {"time": rfc3339(record.created), "level": record.levelname,
                    "logger": record.name, "node": self.node, "message": record.getMessage()}
             if job is not None:
                 out.update(job=job, epoch=epoch)

@@ -359,6 +359,8 @@ def test_log_format_lines_carry_job_and_epoch():
     obj = json.loads(LogFormat("json", "n1").format(rec))
     assert obj["job"] == "j1" and obj["epoch"] == 3 and obj["node"] == "n1"
     assert obj["message"] == "job j1 up" and obj["level"] == "INFO"
+    rec.created = 1795710000.25  # (a time in UTC, whatever the machine's zone)
+    assert json.loads(LogFormat("json", "n1").format(rec))["time"] == "2026-11-26T16:20:00.250Z"
     plain = logging.LogRecord("jm.cluster.peer", logging.WARNING, __file__, 1, "hello", (), None)
     assert "job" not in json.loads(LogFormat("json", "n1").format(plain))
     with pytest.raises(ConfigError, match="^jobmanager.log.format:"):
