@@ -287,6 +287,22 @@ class SqlOperation:
 
 
 @dataclass(frozen=True)
+class CreateToken:
+    """A named credential: `digest` is the SHA-256 (hex) of its secret."""
+    name: str
+    role: str
+    tenant: Optional[str]
+    digest: str
+    time: float
+
+
+@dataclass(frozen=True)
+class RevokeToken:
+    name: str
+    time: float
+
+
+@dataclass(frozen=True)
 class OpenLivySession:
     """Open a SQL gateway session (as OpenSqlSession) that is also a Livy interactive
     session; it gets the next Livy session id."""
@@ -337,7 +353,8 @@ COMMAND_TYPES = {cls.__name__: cls for cls in (
     StatusReport, ReportStatuses, CancelJob, PurgeJobs, AddArtifact, ForgetArtifacts,
     TriggerSavepoint, CompleteSavepoint, Move, MoveJobs, ReleaseJob, DrainPeer, AdmitPeer,
     RemovePeer, RetirePeer, Barrier, OpenSqlSession, CloseSqlSessions, AddSqlStatement,
-    SqlOperation, StartSqlOperations, OpenLivySession, AddLivyStatement, EndLivyStatement)}
+    SqlOperation, StartSqlOperations, OpenLivySession, AddLivyStatement, EndLivyStatement,
+    CreateToken, RevokeToken)}
 
 _EXT_COMMAND = 1  # msgpack ext type: our dataclasses; user dicts stay plain dicts
 

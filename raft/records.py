@@ -171,6 +171,17 @@ def compact_ended(job: JobRecord) -> None:
 
 
 @dataclass
+class TokenRecord:
+    """A named credential (raft/tokens.py): its role, tenant (None: every tenant) and the
+    SHA-256 of its secret (the secret itself is shown once, to its creator)."""
+    name: str
+    role: str
+    tenant: Optional[str]
+    digest: str
+    created: float
+
+
+@dataclass
 class ArtifactRecord:
     id: str
     name: str

@@ -17,6 +17,7 @@ from raft import artifacts
 from raft import commands as c
 from raft import jobs
 from raft import livy
+from raft import tokens
 from raft import members
 from raft import savepoints
 from raft import sessions as sql
@@ -28,7 +29,7 @@ from raft.records import (  # noqa: F401  (re-exported: raft.state is the public
     TERMINAL, REPORTABLE, ALIVE, DEAD, MAX_FAILURES_KEPT, MAX_SAVEPOINTS_KEPT, STREAMING,
     MAX_PENDING_SAVEPOINTS, MAX_ATTEMPTS_KEPT, MAX_SAVEPOINT_TARGET,
     BATCH, IN_PROGRESS, COMPLETED, Result, PeerRecord, AttemptRecord, SavepointRecord,
-    JobRecord, ArtifactRecord, SqlSessionRecord, PeerLoss, ENDED_FAILURES_KEPT, ENDED_ATTEMPTS_KEPT,
+    JobRecord, ArtifactRecord, SqlSessionRecord, TokenRecord, PeerLoss, ENDED_FAILURES_KEPT, ENDED_ATTEMPTS_KEPT,
     ENDED_TRACE_CHARS, compact_ended)
 
 
@@ -51,6 +52,9 @@ class ClusterState:
         # Livy interactive sessions (raft/livy.py): id -> the SQL session's handle
         self.livy_ids: dict[int, str] = {}
         self.next_livy: int = 0
+        # named credentials (raft/tokens.py): name -> TokenRecord; digest -> name
+        self.tokens: dict[str, TokenRecord] = {}
+        self.token_digests: dict[str, str] = {}
         # membership (raft/members.py): added, not yet registered; tombstones of removed
         self.joining: dict[str, str] = {}
         self.removed: dict[str, float] = {}
@@ -73,6 +77,8 @@ class ClusterState:
         self.__dict__.setdefault("sessions", {})
         self.__dict__.setdefault("livy_ids", {})
         self.__dict__.setdefault("next_livy", 0)
+        self.__dict__.setdefault("tokens", {})
+        self.__dict__.setdefault("token_digests", {})
         self.__dict__.setdefault("joining", {})
         self.__dict__.setdefault("removed", {})
         self.__dict__.setdefault("removed_dead", set())
@@ -271,6 +277,7 @@ _HANDLERS = {
     **savepoints.HANDLERS,
     **sql.HANDLERS,
     **livy.HANDLERS,
+    **tokens.HANDLERS,
     **members.HANDLERS,
     **artifacts.HANDLERS,
 }

@@ -280,8 +280,9 @@ def make_app(gateway: Gateway, max_body: int, token: Optional[str] = None,
     r.add_get("/artifacts", get_artifacts)
     r.add_get("/artifacts/{artifact_id}/content", get_artifact_content)
     r.add_delete("/artifacts/{artifact_id}", delete_artifact)
-    from rest import cluster, livy, livysessions, sql
+    from rest import cluster, livy, livysessions, sql, tokens
     cluster.add_routes(app)  # membership, drains, rebalancing, peer-to-peer beats
+    tokens.add_routes(app)  # named credentials
     livysessions.add_routes(app)  # Livy's interactive sessions (before Flink's /sessions)
     sql.add_routes(app)
     livy.add_routes(app)  # Apache Livy's batches (Airflow's Livy operator)

@@ -100,8 +100,21 @@ class SqlGatewayApi(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Credential:
+    """A named credential (POST /tokens) as a request shows it."""
+    name: str
+    role: str
+    tenant: Optional[str]
+
+
 class Gateway(Protocol):
     """What the REST layer may ask of a peer."""
+    def credential(self, digest: str) -> Optional[Credential]:
+        """The named credential whose secret has this SHA-256 (hex), or None."""
+    async def create_token(self, name: Any, role: Any, tenant: Any) -> dict: ...
+    def list_tokens(self) -> list: ...
+    async def revoke_token(self, name: str) -> None: ...
     async def submit_job(self, spec: Any, request_id: str,
                          names: Optional[dict] = None) -> dict: ...
     async def cancel_job(self, job_id: str) -> str: ...

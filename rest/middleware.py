@@ -3,6 +3,7 @@ credential), request metrics, errors as {"errors": [...]}, and the index protoco
 (X-JM-Index / X-JM-Min-Index); and the keys the app is configured with."""
 from __future__ import annotations
 
+import hashlib
 import hmac
 import logging
 import re
@@ -11,7 +12,8 @@ from typing import Any, Optional
 
 from aiohttp import web
 
-from rest.gateway import INDEX_HEADER, MIN_INDEX_HEADER, ApiError, Gateway
+from rest import roles
+from rest.gateway import INDEX_HEADER, MIN_INDEX_HEADER, ApiError, Credential, Gateway
 
 log = logging.getLogger("jm.rest")
 
@@ -81,11 +83,37 @@ def auth_middleware(token: Optional[str], peer_credential: Optional[str]):
             return await handler(request)
         tokens = accepted if internal or path in PEER_READS else users
         if (token or (secret and internal)) and not allowed(request, tokens):
-            return error_response(401, ["missing or wrong credentials: send "
-                                        "'Authorization: Bearer <rest.auth.token>'"],
-                                  {"WWW-Authenticate": 'Bearer realm="jobmanager"'})
+            named = _named(request) if token else None
+            if named is None:
+                return error_response(401, ["missing or wrong credentials: send "
+                                            "'Authorization: Bearer <token>'"],
+                                      {"WWW-Authenticate": 'Bearer realm="jobmanager"'})
+            if not roles.allows(named.role, roles.required(request.method,
+                                                           _route_path(request))):
+                return error_response(403, [f"the {named.role} role may not do this"])
         return await handler(request)
     return middleware
+
+
+def _bearer(request: web.Request) -> Optional[bytes]:
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        return None
+    return given.strip().encode("utf-8", "surrogateescape")
+
+
+def _named(request: web.Request) -> Optional[Credential]:
+    """The named credential (POST /tokens) the request's bearer is, or None."""
+    given = _bearer(request)
+    if given is None:
+        return None
+    return request.app[GATEWAY].credential(hashlib.sha256(given).hexdigest())
+
+
+def _route_path(request: web.Request) -> Optional[str]:
+    """The path the request's route was registered with (None: no route matched)."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else None
 
 
 @web.middleware

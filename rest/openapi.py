@@ -52,6 +52,9 @@ STATEMENT = {"type": "object", "required": ["statement"], "properties": {
     "executionTimeout": INT}}
 COMPLETE = {"type": "object", "required": ["statement", "position"], "properties": {
     "statement": STRING, "position": {"type": "integer", "minimum": 0}}}
+TOKEN = {"type": "object", "required": ["name", "role"], "properties": {
+    "name": STRING, "role": {"type": "string", "enum": ["read", "submit", "admin"]},
+    "tenant": STRING}}
 LIVY_SESSION = {"type": "object", "properties": {
     "kind": {"type": "string", "enum": ["pyspark", "sql", "shared"]}, "name": STRING,
     "conf": {"type": "object", "additionalProperties": STRING}}}
@@ -137,6 +140,10 @@ def _routes() -> dict[str, dict[str, dict]]:
         "/batches/{batch_id}/log": {"get": _op("a Livy batch's log", (
             _query("from", INT, "first line"), _query("size", INT, "lines")))},
         "/version": {"get": _op("Livy's version answer")},
+        "/tokens": {"post": _op("create a named credential (admin; its secret is in this "
+                                "answer only)", body=TOKEN, ok="201"),
+                    "get": _op("the named credentials, without secrets (admin)")},
+        "/tokens/{name}": {"delete": _op("revoke a named credential (admin)")},
     }
     paths.update(_livy_sessions())
     for p in SQL_PREFIXES:

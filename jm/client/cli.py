@@ -25,6 +25,7 @@ from jm.client.cli_jobs import (add_submit, cmd_cancel, cmd_exceptions, cmd_resu
 from jm.client.cli_jobs import cmd_submit, report_end, wait_for_end  # noqa: F401
 from jm.client.cli_list import add_list
 from jm.client.cli_members import add_cluster_args, cluster_action
+from jm.client.cli_tokens import add_token
 from jm.client.cli_ops import add_commands
 from jm.client.cli_run import add_run
 from jm.client.cli_sql import add_sql
@@ -139,6 +140,7 @@ def make_parser() -> argparse.ArgumentParser:
     add_commands(add, upload)
     add_run(add, upload)
     add_sql(add)
+    add_token(add)
     comp = add("completion", "print a shell completion script: eval \"$(jm completion bash)\"",
                cmd_completion)
     comp.add_argument("shell", choices=("bash", "zsh"), help="bash or zsh")
@@ -158,7 +160,7 @@ def run(argv: Optional[list[str]]) -> int:
     if not getattr(a, "command", None):
         raise UsageError("missing command; one of submit, run, list, status, cancel, savepoint, "
                          "stop, cluster, rebalance, drain, exceptions, result, artifacts, "
-                         "upload, sql (see 'jm --help')")
+                         "upload, sql, token (see 'jm --help')")
     a.json = bool(getattr(a, "json", False))
     a.timeout = getattr(a, "timeout", None)
     if getattr(a, "offline", False):  # needs no peer

@@ -21,6 +21,7 @@ from jm.cluster.blobs import BlobError, safe_name
 from jm.cluster.clusterapi import ClusterWrites
 from jm.cluster.reads import PeerReads, api_errors
 from jm.cluster.savepoint import SavepointError, read_metadata
+from jm.cluster.tokens import TokenWrites
 from jm.policy import fsuri
 from jm.policy.spec import SpecLimits, remote_refs, validate_spec
 from jm.wire import livy
@@ -33,7 +34,7 @@ REMOTE_CHECK_TIMEOUT = 15.0  # seconds to open a remote file system or read a sa
 REMOTE_FETCH_TIMEOUT = 120.0  # seconds to copy a job's remote application or py-file
 
 
-class PeerGateway(PeerReads, ClusterWrites):
+class PeerGateway(PeerReads, ClusterWrites, TokenWrites):
     """Implements rest.gateway.Gateway for one peer (the peer's parts are read through
     its services, never changed, except by committing commands)."""
 

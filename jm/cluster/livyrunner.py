@@ -167,6 +167,10 @@ class LivyRunner:
             await self._end(lv, st.id, state, output and W.bounded(output))
 
     async def _end(self, lv: LocalLivy, number: int, state: str, output) -> None:
+        """Record a statement's end (again while Raft is unavailable). An output the state
+        refuses or that cannot be encoded (a Python int past 64 bits in a %json value)
+        gives way once to an error output saying so."""
+        substituted = False
         while True:
             try:
                 res = await self.raft.submit(EndLivyStatement(
@@ -174,13 +178,20 @@ class LivyRunner:
                     self.svc.conf["rest.write-timeout"])
                 if res.ok or res.code in ("stale", "not-found"):
                     return
-                log.warning("Livy statement %d/%d: end not recorded: %s", lv.number,
-                            number, res.error)
-                output = W.bounded(W.error_output(number, "OutputRefused", str(res.error)))
+                why = str(res.error)
             except RaftUnavailable as exc:
                 log.warning("Livy statement %d/%d: end not recorded yet: %s", lv.number,
                             number, exc)
                 await asyncio.sleep(RETRY)
+                continue
+            except Exception as exc:  # (not encodable)
+                why = f"{type(exc).__name__}: {exc}"
+            log.warning("Livy statement %d/%d: end not recorded: %s", lv.number, number, why)
+            if substituted:
+                return
+            substituted, state = True, "available"
+            output = W.bounded(W.error_output(number, "OutputRefused",
+                                              f"the statement's output could not be kept: {why}"))
 
     # ---- running one statement ----------------------------------------------------------
     async def _run(self, lv: LocalLivy, st) -> tuple[str, Optional[dict]]:

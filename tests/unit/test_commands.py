@@ -67,6 +67,8 @@ SAMPLES = [
     c.EndLivyStatement(0, 0, "127.0.0.1:6123", 1, "available",
                        {"status": "ok", "execution_count": 0, "data": {"text/plain": "1"}},
                        1700000016.0),
+    c.CreateToken("ci-reader", "read", "team-a", "ab" * 32, 1700000017.0),
+    c.RevokeToken("ci-reader", 1700000018.0),
 ]
 
 

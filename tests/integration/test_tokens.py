@@ -1,0 +1,84 @@
+"""Named credentials with roles through real peers (in-process, real Raft and aiohttp):
+created over REST and with `jm token`, checked by every peer on every route family
+(read < submit < admin: 403 below the role, 401 without a credential), never listed
+with their secrets, revoked on every peer."""
+from tests.conftest import running
+from tests.helpers import ahttp, apoll
+from tests.integration.test_cli import jm
+
+ROOT = "root-token"
+
+# (method, path, body, role needed): one route of each family
+ROUTES = [
+    ("GET", "/jobs", None, "read"), ("GET", "/v1/jobs/nope/status", None, "read"),
+    ("GET", "/jobs/nope/logs", None, "read"), ("GET", "/metrics", None, "read"),
+    ("GET", "/artifacts", None, "read"), ("GET", "/batches", None, "read"),
+    ("GET", "/sessions", None, "read"), ("GET", "/cluster/peers", None, "read"),
+    ("GET", "/v1/sessions/nope/operations/x/status", None, "read"),
+    ("POST", "/jobs", {}, "submit"), ("PATCH", "/v1/jobs/nope", None, "submit"),
+    ("POST", "/jobs/nope/savepoints", {}, "submit"), ("POST", "/batches", {}, "submit"),
+    ("POST", "/sessions", {"kind": "bogus"}, "submit"),
+    ("POST", "/v1/sessions/nope/statements", {"statement": "SELECT 1"}, "submit"),
+    ("DELETE", "/artifacts/sha256:00", None, "submit"),
+    ("POST", "/cluster/rebalance", None, "admin"), ("POST", "/nodes/nope/drain", None,
+                                                   "admin"),
+    ("POST", "/cluster/peers", {}, "admin"), ("GET", "/tokens", None, "admin"),
+    ("DELETE", "/tokens/nope", None, "admin")]
+RANK = {"read": 1, "submit": 2, "admin": 3}
+
+
+def bearer(token):
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def test_roles_on_every_route_family_and_revocation_on_every_peer(tmp_path):
+    async with running(str(tmp_path), 2, {"rest.auth.token": ROOT}) as c:
+        root = bearer(ROOT)
+        secrets = {}
+        for name, role, tenant in (("reader", "read", None), ("team-a", "submit", "a")):
+            s, b = await ahttp("POST", c.url(0) + "/tokens",
+                               {"name": name, "role": role, "tenant": tenant}, headers=root)
+            assert s == 201 and b["role"] == role and b["token"].startswith("jmt_"), b
+            secrets[role] = b["token"]
+        env = {"JM_TOKEN": ROOT}
+        rc, out, err = await jm("-a", c.url(1), "token", "create", "ops", "--role", "admin",
+                                env=env)
+        assert rc == 0 and out.strip().startswith("jmt_"), (out, err)
+        secrets["admin"] = out.strip()
+        s, b = await ahttp("GET", c.url(1) + "/tokens", headers=root)
+        assert s == 200 and [(t["name"], t["role"], t["tenant"]) for t in b["tokens"]] == [
+            ("ops", "admin", None), ("reader", "read", None), ("team-a", "submit", "a")]
+        assert not any(v in str(b) for v in secrets.values())  # never the secrets
+        for method, path, body, need in ROUTES:
+            for peer in (0, 1):
+                for role, secret in secrets.items():
+                    s, b = await ahttp(method, c.url(peer) + path, body,
+                                       headers=bearer(secret))
+                    if RANK[role] < RANK[need]:
+                        assert s == 403 and b == {"errors": [f"the {role} role may not do "
+                                                             "this"]}, (path, role, s, b)
+                    else:
+                        assert s not in (401, 403), (path, role, s, b)
+                for headers in ({}, bearer("jmt_not-a-token")):
+                    s, b = await ahttp(method, c.url(peer) + path, body, headers=headers)
+                    assert s == 401 and b["errors"], (path, headers, s, b)
+        # bad input: one readable error, nothing created
+        for body, status in (({"name": "reader", "role": "read"}, 409),
+                             ({"name": "x", "role": "root"}, 400),
+                             ({"name": "has space", "role": "read"}, 400),
+                             ({"role": "read"}, 400), ({"name": "x", "role": "read",
+                                                        "roles": []}, 400)):
+            s, b = await ahttp("POST", c.url(0) + "/tokens", body, headers=root)
+            assert s == status and b["errors"], (body, s, b)
+        rc, out, err = await jm("-a", c.url(0), "token", "revoke", "nobody", env=env)
+        assert rc == 1 and err.startswith("jm: ") and len(err.splitlines()) == 1, err
+        # revoked through one peer: refused by every peer
+        rc, out, err = await jm("-a", c.url(1), "token", "revoke", "reader", env=env)
+        assert rc == 0, err
+        for peer in (0, 1):
+            async def refused(p=peer):
+                s, _ = await ahttp("GET", c.url(p) + "/jobs", headers=bearer(secrets["read"]))
+                return s == 401
+            await apoll(refused, 10, what=f"the revoked token refused by peer {peer}")
+        rc, out, err = await jm("-a", c.url(0), "token", "list", env=env)
+        assert rc == 0 and out.split() == ["ops", "admin", "*", "team-a", "submit", "a"], out
