@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Optional
 
 from jm.cluster.services import SqlServices
 from jm.cluster.waits import wait_event
-from jm.runtime.sqlclient import WorkerLost
+from jm.runtime.sqlclient import StatementError, WorkerLost
 from jm.wire import livysessions as W
 from raft import livy as L
 from raft.commands import AddSqlStatement, EndLivyStatement
@@ -256,6 +256,10 @@ class LivyRunner:
             return "available", W.error_output(
                 st.id, "SessionProcessLost", f"the session's Python process exited ({exc}): "
                 "its Python variables were lost; the next statement starts a new one")
+        except StatementError as exc:  # its answer could not be encoded (an int past 64 bits)
+            return "available", W.error_output(
+                st.id, "OutputRefused", f"the statement ran, but its output could not be "
+                f"sent: {exc}")
         finally:
             run.cancel()
         notes = await self._keep_state(lv, res.state)
