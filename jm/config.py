@@ -147,6 +147,12 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "raft.max-connections": (_int(0), 0),  # inbound Raft connections; 0: 4 per voter and peer, >= 16
     "rest.auth.token": (_opt_str, None),
     "rest.auth.token-file": (_opt_str, None),
+    # JWT bearers (jm/cluster/tokens.py): verified with this public key (PEM) or JWKS file
+    "rest.auth.jwt.key-file": (_opt_str, None),
+    "rest.auth.jwt.issuer": (_opt_str, None),
+    "rest.auth.jwt.audience": (_opt_str, None),
+    "rest.auth.jwt.role-claim": (_str, "role"),
+    "rest.auth.jwt.tenant-claim": (_str, "tenant"),
     "cluster.secret": (_opt_str, None),
     "cluster.secret-file": (_opt_str, None),
     # how long a starting peer without Raft data waits for a seed that can say whether

@@ -354,6 +354,17 @@ DESCRIPTIONS: dict[str, str] = {
         "the file must be a regular file no other user can read or write (`chmod 600`; group "
         "access is allowed, as Kubernetes gives it with `fsGroup`), or the peer does not start;"
         " setting both the key and its file is an error too."),
+    "rest.auth.jwt.key-file": (
+        "With `rest.auth.token` set: also accept JSON Web Tokens as bearers, signed by an "
+        "identity provider whose public key (PEM) or key set (JWKS JSON, keys chosen by "
+        "`kid`) is in this file (RS256/384/512, ES256/384/512, PS256/384/512). The token must "
+        "carry `exp`; its role and tenant are its claims below (rest/roles.py)."),
+    "rest.auth.jwt.issuer": "The JWT's `iss` must be this (unset: not checked).",
+    "rest.auth.jwt.audience": "The JWT's `aud` must name this (unset: not checked).",
+    "rest.auth.jwt.role-claim": (
+        "The claim holding the JWT's role: `read`, `submit` or `admin` (a dotted path reads a "
+        "nested claim); a verified JWT without one of these is a 403."),
+    "rest.auth.jwt.tenant-claim": "The claim holding the JWT's tenant (absent: every tenant).",
     "cluster.secret": (
         "Shared by the peers: the Raft password (unless `raft.password` is set) and the source "
         "of the credential peers show each other over HTTP (artifact and log fetches; derived "

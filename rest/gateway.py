@@ -110,8 +110,8 @@ class Credential:
 
 class Gateway(Protocol):
     """What the REST layer may ask of a peer."""
-    def credential(self, digest: str) -> Optional[Credential]:
-        """The named credential whose secret has this SHA-256 (hex), or None."""
+    def credential(self, bearer: str) -> Optional[Credential]:
+        """The credential a bearer (not the root one) is, or None."""
     async def create_token(self, name: Any, role: Any, tenant: Any) -> dict: ...
     def list_tokens(self) -> list: ...
     async def revoke_token(self, name: str) -> None: ...

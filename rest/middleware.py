@@ -3,7 +3,6 @@ credential), request metrics, errors as {"errors": [...]}, and the index protoco
 (X-JM-Index / X-JM-Min-Index); and the keys the app is configured with."""
 from __future__ import annotations
 
-import hashlib
 import hmac
 import logging
 import re
@@ -95,19 +94,13 @@ def auth_middleware(token: Optional[str], peer_credential: Optional[str]):
     return middleware
 
 
-def _bearer(request: web.Request) -> Optional[bytes]:
+def _named(request: web.Request) -> Optional[Credential]:
+    """The credential the request's bearer is (a named one, POST /tokens, or a JWT), or
+    None."""
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not given.strip():
         return None
-    return given.strip().encode("utf-8", "surrogateescape")
-
-
-def _named(request: web.Request) -> Optional[Credential]:
-    """The named credential (POST /tokens) the request's bearer is, or None."""
-    given = _bearer(request)
-    if given is None:
-        return None
-    return request.app[GATEWAY].credential(hashlib.sha256(given).hexdigest())
+    return request.app[GATEWAY].credential(given.strip())
 
 
 def _route_path(request: web.Request) -> Optional[str]:

@@ -10,6 +10,7 @@ import secrets
 import time
 from typing import Any, Optional
 
+from jm.cluster.jwtauth import JwtVerifier, looks_like_jwt
 from jm.cluster.reads import GatewayBase, api_errors
 from raft.commands import CreateToken, RevokeToken
 from rest.gateway import ApiError, Credential
@@ -18,11 +19,26 @@ PREFIX = "jmt_"  # a token's secret starts with it (easy to find in a leaked fil
 
 
 class TokenWrites(GatewayBase):
-    def credential(self, digest: str) -> Optional[Credential]:
+    _jwt: Any = None  # jm/cluster/jwtauth.py's verifier, made at the first JWT bearer
+
+    def credential(self, bearer: str) -> Optional[Credential]:
+        """The credential a bearer that is not the root one is: a JWT (with
+        rest.auth.jwt.key-file) or a named credential's secret; None if neither."""
+        if self.conf["rest.auth.jwt.key-file"] and looks_like_jwt(bearer):
+            return self._jwt_verifier().credential(bearer)
+        digest = hashlib.sha256(bearer.encode("utf-8", "surrogateescape")).hexdigest()
         with self.raft.read() as st:
             name = st.token_digests.get(digest)
             rec = st.tokens.get(name) if name is not None else None
             return Credential(rec.name, rec.role, rec.tenant) if rec is not None else None
+
+    def _jwt_verifier(self) -> JwtVerifier:
+        if self._jwt is None:
+            c = self.conf
+            self._jwt = JwtVerifier(c["rest.auth.jwt.key-file"], c["rest.auth.jwt.issuer"],
+                                    c["rest.auth.jwt.audience"], c["rest.auth.jwt.role-claim"],
+                                    c["rest.auth.jwt.tenant-claim"])
+        return self._jwt
 
     @api_errors
     async def create_token(self, name: Any, role: Any, tenant: Any) -> dict:

@@ -82,3 +82,50 @@ async def test_roles_on_every_route_family_and_revocation_on_every_peer(tmp_path
             await apoll(refused, 10, what=f"the revoked token refused by peer {peer}")
         rc, out, err = await jm("-a", c.url(0), "token", "list", env=env)
         assert rc == 0 and out.split() == ["ops", "admin", "*", "team-a", "submit", "a"], out
+
+
+async def test_jwt_bearers_from_an_identity_provider(tmp_path):
+    """JWTs signed by an identity provider's key (a JWKS file, keys by `kid`): role and
+    tenant from configured claims; a bad signature, another issuer or audience, an expired
+    or `exp`-less token, a symmetric algorithm are 401; no known role a 403."""
+    import json
+    import time
+    import jwt
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+    idp, other = rsa.generate_private_key(65537, 2048), rsa.generate_private_key(65537, 2048)
+    ec_key = ec.generate_private_key(ec.SECP256R1())
+    jwks = {"keys": [dict(json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(idp.public_key())),
+                          kid="rsa-1", use="sig", alg="RS256"),
+                     dict(json.loads(jwt.algorithms.ECAlgorithm.to_jwk(ec_key.public_key())),
+                          kid="ec-1", use="sig", alg="ES256")]}
+    key_file = tmp_path / "jwks.json"
+    key_file.write_text(json.dumps(jwks))
+    settings = {"rest.auth.token": ROOT, "rest.auth.jwt.key-file": str(key_file),
+                "rest.auth.jwt.issuer": "https://idp.example", "rest.auth.jwt.audience": "jm",
+                "rest.auth.jwt.role-claim": "jm.role"}
+
+    def token(claims=None, key=idp, kid="rsa-1", alg="RS256", **extra):
+        body = {"sub": "alice", "iss": "https://idp.example", "aud": "jm",
+                "exp": time.time() + 300, "jm": {"role": "submit"}, "tenant": "a",
+                **(claims or {})}
+        return jwt.encode({k: v for k, v in body.items() if v is not None}, key,
+                          algorithm=alg, headers={"kid": kid}, **extra)
+    async with running(str(tmp_path / "c"), 2, settings) as c:
+        async def status(method, path, tok, body=None, peer=0):
+            return (await ahttp(method, c.url(peer) + path, body, headers=bearer(tok)))[0]
+        assert await status("GET", "/jobs", token()) == 200
+        assert await status("POST", "/jobs", token(), {}, peer=1) == 400  # allowed: bad spec
+        assert await status("POST", "/cluster/rebalance", token()) == 403
+        reader = token({"jm": {"role": "read"}}, key=ec_key, kid="ec-1", alg="ES256")
+        assert await status("GET", "/jobs", reader, peer=1) == 200
+        assert await status("POST", "/jobs", reader, {}) == 403
+        assert await status("POST", "/cluster/rebalance",
+                            token({"jm": {"role": "admin"}})) not in (401, 403)
+        assert await status("GET", "/jobs", token({"jm": {"role": "root"}})) == 403
+        for bad in (token(key=other), token({"iss": "https://evil.example"}),
+                    token({"aud": "another"}), token({"exp": time.time() - 60}),
+                    token({"exp": None}), jwt.encode({"sub": "x", "exp": time.time() + 60,
+                                                      "jm": {"role": "admin"}}, "s" * 32,
+                                                     algorithm="HS256")):
+            assert await status("GET", "/jobs", bad) == 401, jwt.decode(
+                bad, options={"verify_signature": False})
