@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
+import logging
 from typing import Any, Optional
 
 from jm.cluster.jwtauth import JwtVerifier, looks_like_jwt
@@ -15,17 +16,28 @@ from jm.cluster.reads import GatewayBase, api_errors
 from raft.commands import CreateToken, RevokeToken
 from rest.gateway import ApiError, Credential
 
+log = logging.getLogger("jm.rest")
 PREFIX = "jmt_"  # a token's secret starts with it (easy to find in a leaked file)
 
 
 class TokenWrites(GatewayBase):
     _jwt: Any = None  # jm/cluster/jwtauth.py's verifier, made at the first JWT bearer
+    _jwt_failed = False  # its key file could not be read (said once in the log)
 
     def credential(self, bearer: str) -> Optional[Credential]:
         """The credential a bearer that is not the root one is: a JWT (with
         rest.auth.jwt.key-file) or a named credential's secret; None if neither."""
         if self.conf["rest.auth.jwt.key-file"] and looks_like_jwt(bearer):
-            return self._jwt_verifier().credential(bearer)
+            try:
+                verifier = self._jwt_verifier()
+            except Exception as exc:  # (a file that is not a key: never a 500)
+                if not self._jwt_failed:
+                    log.error("rest.auth.jwt.key-file %s is not a public key or a JWKS: %s; "
+                              "JWT bearers are refused", self.conf["rest.auth.jwt.key-file"],
+                              exc)
+                self._jwt_failed = True
+                return None
+            return verifier.credential(bearer)
         digest = hashlib.sha256(bearer.encode("utf-8", "surrogateescape")).hexdigest()
         with self.raft.read() as st:
             name = st.token_digests.get(digest)

@@ -50,3 +50,18 @@ def test_tokens_in_the_state():
     assert st.apply(c.RevokeToken("ci", 3.0)).ok
     assert st.tokens == {} and st.token_digests == {}
     assert st.apply(c.RevokeToken("ci", 4.0)).code == "not-found"
+
+
+def test_a_jwt_key_file_that_is_no_key_refuses_jwts_without_failing(tmp_path, caplog):
+    from jm.cluster.tokens import TokenWrites
+    bad = tmp_path / "jwks.json"
+    bad.write_text('{"keys": [{"kty": "nonsense"}]}')
+
+    class Gateway(TokenWrites):
+        def __init__(self):  # (only what credential() reads of a gateway)
+            self.conf = {"rest.auth.jwt.key-file": str(bad), "rest.auth.jwt.issuer": None,
+                         "rest.auth.jwt.audience": None, "rest.auth.jwt.role-claim": "role",
+                         "rest.auth.jwt.tenant-claim": "tenant"}
+    gw = Gateway()
+    assert gw.credential("aaa.bbb.ccc") is None and gw.credential("aaa.bbb.ccc") is None
+    assert sum("is not a public key" in r.message for r in caplog.records) == 1
