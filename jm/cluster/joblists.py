@@ -68,14 +68,15 @@ class JobLists:
         """Flink's MultipleJobsDetails (`{"jobs": [...]}`, submission order) as JSON blocks:
         every job unless the query filters or pages; `id_ok` narrows it by job id."""
         q = parse(query, None)
-        select = None
-        if q.filtered or id_ok is not None or q.limit is not None or q.offset:
-            def keep(j: Any) -> bool:
-                return (id_ok is None or bool(id_ok(j.id))) and \
-                    pages.job_matches(q, j, views.last_modification)
+        if not (q.filtered or id_ok is not None or q.limit is not None or q.offset):
+            return await self.cache.body(self.read, self.clock(), None)
 
-            def select(st: Any) -> list:
-                return pages.page_of(q, st.jobs.values(), keep)[0]
+        def keep(j: Any) -> bool:
+            return (id_ok is None or bool(id_ok(j.id))) and \
+                pages.job_matches(q, j, views.last_modification)
+
+        def select(st: Any) -> list:
+            return pages.page_of(q, st.jobs.values(), keep)[0]
         return await self.cache.body(self.read, self.clock(), select)
 
     def note_applied(self, command: Any, result: Any) -> bool:

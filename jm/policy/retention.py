@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from raft.records import TERMINAL
-
 
 def track_ended(state: Any, seen: dict[str, float], now: float) -> dict[str, float]:
     """`seen` (job id -> this peer's monotonic time when it first saw the job ended)
