@@ -92,10 +92,13 @@ class LivyRunner:
         lv.cancel_asked.add(statement)
         if lv.running != statement:
             return False
-        if lv.op is not None:
-            await self.sql.cancel(lv.handle, lv.op, True)
-        elif lv.repl is not None:
-            await lv.repl.interrupt(statement)
+        try:
+            if lv.op is not None:
+                await self.sql.cancel(lv.handle, lv.op, True)
+            elif lv.repl is not None:
+                await lv.repl.interrupt(statement)
+        except (ApiError, WorkerLost, StatementError, asyncio.TimeoutError) as exc:
+            log.info("Livy statement %d/%d: cancel: %s", number, statement, exc)  # (ending)
         return True
 
     # ---- following the replicated sessions ---------------------------------------------

@@ -62,40 +62,45 @@ class LivySessions:
                          "were lost each time, temporary views and Spark settings restored")
         return lines
 
+    # (each answer is made under the state's lock: the records change as Raft applies)
     def session(self, number: int) -> dict:
-        s, livy = self._read(number)
-        return W.session_json(livy, s.name, self._log(s, livy), s.node)
+        with self.raft.read():
+            s, livy = self._read(number)
+            return W.session_json(livy, s.name, self._log(s, livy), s.node)
 
     def sessions(self, start: int, size: int) -> dict:
         with self.raft.read() as st:
             found = [L.session_of(st, n) for n in sorted(st.livy_ids)]
-        found = [(s, livy) for s, livy in found if livy is not None]
-        return {"from": start, "total": len(found),
-                "sessions": [W.session_json(livy, s.name, peer=s.node) for s, livy in
-                             found[start:start + size]]}
+            found = [(s, livy) for s, livy in found if livy is not None]
+            return {"from": start, "total": len(found),
+                    "sessions": [W.session_json(livy, s.name, peer=s.node) for s, livy in
+                                 found[start:start + size]]}
 
     def log(self, number: int, start: Optional[int], size: Optional[int]) -> dict:
         from jm.wire.livy import log_page
-        s, livy = self._read(number)
-        first, total, lines = log_page("\n".join(self._log(s, livy)), start, size)
+        with self.raft.read():
+            s, livy = self._read(number)
+            lines = self._log(s, livy)
+        first, total, lines = log_page("\n".join(lines), start, size)
         return {"id": number, "from": first, "total": total, "log": lines}
 
     def statements(self, number: int, start: int = 0, size: int = 1000) -> dict:
-        _, livy = self._read(number)
-        states = W.statement_states(livy)
         cancelling = self.runner.cancelling(number)
-        shown = livy.statements[start:start + size]
-        return {"total_statements": len(livy.statements),
-                "statements": [W.statement_json(st, states[st.id], st.id in cancelling)
-                               for st in shown]}
+        with self.raft.read():
+            _, livy = self._read(number)
+            states = W.statement_states(livy)
+            return {"total_statements": len(livy.statements),
+                    "statements": [W.statement_json(st, states[st.id], st.id in cancelling)
+                                   for st in livy.statements[start:start + size]]}
 
     def statement(self, number: int, statement: int) -> dict:
-        _, livy = self._read(number)
-        st = L.find_statement(livy, statement)
-        if st is None:
-            raise ApiError(404, f"statement {statement} not found in session {number}")
-        return W.statement_json(st, W.statement_states(livy)[st.id],
-                                st.id in self.runner.cancelling(number))
+        cancelling = self.runner.cancelling(number)
+        with self.raft.read():
+            _, livy = self._read(number)
+            st = L.find_statement(livy, statement)
+            if st is None:
+                raise ApiError(404, f"statement {statement} not found in session {number}")
+            return W.statement_json(st, W.statement_states(livy)[st.id], st.id in cancelling)
 
     # ---- changes --------------------------------------------------------------------------
     async def open(self, body) -> dict:
