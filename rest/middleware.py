@@ -85,7 +85,8 @@ def auth_middleware(token: Optional[str], peer_credential: Optional[str]):
             named = _named(request) if token else None
             if named is None:
                 return error_response(401, ["missing or wrong credentials: send "
-                                            "'Authorization: Bearer <token>'"],
+                                            "'Authorization: Bearer <rest.auth.token, or a "
+                                            "token of jm token create>'"],
                                       {"WWW-Authenticate": 'Bearer realm="jobmanager"'})
             if not roles.allows(named.role, roles.required(request.method,
                                                            _route_path(request))):
