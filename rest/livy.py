@@ -10,19 +10,11 @@ application-mode script jobs. The mapping is jm/wire/livy.py; the gateway does t
 """
 from __future__ import annotations
 
-from typing import Optional
-
 from aiohttp import web
 
 from rest.gateway import ApiError
 from rest.middleware import MAX_BODY, MAX_SPEC
-from rest.requests import gw as _gw, int_param, json_body
-
-
-def _int(request: web.Request, name: str, default: Optional[int]) -> Optional[int]:
-    """A non-negative integer query parameter (rest/app.py's parser), or `default`."""
-    value = int_param(request, name, 0)
-    return default if value is None else value
+from rest.requests import gw as _gw, int_or, json_body
 
 
 def _batch(request: web.Request) -> tuple[str, dict]:
@@ -46,7 +38,7 @@ async def post_batch(request: web.Request) -> web.Response:
 
 
 async def get_batches(request: web.Request) -> web.Response:
-    start, size = _int(request, "from", 0), _int(request, "size", 20)
+    start, size = int_or(request, "from", 0), int_or(request, "size", 20)
     return web.json_response(_gw(request).livy_batches(start, size))
 
 
@@ -63,8 +55,8 @@ async def get_state(request: web.Request) -> web.Response:
 
 async def get_log(request: web.Request) -> web.Response:
     job_id, batch = _batch(request)
-    out = await _gw(request).livy_log(job_id, _int(request, "from", None),
-                                      _int(request, "size", None))
+    out = await _gw(request).livy_log(job_id, int_or(request, "from", None),
+                                      int_or(request, "size", None))
     return web.json_response({"id": batch["id"], **out})
 
 

@@ -22,7 +22,7 @@ from aiohttp import web
 
 from rest import sql as proxy
 from rest.gateway import ApiError, UnknownSession
-from rest.requests import int_param, json_body
+from rest.requests import int_or, int_param, json_body
 
 
 def _livy(request: web.Request):
@@ -36,11 +36,6 @@ def _number(request: web.Request, name: str = "session_id") -> int:
     except ValueError:
         what = "session" if name == "session_id" else "statement"
         raise ApiError(404, f"{what} {raw!r} not found ({what} ids are integers)")
-
-
-def _int(request: web.Request, name: str, default: int) -> int:
-    value = int_param(request, name, 0)
-    return default if value is None else value
 
 
 async def _local(request: web.Request, read: Callable[[], Any]) -> web.Response:
@@ -74,7 +69,7 @@ async def post_session(request: web.Request) -> web.StreamResponse:
 
 
 async def get_sessions(request: web.Request) -> web.Response:
-    start, size = _int(request, "from", 0), _int(request, "size", 20)
+    start, size = int_or(request, "from", 0), int_or(request, "size", 20)
     return web.json_response(_livy(request).sessions(start, size))
 
 
@@ -112,7 +107,7 @@ async def post_statement(request: web.Request) -> web.StreamResponse:
 
 async def get_statements(request: web.Request) -> web.Response:
     number = _number(request)
-    start, size = _int(request, "from", 0), _int(request, "size", 1000)
+    start, size = int_or(request, "from", 0), int_or(request, "size", 1000)
     return await _local(request, lambda: _livy(request).statements(number, start, size))
 
 

@@ -58,3 +58,9 @@ def int_param(request: web.Request, name: str, minimum: int) -> Optional[int]:
     if value < minimum:
         raise ApiError(400, f"{name} must be at least {minimum}")
     return value
+
+
+def int_or(request: web.Request, name: str, default: Optional[int]) -> Optional[int]:
+    """A non-negative integer query parameter (int_param), or `default` when absent."""
+    value = int_param(request, name, 0)
+    return default if value is None else value

@@ -1,5 +1,6 @@
 """A temporary view made from a DataFrame, as a session's state-defining statement (pure:
-standard library only).
+the standard library and
+jm/policy/flinksql.py's quoting).
 
 A Livy `pyspark` session's `df.createOrReplaceTempView("v")` runs a Spark Connect command
 (`create_dataframe_view`, with the DataFrame's plan), not SQL. To replay it on another
@@ -18,15 +19,13 @@ import binascii
 import re
 from typing import Optional
 
+from jm.policy.flinksql import backquote
+
 MARKER = "/* jm:connect-command "
 MAX_COMMAND = 256 * 1024   # bytes: a bigger view's plan is not recorded
 
 _MARKED = re.compile(r"/\* jm:connect-command ([A-Za-z0-9+/=]*) \*/ CREATE OR REPLACE "
                      r"TEMPORARY VIEW `((?:[^`]|``)+)` AS SELECT 1", re.S)
-
-
-def quote_name(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def encode_view(name: str, command: bytes) -> str:
@@ -35,7 +34,7 @@ def encode_view(name: str, command: bytes) -> str:
     if not name:
         raise ValueError("a view needs a name")
     data = base64.b64encode(bytes(command)).decode("ascii")
-    return (f"{MARKER}{data} */ CREATE OR REPLACE TEMPORARY VIEW {quote_name(name)} "
+    return (f"{MARKER}{data} */ CREATE OR REPLACE TEMPORARY VIEW {backquote(name)} "
             f"AS SELECT 1")
 
 

@@ -46,12 +46,17 @@ def _unquote(literal: str) -> str:
     return literal.replace("''", "'")
 
 
-def _backquote(text: str) -> str:
+def backquote(text: str) -> str:
     return "`" + text.replace("`", "``") + "`"
 
 
 def _key(key: str) -> str:
-    return key if _PLAIN_KEY.fullmatch(key) else _backquote(key)
+    return key if _PLAIN_KEY.fullmatch(key) else backquote(key)
+
+
+def spark_reset(key: str) -> str:
+    """Spark's statement resetting `key` (any characters)."""
+    return f"RESET {_key(key)}"
 
 
 def spark_set(key: str, value: str) -> str:
@@ -60,8 +65,8 @@ def spark_set(key: str, value: str) -> str:
     if _PLAIN_KEY.fullmatch(key) and plain:  # (`--` would start a comment)
         return f"SET {key}={value}"
     if value == "":  # (an empty backquoted name is no name)
-        return f"SET {_backquote(key)}="
-    return f"SET {_backquote(key)}={_backquote(value)}"
+        return f"SET {backquote(key)}="
+    return f"SET {backquote(key)}={backquote(value)}"
 
 
 def translate(statement: str) -> Optional[Translation]:
@@ -76,7 +81,7 @@ def translate(statement: str) -> Optional[Translation]:
                                      _unquote(m.group(2)).strip()), True)
     m = _RESET.fullmatch(text)
     if m:
-        return Translation(f"RESET {_key(_unquote(m.group(1)).strip())}", True)
+        return Translation(spark_reset(_unquote(m.group(1)).strip()), True)
     m = _BARE.fullmatch(text)
     if m:
         word = m.group(1).upper()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Optional, Union
+from typing import Any, BinaryIO, Iterator, Optional, Union
 
 from jm.runtime import sqlproto
 
@@ -62,3 +62,7 @@ def unpack(body: bytes) -> tuple[int, Any]:
 
 def read_frame(stream: BinaryIO) -> Optional[bytes]:
     return sqlproto.read_frame(stream)
+
+
+def requests(stream: BinaryIO) -> Iterator[tuple[int, Any]]:
+    return sqlproto.requests(stream, TYPES)

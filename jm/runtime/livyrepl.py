@@ -28,7 +28,6 @@ import dataclasses
 import faulthandler
 import os
 import queue
-import re
 import signal
 import sys
 import threading
@@ -41,11 +40,6 @@ from jm.runtime.livyexec import NoSparkContext, capture, execute
 
 CANCELLED = "the statement was cancelled"
 SIGNAL_AFTER = 1.5   # s between cancelling a statement's Spark operations and SIGINT
-_PLAIN_KEY = re.compile(r"[A-Za-z0-9_.:]+")   # a configuration key Spark reads unquoted
-
-
-def spark_reset(key: str) -> str:
-    return f"RESET {key}" if _PLAIN_KEY.fullmatch(key) else f"RESET {connectplan.quote_name(key)}"
 
 
 def sql_text(command: Any) -> Optional[str]:
@@ -101,7 +95,7 @@ def watch(spark: Any, rec: Recorder) -> None:
     """Wrap the Connect client of `spark` so that what defines its state is recorded."""
     from jm.policy.sqlparse import classify
     from jm.policy.sqlstmt import STATE
-    from jm.policy.flinksql import spark_set
+    from jm.policy.flinksql import spark_reset, spark_set
     client = spark.client
     execute_command, config = client.execute_command, client.config
 
@@ -168,18 +162,7 @@ class Repl:
 
     # ---- the reader thread ----------------------------------------------------------
     def read(self, stdin: Any) -> None:
-        while True:
-            try:
-                body = P.read_frame(stdin)
-            except (OSError, ValueError):
-                body = None
-            if body is None:
-                os._exit(0)  # the peer closed the pipe (or died)
-            try:
-                request_id, message = P.unpack(body)
-            except Exception:
-                traceback.print_exc()
-                continue
+        for request_id, message in P.requests(stdin):
             if isinstance(message, P.Interrupt):
                 self.reply(request_id, P.Reply(True, self.interrupt(message.statement)))
             elif isinstance(message, P.RunCode):
@@ -188,6 +171,7 @@ class Repl:
                 self.requests.put((request_id, message))
             else:
                 self.reply(request_id, P.Reply(False, None, f"unexpected {message!r}"))
+        os._exit(0)  # the peer closed the pipe (or died)
 
     def interrupt(self, statement: int) -> bool:
         with self.lock:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+import traceback
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Optional
+from typing import Any, BinaryIO, Iterator, Optional
 
 import msgpack
 
@@ -107,3 +108,21 @@ def read_frame(stream: BinaryIO) -> Optional[bytes]:
         raise ValueError(f"frame of {size} bytes")
     body = _read_exact(stream, size)
     return body if len(body) == size else None
+
+
+def requests(stream: BinaryIO, types: Optional[dict] = None) -> Iterator[tuple[int, Any]]:
+    """(request id, message) of each frame read from a child's stdin, to the end of its
+    input (the peer closed it, or died); an undecodable frame is reported and skipped."""
+    while True:
+        try:
+            body = read_frame(stream)
+        except (OSError, ValueError):
+            return
+        if body is None:
+            return
+        try:
+            request = unpack(body, types)
+        except Exception:
+            traceback.print_exc()
+            continue
+        yield request

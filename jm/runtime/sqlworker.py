@@ -15,7 +15,6 @@ import importlib
 import os
 import sys
 import threading
-import traceback
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
@@ -271,19 +270,9 @@ def main(argv: Optional[list] = None) -> int:
     worker = Worker(remote, out)
     pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="jm-sql")
     importlib.import_module("pyspark.sql.connect.session")  # once, before any request
-    while True:
-        try:
-            body = P.read_frame(stdin)
-        except (OSError, ValueError):
-            body = None
-        if body is None:
-            os._exit(0)  # the peer closed the pipe (or died): nothing to hand over
-        try:
-            request_id, message = P.unpack(body)
-        except Exception:
-            traceback.print_exc()
-            continue
+    for request_id, message in P.requests(stdin):
         pool.submit(worker.handle, request_id, message)
+    os._exit(0)  # the peer closed the pipe (or died): nothing to hand over
 
 
 if __name__ == "__main__":

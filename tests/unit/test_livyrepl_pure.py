@@ -13,7 +13,7 @@ from jm.policy.sqlparse import classify, temp_views
 from jm.policy.sqlstmt import STATE
 from jm.runtime import livyexec as X
 from jm.runtime import livyproto as P
-from jm.runtime.livyrepl import spark_reset
+from jm.policy.flinksql import spark_reset
 
 
 @pytest.mark.parametrize("name", ["v", "My View", "a`b", "``", "ünï"])

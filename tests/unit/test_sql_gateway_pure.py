@@ -1,6 +1,8 @@
 """The SQL gateway's pure parts: statements (split, complete, what they do to a session),
 Spark schemas as Flink column infos, the worker's messages, and sessions in the
 replicated state (placement, moves with their peer's death, fencing of statements)."""
+import struct
+
 import pytest
 
 from jm.policy.sqlstmt import READ, STATE, WRITE, classify, complete, split_statements, temp_views
@@ -116,6 +118,11 @@ def test_worker_messages_round_trip():
     assert P.read_frame(stream) is None
     with pytest.raises(TypeError):
         P.pack(1, {"not": "a message"})
+    # a child's reading loop: every request to the end of its input, an undecodable frame
+    # skipped, a truncated last one the end
+    junk = struct.pack(">I", 3) + b"\x93\x01\xc1"
+    stream = io.BytesIO(P.pack(0, msgs[0]) + junk + P.pack(1, msgs[1]) + P.pack(2, msgs[2])[:-1])
+    assert list(P.requests(stream)) == [(0, msgs[0]), (1, msgs[1])]
 
 
 # ---- sessions in the replicated state -------------------------------------------------
