@@ -63,6 +63,8 @@ class SubmitJob:
     spec: dict
     time: float
     request_id: str = ""
+    tenant: Optional[str] = None
+    submitter: str = ""
 
 
 @dataclass(frozen=True)

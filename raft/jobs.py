@@ -77,7 +77,7 @@ def _submit(state, cmd: c.SubmitJob) -> Result:
         return Result.fail("invalid", "; ".join(
             f"unknown artifact artifact:{a}; upload it with POST /artifacts" for a in gone))
     job = JobRecord(cmd.job_id, str(cmd.spec.get("name") or cmd.job_id), dict(cmd.spec),
-                    cmd.time, cmd.request_id)
+                    cmd.time, cmd.request_id, tenant=cmd.tenant, submitter=cmd.submitter)
     job.timestamps[CREATED] = cmd.time
     state.jobs[job.id] = job
     state._count(job.status, 1)

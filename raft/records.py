@@ -141,6 +141,8 @@ class JobRecord:
     savepoint_location: Optional[str] = None  # the last completed savepoint
     report_seq: int = 0  # the highest StatusReport.seq applied in this epoch
     number: int = 0      # 1, 2, ... in submission order (Livy's batch ids); 0: older jobs
+    tenant: Optional[str] = None  # its tenant (None: the default tenant), issue 31
+    submitter: str = ""           # the credential that submitted it ("" : no auth)
 
     @property
     def slots(self) -> int:
@@ -188,6 +190,8 @@ class ArtifactRecord:
     size: int
     nodes: list
     created: float
+    tenant: Optional[str] = None  # who uploaded it (None: the default tenant)
+    submitter: str = ""
 
 
 @dataclass
@@ -208,6 +212,8 @@ class SqlSessionRecord:
     # "end" (FINISHED or ERROR) and "error" once they ended (raft/sessions.py)
     ops: dict = field(default_factory=dict)
     livy: Optional["LivyRecord"] = None  # an Apache Livy interactive session (raft/livy.py)
+    tenant: Optional[str] = None  # its tenant (None: the default tenant)
+    submitter: str = ""           # the credential that opened it
 
 
 @dataclass
