@@ -25,10 +25,14 @@ if [ -n "${JM_HOME:-}" ]; then
     case "$JM_HOME" in /*) ;; *) JM_HOME="$PWD/$JM_HOME" ;; esac
 fi
 # the lines of masters, or the peers in $JM_PEERS (bin/rolling-restart.sh: one member)
+OPTS=()
 if [ -n "${JM_PEERS:-}" ]; then
     PEERS="$JM_PEERS"
 else
     PEERS="$("$JM_PYTHON" -m jm.local.launcher peers --conf-dir "$JM_CONF_DIR")" || exit 2
+    # the whole cluster stops: its peers have nowhere to drain their jobs to (they resume
+    # from their checkpoints when it starts again)
+    [ "$ACTION" = stop ] && OPTS=(--no-drain)
 fi
 
 # env.ssh.opts (config.yaml or -D), split as a shell would; read before anything starts
@@ -47,7 +51,7 @@ remote_command() {  # the command line for the remote login shell, every word qu
     cmd="cd $(jm_quote "$JM_INSTALL") && JM_CONF_DIR=$(jm_quote "$JM_CONF_DIR")"
     [ -z "${JM_HOME:-}" ] || cmd+=" JM_HOME=$(jm_quote "$JM_HOME")"
     cmd+=" bin/jobmanager.sh"
-    for a in "$ACTION" "$1" "${ARGS[@]}"; do cmd+=" $(jm_quote "$a")"; done
+    for a in "$ACTION" "$1" "${ARGS[@]}" "${OPTS[@]}"; do cmd+=" $(jm_quote "$a")"; done
     printf '%s' "$cmd"
 }
 
@@ -55,7 +59,7 @@ status=0
 for peer in $PEERS; do
     host="${peer%%:*}"
     if jm_is_local_host "$host"; then
-        "$JM_BIN/jobmanager.sh" "$ACTION" "$peer" "${ARGS[@]}" || status=1
+        "$JM_BIN/jobmanager.sh" "$ACTION" "$peer" "${ARGS[@]}" "${OPTS[@]}" || status=1
     else
         ssh -n "${SSH_OPTS[@]}" "$host" -- "$(remote_command "$peer")"
         rc=$?

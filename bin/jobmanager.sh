@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
 # Start or stop one JobManager peer (Flink style).
-#   bin/jobmanager.sh start|start-foreground|stop [HOST:REST-PORT:RAFT-PORT] [-D key=value ...] [--rejoin]
+#   bin/jobmanager.sh start|start-foreground|stop [HOST:REST-PORT:RAFT-PORT] [-D key=value ...] [--rejoin] [--no-drain]
+# stop: SIGTERM; the peer drains first (jobmanager.stop.drain-deadline), then stops;
+# --no-drain: it stops at once (a second signal right after the first, as a second Ctrl-C).
 # The peer is a line of $JM_CONF_DIR/masters (default: the first local line).
 set -uo pipefail
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/config.sh"
 
-usage() { echo "usage: jobmanager.sh start|start-foreground|stop [HOST:REST-PORT:RAFT-PORT] [-D key=value ...] [--rejoin]" >&2; exit 2; }
+usage() { echo "usage: jobmanager.sh start|start-foreground|stop [HOST:REST-PORT:RAFT-PORT] [-D key=value ...] [--rejoin] [--no-drain]" >&2; exit 2; }
 [ $# -ge 1 ] || usage
 ACTION="$1"; shift
 PEER=""
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then PEER="$1"; shift; fi
 ARGS=()
 EXTRA=()  # for the peer only (not for resolving its files)
+DRAIN=1   # stop: drain first (--no-drain: no)
 while [ $# -gt 0 ]; do
     case "$1" in
         -D) [ $# -ge 2 ] || usage; ARGS+=(-D "$2"); shift 2 ;;
         -D*) ARGS+=(-D "${1#-D}"); shift ;;
         --rejoin) EXTRA+=(--rejoin); shift ;;  # its Raft data was lost: no vote until caught up
+        --no-drain) DRAIN=0; shift ;;
         *) echo "jobmanager.sh: unexpected argument '$1'" >&2; usage ;;
     esac
 done
@@ -57,13 +61,23 @@ case "$ACTION" in
         if ! pid="$(running_pid)"; then
             echo "No jobmanager $PEER to stop."; rm -f "$PID_FILE"; exit 0
         fi
+        # the peer drains first (jobmanager.stop.drain-deadline), then stops: wait for
+        # the deadline plus a margin (jm/policy/stopdrain.py stop_grace) before SIGKILL
+        GRACE="$("$JM_PYTHON" -m jm.local.stopgrace --conf-dir "$JM_CONF_DIR" "${ARGS[@]}" 2>/dev/null)" \
+            && [ "$GRACE" -gt 0 ] 2>/dev/null || GRACE=90
         kill -TERM "$pid" 2>/dev/null
-        for _ in $(seq 1 300); do
+        if [ "$DRAIN" = 0 ]; then
+            kill -INT "$pid" 2>/dev/null  # a second signal: no drain (another kind: never merged)
+        else
+            echo "Stopping jobmanager $PEER (pid $pid): it drains first, waiting up to $GRACE s."
+        fi
+        end=$((SECONDS + GRACE))
+        while [ "$SECONDS" -lt "$end" ]; do
             is_peer_alive "$pid" || break
             sleep 0.1
         done
         if is_peer_alive "$pid"; then
-            echo "jobmanager $PEER (pid $pid) did not stop in 30 s; killing it." >&2
+            echo "jobmanager $PEER (pid $pid) did not stop in $GRACE s; killing it." >&2
             kill -KILL "$pid" 2>/dev/null
         fi
         rm -f "$PID_FILE"

@@ -37,6 +37,8 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "jobmanager.data-dir": (_str, "data"),
     "jobmanager.lease-timeout": (parse_duration, "2 s"),
     "jobmanager.cancel-timeout": (parse_duration, "3 s"),
+    # SIGTERM: drain this long first (0: stop at once); jm/cluster/stopdrain.py
+    "jobmanager.stop.drain-deadline": (parse_duration, "60 s"),
     "jobmanager.result.max-size": (parse_memory, "256 kb"),
     # bounds on what a job spec and a job's failure may put into the replicated state
     "jobmanager.spec.max-size": (parse_memory, "1 mb"),        # a whole spec, as JSON
@@ -50,6 +52,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "jobmanager.executor.nice": (_int(0), 10),
     # job processes: the user they run as (None: the peer's), their limits (0: none)
     "jobmanager.executor.user": (_opt_str, None),
+    "jobmanager.executor.proxy-users": (_names, ()),  # users a job may ask to run as
     "jobmanager.executor.limits.nproc": (_int(0), 4096),
     "jobmanager.executor.limits.address-space": (parse_memory, 0),
     "jobmanager.executor.limits.memory": (parse_memory, 0),
@@ -85,6 +88,8 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "state.savepoints.num-retained": (_int(0), 10),  # per job in state.savepoints.dir; 0: all
     "jobmanager.job-log.max-size": (_log_cap, "64 mb"),  # per run's log file; 0: no cap
     "jobmanager.job-log.check-interval": (parse_duration, "5 s"),
+    "jobmanager.job-log.stdout": (_bool, False),  # tee job output to the peer's stdout
+    "jobmanager.streaming.progress-interval": (parse_duration, "5 s"),  # per job, to Raft
     "jobmanager.disk.min-free": (_size_or_percent, "1 gb"),  # else /healthz disk-low
     "heartbeat.interval": (parse_duration, "500 ms"),
     "heartbeat.timeout": (parse_duration, "3 s"),

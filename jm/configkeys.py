@@ -57,6 +57,16 @@ DESCRIPTIONS: dict[str, str] = {
         "(its zygote enforces it even if the peer is frozen)."),
     "jobmanager.cancel-timeout": (
         "Grace time between SIGTERM (sets `ctx.stop_requested`) and SIGKILL."),
+    "jobmanager.stop.drain-deadline": (
+        "A peer told to stop (SIGTERM, `bin/jobmanager.sh stop`, systemd, a Kubernetes pod's "
+        "deletion) drains itself first, like `jm drain --deadline`: its streaming jobs move to "
+        "the other peers at a micro-batch boundary, its batch jobs finish, or, still running at "
+        "this deadline, run again elsewhere. It stops once it holds no job, at the latest this "
+        "long plus `jobmanager.cancel-timeout` and 5 s. Started again, it takes work again. A "
+        "second SIGTERM stops it at once; with no other live peer or no Raft leader it stops "
+        "without draining. `0`: stop at once, without draining. A supervisor's stop timeout "
+        "must exceed this plus 30 s (systemd `TimeoutStopSec`, Kubernetes "
+        "`terminationGracePeriodSeconds`)."),
     "jobmanager.result.max-size": (
         "Largest JSON result a job may return. A larger result fails the attempt."),
     "jobmanager.spec.max-size": (
@@ -97,6 +107,12 @@ DESCRIPTIONS: dict[str, str] = {
         "directory and checkpoint directory are given to the user; the data and log "
         "directories, the Python installation and the JobManager sources must be "
         "readable/traversable by it (the peer logs a warning at start when they are not)."),
+    "jobmanager.executor.proxy-users": (
+        "The users a job may ask to run as (its spec's `proxy-user`, `jm run --proxy-user`, "
+        "Livy's `proxyUser`): a list or a comma-separated string. Another user is refused "
+        "(403); empty (the default): none. As with `jobmanager.executor.user`, switching "
+        "users needs a peer running as root; the job's run and checkpoint directories are "
+        "given to that user."),
     "jobmanager.executor.limits.nproc": (
         "Processes and threads one job may have. With a cgroup it is the job's `pids.max` "
         "(exact). Without one it becomes `RLIMIT_NPROC`, which Linux counts over the whole "
@@ -203,6 +219,17 @@ DESCRIPTIONS: dict[str, str] = {
     "jobmanager.job-log.check-interval": (
         "How often the logs are checked against `jobmanager.job-log.max-size` (a job printing "
         "very fast can exceed the cap by what it writes in this time)."),
+    "jobmanager.job-log.stdout": (
+        "Also write every line a job process prints (its stdout and stderr, as in its job log) "
+        "to the peer's own stdout, one line each with the job's id and the attempt "
+        "(`<epoch>-<restart>`) in front (as a JSON object with `job`, `attempt` and `line` "
+        "when `jobmanager.log.format` is `json`): a container's log then has its jobs' output. "
+        "Lines longer than 16 kb are cut."),
+    "jobmanager.streaming.progress-interval": (
+        "How often at most a streaming job's last progress (from a StreamingQueryListener in "
+        "its job process: last batch, rows per second, batch duration, state rows) is "
+        "committed to the replicated state, per job; progress in between is coalesced into "
+        "the next report. `jm status`, the web UI and the `jm_job_*` metrics show it."),
     "jobmanager.disk.min-free": (
         "Less free space than this (a size, or a percentage of the file system like `5%`) on "
         "the peer's data or log folder is a warning: `/healthz` shows it in `disk-low` (the "

@@ -15,6 +15,7 @@ from raft import commands as c
 from raft.records import ArtifactRecord, Result
 
 PREFIX = "artifact:"
+MAX_TENANTS_KEPT = 100  # tenants that uploaded the same content, kept with it
 
 
 def named_by(spec: Any) -> list[str]:
@@ -32,9 +33,13 @@ def unknown(state, spec: Any) -> list[str]:
 def add(state, cmd: c.AddArtifact) -> Result:
     art = state.artifacts.get(cmd.artifact_id)
     if art is None:
-        state.artifacts[cmd.artifact_id] = ArtifactRecord(cmd.artifact_id, cmd.name, cmd.size,
-                                                          [cmd.node], cmd.time)
+        state.artifacts[cmd.artifact_id] = ArtifactRecord(
+            cmd.artifact_id, cmd.name, cmd.size, [cmd.node], cmd.time,
+            [str(t) for t in tuple(cmd.tenants)[:1]], str(cmd.submitter))
         return Result(True, cmd.artifact_id)
+    for tenant in tuple(cmd.tenants)[:1]:
+        if str(tenant) not in art.tenants and len(art.tenants) < MAX_TENANTS_KEPT:
+            art.tenants.append(str(tenant))
     if cmd.node not in art.nodes:
         art.nodes.append(cmd.node)
     if isinstance(cmd.time, (int, float)) and cmd.time > art.created:

@@ -102,6 +102,9 @@ class StatusReport:
     # "executors", "waiting", "restart"}); a report with info and the job's current status
     # changes only the attempt's details
     info: Any = None
+    # a streaming job's last progress (jm/policy/progress.py, bounded by the reporting
+    # peer); a report with progress changes only the job's last progress, never its status
+    progress: Any = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,8 @@ class AddArtifact:
     size: int
     node: str
     time: float
+    tenants: tuple = ()  # an upload's tenant key (a peer's copy: none)
+    submitter: str = ""
 
 
 @dataclass(frozen=True)
@@ -203,6 +208,9 @@ class DrainPeer:
     # seconds after which batch jobs still running there restart elsewhere (None: they
     # finish where they are); counted by the leader from when it sees the drain
     deadline: Optional[float] = None
+    # the peer drains itself because it was told to stop (SIGTERM: jm/cluster/stopdrain.py),
+    # or (drain False) ends that drain when it starts again; neither changes an operator's
+    by_stop: bool = False
 
 
 @dataclass(frozen=True)
@@ -247,6 +255,8 @@ class OpenSqlSession:
     node: str
     time: float
     limit: int = 0
+    tenant: Optional[str] = None
+    submitter: str = ""
 
 
 @dataclass(frozen=True)
@@ -289,22 +299,6 @@ class SqlOperation:
 
 
 @dataclass(frozen=True)
-class CreateToken:
-    """A named credential: `digest` is the SHA-256 (hex) of its secret."""
-    name: str
-    role: str
-    tenant: Optional[str]
-    digest: str
-    time: float
-
-
-@dataclass(frozen=True)
-class RevokeToken:
-    name: str
-    time: float
-
-
-@dataclass(frozen=True)
 class OpenLivySession:
     """Open a SQL gateway session (as OpenSqlSession) that is also a Livy interactive
     session; it gets the next Livy session id."""
@@ -316,6 +310,9 @@ class OpenLivySession:
     time: float
     limit: int = 0
     notes: tuple = ()
+    tenant: Optional[str] = None
+    submitter: str = ""
+    proxy_user: Optional[str] = None  # its Python process's OS user (proxyUser)
 
 
 @dataclass(frozen=True)
@@ -350,13 +347,16 @@ class StartSqlOperations:
     ops: tuple
 
 
+from raft.commands_admin import (  # noqa: E402 (defined there, listed here)
+    CreateToken, DeletePipeline, PutPipeline, RevokeToken, SetTenant)
+
 COMMAND_TYPES = {cls.__name__: cls for cls in (
     RegisterPeer, Heartbeat, LeaseRound, DeclarePeerDead, SubmitJob, SubmitJobs, Assignment, AssignJobs,
     StatusReport, ReportStatuses, CancelJob, PurgeJobs, AddArtifact, ForgetArtifacts,
     TriggerSavepoint, CompleteSavepoint, Move, MoveJobs, ReleaseJob, DrainPeer, AdmitPeer,
     RemovePeer, RetirePeer, Barrier, OpenSqlSession, CloseSqlSessions, AddSqlStatement,
     SqlOperation, StartSqlOperations, OpenLivySession, AddLivyStatement, EndLivyStatement,
-    CreateToken, RevokeToken)}
+    CreateToken, RevokeToken, SetTenant, PutPipeline, DeletePipeline)}
 
 _EXT_COMMAND = 1  # msgpack ext type: our dataclasses; user dicts stay plain dicts
 

@@ -123,12 +123,17 @@ def _report_one(state, r: c.StatusReport) -> Result:
         return Result.fail("invalid", f"status {r.status} cannot be reported")
     if r.failure is not None and not isinstance(r.failure, dict):
         return Result.fail("invalid", "a failure must be a mapping")
+    if r.progress is not None and not isinstance(r.progress, dict):
+        return Result.fail("invalid", "a progress must be a mapping")
     if r.seq:
         if r.seq <= job.report_seq:
             return Result(True, "duplicate")  # applied already (a retried batch)
         job.report_seq = r.seq
     if job.attempts:
         job.attempts[-1].reported = True  # it ran on its peer (peer_losses)
+    if r.progress is not None:  # the job's last progress only: its status stays
+        job.progress = r.progress
+        return Result(True)
     if r.info is not None:
         _attempt_info(job, r)
         if r.status == job.status and r.failure is None:

@@ -34,13 +34,15 @@ def open_session(state, cmd: c.OpenLivySession) -> Result:
     if known is not None and known.livy is not None:  # the same request again
         return Result(True, {"id": known.livy.id, "handle": cmd.handle, "node": known.node})
     res = sql.open_session(state, c.OpenSqlSession(cmd.handle, cmd.name, cmd.properties,
-                                                   cmd.node, cmd.time, cmd.limit))
+                                                   cmd.node, cmd.time, cmd.limit,
+                                                   cmd.tenant, cmd.submitter))
     if not res.ok:
         return res
     number = state.next_livy
     state.next_livy += 1
     notes = [str(n)[:1000] for n in tuple(cmd.notes)[:MAX_NOTES]]
-    state.sessions[cmd.handle].livy = LivyRecord(number, cmd.kind, notes=notes)
+    state.sessions[cmd.handle].livy = LivyRecord(number, cmd.kind, notes=notes,
+                                                 proxy_user=cmd.proxy_user or None)
     state.livy_ids[number] = cmd.handle
     return Result(True, {"id": number, "handle": cmd.handle, "node": cmd.node})
 

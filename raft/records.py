@@ -69,6 +69,7 @@ class PeerRecord:
     ready: bool = True      # its Spark is up
     draining: bool = False  # gets no new work; its jobs move away
     drain_deadline: Optional[float] = None  # s: then its batch jobs restart elsewhere
+    drain_by_stop: bool = False  # its own stop's drain (DrainPeer.by_stop), not an operator's
     leaving: bool = False   # removed from the cluster once it holds no job
     # heartbeats and registrations applied so far: what a dead-declaration compares (a
     # count kept by the log itself; the senders' time stamps come from their own clocks)
@@ -143,6 +144,9 @@ class JobRecord:
     number: int = 0      # 1, 2, ... in submission order (Livy's batch ids); 0: older jobs
     tenant: Optional[str] = None  # its tenant (None: the default tenant), issue 31
     submitter: str = ""           # the credential that submitted it ("" : no auth)
+    # a streaming job's last progress, as its owner last committed it (at most every
+    # jobmanager.streaming.progress-interval; jm/policy/progress.py, a few hundred bytes)
+    progress: Optional[dict] = None
 
     @property
     def slots(self) -> int:
@@ -190,7 +194,9 @@ class ArtifactRecord:
     size: int
     nodes: list
     created: float
-    tenant: Optional[str] = None  # who uploaded it (None: the default tenant)
+    # the tenants that uploaded it (raft/tenants.key: "default" for none), and the first
+    # uploader; an artifact is content-addressed, so two tenants may upload the same one
+    tenants: list = field(default_factory=list)
     submitter: str = ""
 
 
@@ -241,3 +247,4 @@ class LivyRecord:
     statements: list = field(default_factory=list)
     next_statement: int = 0
     notes: list = field(default_factory=list)  # lines of the session's log (ignored fields)
+    proxy_user: Optional[str] = None  # the OS user its Python process runs as

@@ -4,7 +4,7 @@ owner reports it taken or failed (CompleteSavepoint); a stop-with-savepoint that
 ends the job FINISHED."""
 from __future__ import annotations
 
-from raft import commands as c
+from raft import commands as c, pipelines
 from raft.jobs import _owner_check
 from raft.records import (
     FINISHED, TERMINAL, COMPLETED, IN_PROGRESS, MAX_SAVEPOINTS_KEPT, MAX_PENDING_SAVEPOINTS,
@@ -73,6 +73,8 @@ def _complete_savepoint(state, cmd: c.CompleteSavepoint) -> Result:
         sp.failure = str(cmd.failure)
         if job.stop_trigger == sp.id:
             job.stop_trigger = None  # the job keeps running (Flink: stop failed)
+            if job.id in state.upgrading:  # a pipeline's upgrade: it stays as it was
+                pipelines.stop_failed(state, job.id, sp.id, sp.failure)
         return Result(True)
     sp.location = str(cmd.location)
     job.savepoint_location = sp.location

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from raft import commands as c
+from raft import commands as c, tenants
 from raft.records import ALIVE, Result, SqlSessionRecord
 
 MAX_SESSION_STATEMENTS = 500          # state-defining statements kept per session
@@ -71,8 +71,12 @@ def open_session(state, cmd: c.OpenSqlSession) -> Result:
         return Result.fail("invalid", "session properties must be a mapping")
     if cmd.limit > 0 and session_counts(state).get(cmd.node, 0) >= cmd.limit:
         return Result.fail("full", f"peer {cmd.node} holds {cmd.limit} sessions already")
+    over = tenants.session_refusal(state, cmd.tenant)
+    if over is not None:
+        return over
     state.sessions[cmd.handle] = SqlSessionRecord(cmd.handle, cmd.name, dict(cmd.properties),
-                                                  cmd.node, cmd.time)
+                                                  cmd.node, cmd.time, tenant=cmd.tenant,
+                                                  submitter=cmd.submitter)
     return Result(True, {"handle": cmd.handle, "node": cmd.node})
 
 

@@ -17,7 +17,7 @@ from raft import artifacts
 from raft import commands as c
 from raft import jobs
 from raft import livy
-from raft import tokens
+from raft import pipelines, tenants, tokens
 from raft import members
 from raft import savepoints
 from raft import sessions as sql
@@ -55,6 +55,13 @@ class ClusterState:
         # named credentials (raft/tokens.py): name -> TokenRecord; digest -> name
         self.tokens: dict[str, TokenRecord] = {}
         self.token_digests: dict[str, str] = {}
+        # tenants' quotas (raft/tenants.py): name -> TenantRecord
+        self.tenants: dict[str, tenants.TenantRecord] = {}
+        # named pipelines (raft/pipelines.py): name -> PipelineRecord; the jobs whose end
+        # starts a pipeline's next version: job id -> pipeline name
+        self.pipelines: dict[str, pipelines.PipelineRecord] = {}
+        self.upgrading: dict[str, str] = {}
+        self._ended_upgrading: list = []  # (job id, time) ended by the command applying
         # membership (raft/members.py): added, not yet registered; tombstones of removed
         self.joining: dict[str, str] = {}
         self.removed: dict[str, float] = {}
@@ -79,6 +86,10 @@ class ClusterState:
         self.__dict__.setdefault("next_livy", 0)
         self.__dict__.setdefault("tokens", {})
         self.__dict__.setdefault("token_digests", {})
+        self.__dict__.setdefault("tenants", {})
+        self.__dict__.setdefault("pipelines", {})
+        self.__dict__.setdefault("upgrading", {})
+        self.__dict__.setdefault("_ended_upgrading", [])
         self.__dict__.setdefault("joining", {})
         self.__dict__.setdefault("removed", {})
         self.__dict__.setdefault("removed_dead", set())
@@ -120,9 +131,13 @@ class ClusterState:
             if handler is None:
                 return Result.fail("invalid", f"unknown command {type(command).__name__}")
             result = handler(self, command)
+            while self._ended_upgrading:  # a pipeline's version ended: start the next
+                job_id, time = self._ended_upgrading.pop(0)
+                pipelines.job_ended(self, job_id, time)
             self.applied += 1
             return result
         except Exception as exc:  # never a poison pill
+            self._ended_upgrading.clear()
             return Result.fail("invalid", f"{type(exc).__name__}: {exc}")
 
     # ---- helpers ---------------------------------------------------------------------
@@ -170,6 +185,8 @@ class ClusterState:
         job.status = status
         job.timestamps[status] = time
         if status in TERMINAL:
+            if job.id in self.upgrading:
+                self._ended_upgrading.append((job.id, time))
             self.ended[job.id] = None
             job.end_time = time
             self.pending.pop(job.id, None)
@@ -258,8 +275,12 @@ def _drain_peer(state: ClusterState, cmd: c.DrainPeer) -> Result:
                                        "can be drained")
     if peer.leaving and not cmd.drain:
         return Result.fail("conflict", f"peer {cmd.node} is being removed from the cluster")
+    if cmd.by_stop and peer.draining and not peer.drain_by_stop:
+        # a peer's own stop neither takes over nor ends an operator's drain
+        return Result(True, state.jobs_of(cmd.node))
     peer.draining = bool(cmd.drain)
     peer.drain_deadline = cmd.deadline if cmd.drain else None
+    peer.drain_by_stop = bool(cmd.drain and cmd.by_stop)
     if peer.draining:  # moves planned onto it go elsewhere
         for job_id in list(state.incoming.get(cmd.node, {})):
             state._cancel_move(state.jobs[job_id])
@@ -278,6 +299,8 @@ _HANDLERS = {
     **sql.HANDLERS,
     **livy.HANDLERS,
     **tokens.HANDLERS,
+    **tenants.HANDLERS,
+    **pipelines.HANDLERS,
     **members.HANDLERS,
     **artifacts.HANDLERS,
 }

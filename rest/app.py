@@ -15,7 +15,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from rest.gateway import ApiError, Gateway
 from rest.middleware import (  # (the app's keys and auth_middleware: imported from here)
     CLIENT_SSL, DETAILS, GATEWAY, MAX_BODY, MAX_SPEC, METRICS, PUBLIC_HEALTH, add_index,
-    auth_middleware, consistency_middleware, errors_middleware, metrics_middleware)
+    auth_middleware, caller, consistency_middleware, errors_middleware, metrics_middleware)
 from rest.requests import gw, int_param, json_body
 
 log = logging.getLogger("jm.rest")
@@ -67,18 +67,19 @@ async def post_job(request: web.Request) -> web.Response:
     request_id = request.headers.get("X-Request-Id", "")
     if len(request_id) > 128:
         raise ApiError(400, "X-Request-Id must be at most 128 characters")
-    out = await gw(request).submit_job(spec, request_id)
+    out = await gw(request).submit_job(spec, request_id, None, caller(request))
     return web.json_response(out, status=202)
 
 
 async def get_jobs(request: web.Request) -> web.Response:
     """A page of jobs, newest first (pages.DEFAULT_LIMIT by default; jm/policy/pages.py)."""
-    return web.json_response(gw(request).list_page("jobs", request.query))
+    return web.json_response(gw(request).list_page("jobs", request.query, caller(request)))
 
 
 async def get_jobs_overview(request: web.Request) -> web.Response:
     """Flink's complete overview (its tools read every job); filters and a page on ask."""
-    return await json_blocks(request, await gw(request).jobs_overview(request.query))
+    return await json_blocks(request, await gw(request).jobs_overview(request.query, None,
+                                                                      caller(request)))
 
 
 async def json_blocks(request: web.Request, blocks: list[bytes]) -> web.StreamResponse:
@@ -190,7 +191,7 @@ async def post_artifact(request: web.Request) -> web.Response:
     except (ValueError, HttpProcessingError) as exc:
         why = getattr(exc, "message", None) or str(exc)
         raise ApiError(400, f"the upload is not valid multipart/form-data: {why}"[:300])
-    out = await gw(request).add_artifact(filename, data)
+    out = await gw(request).add_artifact(filename, data, caller(request))
     return web.json_response(out, status=201)
 
 
@@ -213,7 +214,8 @@ async def _read_upload(request: web.Request, limit: int) -> tuple[str, bytes]:
 
 
 async def get_artifacts(request: web.Request) -> web.Response:
-    return web.json_response(gw(request).list_page("artifacts", request.query))
+    return web.json_response(gw(request).list_page("artifacts", request.query,
+                                                   caller(request)))
 
 
 async def get_artifact_content(request: web.Request) -> web.StreamResponse:
@@ -241,7 +243,9 @@ def make_app(gateway: Gateway, max_body: int, token: Optional[str] = None,
     `allowed_*` lists they decide which Host and Origin headers are answered (rest/guard)."""
     from rest.guard import guard_middleware
     # aiohttp's own limit is a little above ours so that our handlers answer 413 in JSON
-    app = web.Application(middlewares=[metrics_middleware, errors_middleware,
+    from rest.tenants import audit_middleware
+    app = web.Application(middlewares=[metrics_middleware, audit_middleware,
+                                       errors_middleware,
                                        guard_middleware(token, hosts, allowed_hosts,
                                                         allowed_origins),
                                        auth_middleware(token, peer_credential),
@@ -280,9 +284,11 @@ def make_app(gateway: Gateway, max_body: int, token: Optional[str] = None,
     r.add_get("/artifacts", get_artifacts)
     r.add_get("/artifacts/{artifact_id}/content", get_artifact_content)
     r.add_delete("/artifacts/{artifact_id}", delete_artifact)
-    from rest import cluster, livy, livysessions, sql, tokens
+    from rest import cluster, livy, livysessions, pipelines, sql, tenants, tokens
     cluster.add_routes(app)  # membership, drains, rebalancing, peer-to-peer beats
     tokens.add_routes(app)  # named credentials
+    tenants.add_routes(app)  # tenants' quotas, the audit log
+    pipelines.add_routes(app)  # named pipelines, upgraded in place
     livysessions.add_routes(app)  # Livy's interactive sessions (before Flink's /sessions)
     sql.add_routes(app)
     livy.add_routes(app)  # Apache Livy's batches (Airflow's Livy operator)

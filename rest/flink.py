@@ -28,6 +28,7 @@ from aiohttp import web
 from aiohttp.web_urldispatcher import MatchInfoError
 
 from rest.gateway import ApiError
+from rest.middleware import caller
 from rest.requests import gw as _gw
 
 TRIGGER_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
@@ -124,8 +125,8 @@ async def get_job_status(request: web.Request) -> web.Response:
 async def get_jobs_overview_v1(request: web.Request) -> web.Response:
     """GET /v1/jobs/overview (Flink's MultipleJobsDetails): the jobs with Flink job ids."""
     from rest.app import json_blocks
-    return await json_blocks(request, await _gw(request).jobs_overview(request.query,
-                                                                       JOB_ID_RE.match))
+    return await json_blocks(request, await _gw(request).jobs_overview(
+        request.query, JOB_ID_RE.match, caller(request)))
 
 
 async def patch_job_v1(request: web.Request) -> web.Response:

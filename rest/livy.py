@@ -13,7 +13,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from rest.gateway import ApiError
-from rest.middleware import MAX_BODY, MAX_SPEC
+from rest.middleware import MAX_BODY, MAX_SPEC, caller
 from rest.requests import gw as _gw, int_or, json_body
 
 
@@ -33,13 +33,14 @@ async def post_batch(request: web.Request) -> web.Response:
     spec_limit = request.app[MAX_SPEC]  # (a batch becomes a job spec: read no more)
     body = await json_body(request, limit=("jobmanager.spec.max-size", spec_limit)
                             if spec_limit <= request.app[MAX_BODY] else None)
-    out = await _gw(request).livy_submit(body, request.headers.get("X-Request-Id", ""))
+    out = await _gw(request).livy_submit(body, request.headers.get("X-Request-Id", ""),
+                                         caller(request))
     return web.json_response(out, status=201)
 
 
 async def get_batches(request: web.Request) -> web.Response:
     start, size = int_or(request, "from", 0), int_or(request, "size", 20)
-    return web.json_response(_gw(request).livy_batches(start, size))
+    return web.json_response(_gw(request).livy_batches(start, size, caller(request)))
 
 
 async def get_batch(request: web.Request) -> web.Response:

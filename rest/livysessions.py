@@ -22,6 +22,7 @@ from aiohttp import web
 
 from rest import sql as proxy
 from rest.gateway import ApiError, UnknownSession
+from rest.middleware import caller
 from rest.requests import int_or, int_param, json_body
 
 
@@ -65,12 +66,12 @@ async def post_session(request: web.Request) -> web.StreamResponse:
     body = await json_body(request, optional=True)
     if not _livy(request).is_livy_request(body):
         return await proxy.open_session(request)
-    return web.json_response(await _livy(request).open(body), status=201)
+    return web.json_response(await _livy(request).open(body, caller(request)), status=201)
 
 
 async def get_sessions(request: web.Request) -> web.Response:
     start, size = int_or(request, "from", 0), int_or(request, "size", 20)
-    return web.json_response(_livy(request).sessions(start, size))
+    return web.json_response(_livy(request).sessions(start, size, caller(request)))
 
 
 async def get_session(request: web.Request) -> web.Response:

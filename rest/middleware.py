@@ -10,9 +10,11 @@ import time
 from typing import Any, Optional
 
 from aiohttp import web
+from aiohttp.web_urldispatcher import MatchInfoError
 
 from rest import roles
-from rest.gateway import INDEX_HEADER, MIN_INDEX_HEADER, ApiError, Credential, Gateway
+from rest.gateway import (ANYONE, INDEX_HEADER, MIN_INDEX_HEADER, ROOT, ApiError,
+                          Credential, Gateway)
 
 log = logging.getLogger("jm.rest")
 
@@ -35,6 +37,8 @@ PEER_READS = ("/cluster/peers", "/cluster/identity")
 PEER_DATA = re.compile(r"/artifacts/[^/]+/content")  # a copy of an artifact
 PEER_LOGS = re.compile(r"/jobs/[^/]+/logs")  # with ?local: a log on the peer asked
 DETAILS = web.RequestKey("jm_details", bool)  # the caller may see more than the basics
+CALLER = web.RequestKey("jm_caller", Credential)  # who the request is (auth_middleware)
+V1 = "/v1/"  # Flink's clients' prefix (rest/flink.py)
 PUBLIC_HEALTH = ("ok", "node", "leader", "registered", "spark-ready")
 OPEN_PATHS = ("/healthz", "/readyz")  # plus the web UI shell: "/" and /static/...
 
@@ -81,18 +85,48 @@ def auth_middleware(token: Optional[str], peer_credential: Optional[str]):
                                       {"WWW-Authenticate": 'Bearer realm="jobmanager"'})
             return await handler(request)
         tokens = accepted if internal or path in PEER_READS else users
-        if (token or (secret and internal)) and not allowed(request, tokens):
+        if not (token or (secret and internal)) or allowed(request, tokens):
+            request[CALLER] = ROOT if token else ANYONE
+        else:
             named = _named(request) if token else None
             if named is None:
                 return error_response(401, ["missing or wrong credentials: send "
                                             "'Authorization: Bearer <rest.auth.token, or a "
                                             "token of jm token create>'"],
                                       {"WWW-Authenticate": 'Bearer realm="jobmanager"'})
-            if not roles.allows(named.role, roles.required(request.method,
-                                                           _route_path(request))):
+            request[CALLER] = named
+            route, params = await _route(request)
+            if not roles.allows(named.role, roles.required(request.method, route)):
                 return error_response(403, [f"the {named.role} role may not do this"])
+            hidden = None if named.sees_all else _hidden(request, params, named)
+            if hidden is not None:
+                return error_response(404, [hidden])
         return await handler(request)
     return middleware
+
+
+# what a route's path parameter names, and the answer for one of another tenant: the
+# same as for one that does not exist (nothing else said)
+HIDDEN = {"job_id": "job {} not found", "batch_id": "batch {} not found",
+          "session_id": "session {} not found (deleted, expired or never created)",
+          "sh": "session {} does not exist", "artifact_id": "unknown artifact {}",
+          "pipeline": "pipeline {} not found"}
+
+
+def _hidden(request: web.Request, params: dict, who: Credential) -> Optional[str]:
+    """The 404 answer when the job, batch, session or artifact the path names belongs to
+    another tenant than `who`'s, else None."""
+    gw = request.app[GATEWAY]
+    for param, value in params.items():
+        answer = HIDDEN.get(param)
+        if answer is not None and not gw.visible(param, value, who):
+            return answer.format(value)
+    return None
+
+
+def caller(request: web.Request) -> Credential:
+    """Who the request is (set by the auth middleware; ANYONE without one)."""
+    return request.get(CALLER, ANYONE)
 
 
 def _named(request: web.Request) -> Optional[Credential]:
@@ -104,10 +138,18 @@ def _named(request: web.Request) -> Optional[Credential]:
     return request.app[GATEWAY].credential(given.strip())
 
 
-def _route_path(request: web.Request) -> Optional[str]:
-    """The path the request's route was registered with (None: no route matched)."""
-    resource = request.match_info.route.resource
-    return resource.canonical if resource is not None else None
+async def _route(request: web.Request) -> tuple[Optional[str], dict]:
+    """The path the request's route was registered with (None: no route matched) and its
+    path parameters. A /v1/<path> without a route of its own is <path>'s (Flink's
+    prefix, served by rest/flink.py's v1_middleware after this one), and needs its role."""
+    match = request.match_info
+    if isinstance(match, MatchInfoError) and request.path.startswith(V1):
+        alias = request.clone(rel_url=request.rel_url.with_path(request.path[len(V1) - 1:]))
+        resolved = await request.app.router.resolve(alias)
+        if not isinstance(resolved, MatchInfoError):
+            match = resolved
+    resource = match.route.resource
+    return (resource.canonical if resource is not None else None), dict(match)
 
 
 @web.middleware

@@ -40,7 +40,8 @@ SPEC = {"type": "object", "description": "a job spec (docs/guide/jobs.md, \"Job 
     "argv": {"type": "array", "items": STRING}, "slots": INT,
     "job-type": {"type": "string", "enum": ["batch", "streaming"]},
     "restart-strategy": ANY_OBJECT, "spark-conf": ANY_OBJECT, "savepoint-path": STRING,
-    "spark-mode": {"type": "string", "enum": ["connect", "classic"]}}}
+    "spark-mode": {"type": "string", "enum": ["connect", "classic"]},
+    "tenant": STRING, "proxy-user": STRING}}
 SAVEPOINT = {"type": "object", "properties": {"target-directory": STRING,
                                              "cancel-job": {"type": "boolean"}}}
 PEER = {"type": "object", "required": ["peer"], "properties": {"peer": STRING}}
@@ -55,13 +56,15 @@ COMPLETE = {"type": "object", "required": ["statement", "position"], "properties
 TOKEN = {"type": "object", "required": ["name", "role"], "properties": {
     "name": STRING, "role": {"type": "string", "enum": ["read", "submit", "admin"]},
     "tenant": STRING}}
+QUOTAS = {"type": "object", "properties": {"slots": {"type": "integer", "minimum": 0},
+                                          "sessions": {"type": "integer", "minimum": 0}}}
 LIVY_SESSION = {"type": "object", "properties": {
     "kind": {"type": "string", "enum": ["pyspark", "sql", "shared"]}, "name": STRING,
     "conf": {"type": "object", "additionalProperties": STRING}}}
 LIVY_STATEMENT = {"type": "object", "required": ["code"], "properties": {
     "code": STRING, "kind": {"type": "string", "enum": ["pyspark", "sql"]}}}
 BATCH = {"type": "object", "required": ["file"], "properties": {
-    "file": STRING, "className": STRING, "name": STRING,
+    "file": STRING, "className": STRING, "name": STRING, "proxyUser": STRING,
     "args": {"type": "array", "items": STRING}, "pyFiles": {"type": "array", "items": STRING},
     "conf": {"type": "object", "additionalProperties": STRING}}}
 UPLOAD = {"multipart/form-data": {"schema": {
@@ -144,6 +147,22 @@ def _routes() -> dict[str, dict[str, dict]]:
                                 "answer only)", body=TOKEN, ok="201"),
                     "get": _op("the named credentials, without secrets (admin)")},
         "/tokens/{name}": {"delete": _op("revoke a named credential (admin)")},
+        "/pipelines": {"get": _op("the named pipelines: version, job, state")},
+        "/pipelines/{pipeline}": {
+            "put": _op("create (201), keep (200) or upgrade in place (202: stop with a "
+                       "savepoint, start the new spec from it) a named pipeline",
+                       body=SPEC),
+            "get": _op("a pipeline: its versions (specs, jobs), a pending upgrade"),
+            "delete": _op("forget a pipeline; its job is cancelled")},
+        "/tenants": {"get": _op("the tenants: quotas and what each uses (a tenant's "
+                                "credential: its own)")},
+        "/tenants/{tenant}": {"put": _op("set a tenant's quotas (admin; 0: no limit)",
+                                         body=QUOTAS)},
+        "/audit": {"get": _op("this peer's audit log, newest last (admin)", (
+            _query("limit", INT, "entries (default 100)"),
+            _query("job", STRING, "entries naming this job"),
+            _query("who", STRING, "entries of this credential"),
+            _query("tenant", STRING, "entries of this tenant's credentials")))},
     }
     paths.update(_livy_sessions())
     for p in SQL_PREFIXES:

@@ -31,12 +31,14 @@ ROUTES: dict[tuple[str, str], str] = {
         "/jobs/{job_id}", "/jobs/{job_id}/exceptions", "/jobs/{job_id}/logs",
         "/jobs/{job_id}/result", "/jobs/{job_id}/savepoints",
         "/jobs/{job_id}/savepoints/{request_id}", "/jobs/{job_id}/status", "/metrics",
-        "/nodes", "/openapi.json", "/overview", "/version", "/sessions", _LIVY,
+        "/nodes", "/openapi.json", "/overview", "/version", "/sessions", "/tenants",
+        "/pipelines", "/pipelines/{pipeline}", _LIVY,
         _LIVY + "/log", _LIVY + "/state", _STATEMENT, _STATEMENT + "/{statement_id}",
         _SESSION, _SESSION + "/complete-statement", _OP + "/result/{token}",
         _OP + "/status")},
     **{(m, p): SUBMIT for m, p in (
         ("POST", "/artifacts"), ("DELETE", "/artifacts/{artifact_id}"),
+        ("PUT", "/pipelines/{pipeline}"), ("DELETE", "/pipelines/{pipeline}"),
         ("POST", "/batches"), ("DELETE", "/batches/{batch_id}"), ("POST", "/jobs"),
         ("PATCH", "/jobs/{job_id}"), ("POST", "/jobs/{job_id}/savepoints"),
         ("POST", "/jobs/{job_id}/stop"), ("POST", "/sessions"), ("DELETE", _LIVY),
@@ -49,7 +51,8 @@ ROUTES: dict[tuple[str, str], str] = {
         ("POST", "/cluster/peers"), ("DELETE", "/cluster/peers/{node}"),
         ("POST", "/cluster/peers/{node}/promote"), ("POST", "/cluster/rebalance"),
         ("POST", "/nodes/{node}/drain"), ("DELETE", "/nodes/{node}/drain"),
-        ("GET", "/tokens"), ("POST", "/tokens"), ("DELETE", "/tokens/{name}"))},
+        ("GET", "/tokens"), ("POST", "/tokens"), ("DELETE", "/tokens/{name}"),
+        ("PUT", "/tenants/{tenant}"), ("GET", "/audit"))},
 }
 
 

@@ -14,7 +14,7 @@ import aiohttp
 from aiohttp import web
 
 from rest.gateway import ApiError, Forward, ResultPage, SessionInfo, UnknownSession
-from rest.middleware import CLIENT_SSL, GATEWAY, MAX_BODY
+from rest.middleware import CLIENT_SSL, GATEWAY, MAX_BODY, caller
 from rest.requests import json_body
 
 VERSIONS = ("v1", "v2")
@@ -192,7 +192,8 @@ def result_json(page: ResultPage, path: str, row_format: str) -> dict:
 
 async def open_session(request: web.Request) -> web.Response:
     body = await _body(request)
-    return web.json_response({"sessionHandle": await _gw(request).open_session(body)})
+    return web.json_response({"sessionHandle": await _gw(request).open_session(
+        body, caller(request))})
 
 
 async def get_session(request: web.Request) -> web.StreamResponse:

@@ -16,7 +16,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def make_conf(base: str, n: int, settings: dict | None = None) -> tuple[str, list[str]]:
     """Write conf/config.yaml and conf/masters for n local peers; return (conf dir, lines)."""
     lines = local_lines(n)
-    values = {"spark.connect.embedded": False, "restart-strategy.type": "none"}
+    # (a test's teardown stops every peer: none drains first, jobmanager.stop.drain-deadline)
+    values = {"spark.connect.embedded": False, "restart-strategy.type": "none",
+              "jobmanager.stop.drain-deadline": 0}
     values.update(settings or {})
     return write_conf(base, lines, values), lines
 

@@ -25,6 +25,8 @@ from jm.client.cli_jobs import (add_submit, cmd_cancel, cmd_exceptions, cmd_resu
 from jm.client.cli_jobs import cmd_submit, report_end, wait_for_end  # noqa: F401
 from jm.client.cli_list import add_list
 from jm.client.cli_members import add_cluster_args, cluster_action
+from jm.client.cli_pipelines import add_pipeline
+from jm.client.cli_tenants import add_tenant
 from jm.client.cli_tokens import add_token
 from jm.client.cli_ops import add_commands
 from jm.client.cli_run import add_run
@@ -141,6 +143,8 @@ def make_parser() -> argparse.ArgumentParser:
     add_run(add, upload)
     add_sql(add)
     add_token(add)
+    add_tenant(add)
+    add_pipeline(add)
     comp = add("completion", "print a shell completion script: eval \"$(jm completion bash)\"",
                cmd_completion)
     comp.add_argument("shell", choices=("bash", "zsh"), help="bash or zsh")

@@ -106,7 +106,11 @@ def cmd_status(client: Client, a: argparse.Namespace) -> int:
     state = job.get("state")
     if job.get("spark-waiting"):
         state = f"{state}, waiting for Spark resources"
+    if job.get("waiting"):  # its tenant's slot quota holds it
+        state = f"{state}: {job['waiting']}"
     fields = [("job", job.get("jid")), ("name", job.get("name")), ("state", state),
+              ("tenant", job.get("tenant") or "default"),
+              ("submitter", job.get("submitter") or "-"),
               ("node", job.get("node") or "-"), ("attempt", job.get("attempt")),
               ("restarts", job.get("restarts")),
               ("submitted", fmt_time(job.get("start-time"))),
@@ -153,10 +157,32 @@ def cmd_status(client: Client, a: argparse.Namespace) -> int:
                 out(f"attempt {t.get('attempt')}: {t['spark-waiting']}")
             if t.get("spark-ui") and t.get("end-time", -1) < 0:
                 out(f"attempt {t.get('attempt')}: Spark UI {t['spark-ui']}")
+    show_progress(job.get("progress"))
     if job.get("state") == "FINISHED":
         out("")
         out(f"result: {compact(job.get('result'))}")
     return EXIT_OK
+
+
+def _num(v: object, digits: int = 1) -> str:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return "-"
+    return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
+
+
+def show_progress(progress: Optional[dict]) -> None:
+    """A streaming job's last progress, one row per query."""
+    queries = (progress or {}).get("queries") or []
+    if not queries:
+        return
+    out("")
+    out(f"last progress ({fmt_time(progress.get('time'))}):")
+    out(table(["QUERY", "BATCH", "LAST BATCH", "INPUT ROWS/S", "PROCESSED ROWS/S",
+               "DURATION MS", "STATE ROWS"],
+              [[q.get("name"), _num(q.get("batch")), fmt_time(q.get("time")),
+                _num(q.get("input-rows-per-second")),
+                _num(q.get("processed-rows-per-second")), _num(q.get("batch-duration-ms")),
+                _num(q.get("state-rows"))] for q in queries]))
 
 
 def cmd_cancel(client: Client, a: argparse.Namespace) -> int:
@@ -253,6 +279,10 @@ def add_submit(add: Callable[..., argparse.ArgumentParser]) -> None:
     s.add_argument("--args-json", metavar="JSON", help="job arguments as a JSON object "
                                                        "(--arg entries override)")
     s.add_argument("--slots", type=int, metavar="N", help="slots the job takes (default 1)")
+    s.add_argument("--proxy-user", metavar="USER", help="run the job as this OS user "
+                   "(jobmanager.executor.proxy-users must allow it)")
+    s.add_argument("--tenant", metavar="T", help="the job's tenant (default: the "
+                   "credential's; an admin may name any)")
     s.add_argument("--restart-strategy", metavar="TYPE|JSON",
                    help="none, fixed-delay, exponential-delay, failure-rate, or a JSON object "
                         "like '{\"type\": \"fixed-delay\", \"attempts\": 3, \"delay\": \"1 s\"}'")

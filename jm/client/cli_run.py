@@ -24,6 +24,7 @@ from jm.policy.fsuri import is_remote_ref
 # jm run's options after APP: name -> takes a value
 RUN_OPTIONS = {"--conf": True, "--py-files": True, "--name": True, "--mode": True,
                "--jobid": True, "--slots": True, "--restart-strategy": True,
+               "--proxy-user": True, "--tenant": True,
                "--streaming": False, "--wait": False, "--progress": False,
                "--address": True, "-a": True, "--token": True, "--timeout": True,
                "--json": False}
@@ -93,6 +94,10 @@ def build_run_spec(a: argparse.Namespace) -> dict:
         spec["slots"] = a.slots
     if a.restart_strategy:
         spec["restart-strategy"] = parse_restart(a.restart_strategy)
+    for field in ("proxy-user", "tenant"):
+        value = getattr(a, field.replace("-", "_"), None)
+        if value:
+            spec[field] = value
     return spec
 
 
@@ -156,6 +161,11 @@ def _run_options(p: argparse.ArgumentParser) -> None:
                         "$JM_CHECKPOINT_DIR")
     p.add_argument("--jobid", metavar="ID", help="a fixed job id")
     p.add_argument("--slots", type=int, metavar="N", help="slots the job takes (default 1)")
+    p.add_argument("--proxy-user", metavar="USER", help="run the job as this OS user (as "
+                   "spark-submit's --proxy-user; jobmanager.executor.proxy-users must allow "
+                   "it)")
+    p.add_argument("--tenant", metavar="T", help="the job's tenant (default: the "
+                   "credential's; an admin may name any)")
     p.add_argument("--restart-strategy", metavar="TYPE|JSON",
                    help="none, fixed-delay, exponential-delay, failure-rate or a JSON object")
     p.add_argument("--wait", action="store_true",
@@ -184,7 +194,8 @@ def _merge(parser: argparse.ArgumentParser, a: argparse.Namespace) -> argparse.N
     later = mini.parse_args(ours)
     a.conf = list(a.conf) + later.conf
     a.py_files = list(a.py_files) + later.py_files
-    for key in ("name", "mode", "jobid", "slots", "restart_strategy"):
+    for key in ("name", "mode", "jobid", "slots", "restart_strategy", "proxy_user",
+                "tenant"):
         if getattr(later, key) is not None:
             setattr(a, key, getattr(later, key))
     for key in ("streaming", "wait", "json"):

@@ -211,6 +211,10 @@ def _apply_options(spec: dict, a: argparse.Namespace) -> None:
         spec.setdefault("job-type", "streaming")
     if a.streaming:
         spec["job-type"] = "streaming"
+    if getattr(a, "proxy_user", None):
+        spec["proxy-user"] = a.proxy_user
+    if getattr(a, "tenant", None):
+        spec["tenant"] = a.tenant
 
 
 def post_job(client: Client, spec: dict) -> dict:

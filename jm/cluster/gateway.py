@@ -21,20 +21,23 @@ from jm.cluster.blobs import BlobError, safe_name
 from jm.cluster.clusterapi import ClusterWrites
 from jm.cluster.reads import PeerReads, api_errors
 from jm.cluster.savepoint import SavepointError, read_metadata
+from jm.cluster.pipelines import PipelineWrites
+from jm.cluster.tenancy import TenantAccess, tenant_for
 from jm.cluster.tokens import TokenWrites
 from jm.policy import fsuri
-from jm.policy.spec import SpecLimits, remote_refs, validate_spec
+from jm.policy.spec import SpecLimits, proxy_refusal, remote_refs, validate_spec
 from jm.wire import livy
 from raft.artifacts import named_by
 from raft.commands import AddArtifact, CancelJob, ForgetArtifacts, SubmitJob, TriggerSavepoint
-from rest.gateway import ApiError
+from raft.tenants import key as tenant_key
+from rest.gateway import ANYONE, ApiError, Credential
 
 
 REMOTE_CHECK_TIMEOUT = 15.0  # seconds to open a remote file system or read a savepoint
 REMOTE_FETCH_TIMEOUT = 120.0  # seconds to copy a job's remote application or py-file
 
 
-class PeerGateway(PeerReads, ClusterWrites, TokenWrites):
+class PeerGateway(PeerReads, ClusterWrites, TokenWrites, TenantAccess, PipelineWrites):
     """Implements rest.gateway.Gateway for one peer (the peer's parts are read through
     its services, never changed, except by committing commands)."""
 
@@ -43,18 +46,42 @@ class PeerGateway(PeerReads, ClusterWrites, TokenWrites):
             return max([p.slots for p in st.peers.values()] + [self.conf["jobmanager.slots"]])
 
     @api_errors
-    async def submit_job(self, spec: Any, request_id: str, names: Optional[dict] = None
-                         ) -> dict:
-        """`names`: what the client calls the spec's fields, for its errors (Livy's)."""
-        spec = validate_spec(spec, self._max_slots(), SpecLimits.from_conf(self.conf))
+    async def submit_job(self, spec: Any, request_id: str, names: Optional[dict] = None,
+                         who: Credential = ANYONE) -> dict:
+        """`names`: what the client calls the spec's fields, for its errors (Livy's);
+        `who`: the caller (the job's tenant and submitter)."""
+        spec, tenant = self._owned_spec(spec, names, who)
         self._writable()
         if request_id:  # a retry of a request this replica applied: its job, nothing read again
             with self.raft.read() as st:
                 known = st.request_ids.get(request_id)
             if known is not None:
                 return {"jobid": known}
+        await self._check_spec(spec, names, who)
+        res = await self.svc.submitter.submit(SubmitJob(spec["jobid"], spec, time.time(),
+                                                        request_id, tenant, who.name))
+        if not res.ok:
+            raise ApiError(409 if res.code == "exists" else 400, res.error)
+        return {"jobid": res.value["jobid"]}
+
+    def _owned_spec(self, spec: Any, names: Optional[dict], who: Credential
+                    ) -> tuple[dict, Optional[str]]:
+        """The validated spec with its tenant (the caller's, jm/cluster/tenancy.py) and a
+        proxy user the policy allows (else 403)."""
+        spec = validate_spec(spec, self._max_slots(), SpecLimits.from_conf(self.conf))
+        tenant = tenant_for(who, spec.pop("tenant", None))
+        if tenant is not None:
+            spec["tenant"] = tenant
+        if spec.get("proxy-user"):
+            self._check_proxy_user(spec["proxy-user"], (names or {}).get("proxy-user",
+                                                                         "proxy-user"))
+        return spec, tenant
+
+    async def _check_spec(self, spec: dict, names: Optional[dict], who: Credential) -> None:
+        """What a spec names must be there: remote files are copied into artifacts (the
+        spec then names those), a script readable, artifacts known, a savepoint readable."""
         for field, uri in remote_refs(spec):  # copied once, as spark-submit downloads them
-            ref = await self._remote_artifact((names or {}).get(field, field), uri)
+            ref = await self._remote_artifact((names or {}).get(field, field), uri, who)
             if spec.get("script") == uri:
                 spec["script"] = ref
             spec["pyfiles"] = [ref if p == uri else p for p in spec["pyfiles"]]
@@ -76,10 +103,6 @@ class PeerGateway(PeerReads, ClusterWrites, TokenWrites):
             except asyncio.TimeoutError:
                 raise ApiError(400, f"savepoint-path: {spec['savepoint-path']} could not be "
                                     f"read within {REMOTE_CHECK_TIMEOUT:.0f} s")
-        res = await self.svc.submitter.submit(SubmitJob(spec["jobid"], spec, time.time(), request_id))
-        if not res.ok:
-            raise ApiError(409 if res.code == "exists" else 400, res.error)
-        return {"jobid": res.value["jobid"]}
 
     async def _known_artifacts(self, refs: list[tuple[str, str]]) -> None:
         """400 unless every `artifact:` reference (field, ref) is known. An id this replica
@@ -140,20 +163,27 @@ class PeerGateway(PeerReads, ClusterWrites, TokenWrites):
         out = await self._write(TriggerSavepoint(job_id, trigger_id, target, stop, time.time()))
         return {"request-id": out["request-id"]}
 
-    async def livy_submit(self, body: Any, request_id: str) -> dict:
+    def _check_proxy_user(self, user: str, field: str) -> None:
+        """403 unless jobmanager.executor.proxy-users lets jobs run as `user`."""
+        refused = proxy_refusal(user, self.conf["jobmanager.executor.proxy-users"], field)
+        if refused:
+            raise ApiError(403, refused)
+
+    async def livy_submit(self, body: Any, request_id: str, who: Credential = ANYONE
+                          ) -> dict:
         """POST /batches: a Livy batch request as a script job (jm/wire/livy.py)."""
         try:
             spec = livy.batch_spec(body)
         except ValueError as exc:
             raise ApiError(400, *exc.args[0])
-        out = await self.submit_job(spec, request_id, livy.FIELD_NAMES)
+        out = await self.submit_job(spec, request_id, livy.FIELD_NAMES, who)
         with self.raft.read() as st:
             job = st.jobs.get(out["jobid"])
             if job is None:  # applied here before the answer: never; purged at once: gone
                 raise ApiError(404, f"batch of job {out['jobid']} is gone already")
             return livy.batch(job)
 
-    async def _remote_artifact(self, field: str, uri: str) -> str:
+    async def _remote_artifact(self, field: str, uri: str, who: Credential) -> str:
         """A remote file (s3://, gs://, hdfs://) copied into the cluster's artifacts ->
         `artifact:<id>`; 400 if it cannot be read, 413 beyond rest.max-body-size."""
         limit = self.conf["rest.max-body-size"]
@@ -168,12 +198,14 @@ class PeerGateway(PeerReads, ClusterWrites, TokenWrites):
         except asyncio.TimeoutError:
             raise ApiError(400, f"{field} {uri} could not be read within "
                                 f"{REMOTE_FETCH_TIMEOUT:.0f} s")
-        art = await self.add_artifact(uri.rsplit("/", 1)[-1], data)
+        art = await self.add_artifact(uri.rsplit("/", 1)[-1], data, who)
         return art["pyfile"]
 
     @api_errors
-    async def add_artifact(self, filename: str, data: bytes) -> dict:
+    async def add_artifact(self, filename: str, data: bytes, who: Credential = ANYONE
+                           ) -> dict:
         self._writable()
+        tenant = tenant_key(tenant_for(who, None))
         try:
             name = safe_name(filename)
             art_id = "sha256:" + hashlib.sha256(data).hexdigest()
@@ -191,7 +223,8 @@ class PeerGateway(PeerReads, ClusterWrites, TokenWrites):
             raise ApiError(503, f"the artifact could not be stored in "
                                 f"high-availability.storageDir: {exc}",
                            headers={"Retry-After": "1"})
-        res = await self.raft.submit(AddArtifact(art_id, name, len(data), self.node, time.time()),
+        res = await self.raft.submit(AddArtifact(art_id, name, len(data), self.node,
+                                                 time.time(), (tenant,), who.name),
                                      self.conf["rest.write-timeout"])
         if not res.ok:
             raise ApiError(400, res.error)

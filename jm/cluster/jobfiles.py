@@ -12,6 +12,7 @@ and named in the log.
 """
 from __future__ import annotations
 
+import asyncio
 import errno
 import json
 import logging
@@ -19,9 +20,13 @@ import os
 import shutil
 import signal
 import stat
+import sys
+import time
 from typing import Any, Optional
 
+from jm.cluster.peerlog import rfc3339
 from jm.policy.bounds import bounded_failure
+from jm.policy.logtee import frame, split_lines
 
 log = logging.getLogger("jm.jobfiles")
 _CHUNK = 1 << 20
@@ -168,3 +173,77 @@ def describe_exit(code: int, sig: int) -> str:
             name = str(sig)
         return f"the job process died with signal {name}"
     return f"the job process exited with code {code}"
+
+
+# ---- job output on the peer's stdout (jobmanager.job-log.stdout) --------------------------
+def read_from(path: str, offset: int, limit: int = _CHUNK) -> tuple[bytes, int]:
+    """(what `path` holds from `offset`, at most `limit` bytes; the offset after it). A
+    file cut shorter (the log cap) is followed from its new end. Blocking: in a thread."""
+    try:
+        fd, st = open_regular(path)
+    except (Refused, OSError):
+        return b"", offset
+    try:
+        if st.st_size < offset:
+            return b"", st.st_size
+        data = os.pread(fd, limit, offset)
+        return data, offset + len(data)
+    finally:
+        os.close(fd)
+
+
+class StdoutTee:
+    """Follows the log file of a job's running attempt and writes its new lines to the
+    peer's stdout, each framed with the job and the attempt (jm/policy/logtee.py); the
+    lines left when the attempt ends are written by `stop`."""
+
+    POLL = 0.25  # seconds between two looks at the file
+
+    def __init__(self, conf: Any, node: str, write: Any = None) -> None:
+        self.enabled = bool(conf["jobmanager.job-log.stdout"])
+        self.kind, self.node = conf["jobmanager.log.format"], node
+        self.write = write or _write_stdout
+        self.task: Any = None
+        self._where: Any = None  # (path, job, attempt, offset, partial line)
+
+    def follow(self, path: str, job: str, attempt: str) -> None:
+        if self.enabled:
+            self._where = [path, job, attempt, 0, b""]
+            self.task = asyncio.create_task(self._follow())
+
+    def pending(self) -> list:
+        return [self.task] if self.task is not None and not self.task.done() else []
+
+    async def stop(self) -> None:
+        """The attempt ended: its last lines, the partial one too."""
+        if self.task is None:
+            return
+        task, self.task = self.task, None
+        task.cancel()
+        await asyncio.wait([task])  # (a look half done is not counted: read again)
+        await self._once(final=True)
+
+    async def _follow(self) -> None:
+        while True:
+            await asyncio.sleep(self.POLL)  # (a look at the file)
+            await self._once()
+
+    async def _once(self, final: bool = False) -> None:
+        path, job, attempt, offset, rest = self._where
+        data, offset = await asyncio.to_thread(read_from, path, offset)
+        lines, rest = split_lines(rest, data)
+        if final and rest:
+            lines, rest = lines + [rest], b""
+        self._where[3:] = [offset, rest]
+        if lines:
+            now = rfc3339(time.time()) if self.kind == "json" else None
+            self.write("".join(frame(line, job, attempt, self.kind, self.node, now) + "\n"
+                               for line in lines))
+
+
+def _write_stdout(text: str) -> None:
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except (OSError, ValueError):  # a closed stdout: the job's log has it all anyway
+        pass

@@ -49,30 +49,40 @@ class JobLists:
         self.cache = OverviewCache()
         self._ended = 0  # jobs ended since the cache was last filled (note_applied)
 
-    def jobs_page(self, query: Mapping[str, str]) -> dict:
+    def jobs_page(self, query: Mapping[str, str], tenant: Optional[str] = None) -> dict:
         """A page of jobs, newest first: Flink's `/jobs` fields (`id`, `status`) and the
-        overview's row of each."""
+        overview's row of each; `tenant`: only that tenant's jobs (None: every job)."""
         q = parse(query)
         now = self.clock()
         with self.read() as st:
-            keep = (lambda j: pages.job_matches(q, j, views.last_modification)) \
-                if q.filtered else (lambda j: True)
+            if q.filtered or tenant is not None:
+                def keep(j: Any) -> bool:
+                    return (tenant is None or j.tenant == tenant) and \
+                        pages.job_matches(q, j, views.last_modification)
+            else:
+                def keep(j: Any) -> bool:
+                    return True
             found, total = pages.page_of(q, reversed(st.jobs.values()), keep,
-                                         None if q.filtered else len(st.jobs))
+                                         None if q.filtered or tenant is not None
+                                         else len(st.jobs))
             rows = [{"id": j.id, "status": j.status, **views.job_row(j, now)}
                     for j in found]
         return pages.envelope(q, "jobs", rows, total)
 
     async def overview(self, query: Mapping[str, str],
-                       id_ok: Optional[Callable[[str], bool]] = None) -> list[bytes]:
+                       id_ok: Optional[Callable[[str], bool]] = None,
+                       tenant: Optional[str] = None) -> list[bytes]:
         """Flink's MultipleJobsDetails (`{"jobs": [...]}`, submission order) as JSON blocks:
-        every job unless the query filters or pages; `id_ok` narrows it by job id."""
+        every job unless the query filters or pages; `id_ok` narrows it by job id,
+        `tenant` to that tenant's jobs."""
         q = parse(query, None)
-        if not (q.filtered or id_ok is not None or q.limit is not None or q.offset):
+        if not (q.filtered or id_ok is not None or q.limit is not None or q.offset
+                or tenant is not None):
             return await self.cache.body(self.read, self.clock(), None)
 
         def keep(j: Any) -> bool:
             return (id_ok is None or bool(id_ok(j.id))) and \
+                (tenant is None or j.tenant == tenant) and \
                 pages.job_matches(q, j, views.last_modification)
 
         def select(st: Any) -> list:

@@ -33,8 +33,8 @@ from jm.policy.intents import Intents
 from jm.policy.runparams import AttemptPlace, RunParams, attempt_params, cleanup_params
 from jm.policy.restart import RestartStrategy
 from jm.cluster import remotefs
-from jm.cluster.jobfiles import read_failure, read_json, read_result
-from jm.cluster.sparkreports import MAX_INFO_SIZE, SparkReports
+from jm.cluster.jobfiles import StdoutTee, read_failure, read_json, read_result
+from jm.cluster.sparkreports import MAX_INFO_SIZE, ProgressReports, SparkReports
 from jm.cluster.savepoint import (SavepointError, new_location, restore, snapshot,
                                   sweep_temporaries)
 
@@ -70,6 +70,10 @@ class JobMaster:
         self.log = logging.LoggerAdapter(log, {"job": job_id, "epoch": epoch})
         self.spark_app = SparkReports(job_id, lambda info: self._send(
             S.RUNNING, info=dict(info, restart=self.restart_index)), self.log)
+        self.progress = ProgressReports(  # a streaming job's last progress (throttled)
+            job_id, lambda p: self._send(S.RUNNING, progress=p),
+            env.conf["jobmanager.streaming.progress-interval"], self.log, env.monotonic)
+        self.tee = StdoutTee(env.conf, env.node)  # jobmanager.job-log.stdout
 
     @property
     def job_dir(self) -> str:
@@ -107,7 +111,9 @@ class JobMaster:
         if self.process:
             self.env.executor.kill(self.process, signal.SIGKILL)
         tasks = [t for t in [self.task, *self._savepoint_tasks.values(),
-                             *self.spark_app.pending(), *self._helpers] if t and not t.done()]
+                             *self.spark_app.pending(), *self.progress.pending(),
+                             *self.tee.pending(),
+                             *self._helpers] if t and not t.done()]
         for t in tasks:
             t.cancel()
         if tasks:  # bounded: a task that ignores its cancellation must not hold the peer
@@ -120,7 +126,8 @@ class JobMaster:
                                len(late), STOP_WAIT)
 
     def _send(self, status: str, result: Any = None, failure: Any = None,
-              info: Optional[dict] = None) -> asyncio.Future:
+              info: Optional[dict] = None, progress: Optional[dict] = None
+              ) -> asyncio.Future:
         # whatever the job wrote or however it ended, what goes to Raft is readable text
         # (no lone surrogate msgpack refuses) of bounded size (jobmanager.failure.max-size)
         if failure is not None:
@@ -129,7 +136,7 @@ class JobMaster:
             result = storable(result)
         return asyncio.ensure_future(self.env.reporter.submit(StatusReport(
             self.job_id, self.epoch, self.env.node, status, self.env.clock(), result, failure,
-            next_report_seq(), info)))
+            next_report_seq(), info, progress)))
 
     def _params(self, pyfiles: list[str], run_dir: str,
                 script: Optional[str] = None) -> RunParams:
@@ -276,7 +283,8 @@ class JobMaster:
                 script = (await self.env.resolve_pyfiles([self.spec["script"]]))[0]
             await self._restore()
             self.session_id = str(uuid.uuid4())
-            self.process = await self.env.executor.spawn(self._params(pyfiles, run_dir, script))
+            params = self._params(pyfiles, run_dir, script)
+            self.process = await self.env.executor.spawn(params)
         except (ExecutorLost, OSError, ValueError, LookupError) as exc:
             return SpawnFailed(restart, {"exception": f"{type(exc).__name__}: {exc}",
                                          "traceback": ""})
@@ -288,6 +296,10 @@ class JobMaster:
         refused = self.process.pid <= 0  # the zygote runs nothing without a lease
         if not self.connect and not refused:
             self.spark_app.watch_file(run_dir)
+        if self.streaming and not refused:
+            self.progress.watch_file(run_dir)
+        if not refused:
+            self.tee.follow(params.log_path, self.job_id, f"{self.epoch}-{restart}")
         self._later(self._exit_of(self.process, restart, run_dir))
         return Spawned(restart, refused)
 
@@ -296,6 +308,8 @@ class JobMaster:
         if self.process is proc:
             self.process = None
         self.spark_app.unwatch()
+        self.progress.unwatch()
+        await self.tee.stop()
         if not self.connect:  # its driver JVM is gone with it: its scratch files too
             await asyncio.to_thread(shutil.rmtree, os.path.join(run_dir, SCRATCH), True)
         return Exited(restart, code, sig, lease_expired)

@@ -277,6 +277,12 @@ class LivyRunner:
                 s.kind == "pyspark" and s.id < st.id for s in livy.statements)
         return LOST_PROCESS.format(node=self.node) if earlier else ""
 
+    def _proxy_user(self, lv: LocalLivy) -> Optional[str]:
+        """The OS user the session's Python process runs as (its proxyUser), or None."""
+        with self.raft.read() as state:
+            _, livy = L.session_of(state, lv.number)
+            return livy.proxy_user if livy is not None else None
+
     async def _start_repl(self, lv: LocalLivy) -> None:
         from jm.runtime.livyclient import LivyProcess
         self.sql._held_here(lv.handle, True)
@@ -290,6 +296,7 @@ class LivyRunner:
                            on_start=lambda pid: svc.guard(f"livy-session-{lv.number}", pid),
                            env_pass=conf["jobmanager.executor.env-pass"],
                            env_add=svc.child_env)
+        lv.repl.user = self._proxy_user(lv)
 
     async def _keep_state(self, lv: LocalLivy, items) -> list:
         """Record what a Python statement changed in its Spark session, for the session's

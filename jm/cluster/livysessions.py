@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING, Optional
 
 from jm.cluster.livyrunner import LivyRunner
 from jm.cluster.services import SqlServices
+from jm.cluster.tenancy import tenant_for
+from jm.policy.spec import proxy_refusal
 from jm.wire import livysessions as W
 from raft import livy as L
 from raft.commands import (AddLivyStatement, CloseSqlSessions, EndLivyStatement,
                            OpenLivySession)
-from rest.gateway import ApiError, UnknownSession
+from rest.gateway import ANYONE, ApiError, Credential, UnknownSession
 
 if TYPE_CHECKING:
     from jm.cluster.sqlgateway import SqlGateway
@@ -68,10 +70,11 @@ class LivySessions:
             s, livy = self._read(number)
             return W.session_json(livy, s.name, self._log(s, livy), s.node)
 
-    def sessions(self, start: int, size: int) -> dict:
+    def sessions(self, start: int, size: int, who: Credential = ANYONE) -> dict:
         with self.raft.read() as st:
             found = [L.session_of(st, n) for n in sorted(st.livy_ids)]
-            found = [(s, livy) for s, livy in found if livy is not None]
+            found = [(s, livy) for s, livy in found
+                     if livy is not None and who.may_see(s.tenant)]
             return {"from": start, "total": len(found),
                     "sessions": [W.session_json(livy, s.name, peer=s.node) for s, livy in
                                  found[start:start + size]]}
@@ -103,15 +106,21 @@ class LivySessions:
             return W.statement_json(st, W.statement_states(livy)[st.id], st.id in cancelling)
 
     # ---- changes --------------------------------------------------------------------------
-    async def open(self, body) -> dict:
+    async def open(self, body, who: Credential = ANYONE) -> dict:
         try:
             req = W.session_request(body)
         except ValueError as exc:
             raise ApiError(400, *exc.args[0])
+        tenant = tenant_for(who, None)
+        refused = req.proxy_user and proxy_refusal(
+            req.proxy_user, self.svc.conf["jobmanager.executor.proxy-users"], "proxyUser",
+            "sessions")
+        if refused:
+            raise ApiError(403, refused)
         node, limit = self.sql.place()
         value = await self.sql.open_checked(OpenLivySession(
             str(uuid.uuid4()), req.kind, req.name, req.conf, node, time.time(), limit,
-            req.notes))
+            req.notes, tenant, who.name, req.proxy_user))
         return self.session(value["id"])
 
     async def delete(self, number: int) -> dict:

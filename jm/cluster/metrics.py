@@ -24,6 +24,8 @@ from prometheus_client import (CollectorRegistry, Counter, GCCollector, Histogra
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from jm.policy.vocab import TERMINAL
+
 log = logging.getLogger(__name__)
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
@@ -56,6 +58,47 @@ def cluster_gauges(st: Any) -> Gauges:
     }
 
 
+JOB_LABELS = ("job", "tenant")
+
+
+def job_gauges(jobs: Iterable[Any]) -> Gauges:
+    """Per-job series of the streaming jobs assigned to this peer (pure; `jobs`: their
+    records): `jm_job_up` (1 while RUNNING) and, from the job's last progress (summed or
+    the latest over its queries), the last batch's time, rows per second in and
+    processed, batch duration and state rows. A job's series go when it leaves this
+    peer (ended, moved): the labels stay bounded by the jobs running here."""
+    names = {
+        "jm_job_up": "1 if this streaming job is RUNNING on this peer, 0 while it restarts",
+        "jm_job_last_batch_timestamp_seconds": "Wall time of the job's last micro-batch "
+                                               "progress (the latest of its queries)",
+        "jm_job_input_rows_per_second": "Input rows per second of the job's last "
+                                        "micro-batches (sum over its queries)",
+        "jm_job_processed_rows_per_second": "Processed rows per second of the job's last "
+                                            "micro-batches (sum over its queries)",
+        "jm_job_batch_duration_seconds": "Duration of the job's last micro-batch (the "
+                                         "longest of its queries')",
+        "jm_job_state_rows": "Rows in the state stores of the job's queries (sum)"}
+    out: dict[str, list] = {n: [] for n in names}
+    for job in jobs:
+        labels = (job.id, job.tenant or "default")
+        running = job.status == "RUNNING"
+        out["jm_job_up"].append((labels, int(running)))
+        queries = ((job.progress or {}).get("queries") or []) if running else []
+        for name, key, pick, scale in _PROGRESS_SERIES:
+            values = [q.get(key) for q in queries]
+            values = [v for v in values if isinstance(v, (int, float))]
+            if values:
+                out[name].append((labels, pick(values) * scale))
+    return {n: (names[n], JOB_LABELS, samples) for n, samples in out.items()}
+
+
+_PROGRESS_SERIES = (("jm_job_last_batch_timestamp_seconds", "time", max, 1),
+                    ("jm_job_input_rows_per_second", "input-rows-per-second", sum, 1),
+                    ("jm_job_processed_rows_per_second", "processed-rows-per-second", sum, 1),
+                    ("jm_job_batch_duration_seconds", "batch-duration-ms", max, 0.001),
+                    ("jm_job_state_rows", "state-rows", sum, 1))
+
+
 def peer_gauges(svc: Any, leader: Optional[str]) -> Gauges:
     """This peer's gauges (labelled with the peer by PeerMetrics), and the cluster-wide
     jm_cluster_* ones only if this peer is the leader (a follower exports none: sum()
@@ -65,7 +108,11 @@ def peer_gauges(svc: Any, leader: Optional[str]) -> Gauges:
     with raft.read() as st:
         cluster = cluster_gauges(st) if leader == node else {}
         used = st.slots_used(node)
-        mine = len(st.jobs_of(node))
+        mine = st.jobs_of(node)
+        jobs = job_gauges([j for j in (st.jobs.get(i) for i in mine) if j is not None
+                           and j.streaming and j.node == node
+                           and j.status not in TERMINAL])
+        mine = len(mine)
     sync = raft.syncobj
     spark_up = svc.spark.ready.is_set() if svc.spark else bool(conf["spark.remote"])
     journal = raft.journal_stats()
@@ -82,6 +129,7 @@ def peer_gauges(svc: Any, leader: Optional[str]) -> Gauges:
         return help_, (), [((), value)]
     return {
         **cluster,
+        **jobs,
         "jm_raft_term": one("Raft term of this peer's replica", sync.raftCurrentTerm),
         "jm_raft_commit_index": one("Raft commit index of this peer's replica",
                                     sync.raftCommitIndex),

@@ -15,6 +15,7 @@ from typing import Optional
 
 from jm.cluster.peer import Peer
 from jm.cluster.peerlog import setup_logging
+from jm.cluster.stopdrain import drain_before_stop, end_stop_drain
 from jm.config import ConfigError, choose_self, load_config, parse_overrides, read_masters
 from raft import compat
 
@@ -22,17 +23,29 @@ log = logging.getLogger("jm.cluster.peer")
 
 
 async def _serve(peer: Peer) -> None:
-    stop = asyncio.Event()
+    stop = asyncio.Event()     # the first SIGTERM/SIGINT, a removal, a journal failure
+    hurry = asyncio.Event()    # a second signal: stop at once, drained or not
+    signalled = []
     loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        signalled.append(True)
+        if len(signalled) > 1:
+            hurry.set()
+        stop.set()
+
     # `kill -USR2 <pid>`: every thread's stack into the peer's log (stderr), as jstack
     faulthandler.register(signal.SIGUSR2, all_threads=True)
     # `kill -USR1 <pid>`: this member's Raft state (raft/node.py describe) into the log
     loop.add_signal_handler(signal.SIGUSR1, lambda: log.warning(
         "%s", peer.raft.describe() if peer.raft else "Raft not started"))
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal)
+    undrain: Optional[asyncio.Task] = None
     try:
         await peer.start()
+        # the drain its last stop began ends once it is registered (jm/cluster/stopdrain.py)
+        undrain = asyncio.create_task(end_stop_drain(peer))
         removed = asyncio.create_task(peer.removed.wait())
         removed.add_done_callback(lambda _: stop.set())
         failed = asyncio.create_task(peer.raft.failed.wait())  # fail-stop: raft/journal.py
@@ -43,7 +56,14 @@ async def _serve(peer: Peer) -> None:
         gc.freeze()
         gc.set_threshold(10000, 20, 20)
         await stop.wait()
+        undrain.cancel()
+        if signalled and not peer.removed.is_set() and not peer.raft.failed.is_set():
+            # told to stop: drain first (jobmanager.stop.drain-deadline), then stop
+            await drain_before_stop(peer, peer.conf["jobmanager.stop.drain-deadline"],
+                                    peer.conf["jobmanager.cancel-timeout"], hurry)
     finally:
+        if undrain is not None:
+            undrain.cancel()
         await peer.stop()
         if peer.removed.is_set():
             peer.forget_raft_data()

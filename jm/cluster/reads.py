@@ -11,11 +11,13 @@ from typing import Any, Optional
 from jm.cluster.peerclient import PeerUnreachable
 from jm.cluster.services import GatewayServices
 from jm.policy.pages import DEFAULT_LIMIT
+from jm.policy.progress import progress_view
 from jm.policy.spec import SpecError
 from jm.runtime import joblogs
 from jm.wire import livy, views
 from raft.node import RaftUnavailable
-from rest.gateway import ApiError
+from raft.tenants import key as tenant_key
+from rest.gateway import ANYONE, ApiError, Credential
 
 
 def api_errors(fn):
@@ -97,7 +99,12 @@ class PeerReads(GatewayBase):
             return show(job, *args) if job is not None else None
 
     def job_detail(self, job_id: str) -> Optional[dict]:
-        return self._of_job(job_id, views.job_detail, time.time())
+        out = self._of_job(job_id, _job_detail, time.time())
+        if out is not None and out.get("state") == "CREATED":
+            reason = self.quota_reason(job_id)  # (jm/cluster/tenancy.py)
+            if reason:
+                out["waiting"] = reason
+        return out
 
     def job_exceptions(self, job_id: str) -> Optional[dict]:
         return self._of_job(job_id, views.job_exceptions)
@@ -116,9 +123,10 @@ class PeerReads(GatewayBase):
         return {"version": livy.VERSION, "gitCommit": "", "user": "", "url": "",
                 "branch": "", "date": ""}
 
-    def livy_batches(self, start: int, size: int) -> dict:
+    def livy_batches(self, start: int, size: int, who: Credential = ANYONE) -> dict:
         with self.raft.read() as st:
-            return livy.batches(list(st.jobs.values()), start, size)
+            return livy.batches([j for j in st.jobs.values() if who.may_see(j.tenant)],
+                                start, size)
 
     def livy_batch(self, number: int) -> Optional[tuple[str, dict]]:
         """The batch with this number: (its job's id, the batch), or None."""
@@ -126,25 +134,27 @@ class PeerReads(GatewayBase):
             job = st.jobs.get(st.by_number.get(number, ""))
             return (job.id, livy.batch(job)) if job is not None else None
 
-    def list_page(self, name: str, query: Any) -> dict:
+    def list_page(self, name: str, query: Any, who: Credential = ANYONE) -> dict:
         """A page of a list route: jobs (newest first, DEFAULT_LIMIT by default), nodes
-        (all by default), artifacts (DEFAULT_LIMIT); 400 for a parameter out of range."""
+        (all by default), artifacts (DEFAULT_LIMIT); 400 for a parameter out of range.
+        Jobs and artifacts: those of `who`'s tenant (every one for an admin)."""
         if name == "jobs":
-            return self.lists.jobs_page(query)
+            return self.lists.jobs_page(query, None if who.sees_all else who.tenant)
         if name == "nodes":
             leader = self._leader()
             with self.raft.read() as st:
                 out = views.nodes(st, leader, self.raft.members())
         elif name == "artifacts":
             with self.raft.read() as st:
-                out = views.artifacts(st)
+                out = views.artifacts(st, None if who.sees_all else tenant_key(who.tenant))
         else:
             raise KeyError(name)
         return {**out, **self.lists.page(query, name, out[name],
                                          None if name == "nodes" else DEFAULT_LIMIT)}
 
-    async def jobs_overview(self, query: Any, id_ok: Any = None) -> list[bytes]:
-        return await self.lists.overview(query, id_ok)
+    async def jobs_overview(self, query: Any, id_ok: Any = None,
+                            who: Credential = ANYONE) -> list[bytes]:
+        return await self.lists.overview(query, id_ok, None if who.sees_all else who.tenant)
 
     def identity(self) -> dict:
         """What this replica knows of the cluster, without a leader (a starting peer whose
@@ -260,3 +270,12 @@ class PeerReads(GatewayBase):
 def _no_token(remote: Optional[str]) -> Optional[str]:
     """A Spark Connect URL as it may be shown: its `token` parameter hidden."""
     return remote and re.sub(r";token=[^;]*", ";token=(hidden)", remote)
+
+
+def _job_detail(job: Any, now: float) -> dict:
+    """A job's details, with a streaming job's last progress (issue 31)."""
+    out = views.job_detail(job, now)
+    progress = progress_view(getattr(job, "progress", None))
+    if progress is not None:
+        out["progress"] = progress
+    return out

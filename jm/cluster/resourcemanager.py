@@ -20,6 +20,7 @@ from raft.state import ClusterState
 from raft.node import RaftUnavailable
 from jm.cluster.waits import wait_event
 from jm.policy.placement import PeerLoad, Waiting, place
+from jm.policy.quota import room, tenant_key, usage
 from jm.policy.rebalance import JobInfo, PeerInfo, PlannedMove, plan_drain, plan_rebalance
 
 log = logging.getLogger("jm.rm")
@@ -60,6 +61,20 @@ def load_view(st: ClusterState) -> tuple[list[PeerInfo], list[JobInfo], list[Job
     peers = [PeerInfo(p.id, p.slots, p.share_weight, used.get(p.id, 0),
                       p.ready and not p.draining) for p in st.alive_peers()]
     return peers, rebalance, drain
+
+
+def tenant_room(st: ClusterState) -> dict[str, int]:
+    """Pure: the slots each tenant with a slot quota may still take (raft/tenants.py)."""
+    quotas = {name: t.slots for name, t in st.tenants.items() if t.slots > 0}
+    if not quotas:
+        return {}
+    return room(quotas, tenant_usage(st))
+
+
+def tenant_usage(st: ClusterState) -> dict[str, int]:
+    """Pure: the slots each tenant's jobs hold (jm/policy/quota.py)."""
+    return usage((st.jobs[j].tenant, slots) for owned in st.assigned.values()
+                 for j, slots in owned.items())
 
 
 def rebalance_round(st: ClusterState, threshold: float, limit: int) -> list[PlannedMove]:
@@ -246,14 +261,17 @@ class ResourceManager:
             total_free, most_free = sum(max(0, f) for f in free.values()), max(free.values(), default=0)
             if total_free <= 0 or not st.pending:
                 return
+            room = tenant_room(st)
             waiting = []
             for job_id in st.pending:  # cheap when every peer is full: we returned above
                 job = st.jobs[job_id]
-                if job.node is None and job.status not in S.TERMINAL and job.slots <= most_free:
-                    waiting.append(Waiting(job_id, job.slots, job.epoch))
+                tenant = tenant_key(job.tenant)
+                if job.node is None and job.status not in S.TERMINAL and \
+                        job.slots <= min(most_free, room.get(tenant, most_free)):
+                    waiting.append(Waiting(job_id, job.slots, job.epoch, tenant))
                     if len(waiting) >= min(total_free, MAX_PLACE_BATCH):
                         break
-        decisions = place(waiting, peers, self.placement, self.raft.leader())
+        decisions = place(waiting, peers, self.placement, self.raft.leader(), room)
         if decisions:
             res = await self.raft.submit(AssignJobs(tuple(Assignment(j, n, e)
                                                           for j, n, e in decisions),

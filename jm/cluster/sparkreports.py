@@ -12,6 +12,8 @@ from typing import Any, Awaitable, Callable, Optional
 
 from jm.cluster.jobfiles import read_json
 from jm.policy.bounds import json_size, storable
+from jm.policy.progress import MAX_SIZE as MAX_PROGRESS_SIZE, ProgressGate, bounded
+from jm.runtime.progress import PROGRESS_FILE
 from jm.runtime.sparkapp import INFO_FILE
 
 MAX_INFO_SIZE = 16 * 1024  # bytes of an attempt's Spark details (spark.json) kept
@@ -87,3 +89,58 @@ class SparkReports:
         if not r.ok:
             self.log.warning("report RUNNING for %s refused: %s", self.job_id, r.error)
         return True
+
+
+class ProgressReports:
+    """A streaming job's last progress, from the file its job process writes
+    (jm/runtime/progress.py), committed with a status report at most once per
+    `interval` s, the newest one (jm/policy/progress.py ProgressGate). Informative like
+    the Spark details: a failure to report it never fails the attempt."""
+
+    POLL = 1.0  # seconds between two looks at the file
+
+    def __init__(self, job_id: str, send: Callable[[dict], Awaitable[Any]], interval: float,
+                 log: logging.LoggerAdapter, clock: Callable[[], float]) -> None:
+        self.job_id, self.send, self.interval, self.log = job_id, send, interval, log
+        self.clock = clock
+        self.watch: Optional[asyncio.Task] = None
+
+    def watch_file(self, run_dir: str) -> None:
+        self.unwatch()
+        self.watch = asyncio.create_task(self._watch(os.path.join(run_dir, PROGRESS_FILE)))
+
+    def unwatch(self) -> None:
+        if self.watch is not None:
+            self.watch.cancel()
+            self.watch = None
+
+    def pending(self) -> list[asyncio.Task]:
+        return [self.watch] if self.watch is not None and not self.watch.done() else []
+
+    async def _watch(self, path: str) -> None:
+        gate = ProgressGate(self.interval)
+        seen: Any = None
+        while True:
+            await asyncio.sleep(self.POLL)  # (a look at the file: no Raft write)
+            progress, _ = await asyncio.to_thread(read_json, path, MAX_PROGRESS_SIZE)
+            progress = bounded(progress)
+            if progress is not None and progress != seen:
+                seen = progress
+                gate = gate.offer(progress)
+            gate, out = gate.take(self.clock())
+            if out is not None and not await _reported(self, out):
+                return
+
+
+async def _reported(reports: ProgressReports, progress: dict) -> bool:
+    """Commit one progress; False once fenced (the attempt is over)."""
+    try:
+        r = await reports.send(progress)
+    except Exception:  # informative: never fail the attempt
+        reports.log.exception("job %s: reporting its streaming progress", reports.job_id)
+        return True
+    if not r.ok and r.code == "stale":
+        return False
+    if not r.ok:
+        reports.log.warning("progress of %s refused: %s", reports.job_id, r.error)
+    return True

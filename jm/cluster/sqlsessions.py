@@ -18,6 +18,7 @@ from typing import Any, Optional
 from jm.cluster.batcher import Batcher
 from jm.cluster.services import SqlServices
 from jm.cluster.sqlops import LocalSession
+from jm.cluster.tenancy import tenant_for
 from jm.cluster.waits import wait_event
 from jm.policy.sqlop import OpStatus
 from jm.runtime import sqlproto as P
@@ -25,7 +26,7 @@ from jm.runtime.sqlclient import SqlWorker
 from raft import sessions as S
 from raft.commands import CloseSqlSessions, OpenSqlSession, StartSqlOperations
 from raft.node import RaftUnavailable
-from rest.gateway import ApiError, Forward, SessionInfo, UnknownSession
+from rest.gateway import ANYONE, ApiError, Credential, Forward, SessionInfo, UnknownSession
 
 log = logging.getLogger("jm.sql")
 
@@ -238,7 +239,7 @@ class SqlSessions:
             await asyncio.sleep(0.05)
 
     # ---- sessions -----------------------------------------------------------------------
-    async def open_session(self, body: dict) -> dict:
+    async def open_session(self, body: dict, who: Credential = ANYONE) -> dict:
         props = body.get("properties") or {}
         name = body.get("sessionName") or ""
         if not isinstance(props, dict) or not all(isinstance(k, str) for k in props):
@@ -251,8 +252,10 @@ class SqlSessions:
         if size > MAX_PROPERTIES_SIZE:  # (kept in the replicated state, sent to each holder)
             raise ApiError(413, f"the session's name and properties are {size} bytes, more "
                                 f"than {MAX_PROPERTIES_SIZE}")
+        tenant = tenant_for(who, None)
         handle, node, limit = str(uuid.uuid4()), *self.place()
-        await self.open_checked(OpenSqlSession(handle, name, props, node, time.time(), limit))
+        await self.open_checked(OpenSqlSession(handle, name, props, node, time.time(), limit,
+                                               tenant, who.name))
         return handle
 
     def place(self) -> tuple[str, int]:
@@ -271,6 +274,8 @@ class SqlSessions:
     async def open_checked(self, command: Any) -> Any:
         """Commit a session's opening: its result's value, or the ApiError."""
         res = await self._commit(command)
+        if not res.ok and res.code == "quota":  # (the tenant's: until one of its closes)
+            raise ApiError(429, res.error, headers={"Retry-After": "10"})
         if not res.ok:
             raise ApiError(503 if res.code in ("full", "unavailable") else 400, res.error,
                            headers={"Retry-After": "1"})

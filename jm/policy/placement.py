@@ -28,6 +28,7 @@ class Waiting:
     job_id: str
     slots: int
     epoch: int
+    tenant: str = "default"  # its tenant's quota key (jm/policy/quota.py)
 
 
 def _tie(job_id: str, node: str) -> int:
@@ -39,8 +40,11 @@ MODES = ("spread", "pack", "leader-only")
 
 
 def place(waiting: list[Waiting], peers: list[PeerLoad], mode: str = "spread",
-          leader: str | None = None) -> list[tuple[str, str, int]]:
-    """Return (job_id, node, expected_epoch) for every job that fits somewhere.
+          leader: str | None = None, room: dict[str, int] | None = None
+          ) -> list[tuple[str, str, int]]:
+    """Return (job_id, node, expected_epoch) for every job that fits somewhere, and
+    within its tenant's `room` (slots it may still take; a tenant not in it has no
+    quota): a job over it waits, smaller jobs of its tenant behind it may go.
 
     spread: least-loaded peer first (work sharing, the default);
     pack: fill the most-loaded peer that still fits before the next;
@@ -51,8 +55,11 @@ def place(waiting: list[Waiting], peers: list[PeerLoad], mode: str = "spread",
     used = {p.node: p.used for p in peers}
     total = {p.node: p.slots for p in peers}
     waits = {p.node: not p.ready for p in peers}
+    left = dict(room or {})
     out = []
     for job in waiting:
+        if job.tenant in left and job.slots > left[job.tenant]:
+            continue
         best = None
         for node in total:
             free = total[node] - used[node]
@@ -68,5 +75,7 @@ def place(waiting: list[Waiting], peers: list[PeerLoad], mode: str = "spread",
         if best is not None:
             node = best[1]
             used[node] += job.slots
+            if job.tenant in left:
+                left[job.tenant] -= job.slots
             out.append((job.job_id, node, job.epoch))
     return out

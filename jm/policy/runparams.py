@@ -46,6 +46,7 @@ class RunParams:
     pyfiles: tuple[str, ...] = ()
     restore_path: Optional[str] = None
     cleanup_session: Optional[str] = None  # stop the queries of this session, nothing else
+    run_as: Optional[str] = None  # the OS user it runs as (its spec's proxy-user)
     # Spark: connect (the peer's server) or classic (the job's own driver)
     spark_mode: str = "connect"
     spark_conf: Mapping[str, Any] = field(default_factory=dict)      # the job's spark-conf
@@ -153,6 +154,7 @@ def attempt_params(spec: Mapping[str, Any], conf: Any, place: AttemptPlace,
         scratch_dir=posixpath.join(p.run_dir, SCRATCH),
         checkpoint_dir=p.checkpoint_dir,
         restore_path=spec.get("savepoint-path"),
+        run_as=spec.get("proxy-user") or None,
         spark_remote=p.spark_remote,
         session_id=p.session_id,
         spark_ready_file=p.spark_ready_file,

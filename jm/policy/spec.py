@@ -12,7 +12,8 @@ from jm.policy.bounds import json_size
 from jm.policy.restart import validate_override
 
 FIELDS = {"name", "entry", "pyfiles", "args", "sql", "jobid", "slots", "restart-strategy",
-          "savepoint-path", "job-type", "script", "argv", "spark-mode", "spark-conf"}
+          "savepoint-path", "job-type", "script", "argv", "spark-mode", "spark-conf",
+          "tenant", "proxy-user"}
 JOB_TYPES = ("batch", "streaming")
 SPARK_MODES = ("classic", "connect")
 # Spark properties a job may not set: where its driver runs and what fences it are the
@@ -23,6 +24,8 @@ FORBIDDEN_SPARK_PREFIXES = ("spark.jm.",)
 SCRIPT_SUFFIXES = (".py", ".zip")
 from jm.policy.vocab import ENTRY_RE  # (package.module:function)
 JOBID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")   # raft/tenants.py NAME
+USER_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}")                # a POSIX user name
 ARTIFACT_RE = re.compile(r"^artifact:sha256:[0-9a-f]{64}$")
 MAX_NAME = 200
 RESERVED_IDS = {"overview"}  # would collide with GET /jobs/overview
@@ -80,6 +83,15 @@ def size_errors(spec: dict, limits: SpecLimits) -> list[str]:
         errors.append(f"sql is {n} bytes, more than jobmanager.spec.max-sql-size "
                       f"({limits.sql} bytes)")
     return errors
+
+
+def proxy_refusal(user: str, allowed: tuple, field: str, what: str = "jobs") -> str | None:
+    """Why `user` may not be the OS user `what` run as (jobmanager.executor.proxy-users
+    lists the ones allowed), or None."""
+    if user in allowed:
+        return None
+    return (f"{field}: {what} may not run as {user!r} (allowed by "
+            f"jobmanager.executor.proxy-users: {', '.join(allowed) or 'nobody'})")
 
 
 def new_job_id() -> str:
@@ -148,6 +160,13 @@ def _identity_errors(spec: dict, max_slots: int | None) -> list[str]:
         errors.append("slots must be an integer >= 1")
     elif max_slots is not None and slots > max_slots:
         errors.append(f"slots must be at most {max_slots} (the largest peer's slots)")
+    tenant, user = spec.get("tenant"), spec.get("proxy-user")
+    if tenant is not None and (not isinstance(tenant, str) or not TENANT_RE.fullmatch(tenant)):
+        errors.append("tenant must be 1-64 letters, digits, '.', '_' or '-', starting with a "
+                      "letter or digit")
+    if user is not None and (not isinstance(user, str) or not USER_RE.fullmatch(user)):
+        errors.append("proxy-user must be a user name (lower-case letters, digits, '_' or "
+                      "'-', at most 32)")
     return errors
 
 

@@ -330,7 +330,7 @@ def run_job(params: RunParams) -> int:
     _prepare_process(ctx, params)
     result_path, error_path = params.result_path, params.error_path
     classic = ctx.spark_mode == "classic" and not params.cleanup_session
-    watcher = None
+    watcher = progress = None
     print(f"[jm] job {ctx.job_id} attempt {ctx.attempt} on {ctx.node} pid {os.getpid()}",
           flush=True)
     try:
@@ -338,6 +338,9 @@ def run_job(params: RunParams) -> int:
             watcher = _start_driver(params, ctx)
         elif script is not None:
             _connect_session(ctx, dict(params.spark_conf))
+        if params.streaming and not params.cleanup_session:  # its queries' last progress
+            from jm.runtime.progress import start_listener
+            progress = start_listener(os.path.dirname(result_path), lambda: _script_session(ctx))
         if params.cleanup_session:
             value = cleanup_session(replace(params, session_id=params.cleanup_session))
         elif params.sql:
@@ -371,6 +374,8 @@ def run_job(params: RunParams) -> int:
         _write_error(error_path, f"{type(exc).__name__}: {exc}", tb, params)
         return 1
     finally:
+        if progress is not None:
+            progress.stop()
         _release(ctx, classic, watcher)
 
 

@@ -36,6 +36,7 @@ class ChildProcess:
     what = "child process"
     log = log
     proto: Any = P
+    user: Optional[str] = None  # the OS user it runs as (a Livy session's proxyUser)
 
     def __init__(self, log_path: str, nice: int = 0,
                  on_start: Callable[[int], None] = lambda pid: None, env_pass: tuple = (),
@@ -81,7 +82,8 @@ class ChildProcess:
                 sys.executable, "-m", "jm.runtime.pdeathsig", sys.executable, "-m",
                 *self.command(),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=err,
-                env=env, limit=self.proto.MAX_FRAME)
+                env=env, limit=self.proto.MAX_FRAME,
+                **({"user": self.user} if self.user else {}))
         self.generation += 1
         self.on_start(self.proc.pid)
         self.log.info("%s started (pid %d, generation %d)", self.what[0].upper() + self.what[1:],

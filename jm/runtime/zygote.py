@@ -26,6 +26,7 @@ its cgroup (`jm/runtime/limits.py`, `jm/runtime/confine.py`) before user code ru
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import gc
 import json
 import os
@@ -122,6 +123,8 @@ def _child(params: RunParams, fds_to_close: list[int], zygote_pid: int, peer_pid
         os.close(logfd)
         sys.stdout = open(1, "w", buffering=1, closefd=False)
         sys.stderr = open(2, "w", buffering=1, closefd=False)
+        if params.run_as:  # its proxy-user (jobmanager.executor.proxy-users allowed it)
+            limits = dataclasses.replace(limits, user=params.run_as)
         target = confine.user_uid(limits.user)
         switch = L.switch_user(limits, os.getuid(), target)
         confine.apply_limits(limits, target if switch else os.getuid(), cgroup is not None)

@@ -9,8 +9,9 @@ it into the cluster's artifacts before the job is submitted, as spark-submit dow
 remote application), `args`, `pyFiles` (the same kinds), `name`, `conf`
 (Spark properties), and the Spark shorthands `driverMemory`, `driverCores`,
 `executorMemory`, `executorCores`, `numExecutors`, `queue`, `jars`, `files`, `archives`
-(as their spark.* properties). `className` (JVM applications) and `proxyUser`
-(impersonation) are refused with a clear error.
+(as their spark.* properties), and `proxyUser` (the job's `proxy-user`: the OS user it
+runs as, where jobmanager.executor.proxy-users allows it). `className` (JVM
+applications) is refused with a clear error.
 """
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ SHORTHANDS = {"driverMemory": "spark.driver.memory", "driverCores": "spark.drive
 LISTS = {"jars": "spark.jars", "files": "spark.files", "archives": "spark.archives"}
 KNOWN = {"file", "args", "pyFiles", "name", "conf", "className", "proxyUser",
          *SHORTHANDS, *LISTS}
-FIELD_NAMES = {"script": "file", "pyfiles": "pyFiles"}  # our spec's -> Livy's
+FIELD_NAMES = {"script": "file", "pyfiles": "pyFiles",   # our spec's -> Livy's
+               "proxy-user": "proxyUser"}
 VERSION = "0.8.0-incubating"  # the Livy API this follows (GET /version)
 
 
@@ -73,9 +75,6 @@ def batch_spec(body: Any) -> dict:
         errors.append(f"unknown field(s): {', '.join(unknown)}")
     if body.get("className"):
         errors.append("className: only Python applications (a .py or .zip file) run here")
-    if body.get("proxyUser"):
-        errors.append("proxyUser: impersonation is not supported (jobs run as the "
-                      "configured jobmanager.executor.user)")
     spec: dict = {"script": _path("file", body.get("file"), errors)}
     args = body.get("args")
     if args is not None:
@@ -91,6 +90,8 @@ def batch_spec(body: Any) -> dict:
             spec["pyfiles"] = [p for p in (_path("pyFiles", f, errors) for f in py) if p]
     if body.get("name") is not None:
         spec["name"] = body["name"]
+    if body.get("proxyUser") is not None:
+        spec["proxy-user"] = body["proxyUser"]
     conf = body.get("conf")
     if conf is not None and not isinstance(conf, dict):
         errors.append("conf must be an object of Spark properties")
@@ -118,7 +119,8 @@ def batch(job: JobRecord, log: Optional[list] = None) -> dict:
     apps = (job.attempts[-1].spark or []) if job.attempts else []
     app = apps[-1] if apps and isinstance(apps[-1], dict) else {}
     app_id, ui = app.get("spark-app-id"), app.get("spark-ui")
-    return {"id": job.number, "name": job.name, "owner": None, "proxyUser": None,
+    return {"id": job.number, "name": job.name, "owner": job.submitter or None,
+            "proxyUser": job.spec.get("proxy-user"),
             "state": STATES.get(job.status, "starting"), "appId": app_id,
             "appInfo": {"driverLogUrl": None, "sparkUiUrl": ui},
             "log": list(log or []), "jobid": job.id}

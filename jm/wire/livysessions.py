@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from jm.policy.spec import USER_RE
 from raft.records import LivyRecord, LivyStatementRecord
 
 SESSION_KINDS = ("pyspark", "sql", "shared")
@@ -35,6 +36,7 @@ class SessionRequest:
     name: str
     conf: dict
     notes: tuple
+    proxy_user: Optional[str] = None  # the OS user its Python process runs as
 
 
 def _kind(value: Any, allowed: tuple, what: str) -> str:
@@ -67,8 +69,11 @@ def session_request(body: Any) -> SessionRequest:
         _kind(kind, SESSION_KINDS, "kind")
     except ValueError as exc:
         errors += exc.args[0]
-    if body.get("proxyUser"):
-        errors.append("proxyUser: impersonation is not supported")
+    proxy_user = body.get("proxyUser") or None
+    if proxy_user is not None and (not isinstance(proxy_user, str)
+                                   or not USER_RE.fullmatch(proxy_user)):
+        errors.append("proxyUser must be a user name (lower-case letters, digits, '_' or "
+                      "'-', at most 32)")
     name = body.get("name")
     if name is not None and not isinstance(name, str):
         errors.append("name must be a string")
@@ -81,7 +86,8 @@ def session_request(body: Any) -> SessionRequest:
     given = [f for f in RESOURCE_FIELDS if body.get(f) not in (None, [], "")]
     notes = (f"{', '.join(given)}: not applied (interactive sessions share their peer's "
              "Spark; size it with the peer's spark.* settings)",) if given else ()
-    return SessionRequest(kind, name or "", {str(k): str(v) for k, v in conf.items()}, notes)
+    return SessionRequest(kind, name or "", {str(k): str(v) for k, v in conf.items()}, notes,
+                          proxy_user)
 
 
 def statement_request(body: Any, session_kind: str) -> tuple[str, str]:
@@ -129,7 +135,7 @@ def session_json(livy: LivyRecord, name: str, log: Optional[list] = None,
                  peer: Optional[str] = None) -> dict:
     """Livy's session object; `appInfo.peer`: the peer holding it (ours)."""
     return {"id": livy.id, "name": name or None, "appId": None, "owner": None,
-            "proxyUser": None, "state": session_state(livy), "kind": livy.kind,
+            "proxyUser": livy.proxy_user, "state": session_state(livy), "kind": livy.kind,
             "appInfo": {"driverLogUrl": None, "sparkUiUrl": None, "peer": peer},
             "log": list(log or []), "ttl": None}
 

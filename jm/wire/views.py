@@ -167,6 +167,7 @@ def job_detail(job: JobRecord, now: float) -> dict:
         "moving-to": job.move_to,
         "stop-request": job.stop_trigger,
         "savepoint": job.savepoint_location,
+        "tenant": job.tenant, "submitter": job.submitter,
     })
     return out
 
@@ -259,6 +260,9 @@ def job_result(job: JobRecord) -> dict[str, Any]:
     return out
 
 
-def artifacts(st: ClusterState) -> dict:
+def artifacts(st: ClusterState, tenant: Optional[str] = None) -> dict:
+    """The artifacts (`tenant`: those that tenant uploaded; None: every one)."""
     return {"artifacts": [{"id": a.id, "name": a.name, "size": a.size, "nodes": list(a.nodes),
-                           "created": _ms(a.created)} for a in st.artifacts.values()]}
+                           "created": _ms(a.created), "tenants": list(a.tenants)}
+                          for a in st.artifacts.values()
+                          if tenant is None or tenant in a.tenants]}

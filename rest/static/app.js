@@ -34,6 +34,20 @@ const sparkApp = (a) => {
   return a["spark-waiting"] ? `${id} <span class="warn">${esc(a["spark-waiting"])}</span>` : id;
 };
 
+// a streaming job's last progress (its StreamingQueryListener): one row per query
+const num = (v, d) => (typeof v === "number") ? v.toFixed(d) : "-";
+function showProgress(p) {
+  const queries = (p && p.queries) || [];
+  $("#progress-card").classList.toggle("hidden", !queries.length);
+  if (!queries.length) return;
+  $("#progress-when").textContent = `reported ${when(p.time)}`;
+  $("#progress tbody").innerHTML = queries.map((q) => `<tr><td>${esc(q.name)}</td>
+    <td>${num(q.batch, 0)}</td><td>${when(q.time)}</td>
+    <td>${num(q["input-rows-per-second"], 1)}</td><td>${num(q["processed-rows-per-second"], 1)}</td>
+    <td>${typeof q["batch-duration-ms"] === "number" ? dur(q["batch-duration-ms"]) : "-"}</td>
+    <td>${num(q["state-rows"], 0)}</td></tr>`).join("");
+}
+
 class ApiError extends Error {
   constructor(status, errors) { super(errors.join("; ")); this.status = status; }
 }
@@ -222,6 +236,7 @@ const views = {
       $("#attempts tbody").innerHTML = j.attempts.map((a) => `<tr><td>${a.attempt}</td>
         <td>${esc(a.node)}</td><td>${when(a["start-time"])}</td><td>${when(a["end-time"])}</td>
         <td>${esc(a["end-reason"] || "")}</td><td>${sparkApp(a)}</td></tr>`).join("");
+      showProgress(j.progress);
       $("#result").textContent = j.state === "FINISHED" ? JSON.stringify(j.result, null, 2) : "-";
       $("#spec").textContent = JSON.stringify(j.spec, null, 2);
       $("#exceptions").innerHTML = ex["all-exceptions"].length ? ex["all-exceptions"].map((e) =>

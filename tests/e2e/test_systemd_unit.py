@@ -109,6 +109,9 @@ def test_the_unit_starts_a_peer_and_stops_it_cleanly(tmp_path):
         main.send_signal(signal.SIGTERM)  # KillMode=mixed: SIGTERM to the main process only
         rc = main.wait(float(svc["TimeoutStopSec"]))
         assert rc == 0, open(tmp_path / "unit.log").read()[-3000:]
+        # the stop went through the drain's decision (jm/cluster/stopdrain.py): a peer
+        # alone has nowhere to drain to, and says so
+        assert "stops without draining: " in open(tmp_path / "unit.log").read()
         # what systemd would SIGKILL now: nothing may be left of the unit
         poll(lambda: not _unit_processes(marker), 10, what="every process of the unit gone")
     finally:

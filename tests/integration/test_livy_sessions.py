@@ -3,6 +3,9 @@ by a real Livy client from PyPI (`livy`, the one notebooks and scripts use): SQL
 Python sessions on any peer, their statements and outputs from any peer, cancel, bad
 input. (Their failover, a SIGKILLed peer: tests/e2e/test_livy_failover.py.)"""
 import asyncio
+import os
+import pwd
+import sys
 
 import pytest
 import requests
@@ -15,7 +18,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 async def cluster(tmp_path):
-    async with running(str(tmp_path), 2, {"spark.driver.memory": "512m"}, spark=True) as c:
+    async with running(str(tmp_path), 2, {"spark.driver.memory": "512m",
+                                           "jobmanager.executor.proxy-users": "nobody"},
+                       spark=True) as c:
         yield c
 
 
@@ -127,3 +132,32 @@ async def test_livy_sessions_answer_from_every_peer_and_refuse_bad_input(cluster
     assert s == 200 and b == {"msg": "deleted"}
     s, b = await ahttp("GET", c.url(0) + f"/sessions/{n}")
     assert s == 404
+    # proxyUser: the session's Python process runs as that user, where the policy lets it
+    s, b = await ahttp("POST", c.url(0) + "/sessions", {"kind": "pyspark",
+                                                         "proxyUser": "daemon"})
+    assert s == 403 and "jobmanager.executor.proxy-users" in b["errors"][0], b
+    if os.geteuid() == 0 and python_readable():
+        await _runs_as_nobody(c)
+
+
+def python_readable() -> bool:
+    from tests.integration.test_job_isolation import _reachable_by_others
+    return all(_reachable_by_others(p) for p in (sys.executable, os.path.dirname(os.__file__),
+                                                 os.path.dirname(pytest.__file__)))
+
+
+async def _runs_as_nobody(c):
+    s, b = await ahttp("POST", c.url(1) + "/sessions", {"kind": "pyspark",
+                                                         "proxyUser": "nobody"})
+    assert s == 201 and b["proxyUser"] == "nobody", b
+    n = b["id"]
+    s, b = await ahttp("POST", c.url(0) + f"/sessions/{n}/statements",
+                       {"code": "import os\nos.getuid()"})
+    assert s == 201, b
+
+    async def done():
+        s, b = await ahttp("GET", c.url(0) + f"/sessions/{n}/statements/0")
+        return b if b["state"] == "available" else None
+    st = await apoll(done, 90, what="the proxy user's statement")
+    assert st["output"]["data"]["text/plain"] == str(pwd.getpwnam("nobody").pw_uid), st
+    await ahttp("DELETE", c.url(1) + f"/sessions/{n}")

@@ -16,6 +16,10 @@ ROUTES = [
     ("GET", "/sessions", None, "read"), ("GET", "/cluster/peers", None, "read"),
     ("GET", "/v1/sessions/nope/operations/x/status", None, "read"),
     ("POST", "/jobs", {}, "submit"), ("PATCH", "/v1/jobs/nope", None, "submit"),
+    ("POST", "/v1/jobs", {}, "submit"),  # Flink's prefix of a route without its own
+    ("PUT", "/tenants/a", {"slots": 1}, "admin"), ("GET", "/audit", None, "admin"),
+    ("GET", "/tenants", None, "read"), ("GET", "/pipelines", None, "read"),
+    ("PUT", "/pipelines/x", [], "submit"), ("DELETE", "/pipelines/x", None, "submit"),
     ("POST", "/jobs/nope/savepoints", {}, "submit"), ("POST", "/batches", {}, "submit"),
     ("POST", "/sessions", {"kind": "bogus"}, "submit"),
     ("POST", "/v1/sessions/nope/statements", {"statement": "SELECT 1"}, "submit"),

@@ -67,8 +67,9 @@ def test_stop_takes_overrides_and_no_home_is_sent_unless_set(tmp_path):
     assert calls[0][:4] == ["-n", "-F", "/x/ssh_config", "10.1.2.3"]
     words = shlex.split(calls[0][5])
     assert words[3] == f"JM_CONF_DIR={conf}"
+    # the whole cluster stops: no peer drains into peers about to stop too
     assert words[4:] == ["bin/jobmanager.sh", "stop", "10.1.2.3:8081:6123",
-                         "-D", "env.ssh.opts=-F /x/ssh_config"]
+                         "-D", "env.ssh.opts=-F /x/ssh_config", "--no-drain"]
 
 
 def test_bad_ssh_opts_or_arguments_stop_before_any_ssh(tmp_path):

@@ -69,6 +69,10 @@ SAMPLES = [
                        1700000016.0),
     c.CreateToken("ci-reader", "read", "team-a", "ab" * 32, 1700000017.0),
     c.RevokeToken("ci-reader", 1700000018.0),
+    c.SetTenant("team-a", 4, None, 1700000019.0),
+    c.PutPipeline("clicks", {"entry": "m:f", "job-type": "streaming"}, "clicks-1",
+                  1700000020.0, "team-a", "alice"),
+    c.DeletePipeline("clicks", 1700000021.0),
 ]
 
 

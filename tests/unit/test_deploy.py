@@ -128,3 +128,70 @@ def test_the_systemd_unit_runs_a_peer_in_the_foreground():
                             os.path.join(DEPLOY, "systemd", "jobmanager@.service")],
                            capture_output=True, text=True, timeout=60)
         assert "error" not in r.stderr.lower(), r.stderr
+
+
+def test_a_pods_end_drains_its_peer_and_a_scale_down_leaves(tmp_path):
+    """The StatefulSet's pods: a preStop hook (a scale-down's removal, jm/local/kube.py),
+    a grace period that covers it and the SIGTERM drain (jm/policy/stopdrain.py), one
+    voluntary disruption at a time, and the RBAC the hook needs to read the replicas."""
+    from jm.policy.stopdrain import stop_grace, wait_budget
+    docs = _docs()
+    kinds = {}
+    for d in docs:
+        kinds.setdefault(d["kind"], []).append(d)
+    sts = kinds["StatefulSet"][0]
+    pod = sts["spec"]["template"]
+    c = pod["spec"]["containers"][0]
+    hook = c["lifecycle"]["preStop"]["exec"]["command"]
+    assert hook == ["/opt/jm/deploy/entrypoint.sh", "prestop"]
+    assert "deploy/entrypoint.sh" in open(os.path.join(DEPLOY, "Dockerfile")).read()
+    (tmp_path / "config.yaml").write_text(kinds["ConfigMap"][0]["data"]["config.yaml"])
+    conf = C.load_config(str(tmp_path), environ={})
+    deadline, cancel = conf["jobmanager.stop.drain-deadline"], conf["jobmanager.cancel-timeout"]
+    assert deadline > 0  # the pods drain on SIGTERM
+    need = wait_budget(deadline, cancel) + stop_grace(deadline, cancel)
+    assert pod["spec"]["terminationGracePeriodSeconds"] >= need
+    pdb = kinds["PodDisruptionBudget"][0]
+    assert pdb["apiVersion"] == "policy/v1" and pdb["spec"]["maxUnavailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == pod["metadata"]["labels"]
+    sa = pod["spec"]["serviceAccountName"]
+    assert [s["metadata"]["name"] for s in kinds["ServiceAccount"]] == [sa]
+    rule, = kinds["Role"][0]["rules"]
+    assert rule == {"apiGroups": ["apps"], "resources": ["statefulsets"],
+                    "resourceNames": [sts["metadata"]["name"]], "verbs": ["get"]}
+    binding = kinds["RoleBinding"][0]
+    assert binding["roleRef"]["name"] == kinds["Role"][0]["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa}]
+
+
+def test_the_entry_points_prestop_runs_the_kube_helper(tmp_path):
+    env = dict(os.environ, JM_SERVICE="jm-peers", JM_REPLICAS="3", POD_NAME="jm-4",
+               POD_NAMESPACE="data", JM_MASTERS_DIR=str(tmp_path), JM_DRY_RUN="1",
+               JM_HOME=ROOT, JM_CONF_DIR=os.path.join(ROOT, "conf"))
+    r = subprocess.run(["sh", os.path.join(DEPLOY, "entrypoint.sh"), "prestop"], env=env,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["prestop", "jm-4.jm-peers.data.svc.cluster.local:8081:6123"]
+    # a pod past the seeds is no line of conf/masters: it joins through them
+    masters = C.read_masters(str(tmp_path / "masters"))
+    assert len(masters) == 3 and not any(m.host.startswith("jm-4.") for m in masters)
+    # outside a StatefulSet the hook does nothing (SIGTERM drains the peer)
+    env.pop("JM_SERVICE")
+    r = subprocess.run(["sh", os.path.join(DEPLOY, "entrypoint.sh"), "prestop"], env=env,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0 and r.stdout == "", r.stdout + r.stderr
+
+
+def test_the_systemd_units_stop_waits_for_the_drain():
+    from jm.policy.stopdrain import stop_grace
+    unit = configparser.ConfigParser(interpolation=None, strict=False)
+    unit.optionxform = str
+    unit.read(os.path.join(DEPLOY, "systemd", "jobmanager@.service"))
+    svc = unit["Service"]
+    defaults = C.load_config(os.path.join(ROOT, "conf"), environ={})
+    grace = stop_grace(C.KEYS["jobmanager.stop.drain-deadline"][0](
+        C.KEYS["jobmanager.stop.drain-deadline"][1]), defaults["jobmanager.cancel-timeout"])
+    assert float(svc["TimeoutStopSec"]) >= grace
+    assert svc["KillMode"] == "mixed"  # SIGTERM to the peer alone: it stops its children
+    text = open(os.path.join(DEPLOY, "systemd", "jobmanager@.service")).read()
+    assert "jobmanager.stop.drain-deadline" in text  # the comment says what it is sized to

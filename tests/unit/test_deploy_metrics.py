@@ -73,11 +73,15 @@ def test_deploy_files_cover_what_operators_need():
     for name in ("jm_cluster_jobs", "jm_cluster_peers", "jm_raft_leader",
                  "jm_rest_request_duration_seconds_bucket", "process_resident_memory_bytes",
                  "jm_raft_commit_index", "jm_job_restarts_total",
-                 "jm_failovers_detected_total"):
+                 "jm_failovers_detected_total", "jm_job_last_batch_timestamp_seconds",
+                 "jm_job_processed_rows_per_second", "jm_job_input_rows_per_second",
+                 "jm_job_state_rows", "jm_job_batch_duration_seconds", "jm_job_up"):
         assert name in metric_names(dash), name
     with open(ALERTS) as f:
         alerts = {r["alert"]: r for g in yaml.safe_load(f)["groups"] for r in g["rules"]}
     assert alerts["JobManagerNoLeader"]["for"] == "30s"
+    assert {"jm_job_last_batch_timestamp_seconds", "jm_job_up"} <= metric_names(
+        alerts["JobManagerPipelineNotProgressing"]["expr"])
     for name in ("JobManagerPeerDead", "JobManagerJobFailuresHigh", "JobManagerRSSHigh",
                  "JobManagerDiskLow"):
         assert name in alerts

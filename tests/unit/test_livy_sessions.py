@@ -95,9 +95,10 @@ def test_session_requests_name_every_problem():
     assert r.kind == "sql" and r.conf == {"a": "1"} and "executorCores" in r.notes[0]
     assert W.session_request({"name": "x"}).kind == "shared"
     with pytest.raises(ValueError) as e:
-        W.session_request({"kind": "sparkr", "proxyUser": "bob", "conf": [], "bogus": 1})
+        W.session_request({"kind": "sparkr", "proxyUser": "Bob!", "conf": [], "bogus": 1})
     errors = e.value.args[0]
-    assert len(errors) == 4 and "R code" in errors[1]
+    assert len(errors) == 4 and "R code" in errors[1] and "proxyUser must be" in errors[2]
+    assert W.session_request({"proxyUser": "etl"}).proxy_user == "etl"
     assert W.statement_request({"code": "1"}, "sql") == ("1", "sql")
     assert W.statement_request({"code": "1", "kind": "sql"}, "pyspark") == ("1", "sql")
     for body, kind in (({"code": "1"}, "shared"), ({"code": 1}, "sql"),

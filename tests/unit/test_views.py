@@ -210,7 +210,8 @@ def test_job_result(st, job, expected):
 
 def test_artifacts(st):
     assert V.artifacts(st) == {"artifacts": [{"id": "sha256:" + "a" * 64, "name": "lib.zip",
-                                              "size": 99, "nodes": ["n1"], "created": 27000}]}
+                                              "size": 99, "nodes": ["n1"], "created": 27000,
+                                              "tenants": []}]}
 
 
 def test_views_do_not_mutate_state(st):

@@ -1,0 +1,68 @@
+"""jm tenant set / list: tenants' quotas (PUT, GET /tenants); jm audit: a peer's audit
+log (GET /audit, admin)."""
+from __future__ import annotations
+
+import argparse
+
+from jm.client.cli_http import EXIT_OK, Client, UsageError, _q, out, print_json
+
+
+def _quota(n: object) -> str:
+    return str(n) if n else "-"
+
+
+def cmd_tenant(client: Client, a: argparse.Namespace) -> int:
+    if a.action == "list":
+        res = client.request("GET", "/tenants")
+        if a.json:
+            print_json(res)
+            return EXIT_OK
+        out("TENANT\tSLOTS\tUSED\tSESSIONS\tOPEN\tOVER-QUOTA")
+        for t in res.get("tenants") or ():
+            out(f"{t.get('name')}\t{_quota(t.get('slots'))}\t{t.get('slots-used')}\t"
+                f"{_quota(t.get('sessions'))}\t{t.get('sessions-open')}\t"
+                f"{t.get('jobs-over-quota')}")
+        return EXIT_OK
+    if not a.name:
+        raise UsageError("tenant set: missing TENANT")
+    body = {k: v for k, v in (("slots", a.slots), ("sessions", a.sessions)) if v is not None}
+    if not body:
+        raise UsageError("tenant set: give --slots N and/or --sessions M (0: no limit)")
+    res = client.request("PUT", f"/tenants/{_q(a.name)}", body)
+    if a.json:
+        print_json(res)
+    else:
+        out(f"{res.get('name')}: slots {_quota(res.get('slots'))} "
+            f"({res.get('slots-used')} used), sessions {_quota(res.get('sessions'))} "
+            f"({res.get('sessions-open')} open)")
+    return EXIT_OK
+
+
+def cmd_audit(client: Client, a: argparse.Namespace) -> int:
+    query = "&".join(f"{k}={_q(str(v))}" for k, v in (("limit", a.limit), ("job", a.job),
+                                                       ("who", a.who)) if v)
+    res = client.request("GET", "/audit" + (f"?{query}" if query else ""))
+    if a.json:
+        print_json(res)
+        return EXIT_OK
+    for e in res.get("entries") or ():
+        what = e.get("job") or ""
+        out(f"{e.get('time')}\t{e.get('who')}\t{e.get('method')} {e.get('path')}\t"
+            f"{e.get('status')}\t{what}")
+    return EXIT_OK
+
+
+def add_tenant(add) -> None:
+    t = add("tenant", "tenants' quotas: set TENANT [--slots N] [--sessions M] (0: no "
+                      "limit; admin), list", cmd_tenant)
+    t.add_argument("action", choices=("set", "list"), metavar="ACTION", help="set or list")
+    t.add_argument("name", nargs="?", metavar="TENANT")
+    t.add_argument("--slots", type=int, metavar="N",
+                   help="slots its jobs may hold at once; more wait CREATED")
+    t.add_argument("--sessions", type=int, metavar="M",
+                   help="SQL and Livy sessions it may hold open; more are refused (429)")
+    au = add("audit", "the audit log of the peer asked: who did what to which job "
+                      "(admin)", cmd_audit)
+    au.add_argument("--limit", type=int, help="newest entries (default 100)")
+    au.add_argument("--job", help="only entries naming this job")
+    au.add_argument("--who", help="only this credential's entries")

@@ -1,0 +1,152 @@
+"""A peer told to stop drains first (jm/policy/stopdrain.py decides; this drives it).
+
+peermain runs `drain_before_stop` between the first SIGTERM/SIGINT and `Peer.stop()`:
+it commits `DrainPeer(by_stop=True)` with `jobmanager.stop.drain-deadline` (the leader's
+drain rounds move the jobs, jm/cluster/resourcemanager.py), then waits, woken by every
+change of the replicated state, until this peer holds no job or its budget is spent. A
+second signal (`hurry`) ends the wait at once. `end_stop_drain` runs in a starting peer:
+once registered, it ends the drain its previous stop began (an operator's drain stays).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Awaitable, Optional
+
+from jm.policy import stopdrain as policy
+from jm.policy.stopdrain import DRAIN, SKIP, SelfView, StopView
+from raft.commands import DrainPeer
+from raft.outcomes import RaftUnavailable
+from raft.records import ALIVE
+
+log = logging.getLogger("jm.cluster.stopdrain")
+RECHECK = 1.0  # s: the lease's validity is no state change; looked at this often
+
+
+def self_view(st: Any, node: str) -> Optional[SelfView]:
+    p = st.peers.get(node)
+    if p is None:
+        return None
+    return SelfView(p.state == ALIVE, p.draining, getattr(p, "drain_by_stop", False),
+                    p.leaving, len(st.jobs_of(node)))
+
+
+def read_view(peer: Any) -> StopView:
+    """The stopping peer's view of the replicated state (its local replica)."""
+    with peer.raft.read() as st:
+        me = self_view(st, peer.node)
+        targets = sum(1 for p in st.alive_peers() if p.id != peer.node and p.ready
+                      and not p.draining and not p.leaving)
+    return StopView(me, peer.raft.leader() is not None, peer.lease_valid(), targets)
+
+
+async def _unless(work: Awaitable, hurry: asyncio.Event) -> bool:
+    """Run `work` unless `hurry` is set first (then cancel it): True if it completed."""
+    task = asyncio.ensure_future(work)
+    stop = asyncio.ensure_future(hurry.wait())
+    try:
+        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+    if task.done():
+        task.result()  # its exception, if any
+        return True
+    task.cancel()
+    return False
+
+
+async def _either(a: asyncio.Event, b: asyncio.Event, timeout: float) -> None:
+    """Until `a` or `b` is set, at most `timeout` s."""
+    waits = {asyncio.ensure_future(a.wait()), asyncio.ensure_future(b.wait())}
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+
+
+async def drain_before_stop(peer: Any, deadline: float, cancel_timeout: float,
+                            hurry: asyncio.Event) -> str:
+    """Drain this peer before it stops; return how it ended ("skipped: ...",
+    "drained", or why it stops with jobs still on it)."""
+    if peer.raft is None:
+        return "skipped: Raft not started"
+    if hurry.is_set():  # (bin/jobmanager.sh stop --no-drain: two signals at once)
+        log.info("peer %s stops without draining: a second signal came first", peer.node)
+        return "hurried"
+    decision = policy.how_to_stop(read_view(peer), deadline)
+    if decision.action == SKIP:
+        log.info("peer %s stops without draining: %s", peer.node, decision.reason)
+        return f"skipped: {decision.reason}"
+    started = time.monotonic()
+    until = started + policy.wait_budget(deadline, cancel_timeout)
+    changed = peer.raft.subscribe()
+    if decision.action == DRAIN:
+        command = DrainPeer(peer.node, True, time.time(), deadline, by_stop=True)
+        submit = asyncio.ensure_future(peer.raft.submit(command,
+                                                        peer.conf["rest.write-timeout"]))
+        try:
+            if not await _unless(submit, hurry):
+                log.warning("peer %s: second signal, stopping at once", peer.node)
+                return "hurried"
+            res = submit.result()
+        except RaftUnavailable as exc:
+            log.warning("peer %s stops without draining: the drain was not committed (%s)",
+                        peer.node, exc)
+            return f"skipped: {exc}"
+        if not res.ok:
+            log.warning("peer %s stops without draining: %s", peer.node, res.error)
+            return f"skipped: {res.error}"
+    view = read_view(peer)
+    jobs = view.me.jobs if view.me else 0
+    log.info("peer %s draining before it stops: %d job(s) to move (%s; deadline %g s, "
+             "waiting at most %.0f s)", peer.node, jobs, decision.reason, deadline,
+             until - started)
+    while True:
+        step = policy.progress(view, time.monotonic(), until)
+        if step.done:
+            if step.reason == "drained":
+                log.info("peer %s drained in %.1f s; stopping", peer.node,
+                         time.monotonic() - started)
+            else:
+                log.warning("peer %s stops with %d job(s) still on it: %s", peer.node,
+                            step.jobs, step.reason)
+            return step.reason
+        changed.clear()
+        await _either(changed, hurry, max(0.0, min(RECHECK, until - time.monotonic())))
+        if hurry.is_set():
+            log.warning("peer %s: second signal, stopping at once with %d job(s) on it",
+                        peer.node, step.jobs)
+            return "hurried"
+        view = read_view(peer)
+
+
+async def end_stop_drain(peer: Any) -> None:
+    """Once this (restarted) peer is registered: end the drain its last stop began, so
+    that it takes work again. Cancelled when this incarnation is told to stop."""
+    changed = peer.raft.subscribe()
+    while True:
+        await peer.registered.wait()
+        with peer.raft.read() as st:
+            me = self_view(st, peer.node)
+        if not policy.should_undrain(me):
+            if me is not None and me.draining:
+                log.info("peer %s is drained by an operator; it stays drained", peer.node)
+            return
+        try:
+            # (by_stop: an operator's drain since is left as it is, by the state machine)
+            res = await peer.raft.submit(DrainPeer(peer.node, False, time.time(), by_stop=True),
+                                         peer.conf["rest.write-timeout"])
+            if res.ok:
+                log.info("peer %s: the drain of its last stop ended; it takes work again",
+                         peer.node)
+                return
+            log.warning("peer %s: could not end the drain of its last stop: %s", peer.node,
+                        res.error)
+            return
+        except RaftUnavailable as exc:
+            log.info("peer %s: ending the drain of its last stop: %s; trying again",
+                     peer.node, exc)
+        changed.clear()
+        await _either(changed, peer.removed, RECHECK)

@@ -1,0 +1,139 @@
+"""Tenants on a peer: which job, batch, session or artifact a caller may see (the REST
+layer answers 404 for another tenant's, as for one that does not exist), the tenants'
+quotas (`PUT /tenants/{t}`, `GET /tenants`, `jm tenant`) and this peer's audit log
+(`GET /audit`). The quotas are kept by raft/tenants.py (sessions) and the
+ResourceManager's placement (slots, jm/policy/quota.py)."""
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping, Optional
+
+from jm.cluster.audit import AuditLog
+from jm.cluster.reads import GatewayBase, api_errors
+from jm.cluster.resourcemanager import tenant_usage
+from jm.policy import quota
+from raft import tenants as T
+from raft.commands import SetTenant
+from raft.records import TERMINAL
+from rest.gateway import ApiError, Credential
+
+
+def _int(raw: Any) -> Optional[int]:
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        return None
+
+
+def tenant_for(who: Credential, asked: Any) -> Optional[str]:
+    """The tenant of new work `who` makes, asking for `asked` (None: its own): a
+    credential of one tenant makes its tenant's work only (403 for another); the default
+    tenant is None."""
+    if asked is not None and not T.valid_name(asked):
+        raise ApiError(400, "tenant: 1-64 letters, digits, '.', '_' or '-', starting with "
+                            "a letter or digit")
+    if who.tenant is not None and who.role != "admin":
+        if asked is not None and asked != who.tenant:
+            raise ApiError(403, f"a credential of tenant {who.tenant} makes work of its "
+                                "own tenant only")
+        return who.tenant
+    chosen = asked if asked is not None else who.tenant
+    return None if chosen == T.DEFAULT else chosen
+
+
+class TenantAccess(GatewayBase):
+    _audit_log: Optional[AuditLog] = None
+
+    def visible(self, param: str, value: str, who: Credential) -> bool:
+        """False only when the job (job_id), batch (batch_id), Livy session (session_id),
+        SQL session (sh) or artifact (artifact_id) exists and is another tenant's."""
+        with self.raft.read() as st:
+            if param == "job_id":
+                rec = st.jobs.get(value)
+            elif param == "batch_id":
+                rec = st.jobs.get(st.by_number.get(_int(value), ""))
+            elif param == "session_id":
+                rec = st.sessions.get(st.livy_ids.get(_int(value), ""))
+            elif param == "sh":
+                rec = st.sessions.get(value)
+            elif param == "pipeline":
+                rec = st.pipelines.get(value)
+            elif param == "artifact_id":
+                art = st.artifacts.get(value)
+                return art is None or who.sees_all or T.key(who.tenant) in art.tenants
+            else:
+                return True
+            return rec is None or who.may_see(rec.tenant)
+
+    # ---- quotas ----------------------------------------------------------------------
+    @api_errors
+    async def set_tenant(self, name: str, body: Any) -> dict:
+        if not isinstance(body, dict) or not body or set(body) - {"slots", "sessions"}:
+            raise ApiError(400, 'the body is {"slots": N, "sessions": M} (either or both; '
+                                "0: no limit)")
+        await self._write(SetTenant(name, body.get("slots"), body.get("sessions"),
+                                    time.time()))
+        return self._tenant_rows([name])[0]
+
+    def tenants(self, who: Credential) -> dict:
+        with self.raft.read() as st:
+            names = set(st.tenants)
+            names.update(T.key(j.tenant) for owned in st.assigned.values()
+                         for j in (st.jobs[i] for i in owned))
+            names.update(T.key(s.tenant) for s in st.sessions.values())
+        if not who.sees_all:
+            names = {T.key(who.tenant)}
+        return {"tenants": self._tenant_rows(sorted(names))}
+
+    def _tenant_rows(self, names: list) -> list:
+        with self.raft.read() as st:
+            used = tenant_usage(st)
+            quotas = {n: t.slots for n, t in st.tenants.items()}
+            waiting: dict[str, int] = {}
+            for job_id in st.pending:
+                job = st.jobs[job_id]
+                if job.node is None and job.status not in TERMINAL:
+                    k = T.key(job.tenant)
+                    if quota.waiting_reason(job.tenant, job.slots, quotas, used):
+                        waiting[k] = waiting.get(k, 0) + 1
+            rows = []
+            for name in names:
+                rec = st.tenants.get(name)
+                rows.append({"name": name, "slots": rec.slots if rec else 0,
+                             "sessions": rec.sessions if rec else 0,
+                             "slots-used": used.get(name, 0),
+                             "sessions-open": T.sessions_held(
+                                 st, None if name == T.DEFAULT else name),
+                             "jobs-over-quota": waiting.get(name, 0)})
+            return rows
+
+    def quota_reason(self, job_id: str) -> Optional[str]:
+        """Why a waiting job is not placed, when its tenant's slot quota holds it."""
+        with self.raft.read() as st:
+            job = st.jobs.get(job_id)
+            rec = st.tenants.get(T.key(job.tenant)) if job is not None else None
+            if rec is None or rec.slots <= 0 or job.node is not None \
+                    or job.status in TERMINAL:
+                return None
+            return quota.waiting_reason(job.tenant, job.slots,
+                                        {rec.name: rec.slots}, tenant_usage(st))
+
+    # ---- the audit log ---------------------------------------------------------------
+    def _audit(self) -> AuditLog:
+        if self._audit_log is None:
+            self._audit_log = AuditLog(self.log_dir)
+        return self._audit_log
+
+    def audit(self, entry: Mapping[str, Any]) -> None:
+        self._audit().write({"peer": self.node, **entry})
+
+    def audit_entries(self, query: Mapping[str, str]) -> dict:
+        limit = _int(query.get("limit", "100"))
+        if limit is None or limit < 1:
+            raise ApiError(400, "limit must be a positive integer")
+        wanted = {k: v for k, v in query.items() if k in ("job", "who", "tenant")}
+
+        def keep(e: dict) -> bool:
+            return all(str(e.get(k) or "") == v or (k == "job" and v in e.get("ids", {})
+                                                     .values()) for k, v in wanted.items())
+        return {"peer": self.node, "entries": self._audit().read(limit, keep)}

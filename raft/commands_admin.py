@@ -1,0 +1,50 @@
+"""The commands of who may do what and of named pipelines (re-exported by
+raft/commands.py, which lists every command): named credentials (raft/tokens.py),
+tenants' quotas (raft/tenants.py) and pipelines (raft/pipelines.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class CreateToken:
+    """A named credential: `digest` is the SHA-256 (hex) of its secret."""
+    name: str
+    role: str
+    tenant: Optional[str]
+    digest: str
+    time: float
+
+
+@dataclass(frozen=True)
+class RevokeToken:
+    name: str
+    time: float
+
+
+@dataclass(frozen=True)
+class PutPipeline:
+    """Create, keep or upgrade the named pipeline (raft/pipelines.py); `job_id`: the id of
+    the job a new version gets."""
+    name: str
+    spec: dict
+    job_id: str
+    time: float
+    tenant: Optional[str] = None
+    submitter: str = ""
+
+
+@dataclass(frozen=True)
+class DeletePipeline:
+    name: str
+    time: float
+
+
+@dataclass(frozen=True)
+class SetTenant:
+    """A tenant's quotas (raft/tenants.py): None leaves one as it is, 0 is no limit."""
+    name: str
+    slots: Optional[int]
+    sessions: Optional[int]
+    time: float

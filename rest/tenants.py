@@ -1,0 +1,87 @@
+"""Tenants and the audit log. `PUT /tenants/{tenant} {"slots": N, "sessions": M}` sets a
+tenant's quotas (admin), `GET /tenants` shows them with what each tenant uses (a tenant's
+credential: its own), `GET /audit` (admin) this peer's audit log: every write request it
+took (`audit_middleware`), accepted or refused, with who sent it and what it named."""
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+
+from aiohttp import web
+
+from rest.middleware import CALLER, GATEWAY, PEERS_ONLY, caller
+from rest.requests import gw, json_body
+
+WRITES = ("POST", "PUT", "PATCH", "DELETE")
+QUIET = ("/heartbeat",)  # a session's keep-alive: not worth an entry each
+FORWARDED = "X-JM-Forwarded"  # a request a peer passed on: audited by that peer
+MAX_SCAN = 64 * 1024  # an answer's body read for the job it made (POST /jobs, /batches)
+
+
+async def put_tenant(request: web.Request) -> web.Response:
+    body = await json_body(request)
+    return web.json_response(await gw(request).set_tenant(request.match_info["tenant"],
+                                                          body))
+
+
+async def get_tenants(request: web.Request) -> web.Response:
+    return web.json_response(gw(request).tenants(caller(request)))
+
+
+async def get_audit(request: web.Request) -> web.Response:
+    return web.json_response(gw(request).audit_entries(request.query))
+
+
+def _entry(request: web.Request, status: int, body: bytes | None) -> dict:
+    who = request.get(CALLER)
+    entry = {"time": datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+             .replace("+00:00", "Z"),
+             "who": (who.name or "-") if who is not None else None,
+             "role": who.role if who is not None else None,
+             "tenant": who.tenant if who is not None else None,
+             "method": request.method, "path": request.path, "status": status,
+             "remote": request.remote,
+             "ids": {k: v for k, v in request.match_info.items()}}
+    if body and len(body) <= MAX_SCAN and b'"jobid"' in body and status < 300:
+        try:
+            made = json.loads(body)
+        except ValueError:
+            made = None
+        if isinstance(made, dict) and isinstance(made.get("jobid"), str):
+            entry["job"] = made["jobid"]
+    if "job" not in entry and "job_id" in entry["ids"]:
+        entry["job"] = entry["ids"]["job_id"]
+    return entry
+
+
+@web.middleware
+async def audit_middleware(request: web.Request, handler):
+    """An audit entry for every write request this peer took (not the peers' own beats
+    and votes, nor a request another peer passed on)."""
+    if request.method not in WRITES or request.path in PEERS_ONLY \
+            or FORWARDED in request.headers or request.path.endswith(QUIET):
+        return await handler(request)
+    start = time.monotonic()
+    status, body = 500, None
+    try:
+        resp = await handler(request)
+        status = resp.status
+        body = resp.body if isinstance(resp, web.Response) and \
+            isinstance(resp.body, bytes) else None
+        return resp
+    except web.HTTPException as exc:
+        status = exc.status
+        raise
+    finally:
+        entry = _entry(request, status, body)
+        entry["ms"] = round((time.monotonic() - start) * 1000, 1)
+        gateway = request.app.get(GATEWAY)
+        if gateway is not None:
+            gateway.audit(entry)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_put("/tenants/{tenant}", put_tenant)
+    app.router.add_get("/tenants", get_tenants)
+    app.router.add_get("/audit", get_audit)

@@ -1,0 +1,206 @@
+"""Tenants through real peers (in-process, real Raft and aiohttp, real job processes):
+jobs, sessions and artifacts carry their tenant and submitter; a tenant's credential sees
+and touches its own only (another tenant's answer the same 404 as none); a tenant at its
+slot quota waits CREATED with the reason shown while another tenant's job runs; a
+session over the session quota is a 429; the audit log says who did what; jobs run as a
+proxy user only where jobmanager.executor.proxy-users allows it."""
+import os
+import pwd
+
+import pytest
+
+from tests.conftest import running
+from tests.helpers import ahttp, apoll
+from tests.integration.test_cli import jm
+
+ROOT = "root-token"
+FIX = os.path.dirname(os.path.abspath(__file__)) + "/"
+WAIT = {"entry": "jobs_fixture:wait_for_stop", "pyfiles": [FIX]}
+
+
+def bearer(token):
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def _tokens(c) -> dict:
+    out = {}
+    for name, role, tenant in (("a-sub", "submit", "a"), ("a-read", "read", "a"),
+                               ("b-sub", "submit", "b"), ("ops", "admin", None)):
+        s, b = await ahttp("POST", c.url(0) + "/tokens", {"name": name, "role": role,
+                                                          "tenant": tenant},
+                           headers=bearer(ROOT))
+        assert s == 201, b
+        out[name] = bearer(b["token"])
+    return out
+
+
+async def _state(c, peer, jid, headers, want):
+    async def reached():
+        s, b = await ahttp("GET", c.url(peer) + f"/jobs/{jid}", headers=headers)
+        return b if s == 200 and b["state"] == want else None
+    return await apoll(reached, 60, what=f"job {jid} {want}")
+
+
+async def _submit(c, peer, headers, **extra):
+    s, b = await ahttp("POST", c.url(peer) + "/jobs", {**WAIT, **extra}, headers=headers)
+    assert s == 202, b
+    return b["jobid"]
+
+
+async def test_a_tenant_sees_its_own_work_and_waits_at_its_quota_while_another_runs(tmp_path):
+    async with running(str(tmp_path), 2, {"rest.auth.token": ROOT}) as c:
+        t = await _tokens(c)
+        rc, out, err = await jm("-a", c.url(1), "tenant", "set", "a", "--slots", "1",
+                                "--sessions", "1", env={"JM_TOKEN": ROOT})
+        assert rc == 0 and "slots 1" in out, (out, err)
+        a1 = await _submit(c, 0, t["a-sub"])
+        await _state(c, 1, a1, t["a-sub"], "RUNNING")
+        a2 = await _submit(c, 1, t["a-sub"])
+        b1 = await _submit(c, 1, t["b-sub"])
+        await _state(c, 0, b1, t["b-sub"], "RUNNING")  # another tenant still runs
+        s, job = await ahttp("GET", c.url(0) + f"/jobs/{a2}", headers=t["a-read"])
+        assert s == 200 and job["state"] == "CREATED", job
+        assert "tenant a holds 1 of its 1 slots" in job["waiting"], job
+        assert (job["tenant"], job["submitter"]) == ("a", "a-sub")
+        rc, out, err = await jm("-a", c.url(1), "status", a2, env={"JM_TOKEN": ROOT})
+        assert rc == 0 and "CREATED: tenant a holds 1 of its 1 slots" in out, (out, err)
+        # lists: a tenant's own; an admin's: every one
+        for path in ("/jobs", "/jobs/overview", "/v1/jobs/overview"):
+            s, b = await ahttp("GET", c.url(1) + path, headers=t["a-read"])
+            assert s == 200 and {j.get("jid", j.get("id")) for j in b["jobs"]} == {a1, a2}, b
+            s, b = await ahttp("GET", c.url(1) + path, headers=t["ops"])
+            assert {j.get("jid", j.get("id")) for j in b["jobs"]} == {a1, a2, b1}, b
+        # another tenant's job: the answer for none, whatever the route
+        for method, path in (("GET", f"/jobs/{b1}"), ("GET", f"/v1/jobs/{b1}"),
+                             ("GET", f"/jobs/{b1}/logs"), ("PATCH", f"/jobs/{b1}"),
+                             ("POST", f"/jobs/{b1}/stop")):
+            s, b = await ahttp(method, c.url(0) + path, {} if method == "POST" else None,
+                               headers=t["a-sub"])
+            assert s == 404 and b == {"errors": [f"job {b1} not found"]}, (path, s, b)
+        s, b = await ahttp("GET", c.url(0) + f"/jobs/{b1}", headers=t["ops"])
+        assert s == 200 and b["state"] == "RUNNING"
+        s, b = await ahttp("POST", c.url(0) + "/jobs", {**WAIT, "tenant": "b"},
+                           headers=t["a-sub"])
+        assert s == 403 and b["errors"], b
+        # the tenants' view: a tenant's own row, an admin's every row
+        s, b = await ahttp("GET", c.url(0) + "/tenants", headers=t["a-read"])
+        assert s == 200 and [(r["name"], r["slots"], r["slots-used"], r["jobs-over-quota"])
+                             for r in b["tenants"]] == [("a", 1, 1, 1)], b
+        s, b = await ahttp("GET", c.url(0) + "/tenants", headers=t["ops"])
+        assert {r["name"]: r["slots-used"] for r in b["tenants"]} == {"a": 1, "b": 1}, b
+        # a's first job ends: its second one goes
+        s, b = await ahttp("PATCH", c.url(0) + f"/jobs/{a1}", headers=t["a-sub"])
+        assert s == 202, b
+        await _state(c, 0, a2, t["a-sub"], "RUNNING")
+        for jid, who in ((a2, "a-sub"), (b1, "b-sub")):
+            s, b = await ahttp("PATCH", c.url(1) + f"/jobs/{jid}", headers=t[who])
+            assert s == 202, b
+        # sessions: over a's quota a 429 with Retry-After; b's still open
+        s, b = await ahttp("POST", c.url(0) + "/v1/sessions", {}, headers=t["a-sub"])
+        assert s == 200, b
+        for path, body in (("/v1/sessions", {}), ("/sessions", {"kind": "sql"})):
+            s, b, h = await ahttp("POST", c.url(1) + path, body, headers=t["a-sub"],
+                                  with_headers=True)
+            assert s == 429 and "tenant a holds 1 sessions" in b["errors"][0], (path, s, b)
+            assert int(h["Retry-After"]) > 0
+        s, b = await ahttp("POST", c.url(1) + "/v1/sessions", {}, headers=t["b-sub"])
+        assert s == 200, b
+        await _audit_and_bad_input(c, t, a1)
+
+
+async def _audit_and_bad_input(c, t, a1):
+    for body in ({"slots": -1}, {"slots": "2"}, {"bogus": 1}, {}, [1]):
+        s, b = await ahttp("PUT", c.url(0) + "/tenants/a", body, headers=bearer(ROOT))
+        assert s == 400 and b["errors"], (body, s, b)
+    s, b = await ahttp("PUT", c.url(0) + "/tenants/bad%20name", {"slots": 1},
+                       headers=bearer(ROOT))
+    assert s == 400 and b["errors"], b
+    s, b = await ahttp("PUT", c.url(0) + "/tenants/a", {"slots": 1}, headers=t["a-sub"])
+    assert s == 403, b
+    rc, out, err = await jm("-a", c.url(0), "tenant", "set", "a", env={"JM_TOKEN": ROOT})
+    assert rc != 0 and err.startswith("jm: ") and len(err.splitlines()) == 1, err
+    # the audit log of the peer that took each request: who, what, which job
+    s, b = await ahttp("GET", c.url(0) + "/audit?limit=1000", headers=t["ops"])
+    assert s == 200 and b["peer"], b
+    mine = [e for e in b["entries"] if e.get("job") == a1]
+    assert [(e["who"], e["method"], e["status"]) for e in mine] == [
+        ("a-sub", "POST", 202), ("a-sub", "PATCH", 202)], mine
+    assert any(e["who"] == "a-sub" and e["status"] == 403 and e["path"] == "/jobs"
+               for e in b["entries"]), b["entries"]
+    assert any(e["path"] == "/tenants/a" and e["who"] == "a-sub" and e["status"] == 403
+               for e in b["entries"])
+    rc, out, err = await jm("-a", c.url(0), "audit", "--job", a1, env={"JM_TOKEN": ROOT})
+    assert rc == 0 and out.count("a-sub") == 2 and a1 in out, (out, err)
+    s, b = await ahttp("GET", c.url(0) + "/audit", headers=t["a-sub"])
+    assert s == 403
+
+
+async def test_artifacts_and_livy_batches_are_their_tenant_s(tmp_path):
+    async with running(str(tmp_path), 1, {"rest.auth.token": ROOT}) as c:
+        t = await _tokens(c)
+        rc, out, err = await jm("-a", c.url(0), "upload", FIX + "jobs_fixture.py",
+                                env={"JM_TOKEN": (await _secret(c, "a-up"))})
+        assert rc == 0, (out, err)
+        s, b = await ahttp("GET", c.url(0) + "/artifacts", headers=t["a-read"])
+        assert s == 200 and len(b["artifacts"]) == 1 and b["artifacts"][0]["tenants"] == ["a"]
+        art = b["artifacts"][0]["id"]
+        s, b = await ahttp("GET", c.url(0) + "/artifacts", headers=t["b-sub"])
+        assert s == 200 and b["artifacts"] == [], b
+        s, b = await ahttp("GET", c.url(0) + f"/artifacts/{art}/content", headers=t["b-sub"])
+        assert s == 404 and b == {"errors": [f"unknown artifact {art}"]}, b
+        s, b = await ahttp("GET", c.url(0) + f"/artifacts/{art}/content", headers=t["a-read"])
+        assert s == 200
+        # a Livy batch: its owner is its submitter, and only its tenant sees it
+        s, b = await ahttp("POST", c.url(0) + "/batches",
+                           {"file": FIX + "jobs_fixture.py"}, headers=t["b-sub"])
+        assert s in (200, 201) and b["owner"] == "b-sub", b
+        batch = b["id"]
+        s, b = await ahttp("GET", c.url(0) + "/batches", headers=t["a-read"])
+        assert s == 200 and b["sessions"] == [], b
+        s, b = await ahttp("GET", c.url(0) + f"/batches/{batch}", headers=t["a-read"])
+        assert s == 404 and b == {"errors": [f"batch {batch} not found"]}, b
+        s, b = await ahttp("GET", c.url(0) + "/batches", headers=t["ops"])
+        assert [x["id"] for x in b["sessions"]] == [batch]
+        # a named pipeline: its tenant's (a name another tenant took is a conflict)
+        s, b = await ahttp("PUT", c.url(0) + "/pipelines/etl", {"entry": "jobs_fixture:quick",
+                                                                "pyfiles": [FIX]},
+                           headers=t["a-sub"])
+        assert s == 201, b
+        s, b = await ahttp("GET", c.url(0) + f"/jobs/{b['jobid']}", headers=t["a-read"])
+        assert s == 200 and b["tenant"] == "a"
+        for method, body in (("GET", None), ("PUT", {"entry": "jobs_fixture:quick"}),
+                             ("DELETE", None)):
+            s, b = await ahttp(method, c.url(0) + "/pipelines/etl", body, headers=t["b-sub"])
+            assert s == 404 and b == {"errors": ["pipeline etl not found"]}, (method, s, b)
+        s, b = await ahttp("GET", c.url(0) + "/pipelines", headers=t["b-sub"])
+        assert b == {"pipelines": []}
+
+
+async def _secret(c, name):
+    s, b = await ahttp("POST", c.url(0) + "/tokens", {"name": name, "role": "submit",
+                                                      "tenant": "a"}, headers=bearer(ROOT))
+    assert s == 201, b
+    return b["token"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run jobs as another user")
+async def test_a_job_runs_as_its_proxy_user_only_where_the_policy_allows_it(tmp_path):
+    from tests.integration.test_job_isolation import _open_up
+    _open_up(tmp_path)
+    nobody = pwd.getpwnam("nobody").pw_uid
+    async with running(str(tmp_path), 1, {"jobmanager.executor.proxy-users": "nobody",
+                                          "jobmanager.executor.preload": "none"}) as c:
+        s, b = await ahttp("POST", c.url(0) + "/jobs", {
+            "entry": "isolation_jobs:whoami", "pyfiles": [FIX], "proxy-user": "nobody",
+            "restart-strategy": {"type": "none"}})
+        assert s == 202, b
+        job = await _state(c, 0, b["jobid"], {}, "FINISHED")
+        assert job["result"]["uid"] == nobody, job
+        s, b = await ahttp("POST", c.url(0) + "/jobs", {**WAIT, "proxy-user": "daemon"})
+        assert s == 403 and "jobmanager.executor.proxy-users" in b["errors"][0], b
+        s, b = await ahttp("POST", c.url(0) + "/batches", {"file": FIX + "jobs_fixture.py",
+                                                           "proxyUser": "daemon"})
+        assert s == 403 and b["errors"][0].startswith("proxyUser:"), b
+        rc, out, err = await jm("-a", c.url(0), "run", FIX + "jobs_fixture.py",
+                                "--proxy-user", "root")
+        assert rc != 0 and "proxy" in err and len(err.splitlines()) == 1, (out, err)

@@ -1,0 +1,80 @@
+"""Tenants, pure parts: quotas in the replicated state (raft/tenants.py: set, validate,
+forget at no limit; a session over the quota refused when it opens), the slot quota at
+placement (jm/policy/quota.py, jm/policy/placement.py: a job over its tenant's room waits,
+smaller ones of the same tenant and other tenants' go) and who may see what
+(rest/gateway.Credential)."""
+import pytest
+
+from jm.policy import quota
+from jm.policy.placement import PeerLoad, Waiting, place
+from raft import commands as c
+from raft.records import ALIVE, PeerRecord
+from raft.state import ClusterState
+from rest.gateway import ANYONE, ROOT, Credential
+
+A = "127.0.0.1:1"
+
+
+def state():
+    st = ClusterState()
+    st.peers[A] = PeerRecord(A, "127.0.0.1", 8000, 9000, 1, 8, ALIVE)
+    return st
+
+
+def test_a_tenant_s_quotas_are_set_checked_and_forgotten_at_no_limit():
+    st = state()
+    assert st.apply(c.SetTenant("team-a", 4, None, 1.0)).ok
+    assert st.apply(c.SetTenant("team-a", None, 2, 2.0)).ok
+    rec = st.tenants["team-a"]
+    assert (rec.slots, rec.sessions, rec.updated) == (4, 2, 2.0)
+    for bad in (c.SetTenant("team a", 1, 1, 3.0), c.SetTenant("a", -1, None, 3.0),
+                c.SetTenant("a", True, None, 3.0), c.SetTenant("a", None, "2", 3.0),
+                c.SetTenant("a", 10 ** 7, None, 3.0)):
+        res = st.apply(bad)
+        assert not res.ok and res.code == "invalid", bad
+    assert st.apply(c.SetTenant("team-a", 0, 0, 4.0)).ok
+    assert "team-a" not in st.tenants
+
+
+def test_a_session_over_its_tenant_s_quota_is_refused_when_it_opens():
+    st = state()
+    st.apply(c.SetTenant("a", None, 1, 1.0))
+    assert st.apply(c.OpenSqlSession("h1", "", {}, A, 1.0, 0, "a", "alice")).ok
+    res = st.apply(c.OpenSqlSession("h2", "", {}, A, 1.0, 0, "a", "alice"))
+    assert not res.ok and res.code == "quota" and "tenant a holds 1" in res.error
+    res = st.apply(c.OpenLivySession("h3", "sql", "", {}, A, 1.0, 0, (), "a", "alice"))
+    assert not res.ok and res.code == "quota"
+    assert st.apply(c.OpenSqlSession("h4", "", {}, A, 1.0, 0, "b", "bob")).ok  # b: none
+    assert st.apply(c.OpenSqlSession("h5", "", {}, A, 1.0)).ok  # the default tenant
+    assert (st.sessions["h1"].tenant, st.sessions["h1"].submitter) == ("a", "alice")
+    st.apply(c.CloseSqlSessions(("h1",), 2.0, "closed"))
+    assert st.apply(c.OpenSqlSession("h2", "", {}, A, 2.0, 0, "a", "alice")).ok
+
+
+def test_placement_keeps_each_tenant_within_its_room():
+    peers = [PeerLoad("p1", 8, 0), PeerLoad("p2", 8, 0)]
+    waiting = [Waiting("a-big", 3, 1, "a"), Waiting("a-small", 1, 1, "a"),
+               Waiting("a-more", 1, 1, "a"), Waiting("b-1", 4, 1, "b"),
+               Waiting("free", 5, 1, "default")]
+    placed = {j for j, _, _ in place(waiting, peers, room={"a": 2, "b": 4})}
+    # a's big job waits (3 > 2), its small ones fill its room; b fills its own; no quota
+    assert placed == {"a-small", "a-more", "b-1", "free"}
+    assert {j for j, _, _ in place(waiting, peers)} == {j.job_id for j in waiting}
+
+
+def test_usage_room_and_the_waiting_reason():
+    used = quota.usage([("a", 2), (None, 1), ("a", 1), ("b", 4)])
+    assert used == {"a": 3, "default": 1, "b": 4}
+    assert quota.room({"a": 4, "b": 2, "c": 0}, used) == {"a": 1, "b": 0}
+    assert quota.waiting_reason("a", 1, {"a": 4}, used) is None  # it fits
+    assert "tenant a holds 3 of its 4 slots" in quota.waiting_reason("a", 2, {"a": 4}, used)
+    assert "more than tenant a's quota of 4" in quota.waiting_reason("a", 5, {"a": 4}, used)
+    assert quota.waiting_reason("c", 9, {"a": 4}, used) is None  # no quota
+
+
+@pytest.mark.parametrize("who, tenant, sees", [
+    (ROOT, "a", True), (ANYONE, None, True), (Credential("x", "read", None), "a", True),
+    (Credential("x", "submit", "a"), "a", True), (Credential("x", "submit", "a"), "b", False),
+    (Credential("x", "read", "a"), None, False), (Credential("x", "admin", "a"), "b", True)])
+def test_who_sees_which_tenant_s_work(who, tenant, sees):
+    assert who.may_see(tenant) is sees
