@@ -133,6 +133,7 @@ def disk_full(c: ChaosCluster, i: int, hold: float, log: Callable[[str], None]
     """Fill peer i's disk, push Raft entries until its journal needs room, keep it full
     for `hold` seconds, then free it; the peer says so in /healthz meanwhile."""
     filler = os.path.join(c.data_dir(i), "filler")
+    pid = c.pids[i]
     with open(filler, "wb") as f:
         try:
             while True:  # synced as it goes: under a lazyfs, room is taken at the fsync
@@ -166,6 +167,12 @@ def disk_full(c: ChaosCluster, i: int, hold: float, log: Callable[[str], None]
     time.sleep(hold)  # fault schedule: the disk stays full this long
     os.unlink(filler)
     end = time.time()
+    if not _running(pid):
+        # under the lazyfs a full disk may show first at the journal's fdatasync, not at
+        # its write: the member then fail-stops (raft/syncer.py), as it must when a sync
+        # fails, and recovers from its disk when it is started again
+        log(f"{c.nodes[i]} fail-stopped on the full disk; starting it again")
+        c.start_peer(i)
     _wait(lambda: call("GET", c.urls[i] + "/healthz")[1].get("ok"), 90,
           f"{c.nodes[i]} to recover from the full disk")
     log(f"disk of {c.nodes[i]} has room again; it recovered")

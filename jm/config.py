@@ -93,7 +93,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "jobmanager.disk.min-free": (_size_or_percent, "1 gb"),  # else /healthz disk-low
     "heartbeat.interval": (parse_duration, "500 ms"),
     "heartbeat.timeout": (parse_duration, "3 s"),
-    "restart-strategy.type": (_restart_type, "fixed-delay"),
+    "restart-strategy.type": (_restart_type, None),  # unset: by job type (policy/restart.py)
     "restart-strategy.fixed-delay.attempts": (_int(0), 3),
     "restart-strategy.fixed-delay.delay": (parse_duration, "1 s"),
     "restart-strategy.exponential-delay.initial-backoff": (parse_duration, "1 s"),

@@ -12,6 +12,8 @@ from __future__ import annotations
 # What an unset (or zero) default means, where the value alone does not say it.
 DEFAULT_NOTES: dict[str, str] = {
     "rest.bind-address": "the peer's host in `conf/masters`",
+    "restart-strategy.type": "`none` for batch and application jobs, `fixed-delay` for "
+                             "streaming jobs",
     "jobmanager.weight": "proportional to `jobmanager.slots`",
     "state.savepoints.dir": "`<high-availability.storageDir>/savepoints`",
     "s3.endpoint": "the AWS default",
@@ -127,7 +129,9 @@ DESCRIPTIONS: dict[str, str] = {
         " Needs a cgroup v2 host. `0`: no limit."),
     "jobmanager.executor.limits.open-files": (
         "`RLIMIT_NOFILE` (soft and hard) of a job process; never above the peer's hard limit "
-        "unless the peer runs as root. A classic driver JVM opens about 320 files, a Connect "
+        "unless the peer runs as root and may raise it (in a container root often may not: "
+        "jobs then get the hard limit, and the peer's log says so once, when its job "
+        "executor starts). A classic driver JVM opens about 320 files, a Connect "
         "client job about 10. `0`: the peer's."),
     "jobmanager.executor.limits.file-size": (
         "`RLIMIT_FSIZE`: the largest file a job may write (its log included). A longer write "
@@ -239,7 +243,15 @@ DESCRIPTIONS: dict[str, str] = {
         " of every peer as one Raft entry each half interval, so the Raft log does not grow "
         "with the number of peers."),
     "heartbeat.timeout": "The leader declares a peer dead after this long without a heartbeat.",
-    "restart-strategy.type": "`none`, `fixed-delay`, `exponential-delay` or `failure-rate`.",
+    "restart-strategy.type": (
+        "`none`, `fixed-delay`, `exponential-delay` or `failure-rate`, for every job (a job "
+        "spec's `restart-strategy` wins). Unset, it depends on the job, as in Flink without "
+        "and with checkpointing and as spark-submit never retries: a batch or application "
+        "job fails at its first failure (`none`), a streaming job restarts (`fixed-delay` "
+        "with the `restart-strategy.fixed-delay.*` values). Whatever the strategy, a failure "
+        "no restart can pass is never restarted: the job's code does not compile or an "
+        "import fails, its script or entry function is missing, or it exits non-zero "
+        "before its Spark application started (an argparse usage error)."),
     "restart-strategy.fixed-delay.attempts": "Restarts allowed.",
     "restart-strategy.fixed-delay.delay": "Pause before each restart.",
     "restart-strategy.exponential-delay.initial-backoff": "First pause.",

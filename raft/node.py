@@ -284,19 +284,34 @@ class RaftHost(PromotionMixin, MembershipMixin):
         deadline = self.loop.time() + timeout
         while True:
             fut = self.loop.create_future()
+            consumer = self.consumer
 
-            def done(result: Any, error: int, fut: asyncio.Future = fut) -> None:
-                self.loop.call_soon_threadsafe(_resolve, fut, result, error)
+            def done(result: Any, error: int, fut: asyncio.Future = fut,
+                     consumer: Any = consumer) -> None:
+                # (on the applying node's thread, right after it applied the command: its
+                # count names the point of the history the result belongs to)
+                at = consumer.state.applied
+                self.loop.call_soon_threadsafe(_resolve, fut, (result, at), error)
 
-            self.consumer.apply(blob, callback=done)
+            consumer.apply(blob, callback=done)
             try:
-                return await asyncio.wait_for(fut, max(0.0, deadline - self.loop.time()))
+                result, at = await asyncio.wait_for(fut, max(0.0, deadline - self.loop.time()))
             except asyncio.TimeoutError:
                 raise RaftUnavailable(
                     "the write was not committed in time; its outcome is unknown") from None
             except _NotAppended as exc:
                 if not await self._leader_within(deadline):
                     raise RaftUnavailable(f"Raft write failed: {exc}") from None
+                continue
+            # the node that applied it may not be the one this peer serves from: a member
+            # promoted to voter hands over to its voting node while the read-only one,
+            # retired, still answers the writes sent through it, possibly ahead of the
+            # voting node. The answer waits until the serving replica has applied it too,
+            # so what the caller does next (a dispatcher unfenced by its registration)
+            # sees the state the write produced.
+            if self.applied_index() < at:
+                await self.wait_applied(at, max(0.0, deadline - self.loop.time()))
+            return result
 
     async def _leader_within(self, deadline: float) -> bool:
         """Poll (every 20 ms, at least once: a refused write is never resent at once, so

@@ -12,6 +12,7 @@ from jm.client.cli_http import (EXIT_OK, TERMINAL, ApiError, CliError, Client, _
                                 print_json, root_exception, table)
 from jm.client.cli_spec import (IDENT_RE, build_spec, canonical_name, post_job,
                                 print_submitted, upload)
+from jm.policy.usertrace import frame_lines
 
 
 # ---- submit ---------------------------------------------------------------------------
@@ -80,8 +81,10 @@ def wait_for_end(client: Client, job_id: str, deadline: Optional[float],
 
 
 def report_end(client: Client, job: dict, as_json: bool, expect: str) -> int:
+    """The job's end: its state, then its result, or its failure short: the exception's
+    line and the frames of the user's code (the whole text: jm exceptions, jm logs)."""
     job_id, state = job.get("jid"), job.get("state")
-    root = root_exception(client, job_id) if state == "FAILED" else None
+    root, frames = root_failure(client, job_id) if state == "FAILED" else (None, [])
     if as_json:
         print_json(job)
     else:
@@ -90,9 +93,23 @@ def report_end(client: Client, job: dict, as_json: bool, expect: str) -> int:
             out(compact(job.get("result")))
         elif root:
             out(str(root))
+            for line in frames:
+                out(line)
     if state == expect:
         return EXIT_OK
     raise end_error(job_id, state, root)
+
+
+def root_failure(client: Client, job_id: str) -> tuple[Optional[str], list[str]]:
+    """A failed job's root exception and the frames of its traceback (no message)."""
+    try:
+        res = client.get(f"/jobs/{_q(job_id)}/exceptions")
+    except ApiError:
+        return root_exception(client, job_id), []
+    root = res.get("root-exception")
+    entry = next((e for e in res.get("all-exceptions") or [] if e.get("failure", True)
+                  and e.get("exception") == root), None)
+    return root, frame_lines(str((entry or {}).get("stacktrace") or ""))
 
 
 # ---- status, cancel, exceptions, result -----------------------------------------------

@@ -142,8 +142,9 @@ class Cursor:
         try:
             result = self.connection._session.execute(sql)
         except StatementFailed as exc:
+            # one line (Spark's error class and message); the whole text: exc.detail
             raise (OperationalError if exc.status >= 500 or exc.status == 409
-                   else ProgrammingError)(str(exc))
+                   else ProgrammingError)(str(exc)) from exc
         except CliError as exc:
             raise OperationalError(str(exc))
         self._result = result

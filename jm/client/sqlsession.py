@@ -10,16 +10,26 @@ from typing import Any, Iterator, Optional
 from urllib.parse import quote
 
 from jm.client.cli_http import ApiError, Client
+from jm.policy.sparkerror import short
 
 API = "/v1"
 
 
 class StatementFailed(Exception):
-    """The statement ran and failed (Spark's message), or was cancelled."""
+    """The statement ran and failed, or was cancelled: str() is one line (Spark's error
+    class and message), `detail` the whole text the gateway gave (Spark's stack)."""
 
-    def __init__(self, message: str, status: int = 400) -> None:
+    def __init__(self, message: str, status: int = 400, detail: str = "") -> None:
         super().__init__(message)
         self.status = status
+        self.detail = detail or message
+
+    @classmethod
+    def of(cls, exc: ApiError) -> "StatementFailed":
+        """The gateway's error answer: its first entry is the line to show (shortened
+        here too, for a peer that sends Spark's whole text first), the rest the detail."""
+        errors = [str(e) for e in exc.errors] or [str(exc)]
+        return cls(short(errors[0]), exc.status, "\n".join(errors[1:]) or errors[0])
 
 
 class Result:
@@ -83,7 +93,7 @@ class SqlSession:
         try:
             return self.client.get(uri)
         except ApiError as exc:
-            raise StatementFailed("; ".join(exc.errors), exc.status)
+            raise StatementFailed.of(exc)
 
     def execute(self, statement: str, config: Optional[dict] = None) -> Result:
         """Run a statement; return once its first page (or its error) is there."""

@@ -8,7 +8,7 @@ import asyncio
 import hashlib
 import os
 import time
-from typing import Callable
+from typing import Callable, Optional
 
 from jm.cluster.blobs import BlobStore
 from jm.cluster.peerclient import PeerClient
@@ -68,3 +68,11 @@ class ArtifactFetcher:
             raise LookupError(f"the shared copy of artifact {art_id} is damaged")
         self.blobs.put(name, data)
         return self.blobs.local_path(art_id, name)
+
+
+def missing_code(spec: dict) -> Optional[str]:
+    """The job's script or pyfile given as a local path that is not there (blocking)."""
+    for path in [spec.get("script"), *(spec.get("pyfiles") or [])]:
+        if path and not str(path).startswith("artifact:") and not os.path.exists(path):
+            return str(path)
+    return None

@@ -33,6 +33,7 @@ from jm.policy.intents import Intents
 from jm.policy.runparams import AttemptPlace, RunParams, attempt_params, cleanup_params
 from jm.policy.restart import RestartStrategy
 from jm.cluster import remotefs
+from jm.cluster.artifacts import missing_code
 from jm.cluster.jobfiles import StdoutTee, read_failure, read_json, read_result
 from jm.cluster.sparkreports import MAX_INFO_SIZE, ProgressReports, SparkReports
 from jm.cluster.savepoint import (SavepointError, new_location, restore, snapshot,
@@ -58,8 +59,8 @@ class JobMaster:
         self.streaming = spec.get("job-type") == S.STREAMING
         self.intents = Intents()
         self.state = AttemptState(
-            RestartStrategy.from_config(env.conf, spec.get("restart-strategy")), self.streaming,
-            losses=losses)
+            RestartStrategy.from_config(env.conf, spec.get("restart-strategy"), self.streaming),
+            self.streaming, losses=losses)
         self.events: asyncio.Queue = asyncio.Queue()
         self.process: Optional[JobProcess] = None
         self.session_id: Optional[str] = None
@@ -286,8 +287,12 @@ class JobMaster:
             params = self._params(pyfiles, run_dir, script)
             self.process = await self.env.executor.spawn(params)
         except (ExecutorLost, OSError, ValueError, LookupError) as exc:
-            return SpawnFailed(restart, {"exception": f"{type(exc).__name__}: {exc}",
-                                         "traceback": ""})
+            failure = {"exception": f"{type(exc).__name__}: {exc}", "traceback": ""}
+            missing = isinstance(exc, LookupError) and await asyncio.to_thread(
+                missing_code, self.spec)
+            if missing:  # a restart on this peer finds it missing all the same
+                failure["hopeless"] = f"{missing} does not exist on this peer"
+            return SpawnFailed(restart, failure)
         except SavepointError as exc:  # no restart brings a missing savepoint back
             return SpawnFailed(restart, {"exception": f"SavepointError: {exc}", "traceback": "",
                                          "final": True,

@@ -219,7 +219,8 @@ class LivyRunner:
                 return "cancelled", None
             if exc.status >= 500:
                 raise
-            return "available", W.error_output(st.id, "SqlError", "; ".join(exc.errors))
+            return "available", W.error_output(st.id, "SqlError", exc.errors[0] if exc.errors
+                                               else str(exc), tuple(exc.errors[1:]))
         finally:
             if lv.op is not None:
                 try:

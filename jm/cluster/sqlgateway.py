@@ -16,7 +16,7 @@ from typing import Optional
 from jm.cluster.livysessions import LivySessions
 from jm.cluster.sqlops import LocalSession, Operation
 from jm.cluster.sqlsessions import SqlSessions
-from jm.policy import connectplan, flinksql, sqlcomplete
+from jm.policy import connectplan, flinksql, sparkerror, sqlcomplete
 from jm.policy.sqlop import OpStatus, adoption
 from jm.policy.sqlparse import READ, STATE, WRITE, classify, temp_views
 from jm.runtime import sqlproto as P
@@ -173,6 +173,10 @@ class SqlGateway(SqlSessions):
             op.update_state(CANCELED)
             raise
         except (StatementError, WorkerLost, ApiError) as exc:
+            # the whole text (Spark's stack) here, in the peer's log, and second in the
+            # error answer's list; its first line is Spark's error class and message
+            log.info("SQL operation %s of session %s failed: %s", op.id, s.handle,
+                     _message(exc))
             await self._ended(s, op, ERROR, _message(exc))
             op.update_state(ERROR, _message(exc))
         except Exception as exc:
@@ -271,7 +275,7 @@ class SqlGateway(SqlSessions):
             except asyncio.TimeoutError:
                 return ResultPage(token, ready=False, is_query=op.kind == READ)
         if op.status == ERROR:
-            raise ApiError(400, op.error or "the statement failed")
+            raise ApiError(400, *sparkerror.errors(op.error or "the statement failed"))
         if op.status in (CANCELED, CLOSED):
             raise ApiError(409, f"operation {op_id} was {op.status.value.lower()}")
         async with op.lock:
@@ -304,7 +308,7 @@ class SqlGateway(SqlSessions):
             return await self.worker.call(P.Fetch(op.id, self.conf["sql-gateway.page-rows"]))
         except (StatementError, WorkerLost) as exc:
             op.update_state(ERROR, _message(exc))
-            raise ApiError(400, _message(exc))
+            raise ApiError(400, *sparkerror.errors(_message(exc)))
 
     # ---- completion -------------------------------------------------------------------
     async def complete(self, handle: str, body: dict, forwarded: bool) -> list:

@@ -251,7 +251,9 @@ class AttemptState:
         return [TakeSavepoint(*self.intents.stop)]
 
     def _failed(self, failure: dict, now: float, rnd: float) -> list:
-        self.tracker, decision = on_failure(self.strategy, self.tracker, now, rnd)
+        why = failure.get("hopeless")  # the job process found it cannot pass on a restart
+        self.tracker, decision = on_failure(self.strategy, self.tracker, now, rnd,
+                                            why if isinstance(why, str) else None)
         if not decision.restart:
             return self._end(S.FAILED, failure=dict(failure, final=True,
                                                     reason=decision.reason))

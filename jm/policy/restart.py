@@ -9,6 +9,12 @@ narrow them. The history lives in one JobMaster, so no other host's time ever en
 Option names follow Flink: `restart-strategy.type` and
 `restart-strategy.<type>.<option>` in the config; a job spec may override with
 {"type": ..., "<option>": ...} using the same option names.
+
+With `restart-strategy.type` unset (the default), the strategy depends on the job, as in
+Flink without and with checkpointing and as spark-submit never retries: a batch or
+application job fails at once (`none`), a streaming job restarts (`fixed-delay`, with
+its options' values: 3 attempts, 1 s). A failure that cannot pass (jm/policy/hopeless.py)
+is never restarted, whatever the strategy.
 """
 from __future__ import annotations
 
@@ -27,6 +33,8 @@ OPTIONS = {
                      "delay": "duration"},
     "none": {},
 }
+DEFAULT_BATCH = "none"              # restart-strategy.type unset: batch and script jobs
+DEFAULT_STREAMING = "fixed-delay"   # ... streaming jobs
 
 
 @dataclass(frozen=True)
@@ -35,9 +43,12 @@ class RestartStrategy:
     options: dict = field(default_factory=dict)
 
     @staticmethod
-    def from_config(conf: Any, override: Optional[dict] = None) -> "RestartStrategy":
-        """Cluster defaults from config, overridden by a (validated) job spec entry."""
-        kind = conf["restart-strategy.type"]
+    def from_config(conf: Any, override: Optional[dict] = None,
+                    streaming: bool = False) -> "RestartStrategy":
+        """Cluster defaults from config (with restart-strategy.type unset: by the job's
+        type), overridden by a (validated) job spec entry."""
+        kind = conf["restart-strategy.type"] or (DEFAULT_STREAMING if streaming
+                                                  else DEFAULT_BATCH)
         if override and override.get("type"):
             kind = RESTART_TYPES[str(override["type"]).lower()]
         opts = {}
@@ -108,11 +119,16 @@ class Decision:
 
 
 def on_failure(strategy: RestartStrategy, tracker: RestartTracker, now: float,
-               rand: float = 0.5) -> tuple[RestartTracker, Decision]:
+               rand: float = 0.5, hopeless: Optional[str] = None
+               ) -> tuple[RestartTracker, Decision]:
     """Record a failure at `now` (monotonic seconds, the clock of every earlier `now` in
-    `tracker`) and decide. `rand` in [0, 1) drives the jitter."""
+    `tracker`) and decide. `rand` in [0, 1) drives the jitter. A `hopeless` failure (why
+    no restart can pass it: jm/policy/hopeless.py) is never restarted."""
     o = strategy.options
     kind = strategy.type
+    if hopeless:
+        return replace(tracker, failures=tracker.failures + (now,), last_failure=now), \
+            Decision(False, reason=f"not restarted: {hopeless}")
     if kind == "none":
         return replace(tracker, failures=tracker.failures + (now,), last_failure=now), \
             Decision(False, reason="restart strategy is none")

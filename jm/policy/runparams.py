@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Mapping, Optional
 
+from jm.policy.sinknote import SPARK_CONNECT_LOG
+
 SCRATCH = "spark-local"  # a driver JVM's Spark local dir, in its attempt's run dir
 
 
@@ -60,6 +62,7 @@ class RunParams:
     session_id: Optional[str] = None
     spark_ready_file: Optional[str] = None
     spark_wait: float = 180.0
+    spark_log: Optional[str] = None  # the peer's Connect server's output (jm/policy/sinknote.py)
     # bounds of what it leaves
     max_result_rows: int = 1000
     max_result_size: int = 256 * 1024
@@ -159,6 +162,8 @@ def attempt_params(spec: Mapping[str, Any], conf: Any, place: AttemptPlace,
         session_id=p.session_id,
         spark_ready_file=p.spark_ready_file,
         spark_wait=conf["spark.connect.startup-timeout"],
+        spark_log=(posixpath.join(p.log_dir, SPARK_CONNECT_LOG)
+                   if conf["spark.connect.embedded"] and not conf["spark.remote"] else None),
         max_result_rows=conf["sql.max-result-rows"],
         max_result_size=conf["jobmanager.result.max-size"],
         max_failure_size=conf["jobmanager.failure.max-size"],

@@ -172,15 +172,51 @@ def apply_limits(limits: L.JobLimits, job_uid: int, cgroup: bool) -> None:
         pass
     nproc = L.nproc_limit(limits, job_uid, count_tasks(job_uid) if limits.nproc > 0
                           and job_uid != 0 and not cgroup else 0, cgroup)
-    current = {res: resource.getrlimit(res) for res in
-               (resource.RLIMIT_AS, resource.RLIMIT_FSIZE, resource.RLIMIT_NOFILE,
-                resource.RLIMIT_NPROC)}
-    for res, soft, hard in L.rlimits(limits, current, privileged, nproc):
+    current = current_limits()
+    for call in L.rlimits(limits, current, privileged, nproc):
         try:
-            resource.setrlimit(res, (soft, hard))
+            resource.setrlimit(call[0], call[1:])
+            continue
         except (OSError, ValueError) as exc:
-            print(f"[jobmanager] could not set resource limit {res}: {exc}", file=sys.stderr,
-                  flush=True)
+            error = exc
+        # above the hard limit a root peer may not raise (a container): the hard limit,
+        # silently (the zygote warned once in the peer's log: `limits_note`)
+        retry = L.clamped(call, current[call[0]])
+        try:
+            if retry is not None:
+                resource.setrlimit(retry[0], retry[1:])
+                continue
+        except (OSError, ValueError) as exc:
+            error = exc
+        print(f"[jobmanager] could not set resource limit "
+              f"{L.KEYS.get(call[0], call[0])}: {error}", file=sys.stderr, flush=True)
+
+
+def current_limits() -> dict[int, tuple[int, int]]:
+    return {res: resource.getrlimit(res) for res in L.KEYS}
+
+
+def can_raise(res: int, value: int) -> bool:
+    """Whether this process may raise its hard limit of `res` to `value` (root without
+    CAP_SYS_RESOURCE, in a container, may not): tried, then put back."""
+    soft, hard = resource.getrlimit(res)
+    try:
+        resource.setrlimit(res, (soft, value))
+    except (OSError, ValueError):
+        return False
+    try:
+        resource.setrlimit(res, (soft, hard))
+    except (OSError, ValueError):
+        pass
+    return True
+
+
+def limits_note(limits: L.JobLimits) -> str:
+    """'' or the zygote's one warning about the configured limits its jobs cannot get."""
+    privileged = os.geteuid() == 0
+    over = [o for o in L.above_hard(limits, current_limits())
+            if not (privileged and can_raise(o.resource, o.wanted))]
+    return L.clamp_warning(over)
 
 
 def probe_user(name: str) -> str:

@@ -5,10 +5,8 @@ when the job touches `ctx.spark` (or is a SQL job), never before the fork.
 """
 from __future__ import annotations
 
-import builtins
 import datetime
 import decimal
-import importlib
 import json
 import math
 import os
@@ -18,13 +16,14 @@ import sys
 import threading
 import time
 import traceback
-import types
-import zipfile
 from dataclasses import replace
 from typing import Any, Optional
 
 from jm.policy.bounds import readable, truncate
+from jm.policy.hopeless import LOAD, RUN
 from jm.policy.runparams import RunParams
+from jm.runtime.usercode import (Script, compile_script, failure_record, load_entry,
+                                 run_script, spark_started)
 
 
 class JobContext:
@@ -200,54 +199,13 @@ def _write_json(path: str, obj: Any) -> None:
     os.replace(tmp, path)
 
 
-def _write_error(path: str, exception: str, tb: str, params: RunParams) -> None:
+def _write_error(path: str, record: dict, params: RunParams) -> None:
     """error.json with readable texts (a lone surrogate of a file name becomes its escape)
     of at most jobmanager.failure.max-size bytes each, however large the exit message."""
     limit = params.max_failure_size
-    _write_json(path, {"exception": truncate(exception, limit),
-                       "traceback": truncate(tb, limit, "tail")})
-
-
-def _add_pyfiles(pyfiles: list[str]) -> None:
-    for p in reversed(pyfiles):
-        path = os.path.dirname(p) if p.endswith(".py") else p.rstrip("/") or p
-        if path not in sys.path:
-            sys.path.insert(0, path)
-
-
-def _load_entry(entry: str, pyfiles: list[str]):
-    _add_pyfiles(pyfiles)
-    module_name, func_name = entry.split(":", 1)
-    module = importlib.import_module(module_name)
-    func = getattr(module, func_name, None)
-    if not callable(func):
-        raise AttributeError(f"{module_name} has no callable {func_name!r}")
-    return func
-
-
-def run_script(path: str, argv: list[str], pyfiles: list[str]):
-    """Run a .py file or a .zip with a __main__.py as __main__, as `python app.py ARGS`
-    and spark-submit do: sys.argv is [the script's file name, *argv]; the script's folder
-    (or the zip) is first on sys.path, then the pyfiles; `__file__` is its full path."""
-    _add_pyfiles(pyfiles)
-    if path.endswith(".zip"):
-        with zipfile.ZipFile(path) as z:
-            source = z.read("__main__.py")
-        filename = os.path.join(path, "__main__.py")
-        sys.path.insert(0, path)
-    else:
-        with open(path, "rb") as f:
-            source = f.read()
-        filename = path
-        sys.path.insert(0, os.path.dirname(path))
-    code = compile(source, filename, "exec", dont_inherit=True)
-    main = types.ModuleType("__main__")
-    main.__file__ = filename
-    main.__builtins__ = builtins  # type: ignore[attr-defined]
-    sys.modules["__main__"] = main  # functions defined in it pickle by value (UDFs)
-    sys.argv = [os.path.basename(path), *argv]
-    exec(code, main.__dict__)
-    return None
+    out = {key: truncate(value, limit, "tail" if key == "traceback" else "head")
+           for key, value in record.items()}
+    _write_json(path, out)
 
 
 def _start_driver(params: RunParams, ctx: JobContext):
@@ -323,60 +281,92 @@ def _stop_queries_quietly(session) -> None:
               flush=True)
 
 
+class _Stage:
+    """Where an attempt is: loading the user's code or running it (jm/policy/hopeless.py)."""
+    phase = LOAD
+
+
 def run_job(params: RunParams) -> int:
     """Run one attempt; write result.json or error.json; return the exit code."""
     ctx = JobContext(params)
-    script = params.script
     _prepare_process(ctx, params)
-    result_path, error_path = params.result_path, params.error_path
     classic = ctx.spark_mode == "classic" and not params.cleanup_session
-    watcher = progress = None
+    stage, watcher, progress = _Stage(), None, None
     print(f"[jm] job {ctx.job_id} attempt {ctx.attempt} on {ctx.node} pid {os.getpid()}",
           flush=True)
     try:
+        script = None
+        if params.script is not None and not params.cleanup_session:
+            script = compile_script(params.script)  # before any driver JVM or session
+        stage.phase = RUN
         if classic:
             watcher = _start_driver(params, ctx)
         elif script is not None:
             _connect_session(ctx, dict(params.spark_conf))
         if params.streaming and not params.cleanup_session:  # its queries' last progress
             from jm.runtime.progress import start_listener
-            progress = start_listener(os.path.dirname(result_path), lambda: _script_session(ctx))
-        if params.cleanup_session:
-            value = cleanup_session(replace(params, session_id=params.cleanup_session))
-        elif params.sql:
-            value = run_sql(ctx, params.sql, params.max_result_rows)
-        elif script is not None:
-            value = run_script(script, list(params.argv), list(params.pyfiles))
-        else:
-            func = _load_entry(params.entry, list(params.pyfiles))
-            value = func(ctx)
-        value = finite(value)  # NaN and infinities would make the answers invalid JSON
-        try:
-            text = json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"the job's return value is not JSON-serialisable: {exc}")
-        limit = params.max_result_size
-        if len(text) > limit:
-            raise ValueError(f"the job's result is {len(text)} bytes, more than "
-                             f"jobmanager.result.max-size ({limit} bytes)")
-        _write_json(result_path, {"result": value})
+            progress = start_listener(os.path.dirname(params.result_path),
+                                      lambda: _script_session(ctx))
+        _write_result(params, _call(ctx, params, script, stage))
         return 0
     except SystemExit as exc:
-        code = exc.code
-        if code in (None, 0):
-            _write_json(result_path, {"result": None})
+        if exc.code in (None, 0):
+            _write_json(params.result_path, {"result": None})
             return 0
-        _write_error(error_path, f"SystemExit: {code}", traceback.format_exc(), params)
+        _fail(params, exc, stage.phase, spark_started(classic, ctx._spark), show=False)
         return 1
     except BaseException as exc:
-        tb = traceback.format_exc()
-        print(readable(tb), file=sys.stderr, flush=True)
-        _write_error(error_path, f"{type(exc).__name__}: {exc}", tb, params)
+        _fail(params, exc, stage.phase, spark_started(classic, ctx._spark), show=True)
         return 1
     finally:
         if progress is not None:
             progress.stop()
         _release(ctx, classic, watcher)
+
+
+def _call(ctx: JobContext, params: RunParams, script: Optional[Script], stage: _Stage) -> Any:
+    """The attempt's work: a killed attempt's cleanup, the SQL, the script or the entry
+    function (its module imported first: the loading stage)."""
+    if params.cleanup_session:
+        return cleanup_session(replace(params, session_id=params.cleanup_session))
+    if params.sql:
+        return run_sql(ctx, params.sql, params.max_result_rows)
+    if script is not None:
+        return run_script(script, list(params.argv), list(params.pyfiles))
+    stage.phase = LOAD
+    func = load_entry(params.entry, list(params.pyfiles))
+    stage.phase = RUN
+    return func(ctx)
+
+
+def _write_result(params: RunParams, value: Any) -> None:
+    value = finite(value)  # NaN and infinities would make the answers invalid JSON
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"the job's return value is not JSON-serialisable: {exc}")
+    limit = params.max_result_size
+    if len(text) > limit:
+        raise ValueError(f"the job's result is {len(text)} bytes, more than "
+                         f"jobmanager.result.max-size ({limit} bytes)")
+    _write_json(params.result_path, {"result": value})
+
+
+def _fail(params: RunParams, exc: BaseException, phase: str, started: bool,
+          show: bool) -> None:
+    """error.json for the failure (its line, the user's frames, `hopeless`), and the
+    traceback in the job's log (`show`; an exit's code says it all)."""
+    try:
+        record = failure_record(exc, phase, started)
+    except Exception:  # the plain text, never a second failure
+        record = {"exception": f"{type(exc).__name__}: {exc}",
+                  "traceback": traceback.format_exc()}
+    if show:
+        print(readable(record["traceback"]), file=sys.stderr, flush=True)
+    if record.get("hopeless"):
+        print(f"[jm] not restarted (whatever the restart strategy): {record['hopeless']}",
+              file=sys.stderr, flush=True)
+    _write_error(params.error_path, record, params)
 
 
 def _prepare_process(ctx: JobContext, params: RunParams) -> None:

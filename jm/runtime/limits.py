@@ -16,7 +16,9 @@ The keys (`jm/config.py`):
   it never uses (heap, code cache, compressed class space), so a cap that fits a Python
   client kills the driver JVM of a classic job. Use `.memory` (a cgroup) instead.
 * `.memory` -- the job's cgroup `memory.max` (all its processes together).
-* `.open-files` -- `RLIMIT_NOFILE` (never above the hard limit unless the peer is root).
+* `.open-files` -- `RLIMIT_NOFILE` (never above the hard limit unless the peer is root and
+  may raise it: in a container root often may not; the job then gets the hard limit,
+  silently, and the zygote warns once in the peer's log, `above_hard` / `clamp_warning`).
 * `.file-size` -- `RLIMIT_FSIZE`: a longer write fails with EFBIG (Python ignores
   SIGXFSZ, and so does a JVM it starts), the job fails with "File too large".
 * `.oom-score-adj` -- the job's `/proc/<pid>/oom_score_adj`: when the host runs out of
@@ -96,26 +98,79 @@ def nproc_limit(limits: JobLimits, job_uid: int, user_tasks: int, cgroup: bool) 
     return user_tasks + limits.nproc
 
 
+KEYS = {resource.RLIMIT_AS: "address-space", resource.RLIMIT_FSIZE: "file-size",
+        resource.RLIMIT_NOFILE: "open-files", resource.RLIMIT_NPROC: "nproc"}
+
+
+def _wanted(limits: JobLimits) -> dict[int, int]:
+    return {res: value for res, value in ((resource.RLIMIT_AS, limits.address_space),
+                                          (resource.RLIMIT_FSIZE, limits.file_size),
+                                          (resource.RLIMIT_NOFILE, limits.open_files))
+            if value > 0}
+
+
 def rlimits(limits: JobLimits, current: Mapping[int, tuple[int, int]], privileged: bool,
             nproc: Optional[int] = None) -> list[tuple[int, int, int]]:
     """The setrlimit calls (resource, soft, hard) for a job process, given the current
     (soft, hard) of each resource. A limit lowers soft and hard alike (user code cannot
     raise it back); an unprivileged process never asks for more than its hard limit."""
-    wanted = {resource.RLIMIT_AS: limits.address_space,
-              resource.RLIMIT_FSIZE: limits.file_size,
-              resource.RLIMIT_NOFILE: limits.open_files}
+    wanted = _wanted(limits)
     if nproc:
         wanted[resource.RLIMIT_NPROC] = nproc
     out = []
     for res, value in wanted.items():
-        if value <= 0:
-            continue
         soft, hard = current.get(res, (UNLIMITED, UNLIMITED))
         if not privileged and hard != UNLIMITED:
             value = min(value, hard)
         if (soft, hard) != (value, value):
             out.append((res, value, value))
     return out
+
+
+def clamped(call: tuple[int, int, int], current: tuple[int, int]
+            ) -> Optional[tuple[int, int, int]]:
+    """The setrlimit call to make instead of a refused `call` (resource, soft, hard): the
+    limit at the hard limit the process has, when `call` asked for more (a root peer
+    that may not raise it, in a container). None: `call` asked no more than the hard
+    limit, so its refusal is a real error."""
+    res, _, value = call
+    hard = current[1]
+    if hard == UNLIMITED or value <= hard:
+        return None
+    return (res, hard, hard)
+
+
+@dataclass(frozen=True)
+class OverHard:
+    """A configured limit above the hard limit the peer has."""
+    resource: int
+    wanted: int
+    hard: int
+
+    @property
+    def key(self) -> str:
+        return PREFIX + KEYS.get(self.resource, str(self.resource))
+
+
+def above_hard(limits: JobLimits, current: Mapping[int, tuple[int, int]]) -> list[OverHard]:
+    """The configured limits (not nproc: a job's own count) above the current hard limit."""
+    out = []
+    for res, value in _wanted(limits).items():
+        hard = current.get(res, (UNLIMITED, UNLIMITED))[1]
+        if hard != UNLIMITED and value > hard:
+            out.append(OverHard(res, value, hard))
+    return out
+
+
+def clamp_warning(over: list[OverHard]) -> str:
+    """'' or the one warning for the peer's log: the limits its jobs get instead (the
+    limits the peer could not raise to what is configured)."""
+    if not over:
+        return ""
+    parts = [f"{o.key} is {o.wanted}, above the hard limit {o.hard} the peer has and "
+             f"cannot raise: jobs get {o.hard}" for o in over]
+    return ("; ".join(parts) + " (raise the hard limit the peer starts with, e.g. "
+            "`ulimit -H` or a container's --ulimit, or lower the key)")
 
 
 def oom_score_adj(limits: JobLimits, current: int, privileged: bool) -> Optional[int]:

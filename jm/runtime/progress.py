@@ -9,6 +9,9 @@ listener runs in this process (pyspark's client-side listener bus), in classic m
 driver calls it through py4j. A script makes its own session: a thread waits for it
 (`SparkSession._instantiatedSession`, or the Connect default session) and adds the
 listener then. What the listener costs a micro-batch is measured by bench/listener.py.
+
+In connect mode a query's console sink prints in the peer's shared Connect server, not
+here: the listener says so in the job's log once per such query (jm/policy/sinknote.py).
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import time
 from typing import Any, Callable, Optional
 
 from jm.policy.progress import merged, query_entry
+from jm.policy.sinknote import SPARK_LOG_ENV, console_note
 
 PROGRESS_FILE = "progress.json"  # in the attempt's run dir; read by the JobMaster
 WRITE_EVERY = 1.0   # seconds between two writes of the file, at most
@@ -38,7 +42,8 @@ def raw_progress(p: Any) -> dict:
             "inputRowsPerSecond": getattr(p, "inputRowsPerSecond", None),
             "processedRowsPerSecond": getattr(p, "processedRowsPerSecond", None),
             "batchDuration": getattr(p, "batchDuration", None),
-            "stateOperators": states}
+            "stateOperators": states,
+            "sink": getattr(getattr(p, "sink", None), "description", None)}
 
 
 class ProgressKeeper(threading.Thread):
@@ -83,7 +88,31 @@ class ProgressKeeper(threading.Thread):
         self.flush()
 
 
-def make_listener(keeper: ProgressKeeper) -> Any:
+class SinkNotes:
+    """Says once per query, in the job's log, where its console output goes when that is
+    not the job's log (a connect-mode job: the peer's Connect server prints it)."""
+
+    def __init__(self, connect: bool, spark_log: Optional[str]) -> None:
+        self.connect, self.spark_log = connect, spark_log
+        self.seen: set[str] = set()
+
+    def check(self, raw: dict) -> None:
+        query = str(raw.get("id") or raw.get("name") or "")
+        if query in self.seen:
+            return
+        self.seen.add(query)
+        label = raw.get("name") or query
+        note = console_note(label, raw.get("sink"), self.connect, self.spark_log)
+        if note:
+            print(note, file=sys.stderr, flush=True)
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether `spark` is a Spark Connect session (else a classic one)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def make_listener(keeper: ProgressKeeper, notes: Optional[SinkNotes] = None) -> Any:
     """A pyspark StreamingQueryListener feeding `keeper` (pyspark imported here only)."""
     from pyspark.sql.streaming.listener import StreamingQueryListener
 
@@ -93,7 +122,10 @@ def make_listener(keeper: ProgressKeeper) -> Any:
 
         def onQueryProgress(self, event: Any) -> None:
             try:
-                keeper.note(raw_progress(event.progress))
+                raw = raw_progress(event.progress)
+                if notes is not None:
+                    notes.check(raw)
+                keeper.note(raw)
             except Exception as exc:  # never the query's problem
                 print(f"[jm] streaming progress not kept: {exc}", file=sys.stderr, flush=True)
 
@@ -120,8 +152,9 @@ class ListenerAttach(threading.Thread):
         while not self.keeper.done.is_set():
             spark = self.session()
             if spark is not None:
+                notes = SinkNotes(is_connect(spark), os.environ.get(SPARK_LOG_ENV) or None)
                 try:
-                    spark.streams.addListener(make_listener(self.keeper))
+                    spark.streams.addListener(make_listener(self.keeper, notes))
                 except Exception as exc:
                     print(f"[jm] no streaming progress for this job: {exc}",
                           file=sys.stderr, flush=True)

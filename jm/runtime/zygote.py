@@ -37,8 +37,9 @@ import sys
 import time
 
 from jm.policy.runparams import RunParams
+from jm.policy.sinknote import SPARK_LOG_ENV
 from jm.runtime import limits as L
-from jm.runtime.confine import state_of
+from jm.runtime.confine import limits_note, state_of
 from jm.runtime.zygoteproto import (CGROUP_ENV, LIMITS_ENV, PARENT_ENV, ProtocolError,
                                     Ready, latest_lease, next_frame, pack, unpack)
 from jm.runtime.zygotestate import (PAUSED_POLL, ChildEnding, ChildReaped, ChildStopped,
@@ -137,6 +138,8 @@ def _child(params: RunParams, fds_to_close: list[int], zygote_pid: int, peer_pid
             if not die_with_parent(zygote_pid):
                 os._exit(1)
         confine.watch_fence([zygote_pid, peer_pid])
+        if params.spark_log:  # where a connect-mode query's console output goes
+            os.environ[SPARK_LOG_ENV] = params.spark_log  # (jm/policy/sinknote.py)
         from jm.runtime.jobrun import run_job
         code = run_job(params)
     except BaseException:
@@ -388,6 +391,9 @@ def _prepare() -> tuple[L.JobLimits, str | None, str]:
         problem = probe_user(limits.user)
         if problem:
             note += f"; WARNING {problem}"
+    clamp = limits_note(limits)  # said once here; each job gets the hard limit silently
+    if clamp:
+        note += f"; WARNING {clamp}"
     print(f"[zygote] {note}", file=sys.stderr, flush=True)
     return limits, cgroup_base, note
 

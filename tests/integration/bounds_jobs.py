@@ -9,6 +9,12 @@ def exit_unreadable(ctx):
     sys.exit(f"cannot read {name}")
 
 
+def raise_unreadable(ctx):
+    """The same text raised (an exit before Spark started is never restarted)."""
+    name = os.fsdecode(b"input-\xff.csv")
+    raise OSError(f"cannot read {name}")
+
+
 def exit_huge(ctx):
     sys.exit("x" * 5_000_000)
 

@@ -43,3 +43,15 @@ def batch_durations(ctx):
     q.stop()
     kept = [durations[b] for b in sorted(durations)][2:want]
     return {"durations": kept, "median": statistics.median(kept) if kept else None}
+
+
+def console_rates(ctx):
+    """A rate source into the console sink (what Spark's examples do), until stopped."""
+    name = ctx.args.get("name", "to_console")
+    q = (ctx.spark.readStream.format("rate").option("rowsPerSecond", 5).load()
+         .writeStream.queryName(name).format("console")
+         .option("checkpointLocation", f"{ctx.checkpoint_dir}/{name}")
+         .trigger(processingTime="1 second").start())
+    ctx.stop_requested.wait()
+    q.stop()
+    return {"stopped": name}

@@ -34,9 +34,12 @@ async def test_exit_messages_end_failed_readable_and_truncated(tmp_path):
         s, ex = await ahttp("GET", c.url(1) + f"/jobs/{unreadable}/exceptions")
         assert s == 200
         texts = [e["exception"] for e in ex["all-exceptions"] if e["failure"]]
-        # both runs' failures are kept, readable: the byte shows as its escape
-        assert texts == ["SystemExit: cannot read input-\\udcff.csv"] * 2, texts
+        # the failure is kept, readable: the byte shows as its escape; an exit before any
+        # Spark ran is not restarted, whatever the strategy (jm/policy/hopeless.py)
+        assert texts == ["SystemExit: cannot read input-\\udcff.csv"], texts
         assert ex["all-exceptions"][0]["final"] is True
+        assert ex["all-exceptions"][0]["reason"] == (
+            "not restarted: it exited with a message before its Spark application started")
         s, ex = await ahttp("GET", c.url(0) + f"/jobs/{huge}/exceptions")
         root = ex["root-exception"]
         assert root.startswith("SystemExit: xxxx") and "[truncated, " in root
@@ -51,7 +54,7 @@ async def test_exit_messages_end_failed_readable_and_truncated(tmp_path):
 async def test_a_cancel_of_a_job_restarting_after_an_unreadable_failure_ends(tmp_path):
     async with running(str(tmp_path), 1) as c:
         jid = await _submit(c, {
-            "entry": "bounds_jobs:exit_unreadable", "pyfiles": [FIX],
+            "entry": "bounds_jobs:raise_unreadable", "pyfiles": [FIX],
             "restart-strategy": {"type": "fixed-delay", "attempts": 5, "delay": "60 s"}})
         await _ended(c, jid, ("RESTARTING",))
         s, b = await ahttp("PATCH", c.url(0) + f"/jobs/{jid}?mode=cancel")
@@ -59,7 +62,7 @@ async def test_a_cancel_of_a_job_restarting_after_an_unreadable_failure_ends(tmp
         await _ended(c, jid, ("CANCELED",))
         s, ex = await ahttp("GET", c.url(0) + f"/jobs/{jid}/exceptions")
         assert ex["all-exceptions"][0]["exception"] == \
-            "SystemExit: cannot read input-\\udcff.csv"
+            "OSError: cannot read input-\\udcff.csv"
 
 
 async def test_spec_limits_and_restart_numbers_at_the_rest_api(tmp_path):

@@ -7,6 +7,7 @@ exports as jm_job_* series with job and tenant labels, gone once the job ends. T
 output is teed to the peer's stdout with its job and attempt (jobmanager.job-log.stdout)."""
 import asyncio
 import os
+import re
 
 import pytest
 from prometheus_client.openmetrics.parser import \
@@ -101,6 +102,9 @@ async def test_listener_progress_metrics_status_and_stdout_tee(tmp_path, capfd, 
             return job["state"] in ("CANCELED", "FINISHED") and not await job_series(
                 c.url(0), jid)
         await apoll(gone, 60, interval=0.5, what="the job ended and its series gone")
+        # (the same Connect server: one JVM start for these too)
+        await _a_connect_script(c, tmp_path)
+        await _console_sink_note(c)
 
     lines = capfd.readouterr().out.splitlines()
     mine = [line for line in lines if line.startswith(f"[job={jid} attempt=1-0] ")]
@@ -165,31 +169,67 @@ q.awaitTermination()
 """
 
 
-async def test_listener_in_a_connect_script(tmp_path):
+async def _a_connect_script(c, tmp_path):
     """A spark-submit style script makes its own session on the peer's Connect server:
     the job process adds the listener to it once it is there."""
     script = tmp_path / "pipeline.py"
     script.write_text(SCRIPT)
-    settings = {"jobmanager.streaming.progress-interval": "1 s", "spark.driver.memory": "512m",
-                "spark.conf.spark.sql.shuffle.partitions": 2}
-    async with running(str(tmp_path / "c"), 1, settings, spark=True) as c:
-        s, b = await ahttp("POST", c.url(0) + "/jobs", {"script": str(script),
-                                                        "job-type": "streaming"})
-        assert s == 202, b
-        jid = b["jobid"]
+    s, b = await ahttp("POST", c.url(0) + "/jobs", {"script": str(script),
+                                                    "job-type": "streaming"})
+    assert s == 202, b
+    jid = b["jobid"]
 
-        async def progressed():
-            s, job = await ahttp("GET", c.url(0) + f"/jobs/{jid}")
-            assert job["state"] not in ("FAILED", "FINISHED", "CANCELED"), job
-            queries = (job.get("progress") or {}).get("queries") or []
-            return queries if queries and (queries[0].get("batch") or 0) >= 1 else None
-        queries = await apoll(progressed, 240, interval=0.5, what="the script's progress")
-        assert [q["name"] for q in queries] == ["script-rates"]
-        assert queries[0]["state-rows"] == 1  # one global count
-        s, b = await ahttp("PATCH", c.url(0) + f"/jobs/{jid}?mode=cancel")
-        assert s == 202, b
+    async def progressed():
+        s, job = await ahttp("GET", c.url(0) + f"/jobs/{jid}")
+        assert job["state"] not in ("FAILED", "FINISHED", "CANCELED"), job
+        queries = (job.get("progress") or {}).get("queries") or []
+        return queries if queries and (queries[0].get("batch") or 0) >= 1 else None
+    queries = await apoll(progressed, 240, interval=0.5, what="the script's progress")
+    assert [q["name"] for q in queries] == ["script-rates"]
+    assert queries[0]["state-rows"] == 1  # one global count
+    s, b = await ahttp("PATCH", c.url(0) + f"/jobs/{jid}?mode=cancel")
+    assert s == 202, b
 
-        async def ended():
-            s, job = await ahttp("GET", c.url(0) + f"/jobs/{jid}")
-            return job["state"] in ("CANCELED", "FINISHED")
-        await apoll(ended, 60, interval=0.5, what="the script ended")
+    async def ended():
+        s, job = await ahttp("GET", c.url(0) + f"/jobs/{jid}")
+        return job["state"] in ("CANCELED", "FINISHED")
+    await apoll(ended, 60, interval=0.5, what="the script ended")
+
+
+async def _console_sink_note(c):
+    """Issue 32: a connect-mode streaming job's console sink prints in the peer's shared
+    Spark Connect server, not in the job's process: the job's log says once, per query,
+    where that output is (the peer's spark-connect.log), and it is there."""
+    s, b = await ahttp("POST", c.url(0) + "/jobs", {
+        "entry": "progress_jobs:console_rates", "pyfiles": [FIX], "job-type": "streaming",
+        "args": {"name": "to_console"}})
+    assert s == 202, b
+    jid = b["jobid"]
+
+    async def noted():
+        s, b = await ahttp("GET", c.url(0) + f"/jobs/{jid}/logs")
+        return b["text"] if s == 200 and "console sink" in b["text"] else None
+    text = await apoll(noted, 240, interval=0.5, what="the job log's console-sink note")
+    path = os.path.join(c.peers[0].log_dir, "spark-connect.log")
+    assert (f"[jm] query to_console writes to the console sink: in connect mode that "
+            f"output is in the peer's Spark Connect log, {path}") in text, text
+
+    def printed():  # the batches the console sink printed are in that file
+        with open(path, errors="replace") as f:
+            return re.search(r"^Batch: \d+$", f.read(), re.M)
+    await apoll(printed, 60, interval=0.5, what="the console output in spark-connect.log")
+
+    async def batches_later():  # more batches: the note stays one line per query
+        s, job = await ahttp("GET", c.url(0) + f"/jobs/{jid}")
+        queries = (job.get("progress") or {}).get("queries") or []
+        return queries and (queries[0].get("batch") or 0) >= 3
+    await apoll(batches_later, 120, interval=0.5, what="three more batches")
+    s, b = await ahttp("GET", c.url(0) + f"/jobs/{jid}/logs")
+    assert b["text"].count("writes to the console sink") == 1, b["text"]
+    s, b = await ahttp("PATCH", c.url(0) + f"/jobs/{jid}?mode=cancel")
+    assert s == 202, b
+
+    async def ended():
+        s, job = await ahttp("GET", c.url(0) + f"/jobs/{jid}")
+        return job["state"] in ("CANCELED", "FINISHED")
+    await apoll(ended, 120, interval=0.5, what="the job ended")

@@ -347,3 +347,13 @@ def test_no_sequence_of_events_runs_two_processes_or_reports_after_a_stale_answe
         if state.done:
             assert state.handle(IntentsChanged(Intents(cancel=True)), now, 0.5) == []
             break
+
+
+def test_a_hopeless_failure_fails_at_once_whatever_the_strategy():
+    st_ = running(FIXED)
+    failure = dict(FAIL, hopeless="the job's code does not compile")
+    st_.handle(Exited(0, 1), 1.0, 0.5)
+    [r] = st_.handle(FailureRead(0, failure), 1.0, 0.5)
+    assert r.status == S.FAILED and r.failure["final"]
+    assert r.failure["reason"] == "not restarted: the job's code does not compile"
+    assert r.failure["exception"] == FAIL["exception"]

@@ -130,3 +130,31 @@ def test_cgroup_setup_join_and_removal_on_a_stand_in_mount(tmp_path):
     assert confine.remove_cgroup(base) and not os.path.exists(base)
     none, note = confine.setup_cgroups(lim, 4242, str(mount), fs_type="tmpfs")
     assert none is None and "not a cgroup v2 mount" in note
+
+
+def test_a_limit_above_a_hard_limit_root_may_not_raise_is_clamped_to_it():
+    # a root peer asks for 65536 (privileged); in a container its hard limit of 20000
+    # cannot be raised: the refused call is made again at the hard limit
+    call = (resource.RLIMIT_NOFILE, 65536, 65536)
+    assert L.clamped(call, (1024, 20000)) == (resource.RLIMIT_NOFILE, 20000, 20000)
+    assert L.clamped(call, (20000, 20000)) == (resource.RLIMIT_NOFILE, 20000, 20000)
+    # not above the hard limit (or none): the refusal is a real error, nothing to clamp
+    assert L.clamped((resource.RLIMIT_NOFILE, 1000, 1000), (1024, 20000)) is None
+    assert L.clamped(call, (1024, INF)) is None
+
+
+def test_the_one_warning_names_the_key_the_limit_and_what_jobs_get():
+    current = {resource.RLIMIT_NOFILE: (1024, 20000), resource.RLIMIT_FSIZE: (INF, INF),
+               resource.RLIMIT_AS: (INF, 10 ** 9)}
+    lim = L.JobLimits(open_files=65536, file_size=100, address_space=2 * 10 ** 9, nproc=50)
+    over = L.above_hard(lim, current)
+    assert over == [L.OverHard(resource.RLIMIT_AS, 2 * 10 ** 9, 10 ** 9),
+                    L.OverHard(resource.RLIMIT_NOFILE, 65536, 20000)]
+    text = L.clamp_warning(over)
+    assert "\n" not in text
+    assert "jobmanager.executor.limits.open-files is 65536, above the hard limit 20000" in text
+    assert "jobs get 20000" in text and "jobmanager.executor.limits.address-space" in text
+    assert "file-size" not in text and "nproc" not in text  # within its limit; a job's own
+    assert L.above_hard(L.JobLimits(open_files=20000), current) == []
+    assert L.above_hard(L.JobLimits(), current) == []
+    assert L.clamp_warning([]) == ""

@@ -209,9 +209,36 @@ def test_validate_override_infinite_attempts_is_value_error():
 
 
 # ---- from_config ------------------------------------------------------------------------------
-def test_from_config_defaults_fixed_delay():
-    s = RestartStrategy.from_config(conf())
+def test_from_config_unset_fails_batch_jobs_at_once_and_restarts_streaming_jobs():
+    assert RestartStrategy.from_config(conf()) == RestartStrategy("none", {})
+    s = RestartStrategy.from_config(conf(), streaming=True)
     assert s == RestartStrategy("fixed-delay", {"attempts": 3, "delay": 1.0})
+    # the fixed-delay options configured apply to the streaming default
+    c = conf(**{"restart-strategy.fixed-delay.attempts": 7})
+    assert RestartStrategy.from_config(c, streaming=True).options["attempts"] == 7
+
+
+def test_from_config_a_configured_type_applies_to_every_job():
+    c = conf(**{"restart-strategy.type": "fixed-delay"})
+    for streaming in (False, True):
+        assert RestartStrategy.from_config(c, streaming=streaming) == \
+            RestartStrategy("fixed-delay", {"attempts": 3, "delay": 1.0})
+    c = conf(**{"restart-strategy.type": "none"})
+    assert RestartStrategy.from_config(c, streaming=True).type == "none"
+
+
+def test_from_config_a_job_specs_strategy_wins_over_the_default():
+    assert RestartStrategy.from_config(conf(), {"type": "fixed-delay"}).type == "fixed-delay"
+    assert RestartStrategy.from_config(conf(), {"type": "none"}, streaming=True).type == "none"
+
+
+def test_a_hopeless_failure_is_never_restarted_and_is_recorded():
+    for s in (RestartStrategy("fixed-delay", {"attempts": 3, "delay": 1.0}),
+              RestartStrategy("failure-rate", {"max-failures-per-interval": 9,
+                                               "failure-rate-interval": 60.0, "delay": 1.0})):
+        tracker, d = on_failure(s, RestartTracker(), 4.0, 0.5, hopeless="an import failed")
+        assert d == Decision(False, 0.0, "not restarted: an import failed")
+        assert tracker.failures == (4.0,)
 
 
 def test_from_config_exponential_defaults():
@@ -246,7 +273,8 @@ def test_override_type_takes_that_types_cluster_defaults():
 
 
 def test_override_options_without_type_apply_to_cluster_type():
-    s = RestartStrategy.from_config(conf(), {"attempts": "7", "delay": 500})
+    c = conf(**{"restart-strategy.type": "fixed-delay"})
+    s = RestartStrategy.from_config(c, {"attempts": "7", "delay": 500})
     assert s == RestartStrategy("fixed-delay", {"attempts": 7, "delay": 0.5})
 
 

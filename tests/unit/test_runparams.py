@@ -25,7 +25,8 @@ def full() -> RunParams:
         spark_conf={"spark.a": "1"}, spark_defaults={"spark.b": "2"}, spark_master="local[1]",
         driver_host="h", spark_conf_dir="/conf", scratch_dir="/r/spark-local",
         spark_waiting_after=5.0, spark_remote="sc://h:1", session_id="s1",
-        spark_ready_file="/ready", spark_wait=9.0, max_result_rows=7, max_result_size=99,
+        spark_ready_file="/ready", spark_wait=9.0, spark_log="/logs/spark-connect.log",
+        max_result_rows=7, max_result_size=99,
         max_failure_size=55)
 
 
@@ -47,7 +48,7 @@ def test_every_optional_absent_gives_the_defaults_the_readers_used():
     assert set(REQUIRED) == set(MINIMAL)
     assert (p.name, p.entry, p.sql, p.script, p.restore_path, p.cleanup_session) == (None,) * 6
     assert (p.spark_master, p.driver_host, p.spark_conf_dir, p.scratch_dir) == (None,) * 4
-    assert (p.spark_remote, p.session_id, p.spark_ready_file) == (None,) * 3
+    assert (p.spark_remote, p.session_id, p.spark_ready_file, p.spark_log) == (None,) * 4
     assert p.streaming is False and p.spark_mode == "connect"
     assert p.argv == () and p.pyfiles == () and dict(p.args) == {}
     assert dict(p.spark_conf) == {} and dict(p.spark_defaults) == {}
@@ -89,7 +90,8 @@ class _Conf(dict):
 
 CONF = _Conf({"spark.master": "spark://m:7077", "spark.executor-wait-warning": 30.0,
               "spark.connect.startup-timeout": 120.0, "sql.max-result-rows": 10,
-              "jobmanager.result.max-size": 2048, "jobmanager.failure.max-size": 1024})
+              "jobmanager.result.max-size": 2048, "jobmanager.failure.max-size": 1024,
+              "spark.connect.embedded": True, "spark.remote": None})
 
 
 def test_attempt_params_from_a_spec_and_the_peer():
@@ -108,10 +110,13 @@ def test_attempt_params_from_a_spec_and_the_peer():
         result_path="/w/jobs/job1/4-2/result.json", error_path="/w/jobs/job1/4-2/error.json",
         scratch_dir="/w/jobs/job1/4-2/spark-local", checkpoint_dir="/ha/job1/cp",
         restore_path="/sp", spark_remote="sc://h:15002", session_id="sess",
-        spark_ready_file="/ready", spark_wait=120.0, max_result_rows=10,
-        max_result_size=2048, max_failure_size=1024)
+        spark_ready_file="/ready", spark_wait=120.0, spark_log="/logs/spark-connect.log",
+        max_result_rows=10, max_result_size=2048, max_failure_size=1024)
     bare = attempt_params({"sql": "SELECT 1"}, CONF, place, streaming=False)
     assert bare.spark_mode == "connect" and bare.argv == () and dict(bare.args) == {}
+    # the Connect server's output is in the peer's log dir only when the peer runs it
+    for other in ({"spark.remote": "sc://elsewhere:15002"}, {"spark.connect.embedded": False}):
+        assert attempt_params(spec, _Conf(CONF, **other), place, True).spark_log is None
     c = cleanup_params(p, "/w/jobs/job1/4-2", "sess")
     assert (c.entry, c.sql, c.cleanup_session) == (None, None, "sess")
     assert c.log_path == p.log_path + ".cleanup"
