@@ -134,3 +134,16 @@ def test_the_checker_sees_what_it_must():
     assert "pysyncobj" not in imports_of("jm.cluster.peer")
     assert "jm.cluster.metrics" in imports_of("jm.cluster.reads")
     assert _under("aiohttp.web", POLICY_FORBIDDEN) and not _under("aiohttpx", ["aiohttp"])
+
+
+def test_the_light_client_wheel_holds_every_module_the_client_imports():
+    """jm/local/clientdist.py's FILES (what bin/build-client.sh packs) cover the client's
+    import closure: a client module importing a policy module not packed fails at the
+    user's first `jm` command (tests/integration/test_light_client.py, in the slow half)."""
+    import glob
+    from jm.local.clientdist import FILES, ROOT
+    packed = {os.path.relpath(p, ROOT)[:-3].replace(os.sep, ".").removesuffix(".__init__")
+              for pattern in FILES for p in glob.glob(os.path.join(ROOT, pattern))}
+    needed = {n for m in _in("jm.client") if m not in CLIENT_EXTRAS for n in closure(m)
+              if _top(n) in OURS}
+    assert needed <= packed, f"not in the client wheel: {sorted(needed - packed)}"
