@@ -79,16 +79,8 @@ class SparkReports:
 
     async def _report(self, sent: Awaitable[Any]) -> bool:
         """Await a report of Spark details for the running attempt; False once fenced."""
-        try:
-            r = await sent
-        except Exception:  # the details are informative: never fail the attempt
-            self.log.exception("job %s: reporting its Spark application", self.job_id)
-            return True
-        if not r.ok and r.code == "stale":
-            return False
-        if not r.ok:
-            self.log.warning("report RUNNING for %s refused: %s", self.job_id, r.error)
-        return True
+        return await informative(sent, self.log, f"job {self.job_id}: reporting its Spark "
+                                 "application", f"report RUNNING for {self.job_id} refused")
 
 
 class ProgressReports:
@@ -134,13 +126,21 @@ class ProgressReports:
 
 async def _reported(reports: ProgressReports, progress: dict) -> bool:
     """Commit one progress; False once fenced (the attempt is over)."""
+    return await informative(reports.send(progress), reports.log,
+                             f"job {reports.job_id}: reporting its streaming progress",
+                             f"progress of {reports.job_id} refused")
+
+
+async def informative(sent: Awaitable[Any], log: Any, failing: str, refused: str) -> bool:
+    """Await a report that only informs (Spark details, progress): an error is logged,
+    never the attempt's failure; False once the attempt is fenced (the report is stale)."""
     try:
-        r = await reports.send(progress)
-    except Exception:  # informative: never fail the attempt
-        reports.log.exception("job %s: reporting its streaming progress", reports.job_id)
+        r = await sent
+    except Exception:
+        log.exception("%s", failing)
         return True
     if not r.ok and r.code == "stale":
         return False
     if not r.ok:
-        reports.log.warning("progress of %s refused: %s", reports.job_id, r.error)
+        log.warning("%s: %s", refused, r.error)
     return True

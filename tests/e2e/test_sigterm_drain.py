@@ -133,14 +133,19 @@ def test_an_operators_drain_survives_a_restart(cluster):
     poll(lambda: nodes(c)[node]["state"] == "ALIVE", 30, what="undrained")
 
 
-def test_a_second_sigterm_stops_at_once(cluster):
-    c = cluster
+def _running_batch_job(c) -> tuple:
+    """A long batch job, RUNNING: (its id, its peer's node id, that peer's index)."""
     jid = submit(c.urls[0], {"entry": "jobs_fixture:sleepy", "pyfiles": [FIX],
                              "args": {"seconds": 600}})
     poll(lambda: http("GET", c.urls[0] + f"/jobs/{jid}")[1]["state"] == "RUNNING", 60,
          what="the batch job running")
     where = http("GET", c.urls[0] + f"/jobs/{jid}")[1]["node"]
-    i = c.index_of(where)
+    return jid, where, c.index_of(where)
+
+
+def test_a_second_sigterm_stops_at_once(cluster):
+    c = cluster
+    jid, where, i = _running_batch_job(c)
     pid = c.live[i]
     mark = len(log_text(c, i))  # (the log of its earlier runs too)
     os.kill(pid, signal.SIGTERM)
@@ -163,12 +168,7 @@ def test_a_second_sigterm_stops_at_once(cluster):
 def test_stop_no_drain_stops_at_once(cluster):
     """bin/jobmanager.sh stop --no-drain: a second signal right after the first."""
     c = cluster
-    jid = submit(c.urls[0], {"entry": "jobs_fixture:sleepy", "pyfiles": [FIX],
-                             "args": {"seconds": 600}})
-    poll(lambda: http("GET", c.urls[0] + f"/jobs/{jid}")[1]["state"] == "RUNNING", 60,
-         what="the batch job running")
-    where = http("GET", c.urls[0] + f"/jobs/{jid}")[1]["node"]
-    i = c.index_of(where)
+    jid, where, i = _running_batch_job(c)
     mark = len(log_text(c, i))
     began = time.monotonic()
     r = c.run("jobmanager.sh", "stop", c.lines[i], "--no-drain")
