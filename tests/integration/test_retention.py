@@ -95,11 +95,15 @@ async def test_janitor_keeps_what_live_jobs_need_and_deletes_the_rest(tmp_path):
         assert "jobmanager.disk.min-free" in (h["disk-low"] or ""), h
         # and every peer's warning is in GET /nodes on any peer (sent with its heartbeats)
 
+        # (each peer answers from its own replica: a follower applies a heartbeat a little later)
         async def every_peer_low():
-            s, b = await ahttp("GET", c.url(0) + "/nodes")
-            return s == 200 and len(b["nodes"]) == 2 and all(
-                "jobmanager.disk.min-free" in (n["disk-low"] or "") for n in b["nodes"])
-        await apoll(every_peer_low, 30, what="both peers' disk-low in GET /nodes")
+            for i in range(2):
+                s, b = await ahttp("GET", c.url(i) + "/nodes")
+                if not (s == 200 and len(b["nodes"]) == 2 and all(
+                        "jobmanager.disk.min-free" in (n["disk-low"] or "") for n in b["nodes"])):
+                    return False
+            return True
+        await apoll(every_peer_low, 30, what="both peers' disk-low in GET /nodes on both peers")
         rc, out, err = await jm("--address", c.url(1), "cluster")
         assert rc == 0, err
         assert sorted(ln.split(": ")[0] for ln in out.splitlines() if ln.startswith("disk low")) \
