@@ -174,11 +174,14 @@ async def get_job_logs(request: web.Request) -> web.Response:
 
 async def get_metrics(request: web.Request) -> web.Response:
     """The peer's Prometheus registry: OpenMetrics if the scraper's Accept asks for
-    application/openmetrics-text, else the classic text format."""
+    application/openmetrics-text, else the classic text format; a credential of one
+    tenant sees the per-job series (jm_job_*) of that tenant's jobs only."""
     metrics = request.app.get(METRICS)
     if metrics is None:
         return web.Response(text="", content_type="text/plain", charset="utf-8")
-    body, ctype = metrics.render(request.headers.get("Accept"))
+    who = caller(request)  # one tenant's credential: its own jobs' series only
+    body, ctype = metrics.render(request.headers.get("Accept"),
+                                 None if who.sees_all else who.tenant)
     return web.Response(body=body, headers={"Content-Type": ctype,
                                             "X-Content-Type-Options": "nosniff"})
 

@@ -36,6 +36,7 @@ PEERS_ONLY = ("/cluster/beat", "/cluster/voter")  # the peer credential only
 PEER_READS = ("/cluster/peers", "/cluster/identity")
 PEER_DATA = re.compile(r"/artifacts/[^/]+/content")  # a copy of an artifact
 PEER_LOGS = re.compile(r"/jobs/[^/]+/logs")  # with ?local: a log on the peer asked
+# (and /audit?local: the audit entries of the peer asked, which the peer asked first merges)
 DETAILS = web.RequestKey("jm_details", bool)  # the caller may see more than the basics
 CALLER = web.RequestKey("jm_caller", Credential)  # who the request is (auth_middleware)
 V1 = "/v1/"  # Flink's clients' prefix (rest/flink.py)
@@ -77,7 +78,8 @@ def auth_middleware(token: Optional[str], peer_credential: Optional[str]):
             return await handler(request)
         internal = request.method in ("GET", "HEAD") and (
             PEER_DATA.fullmatch(path) is not None
-            or ("local" in request.query and PEER_LOGS.fullmatch(path) is not None))
+            or ("local" in request.query and (PEER_LOGS.fullmatch(path) is not None
+                                              or path == "/audit")))
         if path in PEERS_ONLY:  # heartbeats, promotions: only peers (not the users' token)
             if (token or secret) and not allowed(request, peers_only):
                 return error_response(401, [f"{path} is for the cluster's peers: send "

@@ -158,8 +158,10 @@ def _routes() -> dict[str, dict[str, dict]]:
                                 "credential: its own)")},
         "/tenants/{tenant}": {"put": _op("set a tenant's quotas (admin; 0: no limit)",
                                          body=QUOTAS)},
-        "/audit": {"get": _op("this peer's audit log, newest last (admin)", (
+        "/audit": {"get": _op("the audit log of every live peer, merged by time, "
+                              "newest last (admin)", (
             _query("limit", INT, "entries (default 100)"),
+            _query("local", STRING, "the peer asked only"),
             _query("job", STRING, "entries naming this job"),
             _query("who", STRING, "entries of this credential"),
             _query("tenant", STRING, "entries of this tenant's credentials")))},

@@ -1,7 +1,8 @@
 """Tenants and the audit log. `PUT /tenants/{tenant} {"slots": N, "sessions": M}` sets a
 tenant's quotas (admin), `GET /tenants` shows them with what each tenant uses (a tenant's
-credential: its own), `GET /audit` (admin) this peer's audit log: every write request it
-took (`audit_middleware`), accepted or refused, with who sent it and what it named."""
+credential: its own), `GET /audit` (admin) the audit log: every write request a peer took
+(`audit_middleware`), accepted or refused, with who sent it and what it named; the peer
+asked merges its own entries with every other live peer's (`?local`: its own only)."""
 from __future__ import annotations
 
 import json
@@ -30,7 +31,7 @@ async def get_tenants(request: web.Request) -> web.Response:
 
 
 async def get_audit(request: web.Request) -> web.Response:
-    return web.json_response(gw(request).audit_entries(request.query))
+    return web.json_response(await gw(request).audit_entries(request.query))
 
 
 def _entry(request: web.Request, status: int, body: bytes | None) -> dict:

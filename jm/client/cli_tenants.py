@@ -1,8 +1,9 @@
-"""jm tenant set / list: tenants' quotas (PUT, GET /tenants); jm audit: a peer's audit
-log (GET /audit, admin)."""
+"""jm tenant set / list: tenants' quotas (PUT, GET /tenants); jm audit: the cluster's
+audit log, every live peer's entries merged (GET /audit, admin)."""
 from __future__ import annotations
 
 import argparse
+import sys
 
 from jm.client.cli_http import EXIT_OK, Client, UsageError, _q, out, print_json
 
@@ -47,8 +48,12 @@ def cmd_audit(client: Client, a: argparse.Namespace) -> int:
         return EXIT_OK
     for e in res.get("entries") or ():
         what = e.get("job") or ""
-        out(f"{e.get('time')}\t{e.get('who')}\t{e.get('method')} {e.get('path')}\t"
-            f"{e.get('status')}\t{what}")
+        out(f"{e.get('time')}\t{e.get('peer')}\t{e.get('who')}\t{e.get('method')} "
+            f"{e.get('path')}\t{e.get('status')}\t{what}")
+    missing = res.get("unreachable") or ()
+    if missing:
+        print(f"jm: no entries from {', '.join(map(str, missing))}: did not answer",
+              file=sys.stderr)
     return EXIT_OK
 
 
@@ -61,7 +66,7 @@ def add_tenant(add) -> None:
                    help="slots its jobs may hold at once; more wait CREATED")
     t.add_argument("--sessions", type=int, metavar="M",
                    help="SQL and Livy sessions it may hold open; more are refused (429)")
-    au = add("audit", "the audit log of the peer asked: who did what to which job "
+    au = add("audit", "the audit log of every live peer: who did what to which job "
                       "(admin)", cmd_audit)
     au.add_argument("--limit", type=int, help="newest entries (default 100)")
     au.add_argument("--job", help="only entries naming this job")

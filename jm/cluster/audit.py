@@ -2,15 +2,17 @@
 this peer (jm/cluster/tenancy.py writes an entry for every write request the REST layer
 took, accepted or refused). Each entry is a JSON line in `<log dir>/audit.log` (rotated
 at MAX_BYTES, one old file kept) and a line of the peer's log (logger `jm.audit`);
-`GET /audit` reads the newest entries back."""
+`GET /audit` reads the newest entries back, this peer's merged with every other live
+peer's (`merge_newest`)."""
 from __future__ import annotations
 
 import json
 import logging
 import os
+import heapq
 import threading
 from collections import deque
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 log = logging.getLogger("jm.audit")
 
@@ -67,3 +69,12 @@ class AuditLog:
             if self._file is not None:
                 self._file.close()
                 self._file = None
+
+
+def merge_newest(logs: Iterable[list[dict]], limit: int) -> list[dict]:
+    """The newest `limit` entries (oldest first) of several peers' answers, each oldest
+    first: by their UTC time stamps (ISO 8601, so they compare as text), then peer."""
+    def order(e: dict) -> tuple:
+        return (str(e.get("time") or ""), str(e.get("peer") or ""))
+    merged = heapq.merge(*(sorted(log_, key=order) for log_ in logs), key=order)
+    return list(deque(merged, maxlen=max(1, min(limit, MAX_READ))))

@@ -244,8 +244,29 @@ class PeerMetrics:
     def observe_rest(self, method: str, route: str, code: int, seconds: float) -> None:
         self._rest.labels(self.node, method, route, str(code)).observe(seconds)
 
-    def render(self, accept: Optional[str] = None) -> tuple[bytes, str]:
+    def render(self, accept: Optional[str] = None,
+               tenant: Optional[str] = None) -> tuple[bytes, str]:
         """The exposition (body, content type): OpenMetrics if `accept` (the scraper's
-        Accept header) asks for it, else the classic text format."""
+        Accept header) asks for it, else the classic text format. `tenant`: a caller who
+        sees one tenant only gets that tenant's series of the families labelled by
+        tenant (jm_job_*), and every other family whole."""
         encoder, content_type = choose_encoder(accept or "")
-        return encoder(self.registry), content_type
+        source = self.registry if tenant is None else _OneTenant(self.registry, tenant)
+        return encoder(source), content_type
+
+
+class _OneTenant:
+    """A registry's families with the samples of other tenants left out."""
+
+    def __init__(self, registry: CollectorRegistry, tenant: str) -> None:
+        self.registry, self.tenant = registry, tenant
+
+    def collect(self) -> Iterable[Metric]:
+        for fam in self.registry.collect():
+            if any("tenant" in s.labels for s in fam.samples):
+                kept = Metric(fam.name, fam.documentation, fam.type, fam.unit)
+                kept.samples = [s for s in fam.samples
+                                if s.labels.get("tenant") == self.tenant]
+                yield kept
+            else:
+                yield fam

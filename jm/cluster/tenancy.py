@@ -1,21 +1,26 @@
 """Tenants on a peer: which job, batch, session or artifact a caller may see (the REST
 layer answers 404 for another tenant's, as for one that does not exist), the tenants'
-quotas (`PUT /tenants/{t}`, `GET /tenants`, `jm tenant`) and this peer's audit log
-(`GET /audit`). The quotas are kept by raft/tenants.py (sessions) and the
+quotas (`PUT /tenants/{t}`, `GET /tenants`, `jm tenant`) and the audit log (`GET /audit`:
+this peer's entries and every other live peer's). The quotas are kept by raft/tenants.py (sessions) and the
 ResourceManager's placement (slots, jm/policy/quota.py)."""
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any, Mapping, Optional
 
-from jm.cluster.audit import AuditLog
+from jm.cluster.audit import AuditLog, merge_newest
+from jm.cluster.peerclient import PeerUnreachable
 from jm.cluster.reads import GatewayBase, api_errors
 from jm.cluster.resourcemanager import tenant_usage
 from jm.policy import quota
 from raft import tenants as T
 from raft.commands import SetTenant
-from raft.records import TERMINAL
+from raft.records import ALIVE, TERMINAL
 from rest.gateway import ApiError, Credential
+
+
+AUDIT_WAIT = 5.0  # s GET /audit waits for each other peer's entries
 
 
 def _int(raw: Any) -> Optional[int]:
@@ -127,7 +132,10 @@ class TenantAccess(GatewayBase):
     def audit(self, entry: Mapping[str, Any]) -> None:
         self._audit().write({"peer": self.node, **entry})
 
-    def audit_entries(self, query: Mapping[str, str]) -> dict:
+    async def audit_entries(self, query: Mapping[str, str]) -> dict:
+        """The newest entries of every live peer's audit log (`local`: this peer's only),
+        and which peers answered; a peer that does not answer in AUDIT_WAIT s is named
+        in `unreachable` (its entries are left out, the answer is still a 200)."""
         limit = _int(query.get("limit", "100"))
         if limit is None or limit < 1:
             raise ApiError(400, "limit must be a positive integer")
@@ -136,4 +144,26 @@ class TenantAccess(GatewayBase):
         def keep(e: dict) -> bool:
             return all(str(e.get(k) or "") == v or (k == "job" and v in e.get("ids", {})
                                                      .values()) for k, v in wanted.items())
-        return {"peer": self.node, "entries": self._audit().read(limit, keep)}
+        own = self._audit().read(limit, keep)
+        with self.raft.read() as st:
+            others = [] if "local" in query else sorted(
+                (p.id, self.svc.url_of(p.host, p.rest_port)) for p in st.peers.values()
+                if p.state == ALIVE and p.id != self.node)
+        params = {**wanted, "limit": str(limit), "local": "1"}
+        answers = await asyncio.gather(*(self._peer_audit(url, params) for _, url in others))
+        logs = [own] + [a for a in answers if a is not None]
+        return {"peers": [self.node] + [n for (n, _), a in zip(others, answers)
+                                        if a is not None],
+                "unreachable": [n for (n, _), a in zip(others, answers) if a is None],
+                "entries": merge_newest(logs, limit)}
+
+    async def _peer_audit(self, url: str, params: Mapping[str, str]) -> Optional[list]:
+        try:
+            answer = await self.svc.peer_client.call("GET", url + "/audit", AUDIT_WAIT,
+                                                     params=params)
+        except PeerUnreachable:
+            return None
+        entries = answer.body.get("entries") if isinstance(answer.body, dict) else None
+        if answer.status != 200 or not isinstance(entries, list):
+            return None
+        return [e for e in entries if isinstance(e, dict)]

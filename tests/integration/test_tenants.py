@@ -8,6 +8,7 @@ import os
 import pwd
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families as parse_text
 
 from tests.conftest import running
 from tests.helpers import ahttp, apoll
@@ -16,6 +17,7 @@ from tests.integration.test_cli import jm
 ROOT = "root-token"
 FIX = os.path.dirname(os.path.abspath(__file__)) + "/"
 WAIT = {"entry": "jobs_fixture:wait_for_stop", "pyfiles": [FIX]}
+STREAMING = {"job-type": "streaming"}  # (per-job metrics are a streaming job's)
 
 
 def bearer(token):
@@ -47,17 +49,31 @@ async def _submit(c, peer, headers, **extra):
     return b["jobid"]
 
 
+async def _job_series(c, headers) -> set:
+    """(job, tenant) of the jm_job_up series on every peer's /metrics."""
+    seen = set()
+    for i in range(len(c.peers)):
+        s, text = await ahttp("GET", c.url(i) + "/metrics", headers=headers)
+        assert s == 200, text
+        seen |= {(x.labels["job"], x.labels["tenant"]) for f in parse_text(text)
+                 for x in f.samples if x.name == "jm_job_up"}
+    return seen
+
+
 async def test_a_tenant_sees_its_own_work_and_waits_at_its_quota_while_another_runs(tmp_path):
     async with running(str(tmp_path), 2, {"rest.auth.token": ROOT}) as c:
         t = await _tokens(c)
         rc, out, err = await jm("-a", c.url(1), "tenant", "set", "a", "--slots", "1",
                                 "--sessions", "1", env={"JM_TOKEN": ROOT})
         assert rc == 0 and "slots 1" in out, (out, err)
-        a1 = await _submit(c, 0, t["a-sub"])
+        a1 = await _submit(c, 0, t["a-sub"], **STREAMING)
         await _state(c, 1, a1, t["a-sub"], "RUNNING")
         a2 = await _submit(c, 1, t["a-sub"])
-        b1 = await _submit(c, 1, t["b-sub"])
+        b1 = await _submit(c, 1, t["b-sub"], **STREAMING)
         await _state(c, 0, b1, t["b-sub"], "RUNNING")  # another tenant still runs
+        # per-job metrics: a tenant's credential scrapes its own jobs' series only
+        assert await _job_series(c, t["a-read"]) == {(a1, "a")}
+        assert await _job_series(c, t["ops"]) == {(a1, "a"), (b1, "b")}
         s, job = await ahttp("GET", c.url(0) + f"/jobs/{a2}", headers=t["a-read"])
         assert s == 200 and job["state"] == "CREATED", job
         assert "tenant a holds 1 of its 1 slots" in job["waiting"], job
@@ -105,10 +121,10 @@ async def test_a_tenant_sees_its_own_work_and_waits_at_its_quota_while_another_r
             assert int(h["Retry-After"]) > 0
         s, b = await ahttp("POST", c.url(1) + "/v1/sessions", {}, headers=t["b-sub"])
         assert s == 200, b
-        await _audit_and_bad_input(c, t, a1)
+        await _audit_and_bad_input(c, t, a1, a2)
 
 
-async def _audit_and_bad_input(c, t, a1):
+async def _audit_and_bad_input(c, t, a1, a2):
     for body in ({"slots": -1}, {"slots": "2"}, {"bogus": 1}, {}, [1]):
         s, b = await ahttp("PUT", c.url(0) + "/tenants/a", body, headers=bearer(ROOT))
         assert s == 400 and b["errors"], (body, s, b)
@@ -119,12 +135,23 @@ async def _audit_and_bad_input(c, t, a1):
     assert s == 403, b
     rc, out, err = await jm("-a", c.url(0), "tenant", "set", "a", env={"JM_TOKEN": ROOT})
     assert rc != 0 and err.startswith("jm: ") and len(err.splitlines()) == 1, err
-    # the audit log of the peer that took each request: who, what, which job
+    # the audit log, each entry from the peer that took the request: who, what, which
+    # job; any peer answers with every live peer's entries (?local: its own only)
     s, b = await ahttp("GET", c.url(0) + "/audit?limit=1000", headers=t["ops"])
-    assert s == 200 and b["peer"], b
+    assert s == 200 and sorted(b["peers"]) == sorted(p.node for p in c.peers), b
+    assert b["unreachable"] == [], b
     mine = [e for e in b["entries"] if e.get("job") == a1]
     assert [(e["who"], e["method"], e["status"]) for e in mine] == [
         ("a-sub", "POST", 202), ("a-sub", "PATCH", 202)], mine
+    assert [e["time"] for e in b["entries"]] == sorted(e["time"] for e in b["entries"])
+    # a2 was sent to peer 1 and stopped there: its entries come from peer 1
+    s, b2 = await ahttp("GET", c.url(0) + f"/audit?job={a2}", headers=t["ops"])
+    assert s == 200 and [(e["peer"], e["method"], e["status"]) for e in b2["entries"]] == [
+        (c.peers[1].node, "POST", 202), (c.peers[1].node, "PATCH", 202)], b2
+    s, b2 = await ahttp("GET", c.url(0) + f"/audit?job={a2}&local=1", headers=t["ops"])
+    assert s == 200 and b2["entries"] == [] and b2["peers"] == [c.peers[0].node], b2
+    s, b2 = await ahttp("GET", c.url(0) + "/audit?local=1", headers=t["a-read"])
+    assert s == 403, b2
     assert any(e["who"] == "a-sub" and e["status"] == 403 and e["path"] == "/jobs"
                for e in b["entries"]), b["entries"]
     assert any(e["path"] == "/tenants/a" and e["who"] == "a-sub" and e["status"] == 403

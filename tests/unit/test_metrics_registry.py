@@ -82,3 +82,22 @@ def test_content_negotiation_and_a_failing_gauge_reader():
                                                          "process_resident_memory_bytes"}
     m2 = PeerMetrics("a:1", lambda: {"jm_slots": ("slots", (), [((), 8)])})
     assert samples(m2.render()[0].decode())[("jm_slots", (("peer", "a:1"),))] == 8
+
+
+def test_a_tenants_scrape_keeps_its_own_job_series_and_every_other_family():
+    m = PeerMetrics("a:1", lambda: {
+        "jm_slots": ("slots", (), [((), 8)]),
+        "jm_job_up": ("up", ("job", "tenant"), [(("j1", "team-a"), 1), (("j2", "team-b"), 1),
+                                                (("j3", "default"), 0)])})
+    everything = samples(m.render()[0].decode())
+    assert {k for k in everything if k[0] == "jm_job_up"} == {
+        ("jm_job_up", (("job", j), ("peer", "a:1"), ("tenant", t)))
+        for j, t in (("j1", "team-a"), ("j2", "team-b"), ("j3", "default"))}
+    mine = samples(m.render(None, "team-a")[0].decode())
+    assert {k for k in mine if k[0] == "jm_job_up"} == {
+        ("jm_job_up", (("job", "j1"), ("peer", "a:1"), ("tenant", "team-a")))}
+    assert mine[("jm_slots", (("peer", "a:1"),))] == 8
+    assert any(k[0] == "jm_job_restarts_total" for k in mine)
+    text = m.render("application/openmetrics-text", "nobody")[0].decode()
+    fams = {f.name: f for f in parse_openmetrics(text)}
+    assert fams["jm_job_up"].samples == [] and "jm_slots" in fams
