@@ -10,7 +10,8 @@ and a listing of the folders; this module lists, decides and deletes:
   store no longer holds, and its blobs no job refers to (after
   `jobmanager.blob.grace-period`); on the Raft leader also the shared storage: the
   checkpoint folders (`<high-availability.storageDir>/<job>/`) of those jobs and the
-  savepoints beyond `state.savepoints.num-retained` per job. The state is read again just
+  savepoints beyond `state.savepoints.num-retained` per job; and the logs of the Livy
+  sessions closed since (`<log dir>/livy-session-<n>.log`). The state is read again just
   before deleting, so a job submitted meanwhile keeps its files.
 * every `jobmanager.job-log.check-interval`: each log file of a job assigned here, and
   the logs of the peer's child processes (zygote, Spark Connect server, SQL worker), is
@@ -33,8 +34,9 @@ from jm.cluster.blobs import BlobStore, newest_mtime
 from jm.cluster.savepoint import list_savepoints, remove as remove_savepoint
 from jm.policy import cleanup
 from jm.policy.fsuri import is_remote
-from jm.policy.cleanup import (BLOB, CHECKPOINTS, LOG_DIR, RUN_DIR, SAVEPOINT, SHARED_BLOB,
-                               SHARED_TEMP, TEMP, Deletion, Entry, Listing, Policy)
+from jm.policy.cleanup import (BLOB, CHECKPOINTS, LOG_DIR, RUN_DIR, SAVEPOINT, SESSION_LOG,
+                               SHARED_BLOB, SHARED_TEMP, TEMP, Deletion, Entry, Listing,
+                               Policy)
 from jm.policy.retention import purge_batches
 from jm.runtime import joblogs
 from raft.commands import ForgetArtifacts
@@ -198,7 +200,9 @@ class Janitor:
             shared_blobs=tuple(Entry(d, m) for d, m in self.shared_blobs.entries())
             if leader and self.shared_blobs is not None else (),
             temps=tuple(Entry(p, m) for p, m in self.blobs.temps()),
-            shared_temps=self._shared_temps() if leader else ())
+            shared_temps=self._shared_temps() if leader else (),
+            session_logs=tuple(e for e in self._entries(self.cfg.log_dir)
+                               if cleanup.LIVY_LOG.fullmatch(e.name)))
 
     def _shared_temps(self) -> tuple:
         """Unfinished copies in the shared storage: savepoints being written
@@ -224,12 +228,13 @@ class Janitor:
     def _refs(self) -> cleanup.Refs:
         """What the state's jobs need kept (blocking: the walk runs unlocked)."""
         with self.raft.read() as st:
-            jobs = list(st.jobs.values())
-        return cleanup.refs_of(jobs)
+            jobs, livy = list(st.jobs.values()), list(st.livy_ids)
+        return cleanup.refs_of(jobs, livy)
 
     def _path(self, d: Deletion) -> str:
         base = {RUN_DIR: os.path.join(self.cfg.data_dir, "jobs"),
                 LOG_DIR: os.path.join(self.cfg.log_dir, "jobs"),
+                SESSION_LOG: self.cfg.log_dir,
                 CHECKPOINTS: self.cfg.ha_dir}.get(d.kind)
         return os.path.join(base, d.name) if base else d.name
 
@@ -245,6 +250,8 @@ class Janitor:
                 continue
             if d.kind in (BLOB, SHARED_BLOB) and d.name in refs.artifacts:
                 continue
+            if d.kind == SESSION_LOG and _livy_number(d.name) in refs.livy_sessions:
+                continue
             if d.kind == SAVEPOINT and (cleanup.norm(d.name) in refs.savepoints
                                         or os.path.realpath(d.name) in pinned):
                 continue  # named by a job (maybe through a symbolic link)
@@ -255,6 +262,8 @@ class Janitor:
                     self.shared_blobs.remove(d.name)
                 elif d.kind == SAVEPOINT:
                     remove_savepoint(d.name)
+                elif d.kind == SESSION_LOG:
+                    os.unlink(self._path(d))
                 elif d.kind in (TEMP, SHARED_TEMP):
                     _remove_path(d.name)
                 else:
@@ -340,6 +349,11 @@ class Janitor:
         elif self._low and not low:
             log.info("disk space is above jobmanager.disk.min-free again")
         self._low = low
+
+
+def _livy_number(name: str) -> int:
+    m = cleanup.LIVY_LOG.fullmatch(name)
+    return int(m.group(1)) if m else -1
 
 
 def _remove_path(path: str) -> None:

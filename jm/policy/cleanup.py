@@ -22,6 +22,8 @@ What is deleted, and why it is safe:
   Before it deletes any of these, the leader's janitor passes a Raft barrier and is still
   the leader (a deposed leader keeps `is_leader()` until its fallback timeout, with a
   state that misses the newest jobs), and reads the state again.
+* a Livy session's log (`<log>/livy-session-<n>.log`) once the session is closed (the
+  state no longer holds its number).
 * nothing modified in the last FOLDER_GRACE seconds (a job folder, a savepoint): the
   state read may be older than the files.
 """
@@ -41,6 +43,8 @@ PIN_FILE = "_pinned"
 RUN_DIR, LOG_DIR, BLOB, CHECKPOINTS, SAVEPOINT, SHARED_BLOB, TEMP, SHARED_TEMP = (
     "run-dir", "log-dir", "blob", "checkpoints", "savepoint", "shared-blob", "temp",
     "shared-temp")
+SESSION_LOG = "session-log"
+LIVY_LOG = re.compile(r"livy-session-(\d{1,18})\.log")  # <log>/, jm/cluster/livyrunner.py
 LEADER_KINDS = frozenset({CHECKPOINTS, SAVEPOINT, SHARED_BLOB, SHARED_TEMP})  # shared storage
 # the temporaries a copy writes before it renames them into place (left behind when the
 # peer died during the copy): an upload (jm/cluster/blobs.py), a savepoint being written
@@ -80,6 +84,7 @@ class Listing:
     shared_blobs: tuple = () # Entry: <storageDir>/blobs/* (uploads' durable copies; leader)
     temps: tuple = ()        # Entry, by path: temporaries in this peer's blob folders
     shared_temps: tuple = () # Entry, by path: ... in the shared storage (leader)
+    session_logs: tuple = () # Entry: <log>/livy-session-<n>.log
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,7 @@ class Refs:
     jobs: frozenset          # job ids the job store holds
     artifacts: frozenset     # sha256 hex digests the jobs' specs name
     savepoints: frozenset    # normalised savepoint paths jobs resume from or last wrote
+    livy_sessions: frozenset = frozenset()  # numbers of the Livy sessions still open
 
 
 @dataclass(frozen=True)
@@ -107,7 +113,7 @@ def norm(path: str) -> str:
     return posixpath.normpath(path) if path else path
 
 
-def refs_of(jobs_held: Iterable[Any]) -> Refs:
+def refs_of(jobs_held: Iterable[Any], livy_sessions: Iterable[int] = ()) -> Refs:
     """Pure: what these jobs (the JobRecords of a ClusterState) need kept on disk. The
     caller takes the list under the state lock and walks it outside: at 50,000 jobs the
     walk takes longer than a lease renewal may wait (a job's spec is never changed after
@@ -120,7 +126,7 @@ def refs_of(jobs_held: Iterable[Any]) -> Refs:
         for loc in (spec.get("savepoint-path"), job.savepoint_location):
             if isinstance(loc, str) and loc:
                 sps.add(norm(loc))
-    return Refs(frozenset(jobs), frozenset(arts), frozenset(sps))
+    return Refs(frozenset(jobs), frozenset(arts), frozenset(sps), frozenset(livy_sessions))
 
 
 def plan(listing: Listing, refs: Refs, policy: Policy, now: float) -> list[Deletion]:
@@ -149,6 +155,11 @@ def plan(listing: Listing, refs: Refs, policy: Policy, now: float) -> list[Delet
                 out.append(Deletion(kind, e.name, "a copy left unfinished (its peer stopped "
                                                   "during it), older than "
                                                   "jobmanager.blob.grace-period"))
+    for e in listing.session_logs:
+        m = LIVY_LOG.fullmatch(e.name)
+        if m and int(m.group(1)) not in refs.livy_sessions and now - e.mtime > FOLDER_GRACE:
+            out.append(Deletion(SESSION_LOG, e.name, f"log of Livy session {m.group(1)}, "
+                                                     "which is closed"))
     out += [Deletion(SAVEPOINT, p, why) for p, why in
             savepoints_beyond(listing.savepoints, refs, policy.savepoints_retained)
             if p not in recent]

@@ -12,6 +12,7 @@ import requests
 
 from tests.conftest import running
 from tests.helpers import ahttp, apoll, poll
+from tests.integration.test_retention import age
 
 pytestmark = pytest.mark.slow
 
@@ -75,14 +76,28 @@ async def test_a_livy_client_runs_sql_and_python_on_any_peer(cluster):
                 py.client.get_statement(py.session_id, slow.statement_id)), 30,
                 what="the slow statement cancelled")
             after = py.run("x")  # the session goes on, its variables too
-            return out, frame, sql.output, err, cancelled, after
-    out, frame, sql, err, cancelled, after = await asyncio.to_thread(drive_python)
+            return out, frame, sql.output, err, cancelled, after, py.session_id
+    out, frame, sql, err, cancelled, after, sid = await asyncio.to_thread(drive_python)
     assert cancelled.output is None or cancelled.output.ename == "KeyboardInterrupt"
     assert after.text == "6", after
     assert out.status.value == "ok" and out.text == "hello\n42", out
     assert frame.to_dict("list") == {"id": [0, 1, 2, 3], "sq": [0, 1, 4, 9]}
     assert sql.json["data"] == [[9]], sql
     assert err.ename == "ZeroDivisionError" and any("line 2" in t for t in err.traceback), err
+    # the closed session's Python process log, on the peer that held it: the janitor
+    # deletes it (aged past the janitor's grace for files just written)
+    held = [p for p in (os.path.join(p.log_dir, f"livy-session-{sid}.log") for p in c.peers)
+            if os.path.exists(p)]
+    assert len(held) == 1, held
+
+    async def swept():
+        for path in held:
+            if os.path.exists(path):
+                age(path, 60)
+        for p in c.peers:
+            await p.janitor.sweep()
+        return not os.path.exists(held[0])
+    await apoll(swept, 30, what="the closed session's log deleted")
 
 
 async def test_livy_sessions_answer_from_every_peer_and_refuse_bad_input(cluster):

@@ -79,6 +79,18 @@ def test_blobs_no_job_names_go_after_their_grace_period():
     assert cleanup.plan(Listing(blobs=(Entry(D1, 1940.0),)), refs(), Policy(60, 0), 2000.0) == []
 
 
+def test_logs_of_closed_livy_sessions_go_and_open_ones_stay():
+    listing = Listing(session_logs=(
+        Entry("livy-session-1.log", 0.0), Entry("livy-session-2.log", 0.0),
+        Entry("livy-session-3.log", 1e9 - 5),  # closed, but written within FOLDER_GRACE
+        Entry("livy-session-x.log", 0.0), Entry("spark-connect.log", 0.0)))
+    held = Refs(frozenset(), frozenset(), frozenset(), frozenset({2}))
+    out = cleanup.plan(listing, held, Policy(3600, 0), now=1e9)
+    assert [(d.kind, d.name) for d in out] == [(cleanup.SESSION_LOG, "livy-session-1.log")]
+    assert "Livy session 1" in out[0].why
+    assert cleanup.refs_of([], [2, 5]).livy_sessions == {2, 5}
+
+
 def test_savepoints_beyond_the_newest_k_except_pinned_and_referenced():
     sps = (sp("/s/a1", "A", 1.0), sp("/s/a2", "A", 2.0, pinned=True), sp("/s/a3", "A", 3.0),
            sp("/s/a4", "A", 4.0), sp("/s/a5", "A", 5.0), sp("/s/b1", "B", 1.0),
