@@ -46,7 +46,7 @@ class MiniCluster:
         self.lines = local_lines(peers)
         self.urls = ["http://127.0.0.1:" + ln.split(":")[1] for ln in self.lines]
         settings = {"spark.connect.embedded": False, "jobmanager.log.level": "WARNING",
-                    "rebalance.strategy": "none", "restart-strategy.type": "none",
+                    "rebalance.strategy": "none",
                     "jobmanager.executor.preload": "pyspark" if spark else "none"}
         settings.update(conf or {})
         self.settings = settings

@@ -3,7 +3,8 @@
 Every change to the cluster's truth is one of these frozen dataclasses. The codec
 turns them into bytes for the Raft log and back; nothing else goes over the wire.
 Times inside commands are stamped by the sender (wall clock seconds), so `apply`
-never reads a clock.
+never reads a clock. The sessions' commands are defined in raft/commands_sessions.py,
+the tokens', tenants' and pipelines' in raft/commands_admin.py; all are listed here.
 """
 from __future__ import annotations
 
@@ -245,108 +246,9 @@ class Barrier:
     committed before it was sent (a read point for "has anyone acknowledged X?")."""
 
 
-@dataclass(frozen=True)
-class OpenSqlSession:
-    """Open a SQL gateway session held by `node` (chosen by the receiving peer); refused
-    if that peer is not alive or already holds `limit` sessions (0: no limit)."""
-    handle: str
-    name: str
-    properties: dict
-    node: str
-    time: float
-    limit: int = 0
-    tenant: Optional[str] = None
-    submitter: str = ""
-
-
-@dataclass(frozen=True)
-class CloseSqlSessions:
-    handles: tuple
-    time: float
-    reason: str = "closed"
-
-
-@dataclass(frozen=True)
-class AddSqlStatement:
-    """A state-defining statement that succeeded in a session (SET, USE, a temporary
-    view...): kept in order for the session's next holder. Fenced by node and epoch.
-    `op`: the operation that ran it (marked ended in the session's record)."""
-    handle: str
-    node: str
-    epoch: int
-    statement: str
-    time: float
-    op: str = ""
-
-
-@dataclass(frozen=True)
-class SqlOperation:
-    """A statement started in a session, kept so that the session's next holder can run
-    a read-only one again (or say a writing one may or may not have run). With `end`
-    (FINISHED or ERROR, and its `error`): the end of a started one, so that the next
-    holder answers it from the record instead."""
-    handle: str
-    op: str
-    node: str
-    epoch: int
-    statement: str
-    kind: str
-    time: float
-    end: str = ""
-    error: str = ""
-    config: dict = dataclasses.field(default_factory=dict)  # its executionConfig
-    answers_ok: bool = False  # answered as Flink's SET/RESET: one row, OK
-
-
-@dataclass(frozen=True)
-class OpenLivySession:
-    """Open a SQL gateway session (as OpenSqlSession) that is also a Livy interactive
-    session; it gets the next Livy session id."""
-    handle: str
-    kind: str
-    name: str
-    properties: dict
-    node: str
-    time: float
-    limit: int = 0
-    notes: tuple = ()
-    tenant: Optional[str] = None
-    submitter: str = ""
-    proxy_user: Optional[str] = None  # its Python process's OS user (proxyUser)
-
-
-@dataclass(frozen=True)
-class AddLivyStatement:
-    """A statement for a Livy session, numbered by the state; fenced by its holder's node
-    and epoch. A `request_id` already in the session gives that statement's number."""
-    session: int
-    node: str
-    epoch: int
-    code: str
-    kind: str
-    time: float
-    request_id: str = ""
-
-
-@dataclass(frozen=True)
-class EndLivyStatement:
-    """A Livy statement's end (state "available", "error" or "cancelled", and its
-    output), fenced by its session's holder and epoch."""
-    session: int
-    statement: int
-    node: str
-    epoch: int
-    state: str
-    output: Optional[dict]
-    time: float
-
-
-@dataclass(frozen=True)
-class StartSqlOperations:
-    """Group commit of SqlOperations; one Result per operation."""
-    ops: tuple
-
-
+from raft.commands_sessions import (  # noqa: E402 (defined there, listed here)
+    AddLivyStatement, AddSqlStatement, CloseSqlSessions, EndLivyStatement, OpenLivySession,
+    OpenSqlSession, SqlOperation, StartSqlOperations)
 from raft.commands_admin import (  # noqa: E402 (defined there, listed here)
     CreateToken, DeletePipeline, PutPipeline, RevokeToken, SetTenant)
 

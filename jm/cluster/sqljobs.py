@@ -23,7 +23,7 @@ from typing import Any, Optional
 from jm.wire.sqlresult import columns
 from jm.policy.runparams import RunParams
 from jm.policy.sqlparse import READ, classify
-from jm.policy.usertrace import text_line
+from jm.policy.sparkerror import short
 from jm.runtime import sqlproto as P
 from jm.runtime.executor import JobProcess
 
@@ -151,7 +151,7 @@ class SqlJobExecutor:
             message = str(exc) if str(exc) else type(exc).__name__
             # one line (Spark's error class and message); the whole text (its "JVM
             # stacktrace") in the traceback and the job's log
-            _write(params.error_path, json.dumps({"exception": text_line(message),
+            _write(params.error_path, json.dumps({"exception": short(message),
                                                   "traceback": message}))
             _log(params, message + "\n")
             outcome = (1, 0, False)

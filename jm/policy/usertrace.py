@@ -92,12 +92,6 @@ def first_line(message: str) -> str:
     return ""
 
 
-def text_line(text: str) -> str:
-    """An error's text (`Type: message...`, as the SQL worker gives it) as one line."""
-    line = first_line(text) or text.strip()
-    return line if len(line) <= MAX_LINE else line[:MAX_LINE - 3] + "..."
-
-
 def error_line(type_name: str, message: str, error_class: Optional[str] = None) -> str:
     """`Type: first line of the message`, with `[ERROR_CLASS]` in front of the message
     when Spark gave one the message does not start with; at most MAX_LINE characters."""

@@ -10,7 +10,7 @@ from tests.helpers import ahttp, apoll
 from tests.integration.test_cli import jm
 
 FIX = os.path.dirname(os.path.abspath(__file__)) + "/"
-# restart-strategy.type unset, as shipped (MiniCluster's own default is none)
+# restart-strategy.type unset, as shipped (and as a MiniCluster leaves it)
 DEFAULTS = {"restart-strategy.type": None, "restart-strategy.fixed-delay.delay": "100 ms"}
 FIXED = {"type": "fixed-delay", "attempts": 3, "delay": "100 ms"}
 

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import traceback
 
-from jm.policy.usertrace import (error_line, frame_lines, text_line, user_frames,
-                                 user_traceback)
+from jm.policy.usertrace import error_line, frame_lines, user_frames, user_traceback
 
 HIDDEN = ("/opt/jm/", __file__)  # (this file: the frame that catches)
 COLLAPSED = ("/site/pyspark/", "/site/py4j/")
@@ -131,10 +130,3 @@ def test_error_line_is_the_type_the_error_class_and_the_first_line():
         == "Py4JJavaError: An error occurred while calling o1.sql."
     assert error_line("X", "\n\nJVM stacktrace:\nat y") == "X"
     assert len(error_line("X", "m" * 5000)) == 1000
-
-
-def test_text_line_is_the_first_line_of_a_workers_error():
-    text = "ParseException: " + CONNECT
-    assert text_line(text) == ("ParseException: [PARSE_SYNTAX_ERROR] Syntax error at or near "
-                               "'SELEC'. SQLSTATE: 42601 (line 1, pos 0)")
-    assert text_line("  \n") == ""
