@@ -71,17 +71,19 @@ SNAPSHOT_NAMES = {**COMMAND_NAMES,
                   ("__builtin__", "frozenset"): lambda: frozenset,
                   ("builtins", "frozenset"): lambda: frozenset}
 # the replicated state's modules: plain data classes whose construction does nothing else
-STATE_MODULES = ("raft.state", "raft.records", "raft.commands", "raft.sessions",
-                 "raft.members")
+STATE_MODULES = ("raft.state", "raft.records", "raft.commands", "raft.commands_sessions",
+                 "raft.commands_admin", "raft.sessions", "raft.members", "raft.tenants",
+                 "raft.pipelines")
 
 
 def state_class(module: str, name: str) -> Any:
-    """A class defined in one of STATE_MODULES (not a function, not an import), or None."""
+    """A class defined in one of STATE_MODULES (not a function, not an import of another
+    module's; raft.commands re-exports the commands of raft/commands_*.py), or None."""
     if module not in STATE_MODULES or name.startswith("_"):
         return None
     import importlib
     obj = getattr(importlib.import_module(module), name, None)
-    if isinstance(obj, type) and obj.__module__ == module:
+    if isinstance(obj, type) and obj.__module__ in STATE_MODULES:
         return obj
     return None
 
