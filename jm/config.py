@@ -22,6 +22,14 @@ from jm.configvalues import (ConfigError, _bool, _choice, _float, _int, _log_cap
                              _names, _opt_bool, _opt_str, _restart_type, _savepoints_dir,
                              _size_or_percent, _str, parse_duration, parse_memory)
 from jm.policy import fsuri
+from raft.protocol import PROTOCOL
+
+
+def _protocol_version(v: Any) -> int:
+    n = _int(1)(v)
+    if n > PROTOCOL:
+        raise ValueError(f"this build speaks protocols 1 to {PROTOCOL}, not {n}")
+    return n
 
 
 # key -> (parser, default); what each key means is in jm/configkeys.py (a new key needs a
@@ -160,6 +168,10 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "rest.auth.jwt.tenant-claim": (_str, "tenant"),
     "cluster.secret": (_opt_str, None),
     "cluster.secret-file": (_opt_str, None),
+    # the Raft protocol this peer registers with (raft/protocol.py): lower during a
+    # rolling upgrade to hold the new build's features back, as Kafka's
+    # inter.broker.protocol.version
+    "cluster.protocol-version": (_protocol_version, PROTOCOL),
     # how long a starting peer without Raft data waits for a seed that can say whether
     # the cluster knows it (the amnesia guard fails closed after that)
     "cluster.seed-wait": (parse_duration, "60 s"),

@@ -412,6 +412,14 @@ DESCRIPTIONS: dict[str, str] = {
     "cluster.secret-file": (
         "Read `cluster.secret` from the first line of this file instead (as "
         "`rest.auth.token-file`)."),
+    "cluster.protocol-version": (
+        "The Raft protocol this peer registers with (default: its build's newest). The "
+        "cluster runs the lowest protocol of its registered peers, and features of a newer "
+        "one (tenants, named pipelines, proxy users) are refused with a 409 until every "
+        "peer speaks it. Set it to the old build's protocol on the new peers of a rolling "
+        "upgrade to hold those features back until no rollback is needed (as Kafka's "
+        "`inter.broker.protocol.version`); once the cluster runs a protocol, a peer of an "
+        "older one cannot register ([Operations](../guide/operations.md#rolling-upgrades))."),
     "cluster.seed-wait": (
         "How long a starting peer without Raft data asks its seeds again while none can say "
         "whether the cluster knows it ([Security](../guide/security.md#amnesia-guard): the "

@@ -14,6 +14,8 @@ from typing import Any, Optional
 
 import msgpack
 
+from raft import protocol as proto
+
 
 @dataclass(frozen=True)
 class RegisterPeer:
@@ -26,6 +28,8 @@ class RegisterPeer:
     time: float
     weight: float = 0.0   # jobmanager.weight; 0 = proportional to slots
     ready: bool = True    # its Spark is up (moves only go to ready peers)
+    # the protocol it speaks (raft/protocol.py); decoded as BASELINE from an older build
+    protocol: int = proto.PROTOCOL
 
 
 @dataclass(frozen=True)
@@ -293,6 +297,8 @@ def _ext_hook(code: int, data: bytes) -> Any:
             if f.type == "tuple" and isinstance(value, list):
                 value = tuple(value)
             kwargs[f.name] = value
+        elif (name, f.name) in proto.ABSENT:  # sent by an older build
+            kwargs[f.name] = proto.ABSENT[(name, f.name)]
     try:
         return cls(**kwargs)
     except TypeError as exc:

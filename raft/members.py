@@ -78,6 +78,7 @@ def _retire(state, node: str, time: float) -> Result:
         state.peers[node].state = "REMOVED"  # for the session moves below: not live
         sql.move_sessions_of(state, node, time)
         del state.peers[node]
+        state.refresh_protocol()  # (a peer of an older build gone: maybe a newer protocol)
     state.assigned.pop(node, None)
     state.incoming.pop(node, None)
     state.joining.pop(node, None)

@@ -18,13 +18,14 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from raft import protocol
 from raft.commands import Barrier, encode
 from raft.consumer import _StateConsumer
 from raft.handover import PromotionMixin
 from raft.journal import DurableJournal
 from raft.membership import MembershipMixin
 from raft.outcomes import MembershipRefused  # noqa: F401  (re-exported: jm/ imports it here)
-from raft.outcomes import RaftUnavailable, _NotAppended, _resolve
+from raft.outcomes import ProtocolRefused, RaftUnavailable, _NotAppended, _resolve
 from raft.promotion import Handover, make_syncobj
 from raft.snapshots import SnapshotStats, stats_of
 from raft.state import Result
@@ -211,6 +212,11 @@ class RaftHost(PromotionMixin, MembershipMixin):
         names the same point of the history on every peer (X-JM-Index)."""
         return self.consumer.state.applied
 
+    def protocol(self) -> int:
+        """The protocol the cluster runs as this replica has applied (raft/protocol.py:
+        it only goes up, so a write it lets through is applied whole everywhere)."""
+        return self.consumer.state.protocol
+
     async def wait_applied(self, index: int, timeout: float) -> bool:
         """Until this replica has applied `index`; False if not within `timeout` s."""
         if self.applied_index() >= index:
@@ -280,6 +286,9 @@ class RaftHost(PromotionMixin, MembershipMixin):
         not an error. Any other failure, or no commit in time, is RaftUnavailable."""
         if self.syncobj._getLeader() is None:
             raise RaftUnavailable("no Raft leader at the moment")
+        why = protocol.refusal(command, self.protocol())
+        if why is not None:
+            raise ProtocolRefused(why)
         blob = encode(command)
         deadline = self.loop.time() + timeout
         while True:

@@ -12,6 +12,13 @@ class RaftUnavailable(Exception):
     """No leader, or the outcome of a write is unknown; the client may retry."""
 
 
+class ProtocolRefused(Exception):
+    """The command needs a newer protocol than the cluster runs (raft/protocol.py): it
+    was not sent. `http_status`: what the REST layer answers (409, a conflict with the
+    cluster's state that an upgrade ends)."""
+    http_status = 409
+
+
 class _NotAppended(Exception):
     """pysyncobj refused the write before appending it: nothing was applied."""
 

@@ -17,7 +17,7 @@ from raft import artifacts
 from raft import commands as c
 from raft import jobs
 from raft import livy
-from raft import pipelines, tenants, tokens
+from raft import pipelines, protocol, tenants, tokens
 from raft import members
 from raft import savepoints
 from raft import sessions as sql
@@ -38,6 +38,9 @@ class ClusterState:
 
     def __init__(self) -> None:
         self.peers: dict[str, PeerRecord] = {}
+        # the lowest protocol its registered peers speak (raft/protocol.py): every
+        # command is applied as a replica of that protocol would
+        self.protocol: int = protocol.BASELINE
         self.jobs: dict[str, JobRecord] = {}
         self.artifacts: dict[str, ArtifactRecord] = {}
         self.request_ids: dict[str, str] = {}
@@ -104,6 +107,12 @@ class ClusterState:
         self.__dict__.setdefault("cluster_id", None)
         self.__dict__.setdefault("next_number", 1)
         self.__dict__.setdefault("by_number", {})
+        if "protocol" not in self.__dict__:
+            self.refresh_protocol()
+
+    def refresh_protocol(self) -> None:
+        """After the registered peers changed: the cluster's protocol."""
+        self.protocol = protocol.effective(p.protocol for p in self.peers.values())
 
     # ---- queries (pure, read-only) -------------------------------------------------
     def slots_used(self, node: str) -> int:
@@ -130,7 +139,10 @@ class ClusterState:
             handler = _HANDLERS.get(type(command))
             if handler is None:
                 return Result.fail("invalid", f"unknown command {type(command).__name__}")
-            result = handler(self, command)
+            shown = protocol.masked(command, self.protocol)  # as older replicas see it
+            if shown is None:
+                return Result.fail("protocol", protocol.refusal(command, self.protocol))
+            result = handler(self, shown)
             while self._ended_upgrading:  # a pipeline's version ended: start the next
                 job_id, time = self._ended_upgrading.pop(0)
                 pipelines.job_ended(self, job_id, time)
@@ -201,6 +213,9 @@ class ClusterState:
 def _register_peer(state: ClusterState, cmd: c.RegisterPeer) -> Result:
     if cmd.node in state.removed:
         return Result.fail("removed", f"peer {cmd.node} was removed from the cluster")
+    older = protocol.registration_refusal(cmd.protocol, state.protocol)
+    if older is not None:
+        return Result.fail("protocol", older)
     if state.cluster_id is None:  # from the command only: the same on every replica
         state.cluster_id = hashlib.sha256(f"{cmd.node}@{cmd.time!r}".encode()).hexdigest()[:16]
     state.joining.pop(cmd.node, None)
@@ -222,6 +237,8 @@ def _register_peer(state: ClusterState, cmd: c.RegisterPeer) -> Result:
         peer.pid, peer.slots, peer.state = cmd.pid, cmd.slots, ALIVE
         peer.weight, peer.ready = float(cmd.weight), bool(cmd.ready)
         peer.registered_at = peer.last_heartbeat = cmd.time
+    peer.protocol = int(cmd.protocol)
+    state.refresh_protocol()
     peer.beats += 1
     state.assigned.setdefault(cmd.node, {})
     sql.place_orphans(state)

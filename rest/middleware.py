@@ -191,7 +191,10 @@ async def errors_middleware(request: web.Request, handler):
         elif exc.status == 405:
             reason = f"method {request.method} not allowed on {request.path}"
         return error_response(exc.status, [reason])
-    except Exception:
+    except Exception as exc:
+        status = getattr(exc, "http_status", None)  # an error that says what it means
+        if isinstance(status, int) and 400 <= status < 500:
+            return error_response(status, [str(exc)])
         log.exception("internal error on %s %s", request.method, request.path)
         return error_response(500, ["internal server error; see the peer's log"])
 

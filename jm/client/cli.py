@@ -54,8 +54,12 @@ def cmd_cluster(client: Client, a: argparse.Namespace) -> int:
     out(f"jobs:    {ov.get('jobs-running')} running, {ov.get('jobs-waiting')} waiting, "
         f"{ov.get('jobs-finished')} finished, {ov.get('jobs-failed')} failed, "
         f"{ov.get('jobs-cancelled')} cancelled")
-    out("")
     nodes = sorted(nodes, key=lambda n: str(n.get("id")))
+    older = [str(n.get("id")) for n in nodes if isinstance(n.get("protocol"), int)
+             and n["protocol"] < max(x.get("protocol") or 0 for x in nodes)]
+    out(f"protocol: {ov.get('protocol')}" + (f" (held back by {', '.join(older)}: newer "
+                                              "features wait for them)" if older else ""))
+    out("")
     rows = [[n.get("id"), n.get("state"), n.get("raft-role") or "-",
              f"{client.base.split('://')[0]}://{n.get('host')}:{n.get('rest-port')}"
              if n.get("rest-port") else "-",

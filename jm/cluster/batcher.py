@@ -12,6 +12,7 @@ import logging
 from typing import Any, Callable, Optional
 
 from jm.cluster.waits import wait_event
+from raft import protocol
 from raft.commands import encode
 from raft.node import RaftUnavailable
 from raft.state import Result
@@ -51,6 +52,9 @@ class Batcher:
         self._task = asyncio.create_task(self._loop())
 
     async def submit(self, item: Any, urgent: bool = False) -> Result:
+        why = protocol.refusal(item, self.raft.protocol())  # (refused alone, not its batch)
+        if why is not None:
+            return Result.fail("protocol", why)
         try:
             size = len(encode(self.wrap((item,))))
         except Exception as bad:  # e.g. a lone surrogate: refused alone, nothing queued

@@ -61,7 +61,7 @@ class PeerGateway(PeerReads, ClusterWrites, TokenWrites, TenantAccess, PipelineW
         res = await self.svc.submitter.submit(SubmitJob(spec["jobid"], spec, time.time(),
                                                         request_id, tenant, who.name))
         if not res.ok:
-            raise ApiError(409 if res.code == "exists" else 400, res.error)
+            raise ApiError(409 if res.code in ("exists", "protocol") else 400, res.error)
         return {"jobid": res.value["jobid"]}
 
     def _owned_spec(self, spec: Any, names: Optional[dict], who: Credential

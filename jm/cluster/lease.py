@@ -52,6 +52,8 @@ class Lease:
         self.executor = executor
         self.dispatcher = dispatcher
         self.registered = asyncio.Event()
+        self.refused = asyncio.Event()  # the cluster will never take this peer's build
+        self.refusal = ""
         self.now = asyncio.Event()  # set: send a heartbeat at once (a change to tell)
         self.renewed = asyncio.Event()  # set at each renewal (wait_valid waits for one)
         self.lease_from: Optional[float] = None  # monotonic send time of the newest ack
@@ -126,6 +128,11 @@ class Lease:
             return NO_LEADER_RETRY
         except Exception:
             log.exception("registration failed")
+            return self.interval
+        if not res.ok and res.code == "protocol":  # an older build than the cluster's
+            log.error("registration refused: %s", res.error)
+            self.refusal = res.error
+            self.refused.set()  # the peer stops (jm/cluster/peermain.py)
             return self.interval
         if not res.ok:
             log.warning("registration refused: %s", res.error)

@@ -297,7 +297,8 @@ class Peer:
     def _registration(self) -> RegisterPeer:
         return RegisterPeer(self.node, self.me.host, self.me.rest_port, self.me.raft_port,
                             os.getpid(), self.conf["jobmanager.slots"], time.time(),
-                            self.conf["jobmanager.weight"], self.sparks.ready())
+                            self.conf["jobmanager.weight"], self.sparks.ready(),
+                            self.conf["cluster.protocol-version"])
 
     def guard(self, name: str, pid: int) -> None:
         """`pid` (the Connect server, the SQL worker) dies with the job processes when the

@@ -50,6 +50,8 @@ async def _serve(peer: Peer) -> None:
         removed.add_done_callback(lambda _: stop.set())
         failed = asyncio.create_task(peer.raft.failed.wait())  # fail-stop: raft/journal.py
         failed.add_done_callback(lambda _: stop.set())
+        refused = asyncio.create_task(peer.lease.refused.wait())  # an older protocol
+        refused.add_done_callback(lambda _: stop.set())
         # everything allocated at start-up is long-lived: keep it out of the collector's
         # way, and collect the young generation less often (fewer pauses under load)
         gc.collect()
@@ -57,7 +59,8 @@ async def _serve(peer: Peer) -> None:
         gc.set_threshold(10000, 20, 20)
         await stop.wait()
         undrain.cancel()
-        if signalled and not peer.removed.is_set() and not peer.raft.failed.is_set():
+        if signalled and not peer.removed.is_set() and not peer.raft.failed.is_set() \
+                and not peer.lease.refused.is_set():
             # told to stop: drain first (jobmanager.stop.drain-deadline), then stop
             await drain_before_stop(peer, peer.conf["jobmanager.stop.drain-deadline"],
                                     peer.conf["jobmanager.cancel-timeout"], hurry)
@@ -106,6 +109,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         if peer.raft is not None and peer.raft.failure:
             print(f"jobmanager: stopped: {peer.raft.failure}", file=sys.stderr)
             return 1  # (a supervisor restarts it: systemd's Restart=on-failure, Kubernetes)
+        if peer.lease is not None and peer.lease.refusal:
+            print(f"jobmanager: cannot start: {peer.lease.refusal}", file=sys.stderr)
+            return 2
     except ConfigError as exc:  # e.g. not a member of the cluster it should join
         print(f"jobmanager: cannot start: {exc}", file=sys.stderr)
         return 2

@@ -72,7 +72,8 @@ class GatewayBase:
         self._writable()
         res = await self.raft.submit(command, self.conf["rest.write-timeout"])
         if not res.ok:
-            raise ApiError({"not-found": 404, "conflict": 409}.get(res.code, 400), res.error)
+            raise ApiError({"not-found": 404, "conflict": 409, "protocol": 409}
+                           .get(res.code, 400), res.error)
         return res.value
 
     def applied_index(self) -> int:

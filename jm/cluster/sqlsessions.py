@@ -276,6 +276,8 @@ class SqlSessions:
         res = await self._commit(command)
         if not res.ok and res.code == "quota":  # (the tenant's: until one of its closes)
             raise ApiError(429, res.error, headers={"Retry-After": "10"})
+        if not res.ok and res.code == "protocol":  # (an older peer's build: until upgraded)
+            raise ApiError(409, res.error)
         if not res.ok:
             raise ApiError(503 if res.code in ("full", "unavailable") else 400, res.error,
                            headers={"Retry-After": "1"})

@@ -34,7 +34,8 @@ def overview(st: ClusterState, leader: Optional[str]) -> dict:
             "slots-total": total, "slots-available": max(0, total - used),
             "jobs-running": counts["running"], "jobs-waiting": counts["created"],
             "jobs-finished": counts["finished"], "jobs-failed": counts["failed"],
-            "jobs-cancelled": counts["cancelled"]}
+            "jobs-cancelled": counts["cancelled"],
+            "protocol": st.protocol}  # the lowest its peers speak (raft/protocol.py)
 
 
 def peer_state(st: ClusterState, p) -> str:
@@ -74,7 +75,7 @@ def nodes(st: ClusterState, leader: Optional[str], members: Optional[list[str]] 
                     "slots-used": st.slots_used(p.id), "weight": p.share_weight,
                     "ready": p.ready, "jobs": st.jobs_of(p.id),
                     "drain-deadline": p.drain_deadline,
-                    "disk-low": p.disk_low or None,
+                    "disk-low": p.disk_low or None, "protocol": p.protocol,
                     "registered-at": _ms(p.registered_at),
                     "declared-dead-at": _ms(p.declared_dead_at)})
     for node in sorted((set(members or ()) | set(st.joining)) - set(st.peers)
@@ -86,7 +87,8 @@ def nodes(st: ClusterState, leader: Optional[str], members: Optional[list[str]] 
                     "leader": node == leader, "raft-role": _role(node, leader, members),
                     "state": "JOINING", "slots": 0, "slots-used": 0, "weight": 0.0,
                     "ready": False, "jobs": [], "drain-deadline": None, "disk-low": None,
-                    "registered-at": _ms(None), "declared-dead-at": _ms(None)})
+                    "protocol": None, "registered-at": _ms(None),
+                    "declared-dead-at": _ms(None)})
     return {"nodes": out}
 
 

@@ -61,6 +61,9 @@ class FakeRaft:
         self.commands.append(command)
         return self.st.apply(command)
 
+    def protocol(self):
+        return self.st.protocol
+
 
 def test_the_linger_makes_one_round_of_what_arrives_in_it():
     st = registered("a", "b", "c")

@@ -351,6 +351,9 @@ class _BatchRaft:
         self.sizes.append(len(encode(command)))
         return self.st.apply(command)
 
+    def protocol(self):
+        return self.st.protocol
+
 
 def test_a_batch_is_bounded_in_bytes_and_an_unencodable_item_fails_alone():
     from jm.cluster.batcher import MAX_BATCH_BYTES, Batcher

@@ -8,7 +8,6 @@ import pytest
 from jm.policy import quota
 from jm.policy.placement import PeerLoad, Waiting, place
 from raft import commands as c
-from raft.records import ALIVE, PeerRecord
 from raft.state import ClusterState
 from rest.gateway import ANYONE, ROOT, Credential
 
@@ -17,7 +16,7 @@ A = "127.0.0.1:1"
 
 def state():
     st = ClusterState()
-    st.peers[A] = PeerRecord(A, "127.0.0.1", 8000, 9000, 1, 8, ALIVE)
+    assert st.apply(c.RegisterPeer(A, "127.0.0.1", 8000, 9000, 1, 8, 0.0)).ok
     return st
 
 

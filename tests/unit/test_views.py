@@ -6,6 +6,7 @@ import pytest
 from jm.wire import views as V
 from raft import commands as c
 from raft import state as S
+from raft.protocol import BASELINE, PROTOCOL
 from raft.state import ClusterState
 
 
@@ -50,7 +51,7 @@ def test_overview(st):
         "slots-total": 5, "slots-available": 2,   # run + cing on n1, asg on n2
         "jobs-running": 3,                        # run, cing (CANCELLING), asg (assigned)
         "jobs-waiting": 1,                        # wait
-        "jobs-finished": 1, "jobs-failed": 1, "jobs-cancelled": 1}
+        "jobs-finished": 1, "jobs-failed": 1, "jobs-cancelled": 1, "protocol": PROTOCOL}
 
 
 def test_overview_empty_and_no_leader():
@@ -58,7 +59,7 @@ def test_overview_empty_and_no_leader():
         "leader": None, "peers": 0, "peers-alive": 0, "taskmanagers": 0,
         "flink-version": V.FLINK_REST_VERSION, "flink-commit": V.FLINK_COMMIT, "slots-total": 0,
         "slots-available": 0, "jobs-running": 0, "jobs-waiting": 0, "jobs-finished": 0,
-        "jobs-failed": 0, "jobs-cancelled": 0}
+        "jobs-failed": 0, "jobs-cancelled": 0, "protocol": BASELINE}
 
 
 def test_nodes(st):
@@ -68,7 +69,8 @@ def test_nodes(st):
                       "pid": 11, "leader": False, "state": "ALIVE", "slots": 2,
                       "slots-used": 2, "jobs": ["run", "cing"], "registered-at": 1000,
                       "declared-dead-at": -1, "weight": 2.0, "ready": True,
-                      "raft-role": "follower", "drain-deadline": None, "disk-low": None}
+                      "raft-role": "follower", "drain-deadline": None, "disk-low": None,
+                      "protocol": PROTOCOL}
     assert out[1]["leader"] is True and out[1]["raft-role"] == "leader"
     assert out[1]["jobs"] == ["asg"] and out[1]["slots-used"] == 1
     assert out[2]["state"] == "DEAD" and out[2]["declared-dead-at"] == 26000
