@@ -201,8 +201,7 @@ class Janitor:
             if leader and self.shared_blobs is not None else (),
             temps=tuple(Entry(p, m) for p, m in self.blobs.temps()),
             shared_temps=self._shared_temps() if leader else (),
-            session_logs=tuple(e for e in self._entries(self.cfg.log_dir)
-                               if cleanup.LIVY_LOG.fullmatch(e.name)))
+            session_logs=_files(self.cfg.log_dir, cleanup.LIVY_LOG))
 
     def _shared_temps(self) -> tuple:
         """Unfinished copies in the shared storage: savepoints being written
@@ -349,6 +348,22 @@ class Janitor:
         elif self._low and not low:
             log.info("disk space is above jobmanager.disk.min-free again")
         self._low = low
+
+
+def _files(folder: str, pattern) -> tuple:
+    """Entry(name, mtime) of the files in `folder` whose name matches `pattern`."""
+    out = []
+    try:
+        with os.scandir(folder) as it:
+            for e in it:
+                if pattern.fullmatch(e.name) and e.is_file(follow_symlinks=False):
+                    try:
+                        out.append(Entry(e.name, e.stat(follow_symlinks=False).st_mtime))
+                    except OSError:
+                        continue  # gone meanwhile
+    except OSError:
+        return ()
+    return tuple(out)
 
 
 def _livy_number(name: str) -> int:
