@@ -215,6 +215,11 @@ def _register_peer(state: ClusterState, cmd: c.RegisterPeer) -> Result:
         return Result.fail("removed", f"peer {cmd.node} was removed from the cluster")
     older = protocol.registration_refusal(cmd.protocol, state.protocol)
     if older is not None:
+        known = state.peers.get(cmd.node)
+        if known is not None and known.state != DEAD:
+            # it came back with an older build: its last incarnation (and what it ran) is
+            # gone, and the heartbeats of this one must not keep the record alive
+            _declare_dead(state, c.DeclarePeerDead(cmd.node, cmd.time))
         return Result.fail("protocol", older)
     if state.cluster_id is None:  # from the command only: the same on every replica
         state.cluster_id = hashlib.sha256(f"{cmd.node}@{cmd.time!r}".encode()).hexdigest()[:16]

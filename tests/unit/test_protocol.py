@@ -91,7 +91,15 @@ def test_a_mixed_cluster_applies_as_its_oldest_peer_and_never_goes_down():
     res = reg(st, "n3", 1, time=5.0)  # an older build joining, or one going back
     assert not res.ok and res.code == "protocol" and "n3" not in st.peers
     assert "speaks protocol 1 and the cluster runs protocol 2" in res.error
-    assert not reg(st, "n1", 1, time=6.0).ok and st.peers["n1"].protocol == 2
+    assert st.apply(c.SubmitJob("j2", {"entry": "m:f"}, 6.0)).ok
+    assert st.apply(c.AssignJobs((c.Assignment("j2", "n1", st.jobs["j2"].epoch),), 6.0)).ok
+    # n1 back with an older build: refused, and its last incarnation is dead (its jobs
+    # wait for another peer; its heartbeats no longer keep it alive)
+    res = reg(st, "n1", 1, time=7.0)
+    assert not res.ok and res.code == "protocol"
+    assert st.peers["n1"].state == "DEAD" and st.peers["n1"].protocol == 2
+    assert st.jobs["j2"].node is None and st.protocol == 2
+    assert st.apply(c.Heartbeat("n1", 8.0)).code == "stale"
 
 
 def test_removing_the_last_older_peer_raises_the_protocol():
