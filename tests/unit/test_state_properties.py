@@ -45,6 +45,10 @@ ACTION = hs.one_of(
     hs.tuples(hs.just("release"), i, hs.just(0)),
     hs.tuples(hs.just("drain"), i, hs.booleans()),
     _SAVEPOINT, _SAVEPOINT, _COMPLETE, _COMPLETE, _COMPLETE,
+    # tenants' quotas and named pipelines (their records in snapshots too)
+    hs.tuples(hs.just("tenant"), hs.sampled_from(["a", "b"]), hs.integers(0, 3),
+              hs.integers(0, 2)),
+    hs.tuples(hs.just("pipeline"), hs.sampled_from(["p1", "p2"]), i, hs.integers(0, 2)),
 )
 # a sequence starts with some peers and jobs, so that the interesting moves happen
 SEQUENCE = hs.builds(
@@ -137,6 +141,11 @@ def to_command(st: ClusterState, action, t: float):
         return c.CompleteSavepoint(job.id, job.epoch + action[4], job.node,
                                    _pick(pending, 0) or action[2],
                                    None if action[3] else "/sp", "E" if action[3] else None, t)
+    if kind == "tenant":
+        return c.SetTenant(action[1], action[2] or None, action[3] or None, t)
+    if kind == "pipeline":
+        spec = {"entry": "m:f", "job-type": "streaming", "args": {"v": action[3]}}
+        return c.PutPipeline(action[1], spec, _pick(JOBS, action[2]), t, "a")
     return action[1]  # junk
 
 
