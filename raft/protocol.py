@@ -101,9 +101,9 @@ def _default(f: dataclasses.Field) -> Any:
 
 
 def masked(command: Any, protocol: int) -> Optional[Any]:
-    """`command` as a replica of `protocol` applies it: None when its type is newer; its
-    newer fields at their defaults; nested commands (in a tuple) masked alike, a newer
-    nested one dropped."""
+    """`command` as a replica of `protocol` applies it: None when its type is newer (an
+    older replica cannot decode it), or a command nested in it (in a tuple) is; its newer
+    fields at their defaults, in nested commands too."""
     if protocol >= NEWEST:
         return command
     name = type(command).__name__
@@ -120,7 +120,8 @@ def masked(command: Any, protocol: int) -> Optional[Any]:
         elif isinstance(value, tuple) and any(dataclasses.is_dataclass(v) for v in value):
             inner = tuple(masked(v, protocol) if dataclasses.is_dataclass(v) else v
                           for v in value)
-            inner = tuple(v for v in inner if v is not None)
+            if any(v is None for v in inner):
+                return None
             if inner != value:
                 changes[f.name] = inner
     return dataclasses.replace(command, **changes) if changes else command

@@ -54,6 +54,8 @@ def test_masked_is_what_an_older_replica_decodes():
     assert P.masked(report, 1).reports[0].progress is None
     beat = c.Heartbeat("n1", 1.0)
     assert P.masked(beat, 1) is beat  # nothing newer in it: the same object
+    # a newer command inside a batch: an older replica cannot decode the batch at all
+    assert P.masked(c.SubmitJobs((job, c.SetTenant("a", 1, 1, 1.0))), 1) is None
 
 
 @pytest.mark.parametrize("command, refused", [
