@@ -127,7 +127,7 @@ const views = {
         ["slots free", `${ov["slots-available"]} / ${ov["slots-total"]}`],
         ["running", ov["jobs-running"]], ["waiting", ov["jobs-waiting"]],
         ["finished", ov["jobs-finished"]], ["failed", ov["jobs-failed"]],
-        ["cancelled", ov["jobs-cancelled"]],
+        ["cancelled", ov["jobs-cancelled"]], ["protocol", ov.protocol],
       ].map(([k, v]) => `<div><b>${esc(v)}</b><span>${esc(k)}</span></div>`).join("") + term;
       $("#peers tbody").innerHTML = nodes.nodes.map((n) => `
         <tr data-node="${esc(n.id)}">

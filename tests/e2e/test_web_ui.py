@@ -4,12 +4,14 @@ uploading a .py file, cancel it (with confirmation), and watch a failover on the
 after the peer running a job is killed. Screenshots of the main pages go to tmp_path, or
 to docs/screenshots with JM_UPDATE_SCREENSHOTS=1."""
 import os
+import re
 import signal
 import time
 import urllib.request
 
 import pytest
 
+from raft.protocol import PROTOCOL
 from tests.e2e.procs import ProcessCluster
 from tests.helpers import ROOT, http, poll
 
@@ -75,6 +77,8 @@ def test_dashboard_submit_cancel_and_failover(cluster, browser, tmp_path):
     # cluster page: 3 peers ALIVE, one leader
     poll(lambda: text_of(d, "#peers tbody").count("ALIVE") == 3 and
          "leader" in text_of(d, "#peers tbody"), 30, what="3 live peers and a leader")
+    poll(lambda: re.search(rf"\b{PROTOCOL}\s*protocol\b", text_of(d, "#overview")), 10,
+         what="the cluster's protocol in the overview")
     shot(d, tmp_path, "cluster")
 
     # submit: upload a .py, run its main
