@@ -1,8 +1,8 @@
 """Tenants on a peer: which job, batch, session or artifact a caller may see (the REST
 layer answers 404 for another tenant's, as for one that does not exist), the tenants'
 quotas (`PUT /tenants/{t}`, `GET /tenants`, `jm tenant`) and the audit log (`GET /audit`:
-this peer's entries and every other live peer's). The quotas are kept by raft/tenants.py (sessions) and the
-ResourceManager's placement (slots, jm/policy/quota.py)."""
+this peer's entries and every other live peer's). The quotas are kept by raft/tenants.py
+(sessions) and the ResourceManager's placement (slots, jm/policy/quota.py)."""
 from __future__ import annotations
 
 import asyncio
@@ -144,7 +144,7 @@ class TenantAccess(GatewayBase):
         def keep(e: dict) -> bool:
             return all(str(e.get(k) or "") == v or (k == "job" and v in e.get("ids", {})
                                                      .values()) for k, v in wanted.items())
-        own = self._audit().read(limit, keep)
+        own = await asyncio.to_thread(self._audit().read, limit, keep)  # (files: off the loop)
         with self.raft.read() as st:
             others = [] if "local" in query else sorted(
                 (p.id, self.svc.url_of(p.host, p.rest_port)) for p in st.peers.values()
