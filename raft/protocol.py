@@ -46,6 +46,10 @@ def _no_tenant(value: Any) -> bool:
     return value in (None, "", DEFAULT_TENANT)
 
 
+def _nobody(value: Any) -> bool:
+    return value in (None, "")
+
+
 def _default_tenants(value: Any) -> bool:
     return all(t == DEFAULT_TENANT for t in value or ())
 
@@ -62,7 +66,7 @@ FIELDS: dict[tuple[str, str], tuple[int, Callable[[Any], bool]]] = {
     ("OpenSqlSession", "submitter"): (2, _always),
     ("OpenLivySession", "tenant"): (2, _no_tenant),
     ("OpenLivySession", "submitter"): (2, _always),
-    ("OpenLivySession", "proxy_user"): (2, _no_tenant),  # (None or "": nobody's)
+    ("OpenLivySession", "proxy_user"): (2, _nobody),
     ("DrainPeer", "by_stop"): (2, _always),      # a stop's drain is kept as an operator's
     ("StatusReport", "progress"): (2, _always),
 }

@@ -66,6 +66,8 @@ def test_masked_is_what_an_older_replica_decodes():
     (c.SubmitJobs((c.SubmitJob("j", {}, 1.0, "", "team-a"),)), "tenants' work"),
     (c.AddArtifact("sha256:x", "a.py", 1, "n1", 1.0, ("team-a",)), "tenants' artifacts"),
     (c.OpenLivySession("h", "pyspark", "", {}, "n1", 1.0, proxy_user="etl"), "proxy users"),
+    (c.OpenLivySession("h", "pyspark", "", {}, "n1", 1.0, proxy_user="default"),
+     "proxy users"),  # (a user, not the default tenant)
     (c.SubmitJob("j", {}, 1.0, "", None, "alice"), None),  # a name only informs: cut
     (c.AddArtifact("sha256:x", "a.py", 1, "n1", 1.0, ("default",), "bob"), None),
     (c.StatusReport("j", 1, "n1", "RUNNING", 1.0, progress={"t": 1}), None),
