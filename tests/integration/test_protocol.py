@@ -9,11 +9,12 @@ import asyncio
 import os
 import sys
 
-from jm.config import load_config
 from raft.protocol import PROTOCOL
 from tests.conftest import InProcessCluster
 from tests.helpers import ahttp, apoll
+from tests.integration.test_amnesia import _peer
 from tests.integration.test_cli import jm
+from tests.integration.test_tenants import _state
 
 ROOT = "root-token"
 FIX = os.path.dirname(os.path.abspath(__file__)) + "/"
@@ -23,11 +24,8 @@ ROOT_H = {"Authorization": f"Bearer {ROOT}"}
 
 async def _restart(c, i, version=PROTOCOL):
     """Peer i started again, speaking protocol `version` (the cluster's conf says 1)."""
-    from jm.cluster.peer import Peer
-    conf = {"cluster.protocol-version": version}
     await c.peers[i].stop()
-    masters = c.masters()
-    c.peers[i] = Peer(load_config(c.conf_dir, conf), masters[i], masters)
+    c.peers[i] = _peer(c, i, **{"cluster.protocol-version": version})
     await c.peers[i].start()
 
 
@@ -44,12 +42,7 @@ async def _protocol(c, want):
 async def _finished(c, headers, **extra):
     s, b = await ahttp("POST", c.url(1) + "/jobs", {**QUICK, **extra}, headers=headers)
     assert s == 202, b
-    jid = b["jobid"]
-
-    async def done():
-        s, job = await ahttp("GET", c.url(0) + f"/jobs/{jid}", headers=ROOT_H)
-        return job if s == 200 and job["state"] == "FINISHED" else None
-    return await apoll(done, 60, what=f"job {jid} FINISHED")
+    return await _state(c, 0, b["jobid"], ROOT_H, "FINISHED")
 
 
 async def test_a_peer_of_an_older_protocol_holds_features_back_until_it_is_upgraded(tmp_path):

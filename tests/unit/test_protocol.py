@@ -41,6 +41,11 @@ def test_every_command_or_field_newer_than_protocol_1_has_an_entry():
         assert field not in PROTOCOL1.get(name, ())
 
 
+def test_the_default_tenant_is_raft_tenants_one():
+    from raft.tenants import DEFAULT  # (raft.tenants imports raft.commands: a copy here)
+    assert P.DEFAULT_TENANT == DEFAULT
+
+
 def test_masked_is_what_an_older_replica_decodes():
     job = c.SubmitJob("j1", {"entry": "m:f"}, 1.0, "", "team-a", "alice")
     assert P.masked(job, 1) == c.SubmitJob("j1", {"entry": "m:f"}, 1.0, "")
