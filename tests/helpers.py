@@ -133,15 +133,23 @@ async def ahttp(method: str, url: str, body: Any = None, headers: dict | None = 
             return (resp.status, parsed, resp.headers) if with_headers else (resp.status, parsed)
 
 
-async def asubmit(url: str, spec: dict, timeout: float = 60.0) -> str:
-    """POST /jobs as a client does: a 503 (a write in flight when the leadership moved:
+async def awrite(method: str, url: str, body: Any = None, headers: dict | None = None,
+                 timeout: float = 60.0) -> tuple:
+    """A write as a client sends it: a 503 (a write in flight when the leadership moved:
     LEADER_CHANGED, or no leader for a moment on a busy machine) is sent again with the
-    same X-Request-Id, which the cluster accepts only once. -> the job id."""
+    same X-Request-Id, which the cluster accepts only once. -> (status, body) of the first
+    answer that is not a 503."""
     import uuid
-    rid = str(uuid.uuid4())
+    hdrs = {"X-Request-Id": str(uuid.uuid4()), **(headers or {})}
 
     async def attempt():
-        s, b = await ahttp("POST", url + "/jobs", spec, headers={"X-Request-Id": rid})
-        assert s in (202, 503), b
-        return b["jobid"] if s == 202 else None
-    return await apoll(attempt, timeout, what="the submission accepted")
+        s, b = await ahttp(method, url, body, headers=hdrs)
+        return None if s == 503 else (s, b)
+    return await apoll(attempt, timeout, what=f"an answer to {method} {url} other than 503")
+
+
+async def asubmit(url: str, spec: dict, timeout: float = 60.0) -> str:
+    """POST /jobs as a client does (`awrite`) -> the job id."""
+    s, b = await awrite("POST", url + "/jobs", spec, timeout=timeout)
+    assert s == 202, b
+    return b["jobid"]

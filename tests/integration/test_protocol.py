@@ -11,7 +11,7 @@ import sys
 
 from raft.protocol import PROTOCOL
 from tests.conftest import InProcessCluster
-from tests.helpers import ahttp, apoll
+from tests.helpers import ahttp, apoll, awrite
 from tests.integration.test_amnesia import _peer
 from tests.integration.test_cli import jm
 from tests.integration.test_tenants import _state
@@ -40,7 +40,7 @@ async def _protocol(c, want):
 
 
 async def _finished(c, headers, **extra):
-    s, b = await ahttp("POST", c.url(1) + "/jobs", {**QUICK, **extra}, headers=headers)
+    s, b = await awrite("POST", c.url(1) + "/jobs", {**QUICK, **extra}, headers=headers)
     assert s == 202, b
     return await _state(c, 0, b["jobid"], ROOT_H, "FINISHED")
 
@@ -51,12 +51,12 @@ async def test_a_peer_of_an_older_protocol_holds_features_back_until_it_is_upgra
                                             "cluster.protocol-version": 1})
     await c.start()
     try:
-        s, b = await ahttp("POST", c.url(0) + "/tokens", {"name": "a-sub", "role": "submit",
-                                                          "tenant": "a"}, headers=ROOT_H)
+        s, b = await awrite("POST", c.url(0) + "/tokens", {"name": "a-sub", "role": "submit",
+                                                           "tenant": "a"}, headers=ROOT_H)
         assert s == 201, b
         tenant_h = {"Authorization": f"Bearer {b['token']}"}
-        s, b = await ahttp("POST", c.url(0) + "/tokens", {"name": "ops", "role": "admin"},
-                           headers=ROOT_H)
+        s, b = await awrite("POST", c.url(0) + "/tokens", {"name": "ops", "role": "admin"},
+                            headers=ROOT_H)
         ops_h = {"Authorization": f"Bearer {b['token']}"}
         # peer 0 upgraded, peer 1 still speaks protocol 1: the cluster runs 1
         await _restart(c, 0)
@@ -75,7 +75,7 @@ async def test_a_peer_of_an_older_protocol_holds_features_back_until_it_is_upgra
                     ("PUT", "/tenants/a", {"slots": 1}, ROOT_H),
                     ("PUT", "/pipelines/p", {**QUICK, "job-type": "streaming"}, ROOT_H),
                     ("POST", "/jobs", QUICK, tenant_h)):
-                s, b = await ahttp(method, c.url(i) + path, body, headers=h)
+                s, b = await awrite(method, c.url(i) + path, body, headers=h)
                 assert s == 409 and "every peer must speak protocol 2" in b["errors"][0] \
                     and "protocol 1" in b["errors"][0], (i, path, s, b)
         s, b = await ahttp("GET", c.url(0) + "/tenants", headers=ROOT_H)
@@ -90,7 +90,7 @@ async def test_a_peer_of_an_older_protocol_holds_features_back_until_it_is_upgra
         # peer 1 upgraded too: protocol 2, and the features work
         await _restart(c, 1)
         await _protocol(c, PROTOCOL)
-        s, b = await ahttp("PUT", c.url(1) + "/tenants/a", {"slots": 1}, headers=ROOT_H)
+        s, b = await awrite("PUT", c.url(1) + "/tenants/a", {"slots": 1}, headers=ROOT_H)
         assert s == 200, b
         job = await _finished(c, tenant_h)
         assert (job["tenant"], job["submitter"]) == ("a", "a-sub"), job
