@@ -96,6 +96,11 @@ def effective(peer_protocols: Iterable[int]) -> int:
     return min((p for p in peer_protocols), default=BASELINE)
 
 
+def keeps(command: str, field: str, protocol: int) -> bool:
+    """Whether a cluster at `protocol` keeps `field` of the command type `command`."""
+    return FIELDS.get((command, field), (BASELINE,))[0] <= protocol
+
+
 def _default(f: dataclasses.Field) -> Any:
     if f.default is not dataclasses.MISSING:
         return f.default

@@ -6,22 +6,32 @@ drain rounds move the jobs, jm/cluster/resourcemanager.py), then waits, woken by
 change of the replicated state, until this peer holds no job or its budget is spent. A
 second signal (`hurry`) ends the wait at once. `end_stop_drain` runs in a starting peer:
 once registered, it ends the drain its previous stop began (an operator's drain stays).
+
+While the cluster runs a protocol that drops `by_stop` (peers of an older build beside
+this one, or `cluster.protocol-version` holding it back: raft/protocol.py), the stop's
+drain is recorded as an operator's. The stopping peer then writes a marker
+(`stop-drain.json` in its data dir) naming its drain, and its next start ends the drain
+the marker names (a plain undrain, as an operator's `jm drain --undo`).
 """
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
 import time
 from typing import Any, Awaitable, Optional
 
 from jm.policy import stopdrain as policy
-from jm.policy.stopdrain import DRAIN, SKIP, SelfView, StopView
+from jm.policy.stopdrain import DRAIN, SKIP, SelfView, StopMarker, StopView
+from raft import protocol
 from raft.commands import DrainPeer
 from raft.outcomes import RaftUnavailable
 from raft.records import ALIVE
 
 log = logging.getLogger("jm.cluster.stopdrain")
 RECHECK = 1.0  # s: the lease's validity is no state change; looked at this often
+MARKER = "stop-drain.json"  # in the peer's data dir: a stop's drain the record cannot tell
 
 
 def self_view(st: Any, node: str) -> Optional[SelfView]:
@@ -29,7 +39,43 @@ def self_view(st: Any, node: str) -> Optional[SelfView]:
     if p is None:
         return None
     return SelfView(p.state == ALIVE, p.draining, getattr(p, "drain_by_stop", False),
-                    p.leaving, len(st.jobs_of(node)))
+                    p.leaving, len(st.jobs_of(node)), p.drain_deadline)
+
+
+def _marker_path(peer: Any) -> str:
+    return os.path.join(peer.data_dir, MARKER)
+
+
+def read_marker(peer: Any) -> Optional[StopMarker]:
+    """The marker of this peer's last stop (None: none, or unreadable)."""
+    try:
+        with open(_marker_path(peer)) as f:
+            deadline = json.load(f)["deadline"]
+        return StopMarker(None if deadline is None else float(deadline))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_marker(peer: Any, deadline: float) -> None:
+    path = _marker_path(peer)
+    with open(path + ".tmp", "w") as f:
+        json.dump({"deadline": deadline}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(path + ".tmp", path)
+
+
+def _drop_marker(peer: Any) -> None:
+    try:
+        os.unlink(_marker_path(peer))
+    except FileNotFoundError:
+        pass
+
+
+def _needs_marker(peer: Any) -> bool:
+    """The cluster's protocol drops `DrainPeer.by_stop`: only a marker tells the drain."""
+    with peer.raft.read() as st:
+        return not protocol.keeps("DrainPeer", "by_stop", st.protocol)
 
 
 def read_view(peer: Any) -> StopView:
@@ -84,6 +130,8 @@ async def drain_before_stop(peer: Any, deadline: float, cancel_timeout: float,
     changed = peer.raft.subscribe()
     if decision.action == DRAIN:
         command = DrainPeer(peer.node, True, time.time(), deadline, by_stop=True)
+        if _needs_marker(peer):  # (written first: a drain committed is always marked)
+            await asyncio.to_thread(_write_marker, peer, deadline)
         submit = asyncio.ensure_future(peer.raft.submit(command,
                                                         peer.conf["rest.write-timeout"]))
         try:
@@ -126,21 +174,25 @@ async def end_stop_drain(peer: Any) -> None:
     """Once this (restarted) peer is registered: end the drain its last stop began, so
     that it takes work again. Cancelled when this incarnation is told to stop."""
     changed = peer.raft.subscribe()
+    marker = read_marker(peer)
     while True:
         await peer.registered.wait()
         with peer.raft.read() as st:
             me = self_view(st, peer.node)
-        if not policy.should_undrain(me):
+        if not policy.should_undrain(me, marker):
             if me is not None and me.draining:
                 log.info("peer %s is drained by an operator; it stays drained", peer.node)
+            _drop_marker(peer)
             return
         try:
-            # (by_stop: an operator's drain since is left as it is, by the state machine)
-            res = await peer.raft.submit(DrainPeer(peer.node, False, time.time(), by_stop=True),
-                                         peer.conf["rest.write-timeout"])
+            # by_stop: an operator's drain since is left as it is, by the state machine;
+            # a drain only the marker tells is ended as an operator ends one
+            command = DrainPeer(peer.node, False, time.time(), by_stop=me.by_stop)
+            res = await peer.raft.submit(command, peer.conf["rest.write-timeout"])
             if res.ok:
                 log.info("peer %s: the drain of its last stop ended; it takes work again",
                          peer.node)
+                _drop_marker(peer)
                 return
             log.warning("peer %s: could not end the drain of its last stop: %s", peer.node,
                         res.error)

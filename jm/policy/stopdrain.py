@@ -31,6 +31,15 @@ class SelfView:
     by_stop: bool      # its drain is its own stop's (DrainPeer.by_stop)
     leaving: bool      # being removed (DELETE /cluster/peers): it drains already
     jobs: int          # jobs assigned to it
+    deadline: Optional[float] = None  # its drain's deadline (PeerRecord.drain_deadline)
+
+
+@dataclass(frozen=True)
+class StopMarker:
+    """What a stopping peer wrote in its data dir when the cluster's protocol drops
+    `DrainPeer.by_stop` (raft/protocol.py: peers of an older build run beside it): its
+    own drain is then recorded like an operator's, and only this tells them apart."""
+    deadline: Optional[float]
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,10 @@ def stop_grace(deadline: float, cancel_timeout: float) -> float:
     return wait_budget(deadline, cancel_timeout) + STOP_TIMEOUT + EXIT_MARGIN
 
 
-def should_undrain(me: Optional[SelfView]) -> bool:
-    """A starting peer ends the drain its last stop began (never an operator's)."""
-    return me is not None and me.draining and me.by_stop and not me.leaving
+def should_undrain(me: Optional[SelfView], marker: Optional[StopMarker] = None) -> bool:
+    """A starting peer ends the drain its last stop began (never an operator's): the
+    record says so, or (an older protocol dropped that) its marker names the drain the
+    record holds. An operator's drain since, with another deadline, stays."""
+    if me is None or not me.draining or me.leaving:
+        return False
+    return me.by_stop or (marker is not None and marker.deadline == me.deadline)

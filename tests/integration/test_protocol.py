@@ -9,6 +9,7 @@ import asyncio
 import os
 import sys
 
+from jm.cluster.stopdrain import MARKER, drain_before_stop, end_stop_drain
 from raft.protocol import PROTOCOL
 from tests.conftest import InProcessCluster
 from tests.helpers import ahttp, apoll, awrite
@@ -87,6 +88,7 @@ async def test_a_peer_of_an_older_protocol_holds_features_back_until_it_is_upgra
         for p in c.peers:
             with p.raft.read() as st:
                 assert st.jobs[job["jid"]].submitter == ""
+        await _stop_drain_ends_at_the_next_start(c, 0)
         # peer 1 upgraded too: protocol 2, and the features work
         await _restart(c, 1)
         await _protocol(c, PROTOCOL)
@@ -97,6 +99,32 @@ async def test_a_peer_of_an_older_protocol_holds_features_back_until_it_is_upgra
         await _older_peer_is_refused(c)
     finally:
         await c.stop()
+
+
+async def _stop_drain_ends_at_the_next_start(c, i):
+    """Peer i stopped as SIGTERM stops it (it drains first) while the cluster runs
+    protocol 1, which records that drain as an operator's: started again, it ends the
+    drain its marker names, and takes work again."""
+    peer = c.peers[i]
+
+    async def drained():  # (skipped, saying why, while a busy machine holds an election)
+        return await drain_before_stop(peer, 60.0, 5.0, asyncio.Event()) == "drained"
+    await apoll(drained, 60, what=f"{peer.node} drained for its stop")
+    with peer.raft.read() as st:
+        me = st.peers[peer.node]
+        assert me.draining and not me.drain_by_stop and me.drain_deadline == 60.0
+    assert os.path.exists(os.path.join(peer.data_dir, MARKER))
+    await _restart(c, i)
+    await asyncio.wait_for(end_stop_drain(c.peers[i]), 60)
+
+    def undrained():
+        for p in c.peers:
+            with p.raft.read() as st:
+                if st.peers[peer.node].draining:
+                    return False
+        return True
+    await apoll(undrained, 30, what=f"{peer.node} undrained on every replica")
+    assert not os.path.exists(os.path.join(peer.data_dir, MARKER))
 
 
 async def _older_peer_is_refused(c):

@@ -4,13 +4,13 @@ operator's."""
 import pytest
 
 from jm.policy import stopdrain as sd
-from jm.policy.stopdrain import DRAIN, SKIP, WAIT, SelfView, StopView
+from jm.policy.stopdrain import DRAIN, SKIP, WAIT, SelfView, StopMarker, StopView
 from raft.commands import DrainPeer, RegisterPeer, decode, encode
 from raft.state import ClusterState
 
 
-def me(jobs=2, alive=True, draining=False, by_stop=False, leaving=False):
-    return SelfView(alive, draining, by_stop, leaving, jobs)
+def me(jobs=2, alive=True, draining=False, by_stop=False, leaving=False, deadline=None):
+    return SelfView(alive, draining, by_stop, leaving, jobs, deadline)
 
 
 def view(m=None, leader=True, lease=True, targets=2):
@@ -66,6 +66,17 @@ def test_should_undrain_only_its_own_stop():
     assert not sd.should_undrain(None)
 
 
+def test_a_marker_tells_a_stop_drain_an_older_protocol_recorded_as_an_operators():
+    mine = StopMarker(60.0)
+    assert sd.should_undrain(me(draining=True, deadline=60.0), mine)
+    assert not sd.should_undrain(me(draining=True, deadline=None), mine)  # an operator's since
+    assert not sd.should_undrain(me(draining=True, deadline=30.0), mine)
+    assert not sd.should_undrain(me(draining=True, deadline=60.0), None)
+    assert not sd.should_undrain(me(draining=True, deadline=60.0, leaving=True), mine)
+    assert not sd.should_undrain(me(deadline=None), mine)  # the drain was never committed
+    assert not sd.should_undrain(None, mine)
+
+
 def _state():
     st = ClusterState()
     assert st.apply(RegisterPeer("a:1", "a", 1, 1, 10, 4, 1.0)).ok
@@ -80,6 +91,17 @@ def test_the_record_tells_a_stop_drain_from_an_operators():
     assert st.peers["a:1"].draining and not st.peers["a:1"].drain_by_stop
     assert st.apply(DrainPeer("a:1", False, 4.0)).ok
     assert not st.peers["a:1"].draining and not st.peers["a:1"].drain_by_stop
+
+
+def test_a_cluster_below_protocol_2_drops_by_stop():
+    from raft import protocol
+    assert not protocol.keeps("DrainPeer", "by_stop", 1)
+    assert protocol.keeps("DrainPeer", "by_stop", protocol.PROTOCOL)
+    assert protocol.keeps("DrainPeer", "deadline", 1)  # (as old as the command)
+    st = _state()
+    st.protocol = 1
+    assert st.apply(DrainPeer("a:1", True, 2.0, 60.0, by_stop=True)).ok
+    assert st.peers["a:1"].draining and not st.peers["a:1"].drain_by_stop
 
 
 def test_by_stop_survives_the_codec_and_defaults_for_older_commands():
