@@ -78,6 +78,11 @@ def start_again(c, i):
     return pid
 
 
+def _running_job(c, jid):
+    j = http("GET", c.urls[0] + f"/jobs/{jid}")[1]
+    return j if j["state"] == "RUNNING" else None
+
+
 def test_rolling_restart_by_sigterm_alone(cluster, tmp_path):
     c = cluster
     outs = [tmp_path / f"ticks{i}" for i in range(4)]
@@ -104,8 +109,13 @@ def test_rolling_restart_by_sigterm_alone(cluster, tmp_path):
         poll(lambda: nodes(c)[c.nodes[i]]["state"] == "ALIVE", 30, interval=0.1,
              what=f"peer {i} undrained")
     for jid, out in zip(tickers, outs):
-        j = http("GET", c.urls[0] + f"/jobs/{jid}")[1]
-        assert j["state"] == "RUNNING" and j["restarts"] == 0, j
+        # (a job the last peer's drain moved may still be starting on its new peer)
+        j = poll(lambda: _running_job(c, jid), 60, interval=0.1, what=f"{jid} running")
+        # no drain restarted it; a peer that lost its lease on a stalled machine restarts
+        # its jobs (fencing, not the drain): those restarts are told by their exception
+        fenced = [e for e in http("GET", c.urls[0] + f"/jobs/{jid}/exceptions")[1][
+            "all-exceptions"] if e["exception"].startswith("LeaseExpired")]
+        assert j["restarts"] == len(fenced), (j, fenced)
         reasons = [a["end-reason"] for a in j["attempts"][:-1]]
         # every job was on some peer when it stopped: it moved (with a savepoint), and it
         # was never lost, failed or restarted
