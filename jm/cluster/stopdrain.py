@@ -131,7 +131,12 @@ async def drain_before_stop(peer: Any, deadline: float, cancel_timeout: float,
     if decision.action == DRAIN:
         command = DrainPeer(peer.node, True, time.time(), deadline, by_stop=True)
         if _needs_marker(peer):  # (written first: a drain committed is always marked)
-            await asyncio.to_thread(_write_marker, peer, deadline)
+            try:
+                await asyncio.to_thread(_write_marker, peer, deadline)
+            except OSError as exc:
+                log.warning("peer %s: cannot mark its stop's drain (%s): it stays drained "
+                            "when it starts again, until `jm drain %s --undo`", peer.node,
+                            exc, peer.node)
         submit = asyncio.ensure_future(peer.raft.submit(command,
                                                         peer.conf["rest.write-timeout"]))
         try:
