@@ -49,6 +49,8 @@ case "$ACTION" in
         if pid="$(running_pid)"; then
             echo "jobmanager $PEER is already running (pid $pid)." >&2; exit 1
         fi
+        # the peer's log holds every tenant's job ids and errors: its alone (0600)
+        (umask 077 && touch "$LOG_FILE") && chmod 600 "$LOG_FILE"
         nohup "$JM_PYTHON" -m jm.cluster.peer --conf-dir "$JM_CONF_DIR" --peer "$PEER" "${ARGS[@]}" "${EXTRA[@]}" \
             >> "$LOG_FILE" 2>&1 < /dev/null &
         echo $! > "$PID_FILE"

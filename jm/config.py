@@ -17,6 +17,7 @@ import yaml
 # re-exported: what other modules import from jm.config
 from jm.configpeers import (MAX_PEER_ADDRESS, PeerAddress, choose_self,  # noqa: F401
                             parse_peer, read_masters, rest_base_url)
+from jm.policy.engines import MIN_IDLE_TIMEOUT
 from jm.configvalues import RESTART_TYPES  # noqa: F401
 from jm.configvalues import (ConfigError, _bool, _choice, _float, _int, _log_cap, _log_level,
                              _names, _opt_bool, _opt_str, _restart_type, _savepoints_dir,
@@ -130,6 +131,10 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # spark.cores.max; 0: no limit); with local[...] masters it does not apply
     "spark.connect.cores": (_int(0), 1),
     "spark.connect.startup-timeout": (parse_duration, "180 s"),
+    # engines (jm/policy/engines.py): one per peer, per tenant or per connect-mode job
+    "spark.connect.share-level": (_choice("peer", "tenant", "job"), "peer"),
+    "spark.connect.engine.idle-timeout": (parse_duration, "5 min"),
+    "spark.connect.engine.max-per-peer": (_int(1), 8),
     "spark.driver.memory": (_str, "1g"),
     "spark.log.level": (_str, "WARN"),
     # a classic job's application with no executor for this long says so (GET /jobs/{id})
@@ -285,6 +290,9 @@ class Config:
         if voters is not None and voters % 2 == 0:
             raise ConfigError(f"raft.voters: {voters} is even; an odd number of voters "
                               "survives as many losses as the next even one")
+        if self["spark.connect.engine.idle-timeout"] < MIN_IDLE_TIMEOUT:
+            raise ConfigError(f"spark.connect.engine.idle-timeout: must be at least "
+                              f"{MIN_IDLE_TIMEOUT:g} s (an engine would stop between statements)")
         if self["raft.min-timeout"] >= self["raft.max-timeout"]:
             raise ConfigError("raft.min-timeout: must be below raft.max-timeout")
         if self["raft.max-message-size"] < 1024 * 1024:  # pysyncobj sends up to 64 kb at once

@@ -309,7 +309,19 @@ DESCRIPTIONS: dict[str, str] = {
     "spark.connect.startup-timeout": (
         "A JVM that is not up by then is restarted. It is also the longest time a job waits for"
         " Spark to be ready."),
-    "spark.driver.memory": "Driver memory of the embedded server.",
+    "spark.connect.share-level": (
+        "Which work shares a Spark Connect server (an engine), as Apache Kyuubi's engine share "
+        "levels: `peer` (one per peer for everyone, started with the peer), `tenant` (one per "
+        "tenant on each peer that has its work, started when its first job or session "
+        "arrives), `job` (one per connect-mode job; sessions use their tenant's). See the "
+        "security guide for what each level isolates and costs."),
+    "spark.connect.engine.idle-timeout": (
+        "A tenant's or a job's engine that no job or session has used for this long is "
+        "stopped (at least 10 s). The peer's engine (`share-level: peer`) is kept."),
+    "spark.connect.engine.max-per-peer": (
+        "The most engines a peer runs at once. Work that needs another one stops the least "
+        "recently used idle engine first, and waits while every engine is in use."),
+    "spark.driver.memory": "Driver memory of each embedded server (engine).",
     "spark.log.level": "log4j root level of the embedded server.",
     "spark.executor-wait-warning": (
         "A Spark application that has had no executor for this long says so: a classic job's "

@@ -44,7 +44,10 @@ class AuditLog:
     def _open(self):
         if self._file is None or self._file.closed:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            self._file = open(self.path, "a", encoding="utf-8")
+            # the peer's alone (job processes may run as other users of this host)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            os.fchmod(fd, 0o600)  # (a file an older build made readable)
+            self._file = open(fd, "a", encoding="utf-8")
         return self._file
 
     def read(self, limit: int, keep) -> list[dict]:

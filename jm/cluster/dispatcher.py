@@ -7,6 +7,7 @@ told its job's pending requests (cancel, stop-with-savepoint, savepoints, a plan
 from __future__ import annotations
 
 import asyncio
+from typing import Optional
 import logging
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ class Placement:
     intents: Intents
     spec: dict
     losses: tuple = ()  # S.PeerLoss: its last attempts that lost their peer as they started
+    tenant: Optional[str] = None  # whose job (its engine at share-level tenant)
 
 
 class Dispatcher:
@@ -60,7 +62,7 @@ class Dispatcher:
                 job = st.jobs[job_id]
                 if job.status not in S.TERMINAL:
                     out[job_id] = Placement(job.epoch, Intents.of(job), job.spec,
-                                            S.peer_losses(job.attempts))
+                                            S.peer_losses(job.attempts), job.tenant)
             return out
 
     async def reconcile(self) -> None:
@@ -85,7 +87,7 @@ class Dispatcher:
         for job_id, p in mine.items():
             if job_id in self.masters or (job_id, p.epoch) in self._done:
                 continue
-            jm = JobMaster(self.env, job_id, p.epoch, p.spec, p.losses)
+            jm = JobMaster(self.env, job_id, p.epoch, p.spec, p.losses, p.tenant)
             jm.update(p.intents)
             self.masters[job_id] = jm
             task = jm.start()

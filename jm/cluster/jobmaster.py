@@ -18,6 +18,7 @@ from typing import Any, Awaitable, Optional
 from raft import state as S
 from raft.commands import CompleteSavepoint, ReleaseJob, StatusReport
 from raft.node import RaftUnavailable
+from jm.cluster.engines import NoEngine
 from jm.cluster.jobservices import JobEnv, next_report_seq
 from jm.runtime.executor import ExecutorLost, JobProcess
 from jm.runtime.sparkapp import SCRATCH
@@ -51,8 +52,9 @@ class JobMaster:
     queue, and performs the instructions the state returns."""
 
     def __init__(self, env: JobEnv, job_id: str, epoch: int, spec: dict,
-                 losses: tuple = ()) -> None:
+                 losses: tuple = (), tenant: Optional[str] = None) -> None:
         self.env = env
+        self.tenant = tenant
         self.job_id = job_id
         self.epoch = epoch
         self.spec = spec
@@ -66,6 +68,12 @@ class JobMaster:
         self.session_id: Optional[str] = None
         self.task: Optional[asyncio.Task] = None
         self.connect = spec.get("spark-mode") != "classic"
+        # the engine a connect-mode job runs on (acquired at its first spawn, held until
+        # this JobMaster ends: its restarts find it warm)
+        self.engine_key = (env.engines.key_for(tenant, job_id)
+                           if self.connect and env.engines is not None else None)
+        self.engine: Any = None
+        self.engine_lost: dict[int, str] = {}  # restart -> why its engine died under it
         self._helpers: set[asyncio.Task] = set()   # exit watchers, timers, report outcomes
         self._savepoint_tasks: dict[str, asyncio.Task] = {}
         self.log = logging.LoggerAdapter(log, {"job": job_id, "epoch": epoch})
@@ -111,6 +119,7 @@ class JobMaster:
         """Stop without reporting (the job moved away, or this peer is fenced/stopping)."""
         if self.process:
             self.env.executor.kill(self.process, signal.SIGKILL)
+        self._release_engine()
         tasks = [t for t in [self.task, *self._savepoint_tasks.values(),
                              *self.spark_app.pending(), *self.progress.pending(),
                              *self.tee.pending(),
@@ -142,10 +151,28 @@ class JobMaster:
     def _params(self, pyfiles: list[str], run_dir: str,
                 script: Optional[str] = None) -> RunParams:
         env = self.env
+        remote, ready = env.spark_remote(), env.spark_ready_file
+        if self.engine is not None:
+            remote, ready = self.engine.url, self.engine.ready_file
         return attempt_params(self.spec, env.conf, AttemptPlace(
             self.job_id, self.epoch, self.restart_index, env.node, run_dir, env.log_dir,
-            self.checkpoint_dir, env.spark_conf_dir, env.spark_remote(),
-            env.spark_ready_file, self.session_id, tuple(pyfiles), script), self.streaming)
+            self.checkpoint_dir, env.spark_conf_dir, remote, ready, self.session_id,
+            tuple(pyfiles), script), self.streaming)
+
+    async def _acquire_engine(self) -> None:
+        """This job's engine, once (it may wait while the peer's engines are all in use)."""
+        if self.engine_key is not None and self.engine is None:
+            self.engine = await self.env.engines.acquire(
+                self.engine_key, self._holder, self.env.conf["spark.connect.startup-timeout"])
+
+    @property
+    def _holder(self) -> str:
+        return f"job:{self.job_id}:{self.epoch}"
+
+    def _release_engine(self) -> None:
+        if self.engine_key is not None:
+            self.engine = None
+            self.env.engines.release(self.engine_key, self._holder)
 
     def _run_dir(self, restart: int) -> str:
         # made by the job process (or the SQL worker) that writes into it: a mkdir on
@@ -178,6 +205,7 @@ class JobMaster:
                 self.env.executor.kill(self.process, signal.SIGKILL)
             for t in self._helpers:
                 t.cancel()
+            self._release_engine()
 
     async def _feed(self, event: Any) -> None:
         """One event into the state; its instructions performed in order."""
@@ -242,8 +270,13 @@ class JobMaster:
             return ResultRead(ins.restart, *await asyncio.to_thread(read_result, run_dir, limit))
         if isinstance(ins, ReadFailure):
             limit = self.env.conf["jobmanager.failure.max-size"]
-            return FailureRead(ins.restart, await asyncio.to_thread(
-                read_failure, run_dir, ins.code, ins.signal, limit))
+            failure = await asyncio.to_thread(read_failure, run_dir, ins.code, ins.signal, limit)
+            why = self.engine_lost.pop(ins.restart, None)
+            if why is not None:  # what the job saw of it is the detail, not the cause
+                failure = dict(failure, exception=why, traceback=(
+                    f"{failure.get('exception', '')}\n{failure.get('traceback', '')}"
+                    ).strip())
+            return FailureRead(ins.restart, failure)
         if isinstance(ins, TakeSavepoint):
             return SavepointTaken(*await self._take_savepoint(ins.trigger_id, ins.target))
         if isinstance(ins, Release):
@@ -283,10 +316,11 @@ class JobMaster:
             if self.spec.get("script"):
                 script = (await self.env.resolve_pyfiles([self.spec["script"]]))[0]
             await self._restore()
+            await self._acquire_engine()
             self.session_id = str(uuid.uuid4())
             params = self._params(pyfiles, run_dir, script)
             self.process = await self.env.executor.spawn(params)
-        except (ExecutorLost, OSError, ValueError, LookupError) as exc:
+        except (ExecutorLost, OSError, ValueError, LookupError, NoEngine) as exc:
             failure = {"exception": f"{type(exc).__name__}: {exc}", "traceback": ""}
             missing = isinstance(exc, LookupError) and await asyncio.to_thread(
                 missing_code, self.spec)
@@ -318,6 +352,14 @@ class JobMaster:
         if not self.connect:  # its driver JVM is gone with it: its scratch files too
             await asyncio.to_thread(shutil.rmtree, os.path.join(run_dir, SCRATCH), True)
         return Exited(restart, code, sig, lease_expired)
+
+    def lose_engine(self, why: str) -> None:
+        """This job's engine died: its running attempt lost its Spark session. It is
+        killed and fails with `why` (its restart strategy decides, as after any failure)."""
+        if self.process is not None:
+            self.engine_lost[self.state.restart] = why
+            self.log.warning("job %s: %s", self.job_id, why)
+            self.env.executor.kill(self.process, signal.SIGKILL)
 
     def note_server(self, info: Optional[dict]) -> None:
         """The peer's Connect server changed (its application, waiting for executors):
@@ -380,7 +422,7 @@ class JobMaster:
     async def _cleanup_session(self, run_dir: str) -> None:
         """A killed job process leaves its streaming queries running in the Spark Connect
         server: stop them (through its session) before anyone else runs this job."""
-        if (not self.session_id or not self.env.spark_remote()
+        if (not self.session_id or not (self.engine or self.env.spark_remote())
                 or self.spec.get("spark-mode") == "classic"):  # its queries died with its driver
             return
         params = cleanup_params(self._params([], run_dir), run_dir, self.session_id)

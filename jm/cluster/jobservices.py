@@ -54,6 +54,9 @@ class JobEnv:
     # monotonic clock of this host: restart delays and failure-rate windows are measured
     # on it, so a wall clock step (NTP, an operator) neither shortens nor stretches them
     monotonic: Callable[[], float] = time.monotonic
+    # the peer's engines (jm/cluster/engines.py): a connect-mode job acquires the one of
+    # its share level; None: every job uses spark_remote()
+    engines: Any = None
 
 
 async def _nothing() -> None:

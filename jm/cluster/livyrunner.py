@@ -17,10 +17,12 @@ import asyncio
 import logging
 import os
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
 from jm.cluster.services import SqlServices
 from jm.cluster.waits import wait_event
+from jm.runtime.limits import from_conf as job_limits
 from jm.runtime.sqlclient import StatementError, WorkerLost
 from jm.wire import livysessions as W
 from raft import livy as L
@@ -287,17 +289,22 @@ class LivyRunner:
     async def _start_repl(self, lv: LocalLivy) -> None:
         from jm.runtime.livyclient import LivyProcess
         self.sql._held_here(lv.handle, True)
-        await self.sql._ensure_open(lv.handle)  # the Spark session, rebuilt if it moved
+        # the Spark session (rebuilt if it moved), on the session's engine
+        s = await self.sql._ensure_open(lv.handle)
         conf, svc = self.svc.conf, self.svc
         if lv.repl is not None:
             await lv.repl.close()
-        lv.repl = LivyProcess(svc.spark_remote(), lv.handle,
+        lv.repl = LivyProcess(s.engine.url, lv.handle,
                            os.path.join(svc.log_dir, f"livy-session-{lv.number}.log"),
                            conf["jobmanager.executor.nice"],
                            on_start=lambda pid: svc.guard(f"livy-session-{lv.number}", pid),
                            env_pass=conf["jobmanager.executor.env-pass"],
                            env_add=svc.child_env)
-        lv.repl.user = self._proxy_user(lv)
+        # the user's code runs confined as a job's (rlimits, oom_score_adj), as its proxy
+        # user or else as jobmanager.executor.user, never as the peer's user when one is set
+        proxy = lv.repl.user = self._proxy_user(lv)
+        limits = job_limits(conf)
+        lv.repl.confine = replace(limits, user=proxy or limits.user).to_dict()
 
     async def _keep_state(self, lv: LocalLivy, items) -> list:
         """Record what a Python statement changed in its Spark session, for the session's

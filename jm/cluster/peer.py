@@ -38,6 +38,7 @@ from jm.cluster.looplag import LoopMonitor
 from jm.cluster.metrics import PeerMetrics
 from jm.cluster.resourcemanager import RebalanceConfig, ResourceManager
 from jm.config import Config, ConfigError, PeerAddress, rest_base_url
+from jm.policy.engines import EngineKey
 from jm.policy.identity import NON_VOTER
 from jm.policy.voters import DEFAULT_VOTERS, NON_VOTING, VotersError, voter_count
 from jm.policy.security import peer_credential
@@ -143,7 +144,10 @@ class Peer:
         """Join (or form) the cluster, build every component, serve REST, run them."""
         os.makedirs(self.data_dir, exist_ok=True)
         os.makedirs(self.log_dir, exist_ok=True)
-        os.makedirs(self.raft_dir, exist_ok=True)
+        os.makedirs(self.raft_dir, mode=0o700, exist_ok=True)
+        # the journal, snapshots and identity (every tenant's specs, SQL and code) are the
+        # peer's alone: job processes may run as other users of this host
+        os.chmod(self.raft_dir, 0o700)
         await self._join()
         self._build()
         self.runner = await serve_rest(
@@ -197,10 +201,13 @@ class Peer:
         sparks = self.sparks
         sparks.build(self.executor, self.guard,
                      on_ready_change=lambda: self.lease and self.lease.now.set(),
-                     on_info=self._spark_info_changed)
+                     on_info=self._spark_info_changed, unguard=self.unguard)
         self.sql = SqlGateway(SqlServices(
-            self.node, conf, raft, self.lease_valid, sparks.remote, sparks.generation,
+            self.node, conf, raft, self.lease_valid, sparks.engines,
             self.url_of, self.log_dir, self.guard, sparks.child_env))
+        sparks.engines.on_lost.append(self._engine_lost)
+        sparks.engines.on_stopped.append(  # an engine stopped for good: its SQL worker too
+            lambda key, server: asyncio.ensure_future(self.sql.workers.drop(server.url)))
         self.reporter = make_reporter(raft, conf["rest.write-timeout"])
         self.submitter = Batcher(raft, SubmitJobs, conf["rest.write-timeout"], retry=False)
         jobs_executor = SqlJobExecutor(self.executor, self.sql, self.lease_valid)
@@ -209,7 +216,8 @@ class Peer:
         env = JobEnv(self.node, conf, jobs_executor, self.reporter, fetcher.resolve_pyfiles,
                      sparks.remote, sparks.ready_file, self.log_dir, self.data_dir, time.time,
                      self.wait_lease, self._commit, self.metrics,
-                     spark_conf_dir(self.log_dir, conf["spark.log.level"]), sparks.info)
+                     spark_conf_dir(self.log_dir, conf["spark.log.level"]), sparks.info,
+                     engines=sparks.engines)
         self.dispatcher = Dispatcher(raft, env)
         self.rm = ResourceManager(raft, conf["heartbeat.timeout"], conf["rest.write-timeout"],
                                   expiration=conf["jobstore.expiration-time"],
@@ -234,14 +242,14 @@ class Peer:
             self.node, conf, raft, self.lease, self.rounds, self.submitter, self.executor,
             self.sql, sparks.server, sparks.remote, self.blobs, self.ha_blobs, self.voting,
             self.candidate, self.peer_client, self.url_of, self.lists, self.data_dir,
-            self.log_dir, self.janitor.disk_low, lambda: self.started, self.had_data))
+            self.log_dir, self.janitor.disk_low, lambda: self.started, self.had_data,
+            sparks.engines))
 
     async def _run(self) -> None:
         """Start the components, in the order they need each other."""
         loop = asyncio.get_running_loop()
         await self.executor.start()
-        if self.sparks.server:
-            self.sparks.server.start()
+        self.sparks.engines.start()
         for component in (self.reporter, self.submitter, self.rounds):
             component.start()
         for work in (self.lease.run(), self.lease.watchdog(), self.removal.watch(),
@@ -301,17 +309,30 @@ class Peer:
                             self.conf["cluster.protocol-version"])
 
     def guard(self, name: str, pid: int) -> None:
-        """`pid` (the Connect server, the SQL worker) dies with the job processes when the
-        lease runs out."""
+        """`pid` (an engine, the SQL worker) dies with the job processes when the lease
+        runs out."""
         self._guarded[name] = pid
         self.executor.guard(list(self._guarded.values()))
 
-    def _spark_info_changed(self, info: dict) -> None:
-        """The Connect server's application changed or started or stopped waiting for
-        executors: its connect-mode jobs say so."""
+    def unguard(self, name: str) -> None:
+        """`name` was stopped for good (an idle engine): its pid is no longer ours."""
+        if self._guarded.pop(name, None) is not None:
+            self.executor.guard(list(self._guarded.values()))
+
+    def _spark_info_changed(self, key: EngineKey, info: dict) -> None:
+        """An engine's application changed or started or stopped waiting for executors:
+        the connect-mode jobs on it say so."""
         if self.dispatcher is not None:
             for master in list(self.dispatcher.masters.values()):
-                master.note_server(info)
+                if master.engine_key == key:
+                    master.note_server(info)
+
+    def _engine_lost(self, key: EngineKey, why: str) -> None:
+        """An engine's JVM died: the jobs on it (and only those) lose their attempt."""
+        if self.dispatcher is not None:
+            for master in list(self.dispatcher.masters.values()):
+                if master.engine_key == key:
+                    master.lose_engine(why)
 
     def lease_valid(self) -> bool:
         return self.lease is not None and self.lease.valid()
@@ -350,8 +371,8 @@ class Peer:
             if batcher:
                 steps.append((name, batcher.close))
         steps.append(("executor", self.executor.close))
-        if self.sparks.server:
-            steps.append(("spark connect server", self.sparks.server.close))
+        if self.sparks.engines is not None:
+            steps.append(("Spark engines", self.sparks.engines.close))
         if self.runner:
             steps.append(("rest server", self.runner.cleanup))
         steps.append(("client of the other peers", self.peer_client.close))
@@ -375,10 +396,10 @@ class Peer:
     def kill_processes(self) -> None:
         """SIGKILL the processes this peer started that are still alive (by pid); the job
         processes die with their zygote (parent-death signal)."""
-        worker = self.sql.worker if self.sql else None
-        spark = self.sparks.server
-        for proc in (self.executor.proc, spark.proc if spark else None,
-                     worker.proc if worker else None):
+        workers = self.sql.workers.values() if self.sql else ()
+        engines = self.sparks.engines.servers.values() if self.sparks.engines else ()
+        for proc in (self.executor.proc, *(e.proc for e in engines),
+                     *(w.proc for w in workers)):
             if proc is not None and proc.returncode is None:
                 try:
                     proc.kill()

@@ -18,6 +18,12 @@ class _RotatingStdout(logging.handlers.RotatingFileHandler):
 
     fds: list = [1]  # the descriptors that were redirected to the log file
 
+    def _open(self):
+        """A new log file after a rollover is the peer's alone (mode 0600), as the first:
+        it holds every tenant's job ids and errors."""
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        return open(fd, "a", encoding=self.encoding, errors=self.errors)
+
     def doRollover(self) -> None:
         for stream in (sys.stdout, sys.stderr):
             try:

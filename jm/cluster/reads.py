@@ -260,12 +260,18 @@ class PeerReads(GatewayBase):
             free: Optional[int] = st.f_bavail * st.f_frsize
         except OSError:
             free = None
-        spark = self.svc.spark
-        return {"ok": leader is not None and registered and disk is None,
-                "node": self.node, "leader": leader, "registered": registered,
-                "spark-ready": bool(spark and spark.ready.is_set()),
-                "spark-remote": _no_token(self.svc.spark_remote()), "disk-problem": disk,
-                "disk-free": free}
+        spark, engines = self.svc.spark, self.svc.engines
+        out = {"ok": leader is not None and registered and disk is None,
+               "node": self.node, "leader": leader, "registered": registered,
+               # (at share-level tenant or job, engines start with their work)
+               "spark-ready": bool(spark.ready.is_set() if spark is not None
+                                   else engines is not None and engines.embedded),
+               "spark-remote": _no_token(self.svc.spark_remote()), "disk-problem": disk,
+               "disk-free": free}
+        if engines is not None and engines.embedded:
+            out["share-level"] = engines.level.value
+            out["engines"] = engines.rows()
+        return out
 
 
 def _no_token(remote: Optional[str]) -> Optional[str]:

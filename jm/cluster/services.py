@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from jm.cluster.batcher import Batcher
     from jm.cluster.beats import LeaseRounds
     from jm.cluster.blobs import BlobStore
+    from jm.cluster.engines import Engines
     from jm.cluster.joblists import JobLists
     from jm.cluster.lease import Lease
     from jm.cluster.peerclient import PeerClient
@@ -44,6 +45,7 @@ class GatewayServices:
     disk_low: Callable[[], Optional[str]]   # why the disk is low (jobmanager.disk.min-free)
     started: Callable[[], bool]             # every component runs (writes 503 before)
     had_data: bool = False                  # it started with Raft data (a member before)
+    engines: Optional["Engines"] = None     # every engine of the peer (share levels)
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,7 @@ class SqlServices:
     conf: "Config"
     raft: "RaftHost"
     lease_valid: Callable[[], bool]         # nothing runs here without a lease
-    spark_remote: Callable[[], Optional[str]]  # the Connect URL the SQL worker uses
-    spark_generation: Callable[[], int]     # the Connect server's restarts (sessions lost)
+    engines: "Engines"                      # a session's engine (its tenant's, the peer's)
     url_of: Callable[[str, int], str]       # (host, REST port) -> a peer's base URL
     log_dir: str
     guard: Callable[[str, int], None]       # (name, pid): killed with the job processes

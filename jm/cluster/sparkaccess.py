@@ -1,7 +1,8 @@
-"""How a peer's jobs and SQL reach Spark: the embedded Spark Connect server (or none, when
-`spark.remote` names one or `spark.connect.embedded` is off), its token, its URL, whether
-it is ready, its warm-up. One service object the peer hands to the components that need
-it, instead of each asking the peer.
+"""How a peer's jobs and SQL reach Spark: its engines (embedded Spark Connect servers at
+the share level, jm/cluster/engines.py), or none when `spark.remote` names one or
+`spark.connect.embedded` is off; their token, the peer engine's URL, readiness and
+warm-up. One service object the peer hands to the components that need it, instead of
+each asking the peer.
 """
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import os
 import secrets
 from typing import Callable, Optional
 
+from jm.cluster.engines import Engines
 from jm.config import Config
+from jm.policy.engines import PEER_ENGINE, EngineKey, ShareLevel
 from jm.policy.runparams import RunParams
 from jm.runtime.executor import Executor
 from jm.runtime.sparkapp import SCRATCH
@@ -30,49 +33,83 @@ class SparkAccess:
                       if self.embedded else None)
         # what every process this peer starts gets in its environment
         self.child_env = {TOKEN_ENV: self.token} if self.token else {}
-        self.server: Optional[SparkConnectServer] = None
+        self.engines: Optional[Engines] = None
         self._executor: Optional[Executor] = None
 
     def build(self, executor: Executor, guard: Callable[[str, int], None],
-              on_ready_change: Callable[[], None], on_info: Callable[[dict], None]) -> None:
-        """The embedded server (not started): `guard(name, pid)` makes its JVM die with the
-        lease; `on_ready_change` and `on_info(info)` hear of its readiness and its
-        application (started, stopped, waiting for executors)."""
-        if not self.embedded:
-            return
+              on_ready_change: Callable[[], None],
+              on_info: Callable[[EngineKey, dict], None],
+              unguard: Callable[[str], None] = lambda name: None) -> None:
+        """The engines (none started): `guard(name, pid)` makes an engine's JVM die with
+        the lease (`unguard(name)` once it is stopped); `on_ready_change` hears of the
+        peer engine's readiness, `on_info(key, info)` of an engine's application
+        (started, stopped, waiting for executors)."""
         conf, self._executor = self.conf, executor
-        self.server = SparkConnectServer(
-            conf["spark.connect.port"] or free_port(), conf["spark.master"], self.log_dir,
-            os.path.join(self.data_dir, "spark-ready"), conf["spark.driver.memory"],
+        self._guard, self._unguard = guard, unguard
+        self._on_ready_change, self._on_info = on_ready_change, on_info
+        self.engines = Engines(
+            ShareLevel(conf["spark.connect.share-level"]),
+            conf["spark.connect.engine.idle-timeout"], conf["spark.connect.engine.max-per-peer"],
+            self._make, remote=conf["spark.remote"], embedded=self.embedded)
+        self.engines.on_stopped.append(lambda key, server: unguard(_guard_name(key)))
+
+    def _make(self, key: EngineKey) -> SparkConnectServer:
+        """A server for `key`: the peer engine where it always was (its port, log and
+        ready file); another engine under engines/<name> of the data and log dirs."""
+        conf = self.conf
+        peer = key == PEER_ENGINE
+        data_dir = self.data_dir if peer else os.path.join(self.data_dir, "engines", key.name)
+        log_dir = self.log_dir if peer else os.path.join(self.log_dir, "engines", key.name)
+        os.makedirs(data_dir, exist_ok=True)
+        port = (conf["spark.connect.port"] if peer else 0) or free_port()
+        name = _guard_name(key)
+        return SparkConnectServer(
+            port, conf["spark.master"], log_dir,
+            os.path.join(data_dir, "spark-ready"), conf["spark.driver.memory"],
             server_conf(conf["spark.master"], conf.spark_conf, conf["spark.connect.cores"]),
             conf["spark.log.level"], conf["spark.connect.startup-timeout"],
-            self._warmup, on_start=lambda pid: guard("spark", pid),
-            nice=conf["jobmanager.executor.nice"], on_ready_change=on_ready_change,
-            waiting_after=conf["spark.executor-wait-warning"], on_info=on_info,
-            scratch_dir=os.path.join(self.data_dir, SCRATCH),
-            env_pass=conf["jobmanager.executor.env-pass"], token=self.token)
+            self._warmup if peer else _no_warmup,
+            on_start=lambda pid: self._guard(name, pid),
+            nice=conf["jobmanager.executor.nice"],
+            on_ready_change=self._on_ready_change if peer else (lambda: None),
+            waiting_after=conf["spark.executor-wait-warning"],
+            on_info=lambda info: self._on_info(key, info),
+            scratch_dir=os.path.join(data_dir, SCRATCH),
+            env_pass=conf["jobmanager.executor.env-pass"], token=self.token,
+            on_exit=lambda code, tail: self.engines.lost(key, code, tail))
+
+    @property
+    def server(self) -> Optional[SparkConnectServer]:
+        """The peer engine (`share-level: peer`), None at other levels or without one."""
+        return self.engines.peer_engine if self.engines is not None else None
 
     def remote(self) -> Optional[str]:
-        """The Connect URL this peer's jobs and SQL worker use (None: no Spark)."""
+        """The Connect URL of the peer's own engine or `spark.remote` (None: neither)."""
         if self.conf["spark.remote"]:
             return self.conf["spark.remote"]
-        return self.server.url if self.server else None
+        server = self.server
+        return server.url if server else None
 
     def ready(self) -> bool:
-        """Whether jobs started here get a Spark session without waiting for a JVM."""
-        return self.server is None or self.server.ready.is_set()
+        """Whether jobs started here get a Spark session without waiting for a JVM (at the
+        tenant and job levels engines start with their work: the peer is ready)."""
+        server = self.server
+        return server is None or server.ready.is_set()
 
     def generation(self) -> int:
-        """Which start of the embedded server this is (0: none)."""
-        return self.server.generation if self.server is not None else 0
+        """Which start of the peer engine this is (0: none)."""
+        server = self.server
+        return server.generation if server is not None else 0
 
     @property
     def ready_file(self) -> Optional[str]:
-        return self.server.ready_file if self.server else None
+        server = self.server
+        return server.ready_file if server else None
 
     def info(self) -> Optional[dict]:
-        """The embedded server's application (id, UI, waiting for executors)."""
-        return self.server.info if self.server else None
+        """The peer engine's application (id, UI, waiting for executors)."""
+        server = self.server
+        return server.info if server else None
 
     async def _warmup(self, server: SparkConnectServer) -> None:
         """A first statement through a job process: the server, the client libraries and
@@ -89,3 +126,12 @@ class SparkAccess:
             max_result_rows=1, max_result_size=1024)
         jp = await self._executor.spawn(params)
         await asyncio.wait_for(jp.exited, self.conf["spark.connect.startup-timeout"])
+
+
+def _guard_name(key: EngineKey) -> str:
+    """The name the peer's guard knows an engine's JVM by (`spark`: the peer engine)."""
+    return "spark" if key == PEER_ENGINE else f"engine:{key.name}"
+
+
+async def _no_warmup(server: SparkConnectServer) -> None:
+    """An engine started for its work: that work's first statement warms it."""

@@ -73,7 +73,7 @@ class SqlGateway(SqlSessions):
         s = self._held_here(handle, forwarded)
         if not self.svc.lease_valid():
             raise ApiError(503, "this peer has lost its lease; retry", headers={"Retry-After": "1"})
-        self._worker()
+        self._has_spark()
         op_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{handle}/{request_id}")) if request_id \
             else str(uuid.uuid4())
         rec, _ = self._record(handle)
@@ -153,8 +153,9 @@ class SqlGateway(SqlSessions):
         self.flink_ok.discard(op.id)
         try:
             await self._ensure_open(s.handle)
-            page = await self.worker.call(P.Execute(s.handle, op.id, op.statement, config,
-                                                    self.conf["sql-gateway.page-rows"]))
+            op.worker = s.worker
+            page = await op.worker.call(P.Execute(s.handle, op.id, op.statement, config,
+                                                  self.conf["sql-gateway.page-rows"]))
             if op.kind == STATE:
                 res = await self._commit(AddSqlStatement(s.handle, self.node, s.epoch,
                                                          op.statement, time.time(), op.id))
@@ -249,8 +250,8 @@ class SqlGateway(SqlSessions):
 
     async def _stop(self, op: Operation) -> None:
         if op.update_state(CANCELED):  # (only a running one)
-            if self.worker is not None and self.worker.alive:
-                await self._quiet(P.Cancel(op.id))
+            if op.worker is not None and op.worker.alive:
+                await self._quiet(op.worker, P.Cancel(op.id))
             if op.task is not None:
                 op.task.cancel()
 
@@ -258,8 +259,8 @@ class SqlGateway(SqlSessions):
         s, op = self._op(handle, op_id, forwarded)
         await self.cancel(handle, op_id, forwarded)
         s.ops.pop(op_id, None)
-        if self.worker is not None and self.worker.alive and not op.eos:
-            asyncio.ensure_future(self._quiet(P.CloseOperation(op.id)))
+        if op.worker is not None and op.worker.alive and not op.eos:
+            asyncio.ensure_future(self._quiet(op.worker, P.CloseOperation(op.id)))
         op.update_state(CLOSED)
         return CLOSED.value
 
@@ -305,7 +306,9 @@ class SqlGateway(SqlSessions):
 
     async def _next_page(self, op: Operation) -> dict:
         try:
-            return await self.worker.call(P.Fetch(op.id, self.conf["sql-gateway.page-rows"]))
+            if op.worker is None:
+                raise WorkerLost("the statement has no SQL worker")
+            return await op.worker.call(P.Fetch(op.id, self.conf["sql-gateway.page-rows"]))
         except (StatementError, WorkerLost) as exc:
             op.update_state(ERROR, _message(exc))
             raise ApiError(400, *sparkerror.errors(_message(exc)))
@@ -337,12 +340,13 @@ class SqlGateway(SqlSessions):
         op_id = f"complete-{uuid.uuid4()}"
         try:
             await asyncio.wait_for(self._ensure_open(s.handle), NAMES_WAIT)
-            page = await self.worker.call(P.Execute(s.handle, op_id, statement, {},
-                                                    NAMES_MAX), timeout=NAMES_WAIT)
+            worker = s.worker
+            page = await worker.call(P.Execute(s.handle, op_id, statement, {},
+                                               NAMES_MAX), timeout=NAMES_WAIT)
         except Exception as exc:  # (a hint is never worth an error)
             log.info("completion names of session %s: %s", s.handle, exc)
             return []
-        asyncio.ensure_future(self._quiet(P.CloseOperation(op_id)))
+        asyncio.ensure_future(self._quiet(worker, P.CloseOperation(op_id)))
         return list(page.get("rows") or ())
 
 

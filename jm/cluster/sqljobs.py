@@ -40,12 +40,14 @@ SHARED_IDLE = 600.0     # seconds: a warm session unused this long is replaced (
 
 
 def shared_key(params: RunParams, server: int) -> Optional[tuple]:
-    """The warm session a SQL job may run in (pure): its spark-conf and the Spark server's
-    generation; None for a statement that could leave something in its session."""
+    """The warm session a SQL job may run in (pure): its engine (never another tenant's),
+    that engine's generation and its spark-conf; None for a statement that could leave
+    something in its session."""
     if classify(params.sql or "") != READ:
         return None
     conf = params.spark_conf
-    return (server,) + tuple(sorted((str(k), str(v)) for k, v in conf.items()))
+    return (params.spark_remote, server) + tuple(sorted((str(k), str(v))
+                                                        for k, v in conf.items()))
 
 
 def job_result(page: dict, max_rows: int) -> dict:
@@ -58,8 +60,9 @@ def job_result(page: dict, max_rows: int) -> dict:
 class Shared:
     """A warm session read-only jobs share, and how many of them are in it now."""
 
-    def __init__(self, session: str) -> None:
+    def __init__(self, session: str, worker: Any = None) -> None:
         self.id = session
+        self.worker = worker  # the SQL worker of its engine
         self.used = 0.0
         self.users = 0
         self.retired = False
@@ -92,7 +95,9 @@ class SqlJobExecutor:
             run = SqlRun(key, -1, loop.create_future())
             run.exited.set_result((1, 0, True))
             return run
-        worker = self.sql._worker()
+        engines = self.sql.svc.engines
+        worker = self.sql.workers.get(params.spark_remote,
+                                      engines.name_of(params.spark_remote))
         await worker._ensure()
         run = SqlRun(key, worker.proc.pid, loop.create_future())
         run.op = f"{params.session_id}-job"
@@ -107,7 +112,7 @@ class SqlJobExecutor:
 
     async def _run(self, worker: Any, params: RunParams, run: SqlRun) -> None:
         max_rows = params.max_result_rows
-        key = shared_key(params, self.sql._server_generation())
+        key = shared_key(params, self.sql.svc.engines.generation_of(params.spark_remote))
         sh = self._acquire(worker, key) if key else None
         session = sh.id if sh else params.session_id
         _log(params, f"[jm] job {params.job_id} attempt {params.attempt} on "
@@ -129,8 +134,8 @@ class SqlJobExecutor:
                     raise
                 # the server ended the warm session (it restarted, or expired it): once
                 # more in a new one
-                self._retire(worker, key, sh)
-                self._done_with(worker, sh)
+                self._retire(key, sh)
+                self._done_with(sh)
                 sh = self._acquire(worker, key)
                 session = sh.id
                 page = await statement(session)
@@ -161,7 +166,7 @@ class SqlJobExecutor:
             if sh is None:
                 self._release(worker, session)
             else:
-                self._done_with(worker, sh)
+                self._done_with(sh)
             _log(params, f"[jm] ended {time.strftime('%H:%M:%S')}\n")
             if not run.exited.done():
                 run.exited.set_result(outcome)
@@ -173,30 +178,30 @@ class SqlJobExecutor:
         now = time.monotonic()
         sh = self._shared.get(key)
         if sh is not None and now - sh.used > SHARED_IDLE:
-            self._retire(worker, key, sh)
+            self._retire(key, sh)
             sh = None
         if sh is None:
-            sh = self._shared[key] = Shared(str(uuid.uuid4()))
+            sh = self._shared[key] = Shared(str(uuid.uuid4()), worker)
             while len(self._shared) > SHARED_MAX:
                 old_key = next(iter(self._shared))
-                self._retire(worker, old_key, self._shared[old_key])
+                self._retire(old_key, self._shared[old_key])
         sh.used = now
         sh.users += 1
         self._shared.move_to_end(key)
         return sh
 
-    def _retire(self, worker: Any, key: tuple, sh: Shared) -> None:
+    def _retire(self, key: tuple, sh: Shared) -> None:
         """No new job goes to `sh`; it is released once its last running job is done."""
         if self._shared.get(key) is sh:
             del self._shared[key]
         sh.retired = True
         if sh.users == 0:
-            self._release(worker, sh.id)
+            self._release(sh.worker, sh.id)
 
-    def _done_with(self, worker: Any, sh: Shared) -> None:
+    def _done_with(self, sh: Shared) -> None:
         sh.users -= 1
         if sh.retired and sh.users == 0:
-            self._release(worker, sh.id)
+            self._release(sh.worker, sh.id)
 
     def _release(self, worker: Any, session: str) -> None:
         closing = asyncio.ensure_future(

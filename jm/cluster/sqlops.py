@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Optional
+from typing import Any, Optional
 
 from jm.policy.sqlop import OpState, OpStatus, Refused, update_state
 
@@ -30,6 +30,7 @@ class Operation:
         self.lock = asyncio.Lock()            # one fetch at a time
         self.rerun = False                    # run again here after its peer died
         self.logged: Optional[asyncio.Future] = None  # its record in the session, written
+        self.worker: Any = None               # the SQL worker it runs in (once it runs)
 
     @property
     def status(self) -> OpStatus:
@@ -58,5 +59,8 @@ class LocalSession:
         self.last_access = now
         self.generation = 0                   # the worker generation it is open in
         self.server = 0                       # the Spark server generation it is open in
+        self.engine: Any = None               # the engine it is open on (acquired)
+        self.engine_key: Any = None
+        self.worker: Any = None               # the SQL worker of that engine
         self.opening: Optional[asyncio.Future] = None
         self.ops: dict[str, Operation] = {}

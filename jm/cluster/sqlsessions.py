@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 import uuid
 from typing import Any, Optional
 
 from jm.cluster.batcher import Batcher
 from jm.cluster.services import SqlServices
+from jm.cluster.engines import NoEngine
 from jm.cluster.sqlops import LocalSession
+from jm.cluster.sqlworkers import SqlWorkers
 from jm.cluster.tenancy import tenant_for
 from jm.cluster.waits import wait_event
 from jm.policy.sqlop import OpStatus
@@ -42,7 +43,8 @@ class SqlSessions:
         self.svc = svc
         self.node, self.conf, self.raft = svc.node, svc.conf, svc.raft
         self.local: dict[str, LocalSession] = {}
-        self.worker: Optional[SqlWorker] = None
+        # one SQL worker per engine with SQL on it (jm/cluster/sqlworkers.py)
+        self.workers = SqlWorkers(svc.conf, svc.log_dir, svc.guard, svc.child_env)
         self._task: Optional[asyncio.Task] = None
         self._wake: Optional[asyncio.Event] = None
         self.ops_log: Optional[Batcher] = None  # operations, for the session's next holder
@@ -71,22 +73,43 @@ class SqlSessions:
             for op in s.ops.values():
                 if op.task is not None:
                     op.task.cancel()
-        if self.worker is not None:
-            await self.worker.close()
+        for s in list(self.local.values()):
+            self._release_engine(s)
+        await self.workers.close()
 
-    def _worker(self) -> SqlWorker:
-        remote = self.svc.spark_remote()
-        if not remote:
+    def _has_spark(self) -> None:
+        if not self.svc.engines.available:
             raise ApiError(503, "this peer has no Spark Connect server (spark.connect.embedded "
                                 "is false and spark.remote is unset)")
-        if self.worker is None:
-            self.worker = SqlWorker(remote, self.conf["sql-gateway.worker-threads"],
-                                    os.path.join(self.svc.log_dir, "sql-worker.log"),
-                                    self.conf["jobmanager.executor.nice"],
-                                    on_start=lambda pid: self.svc.guard("sql-worker", pid),
-                                    env_pass=self.conf["jobmanager.executor.env-pass"],
-                                    env_add=self.svc.child_env)
-        return self.worker
+
+    async def _engine(self, s: LocalSession):
+        """The session's engine (its tenant's at share-level tenant), acquired once."""
+        if s.engine is None:
+            self._has_spark()
+            with self.raft.read() as st:
+                rec = st.sessions.get(s.handle)
+                tenant = rec.tenant if rec is not None else None
+            engines = self.svc.engines
+            key = engines.key_for(tenant)
+            try:
+                engine = await engines.acquire(key, self._holder(s),
+                                               self.conf["spark.connect.startup-timeout"])
+            except NoEngine as exc:
+                raise ApiError(503, str(exc), headers={"Retry-After": "5"})
+            if self.local.get(s.handle) is not s:  # let go while it waited
+                engines.release(key, self._holder(s))
+                raise ApiError(404, f"session {s.handle} does not exist")
+            s.engine, s.engine_key = engine, key
+        return s.engine
+
+    @staticmethod
+    def _holder(s: LocalSession) -> str:
+        return f"sql:{s.handle}:{s.epoch}"
+
+    def _release_engine(self, s: LocalSession) -> None:
+        if s.engine_key is not None:
+            self.svc.engines.release(s.engine_key, self._holder(s))
+            s.engine = s.engine_key = None
 
     async def _loop(self) -> None:
         """Follow the replicated sessions (new ones here are opened ahead of their first
@@ -110,7 +133,7 @@ class SqlSessions:
         for handle, epoch in mine.items():
             if handle not in self.local:
                 self.local[handle] = LocalSession(handle, epoch, now)
-                if self.svc.lease_valid() and self.svc.spark_remote():
+                if self.svc.lease_valid() and self.svc.engines.available:
                     asyncio.ensure_future(self._open_quietly(handle))
         idle = self.conf["sql-gateway.session.idle-timeout"]
         livy_idle = self.conf["sql-gateway.livy-session.idle-timeout"]
@@ -128,12 +151,14 @@ class SqlSessions:
         for op in s.ops.values():
             if op.task is not None and not op.task.done():
                 op.task.cancel()
-        if self.worker is not None and self.worker.alive and s.generation:
-            asyncio.ensure_future(self._quiet(P.CloseSession(handle, release)))
+        if s.worker is not None and s.worker.alive and s.generation:
+            asyncio.ensure_future(self._quiet(s.worker, P.CloseSession(handle, release)))
+        self._release_engine(s)
 
-    async def _quiet(self, message: Any) -> None:
+    @staticmethod
+    async def _quiet(worker: Any, message: Any) -> None:
         try:
-            await self.worker.call(message, timeout=30)
+            await worker.call(message, timeout=30)
         except Exception:
             pass
 
@@ -147,21 +172,19 @@ class SqlSessions:
         s = self.local.get(handle)
         if s is None:
             raise ApiError(404, f"session {handle} does not exist")
-        worker = self._worker()
+        engine = await self._engine(s)
+        worker = s.worker = self.workers.get(engine.url, s.engine_key.name)
+        # (an engine's restart loses its sessions: they are rebuilt)
         if (s.generation and s.generation == worker.generation and worker.alive
-                and s.server == self._server_generation()):
+                and s.server == engine.generation):
             return s
         if s.opening is None or s.opening.done():
             s.opening = asyncio.ensure_future(self._open(s, worker))
         await asyncio.shield(s.opening)
         return s
 
-    def _server_generation(self) -> int:
-        """The peer's Spark Connect server restarts lose its sessions: they are rebuilt."""
-        return self.svc.spark_generation()
-
     async def _open(self, s: LocalSession, worker: SqlWorker) -> None:
-        server = self._server_generation()
+        server = s.engine.generation
         if s.generation == worker.generation and worker.alive:  # open in a lost server
             await worker.call(P.CloseSession(s.handle, release=False))
         with self.raft.read() as st:

@@ -8,6 +8,7 @@ it again after `drop_user`.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import pwd
 import resource
@@ -190,6 +191,29 @@ def apply_limits(limits: L.JobLimits, job_uid: int, cgroup: bool) -> None:
             error = exc
         print(f"[jobmanager] could not set resource limit "
               f"{L.KEYS.get(call[0], call[0])}: {error}", file=sys.stderr, flush=True)
+
+
+CONFINE_ENV = "JM_CONFINE"  # a child's JobLimits (JSON), for confine_self
+
+
+def confine_self(environ) -> None:
+    """In a process the peer started for users' code other than a job (a Livy session's
+    Python process), before any of that code runs: the job processes' confinement, from
+    $JM_CONFINE (JobLimits as JSON): rlimits, oom_score_adj, and the user (another user
+    clears the parent-death signal: it is armed again)."""
+    text = environ.pop(CONFINE_ENV, "")
+    if not text:
+        return
+    limits = L.JobLimits.from_dict(json.loads(text))
+    target = user_uid(limits.user)
+    switch = L.switch_user(limits, os.getuid(), target)
+    apply_limits(limits, target if switch else os.getuid(), False)
+    if switch:
+        from jm.runtime.zygote import die_with_parent  # (zygote imports this module)
+        parent = os.getppid()
+        drop_user(limits.user, [])
+        if not die_with_parent(parent):
+            os._exit(1)
 
 
 def current_limits() -> dict[int, tuple[int, int]]:

@@ -36,6 +36,7 @@ from typing import Any, Callable, Optional
 
 from jm.policy import connectplan
 from jm.runtime import livyproto as P
+from jm.runtime.confine import confine_self
 from jm.runtime.livyexec import NoSparkContext, capture, execute
 
 CANCELLED = "the statement was cancelled"
@@ -286,6 +287,7 @@ def _warm() -> None:
 def main(argv: Optional[list] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     remote, session_id = argv[0], argv[1]
+    confine_self(os.environ)  # the job processes' limits and user, before any user code
     out = os.fdopen(os.dup(1), "wb")  # the protocol's; fd 1 becomes the log
     stdin = os.fdopen(os.dup(0), "rb", buffering=0)
     os.dup2(2, 1)

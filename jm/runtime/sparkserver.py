@@ -77,6 +77,17 @@ def free_port(host: str = "127.0.0.1", rnd: Optional[random.Random] = None) -> i
         return s.getsockname()[1]
 
 
+def log_tail(path: str, size: int = 256 * 1024) -> str:
+    """The last `size` bytes of a log as text ("" when it cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - size))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
 def port_open(host: str, port: int) -> bool:
     try:
         with socket.create_connection((host, port), timeout=0.5):
@@ -158,8 +169,12 @@ class SparkConnectServer:
                  waiting_after: float = 30.0,
                  on_info: Callable[[dict], None] = lambda info: None,
                  scratch_dir: Optional[str] = None, env_pass: tuple = (),
-                 token: Optional[str] = None) -> None:
+                 token: Optional[str] = None,
+                 on_exit: Callable[[int, str], None] = lambda code, tail: None) -> None:
         self.port = port
+        # hears of every death of the JVM it did not ask for: its exit code and the end
+        # of its log (where an OutOfMemoryError says so)
+        self.on_exit = on_exit
         # the bearer token every client must show (in its environment, never on the
         # command line that `ps` shows): TOKEN_ENV for the server and the peer's clients
         self.token = token or secrets.token_urlsafe(32)
@@ -332,6 +347,11 @@ class SparkConnectServer:
                 break
             self.restarts += 1
             log.error("Spark Connect server exited with code %s; restarting", code)
+            try:
+                self.on_exit(code, await asyncio.to_thread(
+                    log_tail, os.path.join(self.log_dir, "spark-connect.log")))
+            except Exception:
+                log.exception("handing on the Connect server's exit")
             await asyncio.sleep(min(5.0, 0.5 * self.restarts))
 
     async def _stop_monitor(self) -> None:

@@ -6,6 +6,7 @@ ChildProcess is that machinery for any such process (jm/runtime/livyclient.py's 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import struct
@@ -14,6 +15,7 @@ from typing import Any, Callable, Optional
 
 from jm.policy.jobenv import child_environ
 from jm.runtime import sqlproto as P
+from jm.runtime.confine import CONFINE_ENV
 from jm.runtime.zygote import PARENT_ENV
 
 log = logging.getLogger("jm.sql.worker")
@@ -37,6 +39,7 @@ class ChildProcess:
     log = log
     proto: Any = P
     user: Optional[str] = None  # the OS user it runs as (a Livy session's proxyUser)
+    confine: Optional[dict] = None  # JobLimits.to_dict(): applied by the child itself
 
     def __init__(self, log_path: str, nice: int = 0,
                  on_start: Callable[[int], None] = lambda pid: None, env_pass: tuple = (),
@@ -77,6 +80,8 @@ class ChildProcess:
                    JM_NICE=str(self.nice),
                    PYTHONUNBUFFERED="1")
         env[PARENT_ENV] = str(os.getpid())
+        if self.confine is not None:
+            env[CONFINE_ENV] = json.dumps(self.confine)
         with open(self.log_path, "ab") as err:
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "jm.runtime.pdeathsig", sys.executable, "-m",

@@ -89,3 +89,17 @@ def kill_my_peer(ctx):
     print(f"killing my peer {peer}", flush=True)
     os.kill(peer, signal.SIGKILL)
     time.sleep(30)
+
+
+def peer_files(ctx):
+    """Which of the peer's files (args["paths"]) this job can read: {path: "read" or the
+    error}."""
+    out = {}
+    for path in ctx.args["paths"]:
+        try:
+            with open(path, "rb") as f:
+                f.read(1)
+            out[path] = "read"
+        except OSError as exc:
+            out[path] = type(exc).__name__
+    return out

@@ -80,3 +80,14 @@ def stubborn(ctx):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     while True:
         time.sleep(0.05)
+
+
+def spark_until_stop(ctx):
+    """A connect-mode job that keeps using its Spark session until it is asked to stop
+    (it fails as soon as its engine is gone); its first row says which engine it has."""
+    n = 0
+    while not ctx.stop_requested.wait(0.5):
+        n += ctx.spark.sql("SELECT 1 AS one").collect()[0].one
+        if n == 1:
+            print("spark answered", flush=True)
+    return n

@@ -266,6 +266,40 @@ async def test_kill_minus_one_from_a_job_running_as_nobody_leaves_the_peers_aliv
         assert job["state"] == "FINISHED", job
 
 
+@root_only
+async def test_a_job_of_another_user_cannot_read_the_peer_s_journal_or_audit_log(tmp_path):
+    """The Raft journal and snapshot (every tenant's specs, SQL and code), the identity and
+    the audit log are the peer's alone, while the job reaches its own run dir."""
+    from tests.conftest import running
+    _open_up(tmp_path)
+    async with running(str(tmp_path), 1, {"jobmanager.executor.user": "nobody",
+                                          "jobmanager.executor.preload": "none",
+                                          "rest.auth.token": "root-token"}) as c:
+        headers = {"Authorization": "Bearer root-token"}
+        s, b = await ahttp("POST", c.url(0) + "/tokens", {"name": "x", "role": "read"},
+                           headers=headers)  # (an audit entry)
+        assert s == 201, b
+        peer = c.peers[0]
+        audit = os.path.join(peer.log_dir, "audit.log")
+        journal = os.path.join(peer.raft_dir, "raft.journal")
+        assert os.path.exists(audit) and os.path.exists(journal)
+        assert os.stat(peer.raft_dir).st_mode & 0o777 == 0o700
+        assert os.stat(audit).st_mode & 0o777 == 0o600
+        s, b = await ahttp("POST", c.url(0) + "/jobs", {
+            "entry": "isolation_jobs:peer_files", "pyfiles": [FIX],
+            "args": {"paths": [audit, journal]}, "restart-strategy": {"type": "none"}},
+            headers=headers)
+        assert s == 202, b
+        jid = b["jobid"]
+
+        async def ended():
+            s, b = await ahttp("GET", c.url(0) + f"/jobs/{jid}", headers=headers)
+            return b if s == 200 and b["state"] in ("FINISHED", "FAILED") else None
+        job = await apoll(ended, 60, what="the job ended")
+        assert job["state"] == "FINISHED", job
+        assert job["result"] == {audit: "PermissionError", journal: "PermissionError"}, job
+
+
 @pytest.mark.slow
 def test_a_stop_of_the_peers_process_group_stops_its_jobs_and_the_lease_still_fences(tmp_path):
     """Ctrl-Z on `bin/jobmanager.sh start-foreground` stops the peer's process group. The
@@ -333,3 +367,31 @@ async def test_a_spark_connect_job_runs_as_nobody_under_the_default_limits(tmp_p
             names = {v.split(b"=", 1)[0].decode() for v in f.read().split(b"\0") if v}
         assert "SPARK_HOME" in names and not names & set(SECRETS), names & set(SECRETS)
         print("spark connect job:", job["result"])
+        await _livy_code_runs_as_the_executor_user(c)
+
+
+async def _livy_code_runs_as_the_executor_user(c):
+    """A Livy pyspark session's code (no proxyUser) runs as jobmanager.executor.user under
+    the job processes' limits: it cannot read the peer's journal."""
+    journal = os.path.join(c.peers[0].raft_dir, "raft.journal")
+    s, b = await ahttp("POST", c.url(0) + "/sessions", {"kind": "pyspark"})
+    assert s == 201, b
+    n = b["id"]
+    code = ("import os\n"
+            "try:\n    open(%r, 'rb').read(1); seen = 'read'\n"
+            "except OSError as e:\n    seen = type(e).__name__\n"
+            "print(os.getuid(), seen, open('/proc/self/oom_score_adj').read().strip(),\n"
+            "      spark.range(3).count())" % journal)
+    s, b = await ahttp("POST", c.url(0) + f"/sessions/{n}/statements", {"code": code})
+    assert s == 201, b
+
+    async def done():
+        s, b = await ahttp("GET", c.url(0) + f"/sessions/{n}/statements/0")
+        return b if b["state"] in ("available", "error") else None
+    st = await apoll(done, 120, what="the Livy statement")
+    out = st["output"]
+    assert out["status"] == "ok", out
+    uid, seen, adj, count = out["data"]["text/plain"].split()
+    want = c.peers[0].conf["jobmanager.executor.limits.oom-score-adj"]  # (500: first to go)
+    assert (int(uid), seen, int(adj), int(count)) == (65534, "PermissionError", want, 3), out
+    await ahttp("DELETE", c.url(0) + f"/sessions/{n}")

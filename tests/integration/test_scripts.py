@@ -11,6 +11,7 @@ import zipfile
 import pytest
 
 from tests.helpers import ahttp, apoll, multipart
+from jm.policy.engines import PEER_ENGINE
 from jm.policy.vocab import TERMINAL
 
 
@@ -208,10 +209,10 @@ async def test_connect_jobs_say_when_their_peers_server_waits_for_executors(clus
     server = {"spark-app-id": "app-1", "master": "spark://m:7077", "executors": 0,
               "shared": "the peer's Spark Connect server"}
     for jid in (connect, classic):  # each job's own peer hears from its server
-        owner[jobs[jid]["node"]]._spark_info_changed(server)  # fine: nothing to say
+        owner[jobs[jid]["node"]]._spark_info_changed(PEER_ENGINE, server)  # nothing to say
     note = "no executor granted by spark://m:7077 for 30 s or more: ..."
     for jid in (connect, classic):
-        owner[jobs[jid]["node"]]._spark_info_changed(dict(server, waiting=note))
+        owner[jobs[jid]["node"]]._spark_info_changed(PEER_ENGINE, dict(server, waiting=note))
 
     async def detail(jid, key):
         s, b = await ahttp("GET", cluster3.url(1) + f"/jobs/{jid}")
@@ -225,7 +226,7 @@ async def test_connect_jobs_say_when_their_peers_server_waits_for_executors(clus
     s, other = await ahttp("GET", cluster3.url(0) + f"/jobs/{classic}")
     assert "spark-waiting" not in other and "spark-app-id" not in other["attempts"][-1]
 
-    owner[jobs[connect]["node"]]._spark_info_changed(dict(server, executors=1))
+    owner[jobs[connect]["node"]]._spark_info_changed(PEER_ENGINE, dict(server, executors=1))
 
     async def cleared():
         b = (await ahttp("GET", cluster3.url(0) + f"/jobs/{connect}"))[1]

@@ -330,7 +330,7 @@ async def test_sql_jobs_run_in_the_sql_worker(sqlc):
     assert failed["state"] == "FAILED"
     s, ex = await ahttp("GET", sqlc.url(0) + f"/jobs/{bad}/exceptions")
     assert "nope" in ex["root-exception"].lower(), ex
-    workers = [p.sql.worker.proc.pid for p in sqlc.peers if p.sql.worker and p.sql.worker.proc]
+    workers = [w.proc.pid for p in sqlc.peers for w in p.sql.workers.values() if w.proc]
     assert workers
     for pid in [sqlc.peers[0].spark.proc.pid] + workers:
         names = environ_names(pid)

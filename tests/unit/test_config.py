@@ -120,6 +120,8 @@ def test_unknown_key_names_the_key():
     ("restart-strategy.exponential-delay.jitter-factor", "x"),
     ("restart-strategy.failure-rate.max-failures-per-interval", 0),
     ("spark.connect.port", -1),
+    ("spark.connect.share-level", "connection"), ("spark.connect.engine.idle-timeout", "5 s"),
+    ("spark.connect.engine.max-per-peer", 0),
 ])
 def test_bad_value_names_the_key(key, value):
     with pytest.raises(ConfigError) as e:

@@ -1,0 +1,57 @@
+"""The SQL workers of a peer: one per engine that has SQL on it (its sessions, Livy
+sessions and SQL jobs), each a child process holding Spark Connect sessions on that
+engine only. The peer engine's (or `spark.remote`'s) worker logs to `sql-worker.log`, a
+tenant's or a job's engine's to `sql-worker-<engine>.log`. A worker goes when its engine
+is stopped.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Callable, Mapping, Optional
+
+from jm.runtime.sqlclient import SqlWorker
+
+log = logging.getLogger("jm.sql")
+
+
+class SqlWorkers:
+    def __init__(self, conf, log_dir: str, guard: Callable[[str, int], None],
+                 child_env: Mapping[str, str]) -> None:
+        self.conf = conf
+        self.log_dir = log_dir
+        self.guard = guard
+        self.child_env = child_env
+        self.by_url: dict[str, SqlWorker] = {}
+
+    def get(self, url: str, name: str = "peer") -> SqlWorker:
+        """The worker of the engine at `url` (made on first use, started on first call)."""
+        worker = self.by_url.get(url)
+        if worker is None:
+            shared = name in ("peer", "remote")
+            suffix = "" if shared else f"-{name}"
+            worker = self.by_url[url] = SqlWorker(
+                url, self.conf["sql-gateway.worker-threads"],
+                os.path.join(self.log_dir, f"sql-worker{suffix}.log"),
+                self.conf["jobmanager.executor.nice"],
+                on_start=lambda pid: self.guard(f"sql-worker{suffix}", pid),
+                env_pass=self.conf["jobmanager.executor.env-pass"],
+                env_add=dict(self.child_env))
+        return worker
+
+    def find(self, url: Optional[str]) -> Optional[SqlWorker]:
+        return self.by_url.get(url) if url else None
+
+    async def drop(self, url: str) -> None:
+        """The engine at `url` is gone for good: its worker too."""
+        worker = self.by_url.pop(url, None)
+        if worker is not None:
+            await worker.close()
+
+    def values(self):
+        return self.by_url.values()
+
+    async def close(self) -> None:
+        for worker in list(self.by_url.values()):
+            await worker.close()
+        self.by_url.clear()

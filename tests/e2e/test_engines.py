@@ -1,0 +1,129 @@
+"""Engines with share levels through the real parts (one in-process peer, real Raft and
+REST, real Spark Connect JVMs, real job processes and SQL worker): at `share-level:
+tenant` each tenant's connect-mode jobs and SQL sessions run on its own engine, started
+on demand; an engine whose JVM dies takes down only its tenant's jobs (which say so),
+and an engine nobody uses any more is stopped after its idle timeout."""
+import os
+import signal
+
+import pytest
+
+from tests.conftest import running
+from tests.helpers import ahttp, apoll
+
+pytestmark = pytest.mark.slow
+
+ROOT = "root-token"
+FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                   "integration") + "/"
+JOB = {"entry": "jobs_fixture:spark_until_stop", "pyfiles": [FIX],
+       "restart-strategy": {"type": "fixed-delay", "attempts": 3, "delay": "1 s"}}
+
+
+def bearer(token):
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def _credential(c, tenant):
+    s, b = await ahttp("POST", c.url(0) + "/tokens", {"name": f"{tenant}-sub",
+                                                      "role": "submit", "tenant": tenant},
+                       headers=bearer(ROOT))
+    assert s == 201, b
+    return bearer(b["token"])
+
+
+async def _engines(c) -> dict:
+    s, b = await ahttp("GET", c.url(0) + "/healthz", headers=bearer(ROOT))
+    assert s == 200 and b["share-level"] == "tenant", b
+    return {e["engine"]: e for e in b["engines"]}
+
+
+async def _job(c, jid, headers):
+    s, b = await ahttp("GET", c.url(0) + f"/jobs/{jid}", headers=headers)
+    assert s == 200, b
+    return b
+
+
+async def _answered(c, jid, headers):
+    """The job runs and its Spark session answered (its log says so)."""
+    s, b = await ahttp("GET", c.url(0) + f"/jobs/{jid}/logs", headers=headers)
+    return s == 200 and "spark answered" in b.get("text", "")
+
+
+async def test_each_tenant_has_its_engine_and_an_engine_s_death_stays_with_its_tenant(
+        tmp_path):
+    settings = {"rest.auth.token": ROOT, "spark.connect.embedded": True,
+                "spark.connect.share-level": "tenant", "spark.master": "local[1]",
+                "spark.driver.memory": "512m", "spark.connect.engine.idle-timeout": "10 s",
+                "jobmanager.slots": 4}
+    async with running(str(tmp_path), 1, settings) as c:
+        a, b = await _credential(c, "a"), await _credential(c, "b")
+        assert await _engines(c) == {}  # none before its work arrives
+        ids = {}
+        for t, h in (("a", a), ("b", b)):
+            s, body = await ahttp("POST", c.url(0) + "/jobs", JOB, headers=h)
+            assert s == 202, body
+            ids[t] = body["jobid"]
+        for t, h in (("a", a), ("b", b)):
+            await apoll(lambda t=t, h=h: _answered(c, ids[t], h), 240,
+                        what=f"tenant {t}'s job answered by Spark")
+        engines = await _engines(c)
+        assert set(engines) == {"tenant-a", "tenant-b"}, engines
+        pa, pb = engines["tenant-a"]["pid"], engines["tenant-b"]["pid"]
+        assert pa and pb and pa != pb and engines["tenant-a"]["url"] != engines["tenant-b"]["url"]
+        assert engines["tenant-a"]["holders"] == 1
+
+        # a SQL session of tenant b runs on b's engine
+        s, body = await ahttp("POST", c.url(0) + "/v1/sessions", {}, headers=b)
+        assert s == 200, body
+        sh = body["sessionHandle"]
+        s, body = await ahttp("POST", c.url(0) + f"/v1/sessions/{sh}/statements",
+                              {"statement": "SELECT 42 AS x"}, headers=b)
+        assert s == 200, body
+        oh = body["operationHandle"]
+
+        async def fetched():
+            s, r = await ahttp("GET", c.url(0) + f"/v1/sessions/{sh}/operations/{oh}/result/0",
+                               headers=b)
+            assert s == 200, r
+            return r if r["resultType"] != "NOT_READY" else None
+        page = await apoll(fetched, 120, what="the SQL statement's first page")
+        assert [d["fields"] for d in page["results"]["data"]] == [[42]], page
+        assert (await _engines(c))["tenant-b"]["holders"] == 2  # its job and its session
+        worker = c.peers[0].sql.workers.find(engines["tenant-b"]["url"])
+        assert worker is not None and worker.alive
+
+        # tenant a's engine dies: a's job says so and restarts; b's job runs on untouched
+        os.kill(pa, signal.SIGKILL)
+
+        async def a_restarted():
+            job = await _job(c, ids["a"], a)
+            return job if job["restarts"] >= 1 and job["state"] == "RUNNING" else None
+        await apoll(a_restarted, 240, what="tenant a's job restarted")
+        s, ex = await ahttp("GET", c.url(0) + f"/jobs/{ids['a']}/exceptions", headers=a)
+        assert s == 200 and "EngineLost: the Spark engine tenant-a" in str(ex), ex
+        await apoll(lambda: _answered(c, ids["a"], a), 240, what="a's job answered again")
+        job_b = await _job(c, ids["b"], b)
+        assert job_b["state"] == "RUNNING" and job_b["restarts"] == 0, job_b
+        engines = await _engines(c)
+        assert engines["tenant-b"]["pid"] == pb and engines["tenant-a"]["restarts"] == 1
+
+        # a's job ends: its engine idles out (10 s) and is stopped; b's stays
+        s, body = await ahttp("PATCH", c.url(0) + f"/jobs/{ids['a']}", headers=a)
+        assert s == 202, body
+
+        async def a_gone():
+            e = await _engines(c)
+            return e if "tenant-a" not in e else None
+        left = await apoll(a_gone, 90, what="tenant a's idle engine stopped")
+        assert set(left) == {"tenant-b"}, left
+        restarted = engines["tenant-a"]["pid"]  # the JVM of a's engine after its restart
+        await apoll(lambda: not _alive(restarted), 30, what="its JVM gone")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -1,0 +1,120 @@
+"""Unit tests of jm/policy/engines.py: which engine work uses at each share level, and the
+pool's starts, idle stops, bound and waiting (pure, no Spark)."""
+from __future__ import annotations
+
+from hypothesis import given, settings, strategies as hs
+
+from jm.policy.engines import (PEER_ENGINE, Acquire, EngineKey, EnginePool, Granted, Release,
+                               ShareLevel, Start, Stop, Stopped, Tick, engine_for)
+
+T, J = ShareLevel.TENANT, ShareLevel.JOB
+
+
+def test_work_maps_to_its_engine_at_each_level():
+    assert engine_for(ShareLevel.PEER, "a", "j1") == PEER_ENGINE
+    assert engine_for(T, "a", "j1") == EngineKey(T, "a")
+    assert engine_for(T, None, None) == EngineKey(T, "default")
+    assert engine_for(J, "a", "j1") == EngineKey(J, "j1")
+    assert engine_for(J, "a", None) == EngineKey(T, "a")  # a session: its tenant's engine
+    assert EngineKey(T, "a/../b").name == "tenant-a_.._b"
+    assert PEER_ENGINE.name == "peer"
+
+
+def test_the_peer_engine_is_pinned_and_never_idles_out():
+    pool = EnginePool(30, 4, pinned=(PEER_ENGINE,))
+    assert pool.boot(0) == [Start(PEER_ENGINE)]
+    assert pool.handle(Acquire(PEER_ENGINE, "j1"), 1) == [Granted(PEER_ENGINE, "j1")]
+    assert pool.handle(Release(PEER_ENGINE, "j1"), 2) == []
+    assert pool.handle(Tick(), 10_000) == []
+
+
+def test_a_tenant_engine_starts_on_demand_is_shared_and_stops_when_idle():
+    a = EngineKey(T, "a")
+    pool = EnginePool(30, 4)
+    assert pool.boot(0) == []
+    assert pool.handle(Acquire(a, "j1"), 0) == [Start(a), Granted(a, "j1")]
+    assert pool.handle(Acquire(a, "s1"), 1) == [Granted(a, "s1")]  # no second JVM
+    pool.handle(Release(a, "j1"), 2)
+    assert pool.handle(Tick(), 100) == []  # s1 still holds it
+    pool.handle(Release(a, "s1"), 100)
+    assert pool.handle(Tick(), 129) == []
+    assert pool.handle(Tick(), 130) == [Stop(a, "idle for 30 s")]
+    assert pool.handle(Tick(), 200) == []  # asked once
+    # work that comes while it stops waits for it to be gone, then starts it afresh
+    assert pool.handle(Acquire(a, "j2"), 131) == []
+    assert pool.handle(Stopped(a), 132) == [Start(a), Granted(a, "j2")]
+
+
+def test_a_full_peer_stops_its_least_recently_used_idle_engine_first():
+    a, b, c = (EngineKey(T, x) for x in "abc")
+    pool = EnginePool(300, 2)
+    pool.handle(Acquire(a, "ja"), 0)
+    pool.handle(Acquire(b, "jb"), 1)
+    pool.handle(Release(b, "jb"), 5)
+    pool.handle(Release(a, "ja"), 6)  # a used last: b is the one to go
+    out = pool.handle(Acquire(c, "jc"), 7)
+    assert len(out) == 1 and isinstance(out[0], Stop) and out[0].key == b
+    assert "max-per-peer (2)" in out[0].reason
+    assert pool.handle(Stopped(b), 8) == [Start(c), Granted(c, "jc")]
+
+
+def test_work_waits_while_every_engine_is_in_use_and_a_release_lets_it_in():
+    a, b, c = (EngineKey(T, x) for x in "abc")
+    pool = EnginePool(300, 2)
+    pool.handle(Acquire(a, "ja"), 0)
+    pool.handle(Acquire(b, "jb"), 0)
+    assert pool.handle(Acquire(c, "jc"), 1) == []
+    assert pool.waiting_for(c) == 1
+    out = pool.handle(Release(a, "ja"), 2)
+    assert [type(i) for i in out] == [Stop]
+    assert pool.handle(Stopped(a), 3) == [Start(c), Granted(c, "jc")]
+    # a holder that gives up while waiting is forgotten
+    pool.handle(Acquire(a, "ja2"), 4)
+    pool.handle(Release(a, "ja2"), 5)
+    assert pool.waiting == []
+
+
+def test_a_job_engine_is_the_job_s_alone():
+    j1, j2 = EngineKey(J, "j1"), EngineKey(J, "j2")
+    pool = EnginePool(10, 8)
+    assert pool.handle(Acquire(j1, "j1"), 0) == [Start(j1), Granted(j1, "j1")]
+    assert pool.handle(Acquire(j2, "j2"), 0) == [Start(j2), Granted(j2, "j2")]
+    pool.handle(Release(j1, "j1"), 1)
+    assert pool.handle(Tick(), 11) == [Stop(j1, "idle for 10 s")]
+
+
+KEYS = [EngineKey(T, x) for x in "abcd"]
+HOLDERS = ["h1", "h2", "h3", "h4", "h5"]
+events = hs.lists(hs.one_of(
+    hs.builds(Acquire, hs.sampled_from(KEYS), hs.sampled_from(HOLDERS)),
+    hs.builds(Release, hs.sampled_from(KEYS), hs.sampled_from(HOLDERS)),
+    hs.builds(Stopped, hs.sampled_from(KEYS)),
+    hs.just(Tick())), max_size=60)
+
+
+@settings(max_examples=300, deadline=None)
+@given(events, hs.integers(1, 3))
+def test_the_pool_never_holds_more_engines_than_its_bound(evs, bound):
+    pool = EnginePool(5, bound)
+    running: set = set()   # started and not yet reported stopped
+    stopping: set = set()
+    now = 0.0
+    for ev in evs:
+        now += 2
+        if isinstance(ev, Stopped) and ev.key not in stopping:
+            continue  # the driver reports only stops it was told to make
+        if isinstance(ev, Stopped):
+            stopping.discard(ev.key)
+            running.discard(ev.key)
+        for ins in pool.handle(ev, now):
+            if isinstance(ins, Start):
+                assert ins.key not in running
+                running.add(ins.key)
+            elif isinstance(ins, Stop):
+                assert ins.key in running and ins.key not in stopping
+                assert not pool.holders(ins.key)  # never an engine in use
+                stopping.add(ins.key)
+            elif isinstance(ins, Granted):
+                assert ins.key in running and ins.key not in stopping
+        assert len(running) <= bound
+        assert set(pool.engines) == running
