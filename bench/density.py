@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import ROOT, BenchCluster, median, pct, wait_until  # noqa: E402
 
 TOKEN = "density-root"
-BENCH = os.path.dirname(os.path.abspath(__file__))
+BENCH = os.path.dirname(os.path.abspath(__file__)) + "/"  # (a directory: ends with /)
 MODES = {  # mode -> (share level, spark-mode of the pipelines)
     "peer": ("peer", "connect"), "tenant": ("tenant", "connect"),
     "job": ("job", "connect"), "classic": ("peer", "classic"),
@@ -250,6 +250,19 @@ def blast_radius(c, url: str, jobs: dict, tokens: dict, spark_mode: str, args) -
     def ended():
         s, b = call("GET", url + f"/jobs/{oom}")
         return b if b.get("state") in ("FAILED", "FINISHED", "CANCELED") else None
+    def placed():
+        s, b = call("GET", url + f"/jobs/{oom}")
+        return b.get("node") or (b if b.get("state") in ("FAILED", "FINISHED") else None)
+    node = wait_until(placed, 120, "the out-of-memory job placed")  # (its engine's other
+    # holders: what it can take down)
+    node = node if isinstance(node, str) else None
+    sharing = None
+    for u in c.urls:
+        s, h = call("GET", u + "/healthz")
+        if node and s == 200 and h.get("node") == node:
+            rows = {e["engine"]: e for e in h.get("engines") or ()}
+            row = rows.get("tenant-t0") or rows.get("peer")
+            sharing = row["holders"] - 1 if row else None
     end = wait_until(ended, 600, "the out-of-memory job ended")
     s, ex = call("GET", url + f"/jobs/{oom}/exceptions")
     # the pipelines its engine took down restart; give them time to (their restart delay
@@ -260,7 +273,8 @@ def blast_radius(c, url: str, jobs: dict, tokens: dict, spark_mode: str, args) -
     after = _restarts(url, jobs)
     hit = [j for j in jobs if (after[j] or 0) > (before[j] or 0)]
     same = [j for j in jobs if jobs[j] == "t0"]
-    return {"oom_job_state": end["state"],
+    return {"oom_job_state": end["state"], "oom_job_node": node,
+            "holders_sharing_its_engine": sharing,
             "oom_exception": (ex or {}).get("root-exception", "")[:300],
             "restarted_same_tenant": sum(1 for j in hit if jobs[j] == "t0"),
             "same_tenant_pipelines": len(same),

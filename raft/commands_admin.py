@@ -43,8 +43,10 @@ class DeletePipeline:
 
 @dataclass(frozen=True)
 class SetTenant:
-    """A tenant's quotas (raft/tenants.py): None leaves one as it is, 0 is no limit."""
+    """A tenant's quotas (raft/tenants.py): None leaves one as it is, 0 is no limit; its
+    OS user (None: as it is, "": none)."""
     name: str
     slots: Optional[int]
     sessions: Optional[int]
     time: float
+    os_user: Optional[str] = None  # (protocol 3)

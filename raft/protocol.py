@@ -32,7 +32,7 @@ import dataclasses
 from typing import Any, Callable, Iterable, Optional
 
 BASELINE = 1   # what a peer that names no protocol speaks (the builds before this module)
-PROTOCOL = 2   # this build's
+PROTOCOL = 3   # this build's
 
 # command types newer than the baseline -> the protocol they came with
 COMMANDS: dict[str, int] = {"SetTenant": 2, "PutPipeline": 2, "DeletePipeline": 2}
@@ -69,6 +69,7 @@ FIELDS: dict[tuple[str, str], tuple[int, Callable[[Any], bool]]] = {
     ("OpenLivySession", "proxy_user"): (2, _nobody),
     ("DrainPeer", "by_stop"): (2, _always),      # a stop's drain is kept as an operator's
     ("StatusReport", "progress"): (2, _always),
+    ("SetTenant", "os_user"): (3, _nobody),    # a tenant's work as its own OS user
 }
 # an encoded command without these fields was sent by an older build: what they mean
 ABSENT: dict[tuple[str, str], Any] = {("RegisterPeer", "protocol"): BASELINE}
@@ -83,7 +84,7 @@ SPEC_KEYS: dict[str, int] = {"proxy-user": 2}
 FEATURES = {"SetTenant": "tenants' quotas", "PutPipeline": "named pipelines",
             "DeletePipeline": "named pipelines", "tenant": "tenants' work",
             "tenants": "tenants' artifacts", "proxy_user": "proxy users",
-            "proxy-user": "proxy users"}
+            "proxy-user": "proxy users", "os_user": "tenants' OS users"}
 
 
 NEWEST = max([*COMMANDS.values(), *(rule[0] for rule in FIELDS.values()),

@@ -14,6 +14,7 @@ from raft import commands as c
 from raft.records import Result
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+OS_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # a POSIX user name (useradd's)
 DEFAULT = "default"  # the tenant of jobs and sessions that name none
 MAX_TENANTS = 10_000
 MAX_QUOTA = 1_000_000
@@ -25,6 +26,7 @@ class TenantRecord:
     slots: int = 0      # slots its jobs may hold at once (0: no limit)
     sessions: int = 0   # SQL and Livy sessions it may hold open (0: no limit)
     updated: float = 0.0
+    os_user: str = ""   # the OS user its work runs as on every peer ("": none)
 
 
 def key(tenant: Optional[str]) -> str:
@@ -46,6 +48,14 @@ def set_tenant(state, cmd: c.SetTenant) -> Result:
                                   or not 0 <= value <= MAX_QUOTA):
             return Result.fail("invalid", f"{field} must be an integer from 0 (no limit) "
                                           f"to {MAX_QUOTA}")
+    os_user = getattr(cmd, "os_user", None)
+    if os_user is not None and (not isinstance(os_user, str)
+                                or (os_user and not OS_USER.fullmatch(os_user))):
+        return Result.fail("invalid", "os-user must be a user name (lower-case letters, "
+                                      "digits, '_' or '-', at most 32), or empty for none")
+    if os_user == "root":
+        return Result.fail("invalid", "os-user root would run the tenant's code with every "
+                                      "right on the peers' hosts")
     rec = state.tenants.get(cmd.name)
     if rec is None:
         if len(state.tenants) >= MAX_TENANTS:
@@ -55,10 +65,18 @@ def set_tenant(state, cmd: c.SetTenant) -> Result:
         rec.slots = cmd.slots
     if cmd.sessions is not None:
         rec.sessions = cmd.sessions
+    if os_user is not None:
+        rec.os_user = os_user
     rec.updated = cmd.time
-    if rec.slots == 0 and rec.sessions == 0:
-        del state.tenants[cmd.name]  # no quota left: nothing to keep
+    if rec.slots == 0 and rec.sessions == 0 and not rec.os_user:
+        del state.tenants[cmd.name]  # no quota and no user left: nothing to keep
     return Result(True, cmd.name)
+
+
+def os_user(state, tenant: Optional[str]) -> Optional[str]:
+    """The OS user `tenant`'s work runs as (None: none set)."""
+    rec = state.tenants.get(key(tenant))
+    return (getattr(rec, "os_user", "") or None) if rec is not None else None
 
 
 def sessions_held(state, tenant: Optional[str]) -> int:

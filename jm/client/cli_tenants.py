@@ -18,24 +18,27 @@ def cmd_tenant(client: Client, a: argparse.Namespace) -> int:
         if a.json:
             print_json(res)
             return EXIT_OK
-        out("TENANT\tSLOTS\tUSED\tSESSIONS\tOPEN\tOVER-QUOTA")
+        out("TENANT\tSLOTS\tUSED\tSESSIONS\tOPEN\tOVER-QUOTA\tOS-USER")
         for t in res.get("tenants") or ():
             out(f"{t.get('name')}\t{_quota(t.get('slots'))}\t{t.get('slots-used')}\t"
                 f"{_quota(t.get('sessions'))}\t{t.get('sessions-open')}\t"
-                f"{t.get('jobs-over-quota')}")
+                f"{t.get('jobs-over-quota')}\t{t.get('os-user') or '-'}")
         return EXIT_OK
     if not a.name:
         raise UsageError("tenant set: missing TENANT")
-    body = {k: v for k, v in (("slots", a.slots), ("sessions", a.sessions)) if v is not None}
+    body = {k: v for k, v in (("slots", a.slots), ("sessions", a.sessions),
+                              ("os-user", a.os_user)) if v is not None}
     if not body:
-        raise UsageError("tenant set: give --slots N and/or --sessions M (0: no limit)")
+        raise UsageError("tenant set: give --slots N, --sessions M (0: no limit) and/or "
+                         "--os-user USER ('' for none)")
     res = client.request("PUT", f"/tenants/{_q(a.name)}", body)
     if a.json:
         print_json(res)
     else:
         out(f"{res.get('name')}: slots {_quota(res.get('slots'))} "
             f"({res.get('slots-used')} used), sessions {_quota(res.get('sessions'))} "
-            f"({res.get('sessions-open')} open)")
+            f"({res.get('sessions-open')} open)"
+            + (f", runs as {res['os-user']}" if res.get("os-user") else ""))
     return EXIT_OK
 
 
@@ -66,6 +69,9 @@ def add_tenant(add) -> None:
                    help="slots its jobs may hold at once; more wait CREATED")
     t.add_argument("--sessions", type=int, metavar="M",
                    help="SQL and Livy sessions it may hold open; more are refused (429)")
+    t.add_argument("--os-user", metavar="USER",
+                   help="the OS user its jobs, engines and Livy code run as on every peer "
+                        "(peers run as root); '' for none")
     au = add("audit", "the audit log of every live peer: who did what to which job "
                       "(admin)", cmd_audit)
     au.add_argument("--limit", type=int, help="newest entries (default 100)")

@@ -11,7 +11,7 @@ from typing import Optional
 import logging
 from dataclasses import dataclass
 
-from raft import state as S
+from raft import state as S, tenants
 from jm.cluster.jobservices import JobEnv
 from jm.cluster.jobmaster import JobMaster
 from jm.policy.intents import Intents
@@ -27,6 +27,7 @@ class Placement:
     spec: dict
     losses: tuple = ()  # S.PeerLoss: its last attempts that lost their peer as they started
     tenant: Optional[str] = None  # whose job (its engine at share-level tenant)
+    os_user: Optional[str] = None  # the OS user its tenant's work runs as
 
 
 class Dispatcher:
@@ -62,7 +63,8 @@ class Dispatcher:
                 job = st.jobs[job_id]
                 if job.status not in S.TERMINAL:
                     out[job_id] = Placement(job.epoch, Intents.of(job), job.spec,
-                                            S.peer_losses(job.attempts), job.tenant)
+                                            S.peer_losses(job.attempts), job.tenant,
+                                            tenants.os_user(st, job.tenant))
             return out
 
     async def reconcile(self) -> None:
@@ -87,7 +89,7 @@ class Dispatcher:
         for job_id, p in mine.items():
             if job_id in self.masters or (job_id, p.epoch) in self._done:
                 continue
-            jm = JobMaster(self.env, job_id, p.epoch, p.spec, p.losses, p.tenant)
+            jm = JobMaster(self.env, job_id, p.epoch, p.spec, p.losses, p.tenant, p.os_user)
             jm.update(p.intents)
             self.masters[job_id] = jm
             task = jm.start()

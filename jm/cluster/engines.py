@@ -17,7 +17,7 @@ from typing import Callable, Optional
 
 from jm.policy.engines import (PEER_ENGINE, Acquire, EngineKey, EnginePool, Granted, Release,
                                ShareLevel, Start, Stop, Stopped, Tick, engine_death,
-                               engine_for)
+                               engine_for, oom_suspects)
 from jm.runtime.sparkserver import SparkConnectServer
 
 log = logging.getLogger("jm.engines")
@@ -44,17 +44,19 @@ class Engines:
     """Acquire and release engines; the pool decides which servers run."""
 
     def __init__(self, level: ShareLevel, idle_timeout: float, max_engines: int,
-                 make: Callable[[EngineKey], SparkConnectServer],
+                 make: Callable[[EngineKey, Optional[str]], SparkConnectServer],
                  remote: Optional[str] = None, embedded: bool = True,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.level = level if embedded else ShareLevel.PEER
         self.embedded = embedded
         self.remote = Remote(remote) if remote and not embedded else None
-        self.make = make            # a server for a key (not started)
+        self.make = make            # a server for a key, run as a user (not started)
+        self.users: dict[EngineKey, Optional[str]] = {}  # whose OS user an engine runs as
         # who hears of a server stopped for good (its guard lifted, its SQL worker closed)
         self.on_stopped: list[Callable[[EngineKey, SparkConnectServer], None]] = []
-        # who hears of an engine's JVM that died (it restarts): (key, why, in one line)
-        self.on_lost: list[Callable[[EngineKey, str], None]] = []
+        # who hears of an engine's JVM that died (it restarts): (key, why in one line, the
+        # Connect sessions whose statement ran when it ran out of memory)
+        self.on_lost: list[Callable[[EngineKey, str, frozenset], None]] = []
         self.clock = clock
         self.pool = EnginePool(idle_timeout, max_engines,
                                pinned=(PEER_ENGINE,) if self.level == ShareLevel.PEER else ())
@@ -64,7 +66,7 @@ class Engines:
         self._ticker: Optional[asyncio.Task] = None
         if embedded:  # the pinned engine exists (not started) from now on
             for ins in self.pool.boot(clock()):
-                self.servers[ins.key] = make(ins.key)
+                self.servers[ins.key] = make(ins.key, None)
 
     @property
     def available(self) -> bool:
@@ -105,12 +107,15 @@ class Engines:
             await asyncio.sleep(TICK)  # a timer: the pool's idle timeouts
             self._perform(self.pool.handle(Tick(), self.clock()))
 
-    async def acquire(self, key: EngineKey, holder: str, timeout: float):
-        """The engine of `key` for `holder` (started if need be; not necessarily ready: its
-        clients wait for its ready file). Raises NoEngine after `timeout` while every
-        engine of the peer is in use."""
+    async def acquire(self, key: EngineKey, holder: str, timeout: float,
+                      user: Optional[str] = None):
+        """The engine of `key` for `holder` (started if need be, as OS user `user`: its
+        tenant's; not necessarily ready: its clients wait for its ready file). Raises
+        NoEngine after `timeout` while every engine of the peer is in use."""
         if not self.embedded:
             return self.remote
+        if key != PEER_ENGINE:
+            self.users[key] = user  # (for its next start)
         fut = self._grants.get((key, holder))
         if fut is None or fut.cancelled():
             fut = self._grants[(key, holder)] = asyncio.get_running_loop().create_future()
@@ -135,7 +140,7 @@ class Engines:
     def _perform(self, instructions: list) -> None:
         for ins in instructions:
             if isinstance(ins, Start):
-                server = self.servers[ins.key] = self.make(ins.key)
+                server = self.servers[ins.key] = self.make(ins.key, self.users.get(ins.key))
                 log.info("engine %s starting (share level %s)", ins.key.name,
                          self.level.value)
                 server.start()
@@ -165,13 +170,15 @@ class Engines:
                     log.exception("after stopping engine %s", key.name)
             self._perform(self.pool.handle(Stopped(key), self.clock()))
 
-    def lost(self, key: EngineKey, code: int, log_tail: str) -> None:
+    def lost(self, key: EngineKey, code: Optional[int], log_tail: str) -> None:
         """The JVM of engine `key` died (its server restarts it): its work is lost."""
         why = engine_death(key.name, code, log_tail)
-        log.error("engine %s: %s", key.name, why)
+        suspects = oom_suspects(log_tail) if code is not None else frozenset()
+        log.error("engine %s: %s%s", key.name, why, f" (statements of sessions "
+                  f"{', '.join(sorted(suspects))} were running)" if suspects else "")
         for hook in self.on_lost:
             try:
-                hook(key, why)
+                hook(key, why, suspects)
             except Exception:
                 log.exception("after the loss of engine %s", key.name)
 

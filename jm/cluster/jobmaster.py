@@ -19,6 +19,7 @@ from raft import state as S
 from raft.commands import CompleteSavepoint, ReleaseJob, StatusReport
 from raft.node import RaftUnavailable
 from jm.cluster.engines import NoEngine
+from jm.cluster.jobengine import JobEngine
 from jm.cluster.jobservices import JobEnv, next_report_seq
 from jm.runtime.executor import ExecutorLost, JobProcess
 from jm.runtime.sparkapp import SCRATCH
@@ -52,9 +53,11 @@ class JobMaster:
     queue, and performs the instructions the state returns."""
 
     def __init__(self, env: JobEnv, job_id: str, epoch: int, spec: dict,
-                 losses: tuple = (), tenant: Optional[str] = None) -> None:
+                 losses: tuple = (), tenant: Optional[str] = None,
+                 os_user: Optional[str] = None) -> None:
         self.env = env
         self.tenant = tenant
+        self.os_user = os_user  # its tenant's OS user: its job process runs as that user
         self.job_id = job_id
         self.epoch = epoch
         self.spec = spec
@@ -68,12 +71,11 @@ class JobMaster:
         self.session_id: Optional[str] = None
         self.task: Optional[asyncio.Task] = None
         self.connect = spec.get("spark-mode") != "classic"
-        # the engine a connect-mode job runs on (acquired at its first spawn, held until
-        # this JobMaster ends: its restarts find it warm)
-        self.engine_key = (env.engines.key_for(tenant, job_id)
-                           if self.connect and env.engines is not None else None)
-        self.engine: Any = None
-        self.engine_lost: dict[int, str] = {}  # restart -> why its engine died under it
+        # the engine a connect-mode job runs on (jm/cluster/jobengine.py)
+        self.engine = JobEngine(
+            env.engines, env.engines.key_for(tenant, job_id), f"job:{job_id}:{epoch}",
+            os_user, env.conf["spark.connect.startup-timeout"]
+        ) if self.connect and env.engines is not None else None
         self._helpers: set[asyncio.Task] = set()   # exit watchers, timers, report outcomes
         self._savepoint_tasks: dict[str, asyncio.Task] = {}
         self.log = logging.LoggerAdapter(log, {"job": job_id, "epoch": epoch})
@@ -119,7 +121,8 @@ class JobMaster:
         """Stop without reporting (the job moved away, or this peer is fenced/stopping)."""
         if self.process:
             self.env.executor.kill(self.process, signal.SIGKILL)
-        self._release_engine()
+        if self.engine is not None:
+            self.engine.release()
         tasks = [t for t in [self.task, *self._savepoint_tasks.values(),
                              *self.spark_app.pending(), *self.progress.pending(),
                              *self.tee.pending(),
@@ -152,27 +155,20 @@ class JobMaster:
                 script: Optional[str] = None) -> RunParams:
         env = self.env
         remote, ready = env.spark_remote(), env.spark_ready_file
-        if self.engine is not None:
-            remote, ready = self.engine.url, self.engine.ready_file
-        return attempt_params(self.spec, env.conf, AttemptPlace(
+        if self.engine is not None and self.engine.server is not None:
+            remote, ready = self.engine.server.url, self.engine.server.ready_file
+        params = attempt_params(self.spec, env.conf, AttemptPlace(
             self.job_id, self.epoch, self.restart_index, env.node, run_dir, env.log_dir,
             self.checkpoint_dir, env.spark_conf_dir, remote, ready, self.session_id,
             tuple(pyfiles), script), self.streaming)
-
-    async def _acquire_engine(self) -> None:
-        """This job's engine, once (it may wait while the peer's engines are all in use)."""
-        if self.engine_key is not None and self.engine is None:
-            self.engine = await self.env.engines.acquire(
-                self.engine_key, self._holder, self.env.conf["spark.connect.startup-timeout"])
+        if self.os_user and not params.run_as:  # (a proxy-user the policy allowed wins)
+            params = replace(params, run_as=self.os_user)
+        return params
 
     @property
-    def _holder(self) -> str:
-        return f"job:{self.job_id}:{self.epoch}"
-
-    def _release_engine(self) -> None:
-        if self.engine_key is not None:
-            self.engine = None
-            self.env.engines.release(self.engine_key, self._holder)
+    def engine_key(self) -> Any:
+        """The key of its engine (None: a classic job, or a peer without engines)."""
+        return self.engine.key if self.engine is not None else None
 
     def _run_dir(self, restart: int) -> str:
         # made by the job process (or the SQL worker) that writes into it: a mkdir on
@@ -205,7 +201,8 @@ class JobMaster:
                 self.env.executor.kill(self.process, signal.SIGKILL)
             for t in self._helpers:
                 t.cancel()
-            self._release_engine()
+            if self.engine is not None:
+                self.engine.release()
 
     async def _feed(self, event: Any) -> None:
         """One event into the state; its instructions performed in order."""
@@ -271,11 +268,8 @@ class JobMaster:
         if isinstance(ins, ReadFailure):
             limit = self.env.conf["jobmanager.failure.max-size"]
             failure = await asyncio.to_thread(read_failure, run_dir, ins.code, ins.signal, limit)
-            why = self.engine_lost.pop(ins.restart, None)
-            if why is not None:  # what the job saw of it is the detail, not the cause
-                failure = dict(failure, exception=why, traceback=(
-                    f"{failure.get('exception', '')}\n{failure.get('traceback', '')}"
-                    ).strip())
+            if self.engine is not None:  # its engine's death, when that ended it
+                failure = self.engine.failure(ins.restart, failure)
             return FailureRead(ins.restart, failure)
         if isinstance(ins, TakeSavepoint):
             return SavepointTaken(*await self._take_savepoint(ins.trigger_id, ins.target))
@@ -316,7 +310,8 @@ class JobMaster:
             if self.spec.get("script"):
                 script = (await self.env.resolve_pyfiles([self.spec["script"]]))[0]
             await self._restore()
-            await self._acquire_engine()
+            if self.engine is not None:
+                await self.engine.acquire()
             self.session_id = str(uuid.uuid4())
             params = self._params(pyfiles, run_dir, script)
             self.process = await self.env.executor.spawn(params)
@@ -353,13 +348,14 @@ class JobMaster:
             await asyncio.to_thread(shutil.rmtree, os.path.join(run_dir, SCRATCH), True)
         return Exited(restart, code, sig, lease_expired)
 
-    def lose_engine(self, why: str) -> None:
+    def lose_engine(self, why: str, culprit: bool) -> None:
         """This job's engine died: its running attempt lost its Spark session. It is
-        killed and fails with `why` (its restart strategy decides, as after any failure)."""
-        if self.process is not None:
-            self.engine_lost[self.state.restart] = why
-            self.log.warning("job %s: %s", self.job_id, why)
-            self.env.executor.kill(self.process, signal.SIGKILL)
+        killed and fails with the engine's death (jm/cluster/jobengine.py)."""
+        if self.process is None or self.engine is None:
+            return
+        self.log.warning("job %s: %s", self.job_id,
+                         self.engine.died(self.state.restart, why, culprit))
+        self.env.executor.kill(self.process, signal.SIGKILL)
 
     def note_server(self, info: Optional[dict]) -> None:
         """The peer's Connect server changed (its application, waiting for executors):
@@ -422,7 +418,8 @@ class JobMaster:
     async def _cleanup_session(self, run_dir: str) -> None:
         """A killed job process leaves its streaming queries running in the Spark Connect
         server: stop them (through its session) before anyone else runs this job."""
-        if (not self.session_id or not (self.engine or self.env.spark_remote())
+        if (not self.session_id or not (self.engine and self.engine.server
+                                        or self.env.spark_remote())
                 or self.spec.get("spark-mode") == "classic"):  # its queries died with its driver
             return
         params = cleanup_params(self._params([], run_dir), run_dir, self.session_id)

@@ -25,7 +25,7 @@ from jm.cluster.waits import wait_event
 from jm.runtime.limits import from_conf as job_limits
 from jm.runtime.sqlclient import StatementError, WorkerLost
 from jm.wire import livysessions as W
-from raft import livy as L
+from raft import livy as L, tenants as T
 from raft.commands import AddSqlStatement, EndLivyStatement
 from raft.node import RaftUnavailable
 from rest.gateway import ApiError
@@ -280,6 +280,11 @@ class LivyRunner:
                 s.kind == "pyspark" and s.id < st.id for s in livy.statements)
         return LOST_PROCESS.format(node=self.node) if earlier else ""
 
+    def _tenant_user(self, lv: LocalLivy) -> Optional[str]:
+        with self.raft.read() as state:
+            rec = state.sessions.get(lv.handle)
+            return T.os_user(state, rec.tenant) if rec is not None else None
+
     def _proxy_user(self, lv: LocalLivy) -> Optional[str]:
         """The OS user the session's Python process runs as (its proxyUser), or None."""
         with self.raft.read() as state:
@@ -301,10 +306,12 @@ class LivyRunner:
                            env_pass=conf["jobmanager.executor.env-pass"],
                            env_add=svc.child_env)
         # the user's code runs confined as a job's (rlimits, oom_score_adj), as its proxy
-        # user or else as jobmanager.executor.user, never as the peer's user when one is set
+        # user, else its tenant's OS user, else jobmanager.executor.user: never as the
+        # peer's user when one of them is set
         proxy = lv.repl.user = self._proxy_user(lv)
         limits = job_limits(conf)
-        lv.repl.confine = replace(limits, user=proxy or limits.user).to_dict()
+        lv.repl.confine = replace(limits, user=proxy or self._tenant_user(lv)
+                                  or limits.user).to_dict()
 
     async def _keep_state(self, lv: LocalLivy, items) -> list:
         """Record what a Python statement changed in its Spark session, for the session's

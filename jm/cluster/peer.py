@@ -327,12 +327,13 @@ class Peer:
                 if master.engine_key == key:
                     master.note_server(info)
 
-    def _engine_lost(self, key: EngineKey, why: str) -> None:
-        """An engine's JVM died: the jobs on it (and only those) lose their attempt."""
+    def _engine_lost(self, key: EngineKey, why: str, suspects: frozenset) -> None:
+        """An engine's JVM died: the jobs on it (and only those) lose their attempt; those
+        whose statement ran when it ran out of memory are told so."""
         if self.dispatcher is not None:
             for master in list(self.dispatcher.masters.values()):
                 if master.engine_key == key:
-                    master.lose_engine(why)
+                    master.lose_engine(why, master.session_id in suspects)
 
     def lease_valid(self) -> bool:
         return self.lease is not None and self.lease.valid()

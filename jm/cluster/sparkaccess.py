@@ -53,9 +53,10 @@ class SparkAccess:
             self._make, remote=conf["spark.remote"], embedded=self.embedded)
         self.engines.on_stopped.append(lambda key, server: unguard(_guard_name(key)))
 
-    def _make(self, key: EngineKey) -> SparkConnectServer:
+    def _make(self, key: EngineKey, user: Optional[str]) -> SparkConnectServer:
         """A server for `key`: the peer engine where it always was (its port, log and
-        ready file); another engine under engines/<name> of the data and log dirs."""
+        ready file); another engine under engines/<name> of the data and log dirs, run as
+        `user` (its tenant's OS user) in its own work dir when one is given."""
         conf = self.conf
         peer = key == PEER_ENGINE
         data_dir = self.data_dir if peer else os.path.join(self.data_dir, "engines", key.name)
@@ -76,7 +77,9 @@ class SparkAccess:
             on_info=lambda info: self._on_info(key, info),
             scratch_dir=os.path.join(data_dir, SCRATCH),
             env_pass=conf["jobmanager.executor.env-pass"], token=self.token,
-            on_exit=lambda code, tail: self.engines.lost(key, code, tail))
+            on_exit=lambda code, tail: self.engines.lost(key, code, tail),
+            user=None if peer else user,
+            work_dir=os.path.join(data_dir, "work") if user and not peer else None)
 
     @property
     def server(self) -> Optional[SparkConnectServer]:

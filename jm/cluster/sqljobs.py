@@ -95,9 +95,9 @@ class SqlJobExecutor:
             run = SqlRun(key, -1, loop.create_future())
             run.exited.set_result((1, 0, True))
             return run
-        engines = self.sql.svc.engines
-        worker = self.sql.workers.get(params.spark_remote,
-                                      engines.name_of(params.spark_remote))
+        name = self.sql.svc.engines.name_of(params.spark_remote)
+        worker = self.sql.workers.get(params.spark_remote, name,
+                                      params.run_as if name != "peer" else None)
         await worker._ensure()
         run = SqlRun(key, worker.proc.pid, loop.create_future())
         run.op = f"{params.session_id}-job"

@@ -61,6 +61,7 @@ class LocalSession:
         self.server = 0                       # the Spark server generation it is open in
         self.engine: Any = None               # the engine it is open on (acquired)
         self.engine_key: Any = None
+        self.user: Optional[str] = None       # its tenant's OS user (None: the peer's)
         self.worker: Any = None               # the SQL worker of that engine
         self.opening: Optional[asyncio.Future] = None
         self.ops: dict[str, Operation] = {}

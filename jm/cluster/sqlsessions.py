@@ -24,7 +24,7 @@ from jm.cluster.waits import wait_event
 from jm.policy.sqlop import OpStatus
 from jm.runtime import sqlproto as P
 from jm.runtime.sqlclient import SqlWorker
-from raft import sessions as S
+from raft import sessions as S, tenants as T
 from raft.commands import CloseSqlSessions, OpenSqlSession, StartSqlOperations
 from raft.node import RaftUnavailable
 from rest.gateway import ANYONE, ApiError, Credential, Forward, SessionInfo, UnknownSession
@@ -89,17 +89,18 @@ class SqlSessions:
             with self.raft.read() as st:
                 rec = st.sessions.get(s.handle)
                 tenant = rec.tenant if rec is not None else None
+                user = T.os_user(st, tenant)
             engines = self.svc.engines
             key = engines.key_for(tenant)
             try:
                 engine = await engines.acquire(key, self._holder(s),
-                                               self.conf["spark.connect.startup-timeout"])
+                                               self.conf["spark.connect.startup-timeout"], user)
             except NoEngine as exc:
                 raise ApiError(503, str(exc), headers={"Retry-After": "5"})
             if self.local.get(s.handle) is not s:  # let go while it waited
                 engines.release(key, self._holder(s))
                 raise ApiError(404, f"session {s.handle} does not exist")
-            s.engine, s.engine_key = engine, key
+            s.engine, s.engine_key, s.user = engine, key, user
         return s.engine
 
     @staticmethod
@@ -173,7 +174,9 @@ class SqlSessions:
         if s is None:
             raise ApiError(404, f"session {handle} does not exist")
         engine = await self._engine(s)
-        worker = s.worker = self.workers.get(engine.url, s.engine_key.name)
+        # (a tenant's engine's worker runs as the tenant's user; the peer engine's is shared)
+        worker = s.worker = self.workers.get(engine.url, s.engine_key.name,
+                                             s.user if s.engine_key.owner else None)
         # (an engine's restart loses its sessions: they are rebuilt)
         if (s.generation and s.generation == worker.generation and worker.alive
                 and s.server == engine.generation):

@@ -24,8 +24,9 @@ class SqlWorkers:
         self.child_env = child_env
         self.by_url: dict[str, SqlWorker] = {}
 
-    def get(self, url: str, name: str = "peer") -> SqlWorker:
-        """The worker of the engine at `url` (made on first use, started on first call)."""
+    def get(self, url: str, name: str = "peer", user: Optional[str] = None) -> SqlWorker:
+        """The worker of the engine at `url` (made on first use, started on first call; as
+        OS user `user`: the tenant's of a tenant's engine)."""
         worker = self.by_url.get(url)
         if worker is None:
             shared = name in ("peer", "remote")
@@ -37,6 +38,7 @@ class SqlWorkers:
                 on_start=lambda pid: self.guard(f"sql-worker{suffix}", pid),
                 env_pass=self.conf["jobmanager.executor.env-pass"],
                 env_add=dict(self.child_env))
+            worker.user = user
         return worker
 
     def find(self, url: Optional[str]) -> Optional[SqlWorker]:

@@ -6,6 +6,7 @@ this peer's entries and every other live peer's). The quotas are kept by raft/te
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from typing import Any, Mapping, Optional
 
@@ -73,11 +74,19 @@ class TenantAccess(GatewayBase):
     # ---- quotas ----------------------------------------------------------------------
     @api_errors
     async def set_tenant(self, name: str, body: Any) -> dict:
-        if not isinstance(body, dict) or not body or set(body) - {"slots", "sessions"}:
-            raise ApiError(400, 'the body is {"slots": N, "sessions": M} (either or both; '
-                                "0: no limit)")
+        if not isinstance(body, dict) or not body or set(body) - {"slots", "sessions",
+                                                                   "os-user"}:
+            raise ApiError(400, 'the body is {"slots": N, "sessions": M, "os-user": U} (any '
+                                "of them; 0: no limit, \"\": no user)")
+        user = body.get("os-user")
+        if user is not None and not isinstance(user, str):
+            raise ApiError(400, "os-user must be a user name, or \"\" for none")
+        if user and os.geteuid() != 0:
+            raise ApiError(409, f"os-user: this peer runs as uid {os.geteuid()}, not root: it "
+                                "cannot run a tenant's work as another user (run the peers as "
+                                "root, or use jobmanager.executor.user for every job)")
         await self._write(SetTenant(name, body.get("slots"), body.get("sessions"),
-                                    time.time()))
+                                    time.time(), user))
         return self._tenant_rows([name])[0]
 
     def tenants(self, who: Credential) -> dict:
@@ -109,7 +118,8 @@ class TenantAccess(GatewayBase):
                              "slots-used": used.get(name, 0),
                              "sessions-open": T.sessions_held(
                                  st, None if name == T.DEFAULT else name),
-                             "jobs-over-quota": waiting.get(name, 0)})
+                             "jobs-over-quota": waiting.get(name, 0),
+                             "os-user": (getattr(rec, "os_user", "") or None) if rec else None})
             return rows
 
     def quota_reason(self, job_id: str) -> Optional[str]:

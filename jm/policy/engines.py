@@ -70,9 +70,13 @@ SPARK_OOM_EXIT = 52  # Spark's exit code for an uncaught OutOfMemoryError (Spark
 _OOM = re.compile(r"java\.lang\.OutOfMemoryError[^\n]*")
 
 
-def engine_death(name: str, code: int, log_tail: str) -> str:
+def engine_death(name: str, code: Optional[int], log_tail: str) -> str:
     """Why the work on engine `name` was lost, in one line, from the JVM's exit code and
-    the end of its log (pure): an OutOfMemoryError is named as the JVM logged it."""
+    the end of its log (pure): an OutOfMemoryError is named as the JVM logged it. No
+    code: the JVM could not be started, and `log_tail` says why."""
+    if code is None:
+        return (f"EngineLost: the Spark engine {name} of this job could not start: "
+                f"{log_tail.strip()[:300]}")
     oom = _OOM.findall(log_tail)
     what = f"exit code {code}"
     if oom:
@@ -83,6 +87,40 @@ def engine_death(name: str, code: int, log_tail: str) -> str:
         what = f"killed by signal {-code}"
     return (f"EngineLost: the Spark engine {name} that ran this job died ({what}); every "
             "job and session on it lost its Spark session")
+
+
+_CREATED = re.compile(r"ExecuteHolder ExecuteKey\(([^,]*),([^,)]+),([^)]+)\) is created")
+_REMOVED = re.compile(r"ExecuteHolder ExecuteKey\(([^,]*),([^,)]+),([^)]+)\) is removed")
+ENGINE_KILLS = 2  # a job whose statement ran at that many engine deaths in a row: failed
+
+
+def oom_suspects(log_tail: str) -> frozenset:
+    """The Spark Connect sessions whose statement (an ExecutePlan) was running when the
+    engine logged its first OutOfMemoryError (pure, from the server's INFO log). Work of a
+    streaming query's micro-batch is not a statement: it is named by none."""
+    active: dict[str, str] = {}
+    for line in log_tail.splitlines():
+        m = _CREATED.search(line)
+        if m:
+            active[m.group(3)] = m.group(2).strip()
+            continue
+        m = _REMOVED.search(line)
+        if m:
+            active.pop(m.group(3), None)
+            continue
+        if "java.lang.OutOfMemoryError" in line:
+            return frozenset(active.values())
+    return frozenset()
+
+
+def engine_killer(kills: int) -> Optional[str]:
+    """Why a job whose statement was running at its engine's last `kills` deaths in a row
+    is not restarted again (None: it is), so that it stops taking its neighbours down."""
+    if kills < ENGINE_KILLS:
+        return None
+    return (f"its statement was running each of the last {kills} times its Spark engine ran "
+            "out of memory: it is what takes the engine down; fix its memory use (or give "
+            "it an engine of its own: spark.connect.share-level job) and submit it again")
 
 
 # ---- events ---------------------------------------------------------------------------

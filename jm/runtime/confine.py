@@ -206,6 +206,9 @@ def confine_self(environ) -> None:
         return
     limits = L.JobLimits.from_dict(json.loads(text))
     target = user_uid(limits.user)
+    if limits.user is not None and target is None:  # never as the peer's user instead
+        raise SystemExit(f"UserNotFound: the OS user {limits.user!r} this process runs as "
+                         "does not exist on this peer's host")
     switch = L.switch_user(limits, os.getuid(), target)
     apply_limits(limits, target if switch else os.getuid(), False)
     if switch:

@@ -18,6 +18,7 @@ import re
 import secrets
 import shutil
 import socket
+import subprocess
 import sys
 import time
 from typing import Any, Callable, Optional
@@ -77,7 +78,7 @@ def free_port(host: str = "127.0.0.1", rnd: Optional[random.Random] = None) -> i
         return s.getsockname()[1]
 
 
-def log_tail(path: str, size: int = 256 * 1024) -> str:
+def log_tail(path: str, size: int = 1024 * 1024) -> str:
     """The last `size` bytes of a log as text ("" when it cannot be read)."""
     try:
         with open(path, "rb") as f:
@@ -170,8 +171,13 @@ class SparkConnectServer:
                  on_info: Callable[[dict], None] = lambda info: None,
                  scratch_dir: Optional[str] = None, env_pass: tuple = (),
                  token: Optional[str] = None,
-                 on_exit: Callable[[int, str], None] = lambda code, tail: None) -> None:
+                 on_exit: Callable[[Optional[int], str], None] = lambda code, tail: None,
+                 user: Optional[str] = None, work_dir: Optional[str] = None) -> None:
         self.port = port
+        # the OS user the JVM runs as (a tenant's; None: the peer's), in `work_dir` (its
+        # spark-warehouse and the like), which it and its scratch dir are given
+        self.user = user
+        self.work_dir = work_dir
         # hears of every death of the JVM it did not ask for: its exit code and the end
         # of its log (where an OutOfMemoryError says so)
         self.on_exit = on_exit
@@ -307,9 +313,18 @@ class SparkConnectServer:
             if self.on_cluster:
                 self.ui_port = free_port()
             try:
+                if self.user:
+                    await asyncio.to_thread(self._give_dirs)
                 self.proc = await asyncio.create_subprocess_exec(
                     sys.executable, "-m", "jm.runtime.pdeathsig", *self._command(),
-                    stdout=out, stderr=out, env=self._env())
+                    stdout=out, stderr=out, env=self._env(), cwd=self.work_dir,
+                    **({"user": self.user} if self.user else {}))
+            except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+                self.restarts += 1
+                log.error("Spark Connect server could not start: %s", exc)
+                self._exited(None, str(exc))
+                await asyncio.sleep(min(5.0, 0.5 * self.restarts))  # a retry's pause
+                continue
             finally:
                 out.close()
             log.info("Spark Connect server starting on port %d (pid %d, master %s)",
@@ -347,12 +362,29 @@ class SparkConnectServer:
                 break
             self.restarts += 1
             log.error("Spark Connect server exited with code %s; restarting", code)
-            try:
-                self.on_exit(code, await asyncio.to_thread(
-                    log_tail, os.path.join(self.log_dir, "spark-connect.log")))
-            except Exception:
-                log.exception("handing on the Connect server's exit")
+            self._exited(code, await asyncio.to_thread(
+                log_tail, os.path.join(self.log_dir, "spark-connect.log")))
             await asyncio.sleep(min(5.0, 0.5 * self.restarts))
+
+    def _exited(self, code: Optional[int], text: str) -> None:
+        try:
+            self.on_exit(code, text)
+        except Exception:
+            log.exception("handing on the Connect server's exit")
+
+    def _give_dirs(self) -> None:
+        """The dirs the JVM writes (its work dir, its scratch dir) to its user; a user that
+        does not exist is an error naming it (its engine never runs as the peer's user)."""
+        import pwd
+        try:
+            pw = pwd.getpwnam(self.user)
+        except KeyError:
+            raise RuntimeError(f"UserNotFound: the OS user {self.user!r} of this engine does "
+                               "not exist on this peer's host") from None
+        for path in (self.work_dir, self.scratch_dir):
+            if path:
+                os.makedirs(path, exist_ok=True)
+                os.chown(path, pw.pw_uid, pw.pw_gid)
 
     async def _stop_monitor(self) -> None:
         task, self._monitor_task = self._monitor_task, None

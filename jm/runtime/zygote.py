@@ -127,6 +127,8 @@ def _child(params: RunParams, fds_to_close: list[int], zygote_pid: int, peer_pid
         if params.run_as:  # its proxy-user (jobmanager.executor.proxy-users allowed it)
             limits = dataclasses.replace(limits, user=params.run_as)
         target = confine.user_uid(limits.user)
+        if limits.user is not None and target is None:  # never as the peer's user instead
+            _no_user(params, limits.user)
         switch = L.switch_user(limits, os.getuid(), target)
         confine.apply_limits(limits, target if switch else os.getuid(), cgroup is not None)
         if switch:
@@ -151,6 +153,19 @@ def _child(params: RunParams, fds_to_close: list[int], zygote_pid: int, peer_pid
         code = 1
     finally:
         os._exit(code)
+
+
+def _no_user(params: RunParams, user: str) -> None:
+    """The user the job must run as does not exist on this host: the attempt fails, saying
+    so (its error.json), before anything of the job runs."""
+    import json
+    text = (f"UserNotFound: the OS user {user!r} this job runs as does not exist on this "
+            "peer's host (useradd it there, or change the tenant's os-user)")
+    print(f"[jobmanager] {text}", file=sys.stderr, flush=True)
+    if params.error_path:
+        with open(params.error_path, "w") as f:
+            json.dump({"exception": text, "traceback": ""}, f)
+    os._exit(1)
 
 
 def exit_status(status: int) -> tuple[int, int]:

@@ -44,6 +44,17 @@ async def _job(c, jid, headers):
     return b
 
 
+async def _statement(c, headers, sql):
+    """A new SQL session of the caller's tenant and a statement in it: their handles."""
+    s, body = await ahttp("POST", c.url(0) + "/v1/sessions", {}, headers=headers)
+    assert s == 200, body
+    sh = body["sessionHandle"]
+    s, body = await ahttp("POST", c.url(0) + f"/v1/sessions/{sh}/statements",
+                          {"statement": sql}, headers=headers)
+    assert s == 200, body
+    return sh, body["operationHandle"]
+
+
 async def _answered(c, jid, headers):
     """The job runs and its Spark session answered (its log says so)."""
     s, b = await ahttp("GET", c.url(0) + f"/jobs/{jid}/logs", headers=headers)
@@ -74,13 +85,7 @@ async def test_each_tenant_has_its_engine_and_an_engine_s_death_stays_with_its_t
         assert engines["tenant-a"]["holders"] == 1
 
         # a SQL session of tenant b runs on b's engine
-        s, body = await ahttp("POST", c.url(0) + "/v1/sessions", {}, headers=b)
-        assert s == 200, body
-        sh = body["sessionHandle"]
-        s, body = await ahttp("POST", c.url(0) + f"/v1/sessions/{sh}/statements",
-                              {"statement": "SELECT 42 AS x"}, headers=b)
-        assert s == 200, body
-        oh = body["operationHandle"]
+        sh, oh = await _statement(c, b, "SELECT 42 AS x")
 
         async def fetched():
             s, r = await ahttp("GET", c.url(0) + f"/v1/sessions/{sh}/operations/{oh}/result/0",
@@ -127,3 +132,42 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def _uid(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line.split()[1] for line in f if line.startswith("Uid:")))
+
+
+def _python_readable() -> bool:
+    from tests.integration.test_livy_sessions import python_readable
+    return python_readable()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not _python_readable(),
+                    reason="needs root, and a Python other users can run (not under /root)")
+async def test_a_tenant_s_engine_sql_worker_and_jobs_run_as_its_os_user(tmp_path):
+    import pwd
+    from tests.integration.test_job_isolation import _open_up
+    _open_up(tmp_path)
+    nobody = pwd.getpwnam("nobody").pw_uid
+    settings = {"rest.auth.token": ROOT, "spark.connect.embedded": True,
+                "spark.connect.share-level": "tenant", "spark.master": "local[1]",
+                "spark.driver.memory": "512m"}
+    async with running(str(tmp_path), 1, settings) as c:
+        s, b = await ahttp("PUT", c.url(0) + "/tenants/a", {"os-user": "nobody"},
+                           headers=bearer(ROOT))
+        assert s == 200 and b["os-user"] == "nobody", b
+        a = await _credential(c, "a")
+        s, body = await ahttp("POST", c.url(0) + "/jobs", JOB, headers=a)
+        assert s == 202, body
+        jid = body["jobid"]
+        await apoll(lambda: _answered(c, jid, a), 240, what="the job answered by Spark")
+        engine = (await _engines(c))["tenant-a"]
+        assert _uid(engine["pid"]) == nobody  # (its JVM: the child of the pdeathsig exec)
+        await _statement(c, a, "SELECT 1")
+        worker = await apoll(lambda: (w := c.peers[0].sql.workers.find(engine["url"]))
+                             and w.proc and w, 60, what="the tenant's SQL worker")
+        assert _uid(worker.proc.pid) == nobody
+        s, body = await ahttp("PATCH", c.url(0) + f"/jobs/{jid}", headers=a)
+        assert s == 202, body

@@ -133,7 +133,7 @@ async def _older_peer_is_refused(c):
     await _restart(c, 1, version=1)
     peer = c.peers[1]
     await apoll(lambda: peer.lease.refused.is_set(), 30, what="the registration refused")
-    assert "this peer speaks protocol 1 and the cluster runs protocol 2" in peer.lease.refusal
+    assert f"this peer speaks protocol 1 and the cluster runs protocol {PROTOCOL}" in peer.lease.refusal
     assert not peer.registered.is_set()
     await _protocol(c, PROTOCOL)
     await peer.stop()

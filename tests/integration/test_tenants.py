@@ -231,3 +231,58 @@ async def test_a_job_runs_as_its_proxy_user_only_where_the_policy_allows_it(tmp_
         rc, out, err = await jm("-a", c.url(0), "run", FIX + "jobs_fixture.py",
                                 "--proxy-user", "root")
         assert rc != 0 and "proxy" in err and len(err.splitlines()) == 1, (out, err)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a tenant's work as its user")
+async def test_a_tenant_s_jobs_run_as_its_os_user_and_never_as_the_peer_s(tmp_path):
+    from tests.integration.test_job_isolation import _open_up
+    _open_up(tmp_path)
+    nobody = pwd.getpwnam("nobody").pw_uid
+    async with running(str(tmp_path), 2, {"rest.auth.token": ROOT,
+                                          "jobmanager.executor.preload": "none"}) as c:
+        t = await _tokens(c)
+        rc, out, err = await jm("-a", c.url(1), "tenant", "set", "a", "--os-user", "nobody",
+                                env={"JM_TOKEN": ROOT})
+        assert rc == 0 and "runs as nobody" in out, (out, err)
+        whoami = {"entry": "isolation_jobs:whoami", "pyfiles": [FIX],
+                  "restart-strategy": {"type": "none"}}
+        jobs = {}
+        for who in ("a-sub", "b-sub"):
+            s, b = await ahttp("POST", c.url(0) + "/jobs", whoami, headers=t[who])
+            assert s == 202, b
+            jobs[who] = b["jobid"]
+        a = await _state(c, 0, jobs["a-sub"], t["a-sub"], "FINISHED")
+        assert a["result"]["uid"] == nobody, a
+        b = await _state(c, 0, jobs["b-sub"], t["b-sub"], "FINISHED")
+        assert b["result"]["uid"] == os.geteuid(), b  # another tenant: as before
+        rc, out, err = await jm("-a", c.url(0), "tenant", "list", env={"JM_TOKEN": ROOT})
+        assert rc == 0 and any(line.split("\t")[0] == "a" and line.endswith("\tnobody")
+                               for line in out.splitlines()), out
+        # a user this host does not have: the attempt fails naming it, nothing runs as root
+        s, body = await ahttp("PUT", c.url(0) + "/tenants/a", {"os-user": "jm-no-such-user"},
+                              headers=bearer(ROOT))
+        assert s == 200 and body["os-user"] == "jm-no-such-user", body
+        s, body = await ahttp("POST", c.url(1) + "/jobs", whoami, headers=t["a-sub"])
+        assert s == 202, body
+        failed = await _state(c, 0, body["jobid"], t["a-sub"], "FAILED")
+        s, ex = await ahttp("GET", c.url(0) + f"/jobs/{failed['jid']}/exceptions",
+                            headers=t["a-sub"])
+        assert "UserNotFound: the OS user 'jm-no-such-user'" in ex["root-exception"], ex
+        # bad input: clear errors, nothing changed
+        for body in ({"os-user": "root"}, {"os-user": "Not A User"}, {"os-user": 7}):
+            s, b = await ahttp("PUT", c.url(0) + "/tenants/a", body, headers=bearer(ROOT))
+            assert s == 400 and b["errors"], (body, s, b)
+        s, b = await ahttp("PUT", c.url(0) + "/tenants/a", {"os-user": ""},
+                           headers=bearer(ROOT))
+        assert s == 200 and b["os-user"] is None, b
+
+
+async def test_os_user_is_refused_by_a_peer_not_running_as_root(tmp_path, monkeypatch):
+    import jm.cluster.tenancy as tenancy
+    async with running(str(tmp_path), 1, {"rest.auth.token": ROOT}) as c:
+        monkeypatch.setattr(tenancy.os, "geteuid", lambda: 1000)
+        s, b = await ahttp("PUT", c.url(0) + "/tenants/a", {"os-user": "nobody"},
+                           headers=bearer(ROOT))
+        assert s == 409 and "not root" in b["errors"][0], b
+        s, b = await ahttp("GET", c.url(0) + "/tenants", headers=bearer(ROOT))
+        assert s == 200 and b["tenants"] == [], b  # nothing kept

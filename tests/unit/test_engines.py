@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as hs
 
+from jm.cluster.jobengine import JobEngine
 from jm.policy.engines import (PEER_ENGINE, Acquire, EngineKey, EnginePool, Granted, Release,
-                               ShareLevel, Start, Stop, Stopped, Tick, engine_for)
+                               ShareLevel, Start, Stop, Stopped, Tick, engine_death,
+                               engine_for, engine_killer, oom_suspects)
 
 T, J = ShareLevel.TENANT, ShareLevel.JOB
 
@@ -118,3 +120,55 @@ def test_the_pool_never_holds_more_engines_than_its_bound(evs, bound):
                 assert ins.key in running and ins.key not in stopping
         assert len(running) <= bound
         assert set(pool.engines) == running
+
+
+# ---- an engine's death: what it says, who ran it out of memory ---------------------------
+LOG = """\
+26/11/28 18:35:48 INFO SparkConnectExecutionManager: ExecuteHolder ExecuteKey(,s-pipe,op-1) is created.
+26/11/28 18:35:48 INFO SparkConnectExecutionManager: ExecuteHolder ExecuteKey(,s-pipe,op-1) is removed.
+26/11/28 18:35:49 INFO SparkConnectExecutionManager: ExecuteHolder ExecuteKey(,s-oom,op-2) is created.
+26/11/28 18:35:50 INFO SparkConnectExecutionManager: ExecuteHolder ExecuteKey(alice,s-other,op-3) is created.
+26/11/28 18:35:51 INFO SparkConnectExecutionManager: ExecuteHolder ExecuteKey(alice,s-other,op-3) is removed.
+26/11/28 18:36:03 ERROR SparkUncaughtExceptionHandler: Uncaught exception in thread Thread[Executor task launch worker for task 0.0 in stage 0.0 (TID 0),5,main]
+java.lang.OutOfMemoryError: Java heap space
+26/11/28 18:36:03 INFO SparkConnectExecutionManager: ExecuteHolder ExecuteKey(,s-oom,op-2) is removed.
+"""
+
+
+def test_the_statements_running_at_the_out_of_memory_error_are_the_suspects():
+    assert oom_suspects(LOG) == {"s-oom"}
+    assert oom_suspects(LOG.replace("java.lang.OutOfMemoryError", "java.lang.Error")) == set()
+    assert oom_suspects("") == set()
+
+
+def test_an_engine_s_death_says_why_in_one_line():
+    why = engine_death("tenant-a", 52, LOG)
+    assert why.startswith("EngineLost: the Spark engine tenant-a that ran this job died "
+                          "(exit code 52: java.lang.OutOfMemoryError: Java heap space)")
+    assert "\n" not in why
+    assert "(exit code 52: out of memory)" in engine_death("peer", 52, "")
+    assert "(killed by signal 9)" in engine_death("peer", -9, "")
+    assert "could not start: UserNotFound: x" in engine_death("tenant-a", None, "UserNotFound: x")
+
+
+def test_a_job_that_keeps_running_its_engine_out_of_memory_is_hopeless_its_neighbours_not():
+    assert engine_killer(0) is None and engine_killer(1) is None
+    assert "out of memory" in engine_killer(2)
+
+    class Engines:
+        def release(self, key, holder):
+            self.released = (key, holder)
+    key = EngineKey(T, "a")
+    culprit, neighbour = (JobEngine(Engines(), key, h, None, 10) for h in ("j1", "j2"))
+    for restart in (0, 1):
+        culprit.died(restart, "EngineLost: x", culprit=True)
+        neighbour.died(restart, "EngineLost: x", culprit=False)
+    first = culprit.failure(0, {"exception": "SparkException: stopped", "traceback": "t"})
+    assert "hopeless" not in first and first["exception"].endswith("ran out of memory")
+    assert first["traceback"] == "SparkException: stopped\nt"
+    second = culprit.failure(1, {"exception": "y"})
+    assert "hopeless" in second
+    assert all("hopeless" not in neighbour.failure(r, {}) for r in (0, 1))
+    assert neighbour.failure(2, {"exception": "own"}) == {"exception": "own"}  # not its engine
+    culprit.died(2, "EngineLost: x", culprit=False)  # a death it did not cause: a new count
+    assert culprit.kills == 0

@@ -87,6 +87,17 @@ def test_a_peer_refuses_to_send_what_protocol_1_would_cut_the_meaning_of(command
     assert P.refusal(command, 2) is None
 
 
+def test_a_tenant_s_os_user_needs_protocol_3_and_is_cut_whole_below_it():
+    cmd = c.SetTenant("a", 1, None, 1.0, "etl")
+    why = P.refusal(cmd, 2)
+    assert why.startswith("tenants' OS users") and "protocol 3" in why, why
+    assert P.refusal(c.SetTenant("a", 1, None, 1.0, ""), 2) is None  # none: nothing to cut
+    assert P.refusal(cmd, 3) is None
+    assert P.masked(cmd, 2) == c.SetTenant("a", 1, None, 1.0)  # as a protocol-2 replica
+    st = ClusterState()
+    assert reg(st, "n1", 3).ok and st.apply(cmd).ok and st.tenants["a"].os_user == "etl"
+
+
 def test_a_mixed_cluster_applies_as_its_oldest_peer_and_never_goes_down():
     st = ClusterState()
     assert st.protocol == P.BASELINE and reg(st, "n1", 1).ok and reg(st, "n2", 2).ok
