@@ -33,7 +33,7 @@ from bench.common import ROOT, BenchCluster, get, median, post, request, wait_un
 from jm.config import KEYS  # noqa: E402
 from jm.local.standalone import StandaloneCluster, spark_env  # noqa: E402
 from jm.policy.vocab import TERMINAL  # noqa: E402
-from jm.runtime.sparkserver import spark_home  # noqa: E402
+from jm.runtime.sparkjvm import spark_home  # noqa: E402
 
 SHORT_APP = """
 import sys

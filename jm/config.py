@@ -57,7 +57,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "jobmanager.log.level": (_log_level, "INFO"),
     "jobmanager.log.format": (_choice("text", "json"), "text"),
     "jobmanager.executor.preload": (_choice("pyspark", "none"), "pyspark"),
-    "jobmanager.placement": (_choice("spread", "pack", "leader-only"), "spread"),
+    "jobmanager.placement": (_choice("spread", "pack", "leader-only", "by-tenant"), "spread"),
     "jobmanager.executor.nice": (_int(0), 10),
     # job processes: the user they run as (None: the peer's), their limits (0: none)
     "jobmanager.executor.user": (_opt_str, None),

@@ -97,7 +97,10 @@ DESCRIPTIONS: dict[str, str] = {
     "jobmanager.placement": (
         "Where new jobs go: `spread` (least-loaded live peer, the work-sharing default), `pack`"
         " (fill the fullest peer that fits first), `leader-only` (every job on the Raft leader,"
-        " standbys idle: Flink's classic session behaviour, for comparison)."),
+        " standbys idle: Flink's classic session behaviour, for comparison), `by-tenant` (a"
+        " tenant's jobs together on the peers that already run its work, least-loaded first;"
+        " with `spark.connect.share-level: tenant` a tenant has engines on as few peers as"
+        " its slots allow)."),
     "jobmanager.executor.nice": (
         "Nice level of the job processes and of the embedded Spark Connect JVM, so that job "
         "work never starves the peer's heartbeats, REST and Raft. `0` leaves it unchanged."),

@@ -44,9 +44,12 @@ class DeletePipeline:
 @dataclass(frozen=True)
 class SetTenant:
     """A tenant's quotas (raft/tenants.py): None leaves one as it is, 0 is no limit; its
-    OS user (None: as it is, "": none)."""
+    OS user (None: as it is, "": none); memory (bytes) and CPU weight of each of its
+    engines (None: as it is, 0: none)."""
     name: str
     slots: Optional[int]
     sessions: Optional[int]
     time: float
     os_user: Optional[str] = None  # (protocol 3)
+    memory: Optional[int] = None   # (protocol 3)
+    cpu: Optional[int] = None      # (protocol 3)

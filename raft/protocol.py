@@ -50,6 +50,10 @@ def _nobody(value: Any) -> bool:
     return value in (None, "")
 
 
+def _no_limit(value: Any) -> bool:
+    return value in (None, 0)
+
+
 def _default_tenants(value: Any) -> bool:
     return all(t == DEFAULT_TENANT for t in value or ())
 
@@ -70,6 +74,8 @@ FIELDS: dict[tuple[str, str], tuple[int, Callable[[Any], bool]]] = {
     ("DrainPeer", "by_stop"): (2, _always),      # a stop's drain is kept as an operator's
     ("StatusReport", "progress"): (2, _always),
     ("SetTenant", "os_user"): (3, _nobody),    # a tenant's work as its own OS user
+    ("SetTenant", "memory"): (3, _no_limit),   # its engines' memory and CPU
+    ("SetTenant", "cpu"): (3, _no_limit),
 }
 # an encoded command without these fields was sent by an older build: what they mean
 ABSENT: dict[tuple[str, str], Any] = {("RegisterPeer", "protocol"): BASELINE}
@@ -84,7 +90,8 @@ SPEC_KEYS: dict[str, int] = {"proxy-user": 2}
 FEATURES = {"SetTenant": "tenants' quotas", "PutPipeline": "named pipelines",
             "DeletePipeline": "named pipelines", "tenant": "tenants' work",
             "tenants": "tenants' artifacts", "proxy_user": "proxy users",
-            "proxy-user": "proxy users", "os_user": "tenants' OS users"}
+            "proxy-user": "proxy users", "os_user": "tenants' OS users",
+            "memory": "tenants' engine memory", "cpu": "tenants' engine CPU"}
 
 
 NEWEST = max([*COMMANDS.values(), *(rule[0] for rule in FIELDS.values()),

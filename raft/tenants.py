@@ -18,6 +18,9 @@ OS_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # a POSIX user name (useradd's)
 DEFAULT = "default"  # the tenant of jobs and sessions that name none
 MAX_TENANTS = 10_000
 MAX_QUOTA = 1_000_000
+MIN_MEMORY = 256 * 1024 * 1024   # an engine (a JVM) below this cannot start
+MAX_MEMORY = 1 << 40
+MAX_CPU = 10_000                 # cgroup v2's cpu.weight range (1..10000; 100: the default)
 
 
 @dataclass
@@ -27,6 +30,19 @@ class TenantRecord:
     sessions: int = 0   # SQL and Livy sessions it may hold open (0: no limit)
     updated: float = 0.0
     os_user: str = ""   # the OS user its work runs as on every peer ("": none)
+    memory: int = 0     # bytes each of its engines may use (its cgroup; 0: no limit)
+    cpu: int = 0        # CPU weight of each of its engines (0: the default, 100)
+
+
+@dataclass(frozen=True)
+class TenantRuntime:
+    """How a tenant's work runs on a peer: its OS user, its engines' memory and CPU."""
+    os_user: Optional[str] = None
+    memory: int = 0
+    cpu: int = 0
+
+
+NO_RUNTIME = TenantRuntime()
 
 
 def key(tenant: Optional[str]) -> str:
@@ -56,6 +72,15 @@ def set_tenant(state, cmd: c.SetTenant) -> Result:
     if os_user == "root":
         return Result.fail("invalid", "os-user root would run the tenant's code with every "
                                       "right on the peers' hosts")
+    memory, cpu = getattr(cmd, "memory", None), getattr(cmd, "cpu", None)
+    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int) or not (
+            memory == 0 or MIN_MEMORY <= memory <= MAX_MEMORY)):
+        return Result.fail("invalid", f"memory must be 0 (no limit) or from "
+                                      f"{MIN_MEMORY >> 20} MB to {MAX_MEMORY >> 30} GB")
+    if cpu is not None and (isinstance(cpu, bool) or not isinstance(cpu, int)
+                            or not 0 <= cpu <= MAX_CPU):
+        return Result.fail("invalid", f"cpu is a weight from 1 to {MAX_CPU} (100: an "
+                                      "engine's default share), or 0 for the default")
     rec = state.tenants.get(cmd.name)
     if rec is None:
         if len(state.tenants) >= MAX_TENANTS:
@@ -67,16 +92,28 @@ def set_tenant(state, cmd: c.SetTenant) -> Result:
         rec.sessions = cmd.sessions
     if os_user is not None:
         rec.os_user = os_user
+    if memory is not None:
+        rec.memory = memory
+    if cpu is not None:
+        rec.cpu = cpu
     rec.updated = cmd.time
-    if rec.slots == 0 and rec.sessions == 0 and not rec.os_user:
+    if not (rec.slots or rec.sessions or rec.os_user or rec.memory or rec.cpu):
         del state.tenants[cmd.name]  # no quota and no user left: nothing to keep
     return Result(True, cmd.name)
 
 
 def os_user(state, tenant: Optional[str]) -> Optional[str]:
     """The OS user `tenant`'s work runs as (None: none set)."""
+    return runtime(state, tenant).os_user
+
+
+def runtime(state, tenant: Optional[str]) -> TenantRuntime:
+    """How `tenant`'s work runs (its OS user, its engines' memory and CPU)."""
     rec = state.tenants.get(key(tenant))
-    return (getattr(rec, "os_user", "") or None) if rec is not None else None
+    if rec is None:
+        return NO_RUNTIME
+    return TenantRuntime(getattr(rec, "os_user", "") or None, getattr(rec, "memory", 0),
+                         getattr(rec, "cpu", 0))
 
 
 def sessions_held(state, tenant: Optional[str]) -> int:

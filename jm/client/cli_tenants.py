@@ -27,10 +27,11 @@ def cmd_tenant(client: Client, a: argparse.Namespace) -> int:
     if not a.name:
         raise UsageError("tenant set: missing TENANT")
     body = {k: v for k, v in (("slots", a.slots), ("sessions", a.sessions),
-                              ("os-user", a.os_user)) if v is not None}
+                              ("os-user", a.os_user), ("memory", a.memory), ("cpu", a.cpu))
+            if v is not None}
     if not body:
-        raise UsageError("tenant set: give --slots N, --sessions M (0: no limit) and/or "
-                         "--os-user USER ('' for none)")
+        raise UsageError("tenant set: give --slots N, --sessions M (0: no limit), "
+                         "--os-user USER ('' for none), --memory SIZE and/or --cpu WEIGHT")
     res = client.request("PUT", f"/tenants/{_q(a.name)}", body)
     if a.json:
         print_json(res)
@@ -38,7 +39,9 @@ def cmd_tenant(client: Client, a: argparse.Namespace) -> int:
         out(f"{res.get('name')}: slots {_quota(res.get('slots'))} "
             f"({res.get('slots-used')} used), sessions {_quota(res.get('sessions'))} "
             f"({res.get('sessions-open')} open)"
-            + (f", runs as {res['os-user']}" if res.get("os-user") else ""))
+            + (f", runs as {res['os-user']}" if res.get("os-user") else "")
+            + (f", engines of {res['memory']} bytes" if res.get("memory") else "")
+            + (f", CPU weight {res['cpu']}" if res.get("cpu") else ""))
     return EXIT_OK
 
 
@@ -72,6 +75,10 @@ def add_tenant(add) -> None:
     t.add_argument("--os-user", metavar="USER",
                    help="the OS user its jobs, engines and Livy code run as on every peer "
                         "(peers run as root); '' for none")
+    t.add_argument("--memory", metavar="SIZE",
+                   help="memory of each of its engines (their cgroup), e.g. '4 gb'; 0: none")
+    t.add_argument("--cpu", type=int, metavar="WEIGHT",
+                   help="CPU weight of each of its engines (100: an engine's default share)")
     au = add("audit", "the audit log of every live peer: who did what to which job "
                       "(admin)", cmd_audit)
     au.add_argument("--limit", type=int, help="newest entries (default 100)")

@@ -27,7 +27,7 @@ class Placement:
     spec: dict
     losses: tuple = ()  # S.PeerLoss: its last attempts that lost their peer as they started
     tenant: Optional[str] = None  # whose job (its engine at share-level tenant)
-    os_user: Optional[str] = None  # the OS user its tenant's work runs as
+    runtime: tenants.TenantRuntime = tenants.NO_RUNTIME  # its tenant's OS user, engines
 
 
 class Dispatcher:
@@ -64,7 +64,7 @@ class Dispatcher:
                 if job.status not in S.TERMINAL:
                     out[job_id] = Placement(job.epoch, Intents.of(job), job.spec,
                                             S.peer_losses(job.attempts), job.tenant,
-                                            tenants.os_user(st, job.tenant))
+                                            tenants.runtime(st, job.tenant))
             return out
 
     async def reconcile(self) -> None:
@@ -89,7 +89,7 @@ class Dispatcher:
         for job_id, p in mine.items():
             if job_id in self.masters or (job_id, p.epoch) in self._done:
                 continue
-            jm = JobMaster(self.env, job_id, p.epoch, p.spec, p.losses, p.tenant, p.os_user)
+            jm = JobMaster(self.env, job_id, p.epoch, p.spec, p.losses, p.tenant, p.runtime)
             jm.update(p.intents)
             self.masters[job_id] = jm
             task = jm.start()

@@ -19,6 +19,7 @@ from jm.policy.engines import (PEER_ENGINE, Acquire, EngineKey, EnginePool, Gran
                                ShareLevel, Start, Stop, Stopped, Tick, engine_death,
                                engine_for, oom_suspects)
 from jm.runtime.sparkserver import SparkConnectServer
+from raft.tenants import NO_RUNTIME, TenantRuntime
 
 log = logging.getLogger("jm.engines")
 
@@ -44,14 +45,15 @@ class Engines:
     """Acquire and release engines; the pool decides which servers run."""
 
     def __init__(self, level: ShareLevel, idle_timeout: float, max_engines: int,
-                 make: Callable[[EngineKey, Optional[str]], SparkConnectServer],
+                 make: Callable[[EngineKey, TenantRuntime], SparkConnectServer],
                  remote: Optional[str] = None, embedded: bool = True,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.level = level if embedded else ShareLevel.PEER
         self.embedded = embedded
         self.remote = Remote(remote) if remote and not embedded else None
-        self.make = make            # a server for a key, run as a user (not started)
-        self.users: dict[EngineKey, Optional[str]] = {}  # whose OS user an engine runs as
+        self.make = make            # a server for a key, run as a tenant's (not started)
+        # how an engine runs: its tenant's OS user, memory and CPU (at its next start)
+        self.runtimes: dict[EngineKey, TenantRuntime] = {}
         # who hears of a server stopped for good (its guard lifted, its SQL worker closed)
         self.on_stopped: list[Callable[[EngineKey, SparkConnectServer], None]] = []
         # who hears of an engine's JVM that died (it restarts): (key, why in one line, the
@@ -66,7 +68,7 @@ class Engines:
         self._ticker: Optional[asyncio.Task] = None
         if embedded:  # the pinned engine exists (not started) from now on
             for ins in self.pool.boot(clock()):
-                self.servers[ins.key] = make(ins.key, None)
+                self.servers[ins.key] = make(ins.key, NO_RUNTIME)
 
     @property
     def available(self) -> bool:
@@ -108,14 +110,15 @@ class Engines:
             self._perform(self.pool.handle(Tick(), self.clock()))
 
     async def acquire(self, key: EngineKey, holder: str, timeout: float,
-                      user: Optional[str] = None):
-        """The engine of `key` for `holder` (started if need be, as OS user `user`: its
-        tenant's; not necessarily ready: its clients wait for its ready file). Raises
-        NoEngine after `timeout` while every engine of the peer is in use."""
+                      runtime: TenantRuntime = NO_RUNTIME):
+        """The engine of `key` for `holder` (started if need be, as its tenant's
+        `runtime` has it: OS user, memory, CPU; not necessarily ready: its clients wait
+        for its ready file). Raises NoEngine after `timeout` while every engine of the
+        peer is in use."""
         if not self.embedded:
             return self.remote
         if key != PEER_ENGINE:
-            self.users[key] = user  # (for its next start)
+            self.runtimes[key] = runtime  # (for its next start)
         fut = self._grants.get((key, holder))
         if fut is None or fut.cancelled():
             fut = self._grants[(key, holder)] = asyncio.get_running_loop().create_future()
@@ -140,7 +143,8 @@ class Engines:
     def _perform(self, instructions: list) -> None:
         for ins in instructions:
             if isinstance(ins, Start):
-                server = self.servers[ins.key] = self.make(ins.key, self.users.get(ins.key))
+                server = self.servers[ins.key] = self.make(
+                    ins.key, self.runtimes.get(ins.key, NO_RUNTIME))
                 log.info("engine %s starting (share level %s)", ins.key.name,
                          self.level.value)
                 server.start()
@@ -169,11 +173,15 @@ class Engines:
                 except Exception:
                     log.exception("after stopping engine %s", key.name)
             self._perform(self.pool.handle(Stopped(key), self.clock()))
+            if key not in self.servers:  # (not started again for work that waited)
+                self.runtimes.pop(key, None)
 
-    def lost(self, key: EngineKey, code: Optional[int], log_tail: str) -> None:
+    def lost(self, key: EngineKey, code: Optional[int], log_tail: str,
+             over_limit: int = 0) -> None:
         """The JVM of engine `key` died (its server restarts it): its work is lost."""
-        why = engine_death(key.name, code, log_tail)
-        suspects = oom_suspects(log_tail) if code is not None else frozenset()
+        why = engine_death(key.name, code, log_tail, over_limit)
+        suspects = (oom_suspects(log_tail, at_end=bool(over_limit)) if code is not None
+                    else frozenset())
         log.error("engine %s: %s%s", key.name, why, f" (statements of sessions "
                   f"{', '.join(sorted(suspects))} were running)" if suspects else "")
         for hook in self.on_lost:

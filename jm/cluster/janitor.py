@@ -289,8 +289,14 @@ class Janitor:
     def cap_logs(self, job_ids: list[str]) -> int:
         """Cut every over-cap log of the jobs running here and of the peer's children."""
         files = []
-        for folder in [self.cfg.log_dir] + [os.path.join(self.cfg.log_dir, "jobs", j)
-                                            for j in job_ids if cleanup.JOB_ID.fullmatch(j)]:
+        engines = os.path.join(self.cfg.log_dir, "engines")  # each engine's own logs
+        try:
+            engine_dirs = [e.path for e in os.scandir(engines) if e.is_dir()]
+        except OSError:
+            engine_dirs = []
+        for folder in [self.cfg.log_dir] + engine_dirs + [
+                os.path.join(self.cfg.log_dir, "jobs", j)
+                for j in job_ids if cleanup.JOB_ID.fullmatch(j)]:
             try:
                 with os.scandir(folder) as it:
                     files += [e.path for e in it if e.is_file(follow_symlinks=False)

@@ -18,6 +18,7 @@ from typing import Any, Awaitable, Optional
 from raft import state as S
 from raft.commands import CompleteSavepoint, ReleaseJob, StatusReport
 from raft.node import RaftUnavailable
+from raft.tenants import NO_RUNTIME, TenantRuntime
 from jm.cluster.engines import NoEngine
 from jm.cluster.jobengine import JobEngine
 from jm.cluster.jobservices import JobEnv, next_report_seq
@@ -54,10 +55,10 @@ class JobMaster:
 
     def __init__(self, env: JobEnv, job_id: str, epoch: int, spec: dict,
                  losses: tuple = (), tenant: Optional[str] = None,
-                 os_user: Optional[str] = None) -> None:
+                 runtime: TenantRuntime = NO_RUNTIME) -> None:
         self.env = env
         self.tenant = tenant
-        self.os_user = os_user  # its tenant's OS user: its job process runs as that user
+        self.os_user = runtime.os_user  # its tenant's: its job process runs as that user
         self.job_id = job_id
         self.epoch = epoch
         self.spec = spec
@@ -74,7 +75,7 @@ class JobMaster:
         # the engine a connect-mode job runs on (jm/cluster/jobengine.py)
         self.engine = JobEngine(
             env.engines, env.engines.key_for(tenant, job_id), f"job:{job_id}:{epoch}",
-            os_user, env.conf["spark.connect.startup-timeout"]
+            runtime, env.conf["spark.connect.startup-timeout"]
         ) if self.connect and env.engines is not None else None
         self._helpers: set[asyncio.Task] = set()   # exit watchers, timers, report outcomes
         self._savepoint_tasks: dict[str, asyncio.Task] = {}
@@ -163,6 +164,9 @@ class JobMaster:
             tuple(pyfiles), script), self.streaming)
         if self.os_user and not params.run_as:  # (a proxy-user the policy allowed wins)
             params = replace(params, run_as=self.os_user)
+        token = getattr(self.engine.server, "token", None) if self.engine else None
+        if token and self.engine.key.owner:  # a tenant's or a job's engine: its own token
+            params = replace(params, spark_token=token)
         return params
 
     @property
@@ -269,7 +273,8 @@ class JobMaster:
             limit = self.env.conf["jobmanager.failure.max-size"]
             failure = await asyncio.to_thread(read_failure, run_dir, ins.code, ins.signal, limit)
             if self.engine is not None:  # its engine's death, when that ended it
-                failure = self.engine.failure(ins.restart, failure)
+                failure = await asyncio.to_thread(self.engine.failure, ins.restart, failure,
+                                                  self.session_id)
             return FailureRead(ins.restart, failure)
         if isinstance(ins, TakeSavepoint):
             return SavepointTaken(*await self._take_savepoint(ins.trigger_id, ins.target))
@@ -313,6 +318,8 @@ class JobMaster:
             if self.engine is not None:
                 await self.engine.acquire()
             self.session_id = str(uuid.uuid4())
+            if self.engine is not None:  # (its queries live as long as this JVM does)
+                self.engine.note_spawn()
             params = self._params(pyfiles, run_dir, script)
             self.process = await self.env.executor.spawn(params)
         except (ExecutorLost, OSError, ValueError, LookupError, NoEngine) as exc:
@@ -422,6 +429,8 @@ class JobMaster:
                                         or self.env.spark_remote())
                 or self.spec.get("spark-mode") == "classic"):  # its queries died with its driver
             return
+        if self.engine is not None and self.engine.restarted():
+            return  # its queries died with its engine's JVM: no session to clean up
         params = cleanup_params(self._params([], run_dir), run_dir, self.session_id)
         try:
             proc = await self.env.executor.spawn(params)

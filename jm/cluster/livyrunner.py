@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Optional
 
 from jm.cluster.services import SqlServices
 from jm.cluster.waits import wait_event
+from jm.policy.runparams import TOKEN_ENV
 from jm.runtime.limits import from_conf as job_limits
 from jm.runtime.sqlclient import StatementError, WorkerLost
 from jm.wire import livysessions as W
@@ -304,7 +305,7 @@ class LivyRunner:
                            conf["jobmanager.executor.nice"],
                            on_start=lambda pid: svc.guard(f"livy-session-{lv.number}", pid),
                            env_pass=conf["jobmanager.executor.env-pass"],
-                           env_add=svc.child_env)
+                           env_add=dict(svc.child_env, **_token_of(s)))
         # the user's code runs confined as a job's (rlimits, oom_score_adj), as its proxy
         # user, else its tenant's OS user, else jobmanager.executor.user: never as the
         # peer's user when one of them is set
@@ -328,3 +329,11 @@ class LivyRunner:
                 notes.append(f"note: not kept if this session moves to another peer "
                              f"({item[:80]}...): {why}")
         return notes
+
+
+def _token_of(s) -> dict:
+    """The environment that opens a session's engine to its Livy process: a tenant's
+    engine's own token (the peer engine's is in every child's environment)."""
+    token = getattr(s.engine, "token", None)
+    return {TOKEN_ENV: token} if token and s.engine_key is not None and s.engine_key.owner \
+        else {}

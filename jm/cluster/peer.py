@@ -48,7 +48,8 @@ from jm.cluster.sqlgateway import SqlGateway
 from jm.cluster.sqljobs import SqlJobExecutor
 from jm.cluster.restserve import check_exposure, serve_rest
 from jm.cluster.sparkaccess import SparkAccess
-from jm.runtime.sparkserver import SparkConnectServer, spark_conf_dir
+from jm.runtime.sparkjvm import spark_conf_dir
+from jm.runtime.sparkserver import SparkConnectServer
 from raft.commands import Heartbeat, RegisterPeer, RetirePeer, SubmitJobs
 from raft.node import RaftHost
 from rest.app import auth_middleware

@@ -77,6 +77,12 @@ def tenant_usage(st: ClusterState) -> dict[str, int]:
                  for j, slots in owned.items())
 
 
+def tenants_by_node(st: ClusterState) -> dict[str, set]:
+    """Pure: the tenants (quota keys) each peer runs jobs of."""
+    return {node: {tenant_key(st.jobs[j].tenant) for j in owned}
+            for node, owned in st.assigned.items()}
+
+
 def rebalance_round(st: ClusterState, threshold: float, limit: int) -> list[PlannedMove]:
     peers, movable, _ = load_view(st)
     return plan_rebalance(peers, movable, threshold, limit)
@@ -271,7 +277,8 @@ class ResourceManager:
                     waiting.append(Waiting(job_id, job.slots, job.epoch, tenant))
                     if len(waiting) >= min(total_free, MAX_PLACE_BATCH):
                         break
-        decisions = place(waiting, peers, self.placement, self.raft.leader(), room)
+            hosting = tenants_by_node(st) if self.placement == "by-tenant" else None
+        decisions = place(waiting, peers, self.placement, self.raft.leader(), room, hosting)
         if decisions:
             res = await self.raft.submit(AssignJobs(tuple(Assignment(j, n, e)
                                                           for j, n, e in decisions),

@@ -9,15 +9,21 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
+import shutil
 from typing import Callable, Optional
 
 from jm.cluster.engines import Engines
 from jm.config import Config
 from jm.policy.engines import PEER_ENGINE, EngineKey, ShareLevel
+from raft.tenants import TenantRuntime
+from jm.configvalues import parse_memory
 from jm.policy.runparams import RunParams
+from jm.runtime.cgroups import EngineCgroup, heap
 from jm.runtime.executor import Executor
 from jm.runtime.sparkapp import SCRATCH
-from jm.runtime.sparkserver import TOKEN_ENV, SparkConnectServer, free_port, server_conf
+from jm.policy.runparams import TOKEN_ENV
+from jm.runtime.sparkjvm import free_port, server_conf
+from jm.runtime.sparkserver import SparkConnectServer
 
 
 class SparkAccess:
@@ -45,18 +51,26 @@ class SparkAccess:
         peer engine's readiness, `on_info(key, info)` of an engine's application
         (started, stopped, waiting for executors)."""
         conf, self._executor = self.conf, executor
-        self._guard, self._unguard = guard, unguard
+        self._guard = guard
         self._on_ready_change, self._on_info = on_ready_change, on_info
         self.engines = Engines(
             ShareLevel(conf["spark.connect.share-level"]),
             conf["spark.connect.engine.idle-timeout"], conf["spark.connect.engine.max-per-peer"],
             self._make, remote=conf["spark.remote"], embedded=self.embedded)
         self.engines.on_stopped.append(lambda key, server: unguard(_guard_name(key)))
+        self.engines.on_stopped.append(self._forget)
 
-    def _make(self, key: EngineKey, user: Optional[str]) -> SparkConnectServer:
+    def _forget(self, key: EngineKey, server: SparkConnectServer) -> None:
+        """An engine stopped for good: its data dir (scratch, work dir) goes; its log dir
+        stays, capped by the janitor like the peer's other logs."""
+        if key != PEER_ENGINE:
+            shutil.rmtree(os.path.join(self.data_dir, "engines", key.name), True)
+
+    def _make(self, key: EngineKey, rt: TenantRuntime) -> SparkConnectServer:
         """A server for `key`: the peer engine where it always was (its port, log and
         ready file); another engine under engines/<name> of the data and log dirs, run as
-        `user` (its tenant's OS user) in its own work dir when one is given."""
+        its tenant's OS user (in its own work dir) and in a cgroup of its tenant's memory
+        and CPU, when `rt` names them."""
         conf = self.conf
         peer = key == PEER_ENGINE
         data_dir = self.data_dir if peer else os.path.join(self.data_dir, "engines", key.name)
@@ -66,7 +80,8 @@ class SparkAccess:
         name = _guard_name(key)
         return SparkConnectServer(
             port, conf["spark.master"], log_dir,
-            os.path.join(data_dir, "spark-ready"), conf["spark.driver.memory"],
+            os.path.join(data_dir, "spark-ready"),
+            _heap(conf["spark.driver.memory"], 0 if peer else rt.memory),
             server_conf(conf["spark.master"], conf.spark_conf, conf["spark.connect.cores"]),
             conf["spark.log.level"], conf["spark.connect.startup-timeout"],
             self._warmup if peer else _no_warmup,
@@ -76,10 +91,14 @@ class SparkAccess:
             waiting_after=conf["spark.executor-wait-warning"],
             on_info=lambda info: self._on_info(key, info),
             scratch_dir=os.path.join(data_dir, SCRATCH),
-            env_pass=conf["jobmanager.executor.env-pass"], token=self.token,
-            on_exit=lambda code, tail: self.engines.lost(key, code, tail),
-            user=None if peer else user,
-            work_dir=os.path.join(data_dir, "work") if user and not peer else None)
+            env_pass=conf["jobmanager.executor.env-pass"],
+            # a tenant's or a job's engine opens to its own work only: a token of its own
+            token=self.token if peer else secrets.token_urlsafe(32),
+            on_exit=lambda code, tail, over: self.engines.lost(key, code, tail, over),
+            user=None if peer else rt.os_user,
+            work_dir=os.path.join(data_dir, "work") if rt.os_user and not peer else None,
+            cgroup=EngineCgroup(f"{os.getpid()}-{key.name}", rt.memory, rt.cpu)
+            if not peer and (rt.memory or rt.cpu) else None)
 
     @property
     def server(self) -> Optional[SparkConnectServer]:
@@ -138,3 +157,14 @@ def _guard_name(key: EngineKey) -> str:
 
 async def _no_warmup(server: SparkConnectServer) -> None:
     """An engine started for its work: that work's first statement warms it."""
+
+
+def _heap(driver_memory: str, limit: int) -> str:
+    """The engine's --driver-memory: spark.driver.memory, within its cgroup's limit."""
+    if not limit:
+        return driver_memory
+    try:
+        configured = parse_memory(driver_memory)
+    except ValueError:
+        return driver_memory  # (Spark's own syntax it understands and we do not)
+    return f"{heap(limit, configured) >> 20}m"

@@ -97,7 +97,8 @@ class SqlJobExecutor:
             return run
         name = self.sql.svc.engines.name_of(params.spark_remote)
         worker = self.sql.workers.get(params.spark_remote, name,
-                                      params.run_as if name != "peer" else None)
+                                      params.run_as if name != "peer" else None,
+                                      params.spark_token)
         await worker._ensure()
         run = SqlRun(key, worker.proc.pid, loop.create_future())
         run.op = f"{params.session_id}-job"

@@ -89,18 +89,19 @@ class SqlSessions:
             with self.raft.read() as st:
                 rec = st.sessions.get(s.handle)
                 tenant = rec.tenant if rec is not None else None
-                user = T.os_user(st, tenant)
+                runtime = T.runtime(st, tenant)
             engines = self.svc.engines
             key = engines.key_for(tenant)
             try:
                 engine = await engines.acquire(key, self._holder(s),
-                                               self.conf["spark.connect.startup-timeout"], user)
+                                               self.conf["spark.connect.startup-timeout"],
+                                               runtime)
             except NoEngine as exc:
                 raise ApiError(503, str(exc), headers={"Retry-After": "5"})
             if self.local.get(s.handle) is not s:  # let go while it waited
                 engines.release(key, self._holder(s))
                 raise ApiError(404, f"session {s.handle} does not exist")
-            s.engine, s.engine_key, s.user = engine, key, user
+            s.engine, s.engine_key, s.user = engine, key, runtime.os_user
         return s.engine
 
     @staticmethod
@@ -175,8 +176,10 @@ class SqlSessions:
             raise ApiError(404, f"session {handle} does not exist")
         engine = await self._engine(s)
         # (a tenant's engine's worker runs as the tenant's user; the peer engine's is shared)
+        own = bool(s.engine_key.owner)  # a tenant's engine (not the peer's): its own
         worker = s.worker = self.workers.get(engine.url, s.engine_key.name,
-                                             s.user if s.engine_key.owner else None)
+                                             s.user if own else None,
+                                             getattr(engine, "token", None) if own else None)
         # (an engine's restart loses its sessions: they are rebuilt)
         if (s.generation and s.generation == worker.generation and worker.alive
                 and s.server == engine.generation):

@@ -10,6 +10,7 @@ import logging
 import os
 from typing import Callable, Mapping, Optional
 
+from jm.policy.runparams import TOKEN_ENV
 from jm.runtime.sqlclient import SqlWorker
 
 log = logging.getLogger("jm.sql")
@@ -24,9 +25,10 @@ class SqlWorkers:
         self.child_env = child_env
         self.by_url: dict[str, SqlWorker] = {}
 
-    def get(self, url: str, name: str = "peer", user: Optional[str] = None) -> SqlWorker:
+    def get(self, url: str, name: str = "peer", user: Optional[str] = None,
+            token: Optional[str] = None) -> SqlWorker:
         """The worker of the engine at `url` (made on first use, started on first call; as
-        OS user `user`: the tenant's of a tenant's engine)."""
+        OS user `user`: the tenant's of a tenant's engine, with that engine's `token`)."""
         worker = self.by_url.get(url)
         if worker is None:
             shared = name in ("peer", "remote")
@@ -37,7 +39,7 @@ class SqlWorkers:
                 self.conf["jobmanager.executor.nice"],
                 on_start=lambda pid: self.guard(f"sql-worker{suffix}", pid),
                 env_pass=self.conf["jobmanager.executor.env-pass"],
-                env_add=dict(self.child_env))
+                env_add=dict(self.child_env, **({TOKEN_ENV: token} if token else {})))
             worker.user = user
         return worker
 

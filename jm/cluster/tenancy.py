@@ -14,6 +14,7 @@ from jm.cluster.audit import AuditLog, merge_newest
 from jm.cluster.peerclient import PeerUnreachable
 from jm.cluster.reads import GatewayBase, api_errors
 from jm.cluster.resourcemanager import tenant_usage
+from jm.configvalues import parse_memory
 from jm.policy import quota
 from raft import tenants as T
 from raft.commands import SetTenant
@@ -74,10 +75,17 @@ class TenantAccess(GatewayBase):
     # ---- quotas ----------------------------------------------------------------------
     @api_errors
     async def set_tenant(self, name: str, body: Any) -> dict:
-        if not isinstance(body, dict) or not body or set(body) - {"slots", "sessions",
-                                                                   "os-user"}:
-            raise ApiError(400, 'the body is {"slots": N, "sessions": M, "os-user": U} (any '
-                                "of them; 0: no limit, \"\": no user)")
+        if not isinstance(body, dict) or not body or set(body) - {
+                "slots", "sessions", "os-user", "memory", "cpu"}:
+            raise ApiError(400, 'the body is {"slots": N, "sessions": M, "os-user": U, '
+                                '"memory": "4 gb", "cpu": W} (any of them; 0: no limit, '
+                                '"": no user)')
+        memory = body.get("memory")
+        if memory is not None:
+            try:
+                memory = parse_memory(memory)
+            except ValueError as exc:
+                raise ApiError(400, f"memory: {exc}")
         user = body.get("os-user")
         if user is not None and not isinstance(user, str):
             raise ApiError(400, "os-user must be a user name, or \"\" for none")
@@ -86,7 +94,7 @@ class TenantAccess(GatewayBase):
                                 "cannot run a tenant's work as another user (run the peers as "
                                 "root, or use jobmanager.executor.user for every job)")
         await self._write(SetTenant(name, body.get("slots"), body.get("sessions"),
-                                    time.time(), user))
+                                    time.time(), user, memory, body.get("cpu")))
         return self._tenant_rows([name])[0]
 
     def tenants(self, who: Credential) -> dict:
@@ -119,7 +127,8 @@ class TenantAccess(GatewayBase):
                              "sessions-open": T.sessions_held(
                                  st, None if name == T.DEFAULT else name),
                              "jobs-over-quota": waiting.get(name, 0),
-                             "os-user": (getattr(rec, "os_user", "") or None) if rec else None})
+                             **_runtime_row(T.runtime(st, None if name == T.DEFAULT
+                                                      else name))})
             return rows
 
     def quota_reason(self, job_id: str) -> Optional[str]:
@@ -177,3 +186,8 @@ class TenantAccess(GatewayBase):
         if answer.status != 200 or not isinstance(entries, list):
             return None
         return [e for e in entries if isinstance(e, dict)]
+
+
+def _runtime_row(rt: T.TenantRuntime) -> dict:
+    """A tenant's row: how its work runs (its OS user; its engines' memory and CPU)."""
+    return {"os-user": rt.os_user, "memory": rt.memory or None, "cpu": rt.cpu or None}

@@ -19,7 +19,7 @@ import urllib.request
 from typing import Any, Callable, Optional
 
 from jm.local.localcluster import free_ports
-from jm.runtime.sparkserver import spark_conf_dir, spark_home
+from jm.runtime.sparkjvm import spark_conf_dir, spark_home
 
 
 def spark_env(**extra: str) -> dict:

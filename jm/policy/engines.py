@@ -70,16 +70,20 @@ SPARK_OOM_EXIT = 52  # Spark's exit code for an uncaught OutOfMemoryError (Spark
 _OOM = re.compile(r"java\.lang\.OutOfMemoryError[^\n]*")
 
 
-def engine_death(name: str, code: Optional[int], log_tail: str) -> str:
+def engine_death(name: str, code: Optional[int], log_tail: str, over_limit: int = 0) -> str:
     """Why the work on engine `name` was lost, in one line, from the JVM's exit code and
-    the end of its log (pure): an OutOfMemoryError is named as the JVM logged it. No
-    code: the JVM could not be started, and `log_tail` says why."""
+    the end of its log (pure): an OutOfMemoryError is named as the JVM logged it; the
+    kernel's kill of a JVM over its cgroup's `over_limit` bytes as that. No code: the JVM
+    could not be started, and `log_tail` says why."""
     if code is None:
         return (f"EngineLost: the Spark engine {name} of this job could not start: "
                 f"{log_tail.strip()[:300]}")
     oom = _OOM.findall(log_tail)
     what = f"exit code {code}"
-    if oom:
+    if over_limit:
+        what = (f"killed by the kernel: over its tenant's engine memory of "
+                f"{over_limit >> 20} MB")
+    elif oom:
         what += f": {oom[-1].strip()[:300]}"
     elif code == SPARK_OOM_EXIT:
         what += ": out of memory"
@@ -90,27 +94,40 @@ def engine_death(name: str, code: Optional[int], log_tail: str) -> str:
 
 
 _CREATED = re.compile(r"ExecuteHolder ExecuteKey\(([^,]*),([^,)]+),([^)]+)\) is created")
-_REMOVED = re.compile(r"ExecuteHolder ExecuteKey\(([^,]*),([^,)]+),([^)]+)\) is removed")
+# a statement's end: its results sent (its holder may be removed much later: a client
+# releases it when it gets round to it)
+_ENDED = re.compile(r"ExecuteHolder ExecuteKey\([^,]*,[^,)]+,([^)]+)\) is removed"
+                    r"|Stream finished for opId=([^,\s]+)")
 ENGINE_KILLS = 2  # a job whose statement ran at that many engine deaths in a row: failed
 
 
-def oom_suspects(log_tail: str) -> frozenset:
+def oom_suspects(log_tail: str, at_end: bool = False) -> frozenset:
     """The Spark Connect sessions whose statement (an ExecutePlan) was running when the
-    engine logged its first OutOfMemoryError (pure, from the server's INFO log). Work of a
-    streaming query's micro-batch is not a statement: it is named by none."""
+    engine logged its first OutOfMemoryError (pure, from the server's INFO log); with
+    `at_end` (the kernel killed it over its memory limit: no such line), those running
+    when the log ends. Work of a streaming query's micro-batch is not a statement: it is
+    named by none."""
     active: dict[str, str] = {}
     for line in log_tail.splitlines():
         m = _CREATED.search(line)
         if m:
             active[m.group(3)] = m.group(2).strip()
             continue
-        m = _REMOVED.search(line)
+        m = _ENDED.search(line)
         if m:
-            active.pop(m.group(3), None)
+            active.pop(m.group(1) or m.group(2), None)
             continue
         if "java.lang.OutOfMemoryError" in line:
             return frozenset(active.values())
-    return frozenset()
+    return frozenset(active.values()) if at_end else frozenset()
+
+
+def ran_out_of_memory(name: str, log_tail: str) -> str:
+    """What a job whose statement ran engine `name` out of memory is told (pure), the
+    JVM's error as it logged it."""
+    oom = _OOM.findall(log_tail)
+    what = f" ({oom[0].strip()[:300]})" if oom else ""
+    return f"EngineLost: the Spark engine {name} that ran this job ran out of memory{what}"
 
 
 def engine_killer(kills: int) -> Optional[str]:

@@ -6,6 +6,10 @@ lowest share of its slots in use, ties broken by more free slots, then by a hash
 peers still spread over all of them instead of always landing on the same one.
 Peers whose Spark is not up yet (a peer that just started) come after ready peers, so a
 job does not wait for a JVM to start while a ready peer has room.
+`by-tenant` keeps a tenant's jobs together (least-loaded among the peers that already run
+work of its tenant, spilling to the least-loaded other peer when those are full), so
+that at `spark.connect.share-level: tenant` a tenant has engines on as few peers as its
+slots allow instead of one on every peer.
 A job that fits nowhere keeps waiting (CREATED); smaller jobs behind it may still
 be placed. No I/O, no clock.
 """
@@ -36,19 +40,20 @@ def _tie(job_id: str, node: str) -> int:
                           "big")
 
 
-MODES = ("spread", "pack", "leader-only")
+MODES = ("spread", "pack", "leader-only", "by-tenant")
 
 
 def place(waiting: list[Waiting], peers: list[PeerLoad], mode: str = "spread",
-          leader: str | None = None, room: dict[str, int] | None = None
-          ) -> list[tuple[str, str, int]]:
+          leader: str | None = None, room: dict[str, int] | None = None,
+          hosting: dict[str, set] | None = None) -> list[tuple[str, str, int]]:
     """Return (job_id, node, expected_epoch) for every job that fits somewhere, and
     within its tenant's `room` (slots it may still take; a tenant not in it has no
     quota): a job over it waits, smaller jobs of its tenant behind it may go.
 
     spread: least-loaded peer first (work sharing, the default);
     pack: fill the most-loaded peer that still fits before the next;
-    leader-only: every job on the leader, standbys idle (Flink's classic session mode).
+    leader-only: every job on the leader, standbys idle (Flink's classic session mode);
+    by-tenant: least-loaded among the peers `hosting` (node -> tenants) its tenant first.
     """
     if mode == "leader-only":
         peers = [p for p in peers if p.node == leader]
@@ -56,6 +61,7 @@ def place(waiting: list[Waiting], peers: list[PeerLoad], mode: str = "spread",
     total = {p.node: p.slots for p in peers}
     waits = {p.node: not p.ready for p in peers}
     left = dict(room or {})
+    hosts = {node: set(t) for node, t in (hosting or {}).items()}
     out = []
     for job in waiting:
         if job.tenant in left and job.slots > left[job.tenant]:
@@ -68,6 +74,9 @@ def place(waiting: list[Waiting], peers: list[PeerLoad], mode: str = "spread",
             share = used[node] / total[node]
             if mode == "pack":
                 key = (waits[node], -share, free, _tie(job.job_id, node), node)
+            elif mode == "by-tenant":
+                key = (waits[node], job.tenant not in hosts.get(node, ()), share, -free,
+                       _tie(job.job_id, node), node)
             else:
                 key = (waits[node], share, -free, _tie(job.job_id, node), node)
             if best is None or key < best[0]:
@@ -75,6 +84,7 @@ def place(waiting: list[Waiting], peers: list[PeerLoad], mode: str = "spread",
         if best is not None:
             node = best[1]
             used[node] += job.slots
+            hosts.setdefault(node, set()).add(job.tenant)
             if job.tenant in left:
                 left[job.tenant] -= job.slots
             out.append((job.job_id, node, job.epoch))

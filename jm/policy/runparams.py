@@ -63,6 +63,9 @@ class RunParams:
     spark_ready_file: Optional[str] = None
     spark_wait: float = 180.0
     spark_log: Optional[str] = None  # the peer's Connect server's output (jm/policy/sinknote.py)
+    # its engine's own token (a tenant's or a job's engine: none other opens to it); None:
+    # the peer engine's, in the zygote's environment
+    spark_token: Optional[str] = None
     # bounds of what it leaves
     max_result_rows: int = 1000
     max_result_size: int = 256 * 1024
@@ -108,6 +111,8 @@ class RunParams:
         except (TypeError, ValueError) as exc:
             raise RunParamsError(f"bad run params: {exc}") from None
 
+
+TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"  # read by the server and pyspark's client
 
 _FIELDS = dataclasses.fields(RunParams)
 _NAMES = frozenset(f.name for f in _FIELDS)

@@ -9,15 +9,11 @@ If the JVM dies it is started again.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import logging
 import os
-import random
-import re
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -26,139 +22,15 @@ from typing import Any, Callable, Optional
 import aiohttp
 
 from jm.policy.jobenv import child_environ
+from jm.policy.runparams import TOKEN_ENV
+from jm.runtime.cgroups import EngineCgroup
 from jm.runtime.sparkapp import IdleSince, local_dirs_env
+from jm.runtime.sparkjvm import (free_port, log_tail, port_open, server_info, spark_conf_dir,
+                                 spark_home)
 from jm.runtime.zygote import PARENT_ENV
 
 
 log = logging.getLogger("jm.spark")
-
-
-def spark_home() -> str:
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("pyspark is not installed")
-    return list(spec.submodule_search_locations)[0]
-
-
-TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"  # read by the server and pyspark's client
-
-
-EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
-LOWEST_PORT = 10000  # below: the usual fixed ports (REST 8081, Raft 6123, Spark's 7077...)
-
-
-def ephemeral_start(text: str) -> int:
-    """The first port of the kernel's ephemeral range (ip_local_port_range: "lo hi")."""
-    return int(text.split()[0])
-
-
-def free_port(host: str = "127.0.0.1", rnd: Optional[random.Random] = None) -> int:
-    """A port free now, for a server started a moment later (a JVM binds it seconds
-    after). Below the kernel's ephemeral range where there is room: a port that bind(0)
-    handed out is handed out again to the next bind(0) or outgoing connection of any
-    process, e.g. another peer's Spark driver or block manager, which then holds it while
-    this peer's Connect server fails to bind and `port_open` sees the other one (seen in
-    the chaos suite: a peer's Spark never became ready)."""
-    try:
-        with open(EPHEMERAL_RANGE) as f:
-            start = ephemeral_start(f.read())
-    except (OSError, ValueError, IndexError):
-        start = 0
-    rnd = rnd or random.Random()
-    for _ in range(64 if start > LOWEST_PORT + 1000 else 0):
-        port = rnd.randrange(LOWEST_PORT, start)
-        with socket.socket() as s:
-            try:
-                s.bind((host, port))
-            except OSError:
-                continue
-            return port
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def log_tail(path: str, size: int = 1024 * 1024) -> str:
-    """The last `size` bytes of a log as text ("" when it cannot be read)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - size))
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def port_open(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def server_conf(master: str, conf: dict, cores: int, cpus: int = 0) -> dict:
-    """The Connect server's Spark properties (pure): on a Spark cluster its application
-    takes at most `cores` cores, so that the servers of several peers and the jobs' own
-    applications all get some (a standalone application otherwise takes every core).
-    Defaults for short statements come first; `spark.conf.*` (conf) overrides them."""
-    out = dict(conf)
-    if cores > 0 and not master.startswith("local"):
-        out.setdefault("spark.cores.max", str(cores))
-    for key, value in short_query_defaults(master, out, cpus or os.cpu_count() or 1).items():
-        out.setdefault(key, value)
-    return out
-
-
-def short_query_defaults(master: str, conf: dict, cpus: int) -> dict:
-    """Spark SQL settings for many short interactive statements (pure): adaptive execution
-    (coalesces small shuffles at run time) and as many shuffle partitions as twice the
-    cores the server has, when it knows them (Spark's 200 are meant for big jobs). A
-    session's properties or a job's spark-conf override them."""
-    out = {"spark.sql.adaptive.enabled": "true",
-           "spark.sql.adaptive.coalescePartitions.enabled": "true"}
-    slots = 0
-    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", master.strip())
-    if m:
-        slots = cpus if m.group(1) == "*" else int(m.group(1) or 1)
-    elif str(conf.get("spark.cores.max", "")).isdigit():
-        slots = int(conf["spark.cores.max"])
-    if slots > 0:
-        out["spark.sql.shuffle.partitions"] = str(2 * slots)
-    return out
-
-
-def server_info(master: str, ui_url: str, apps: Any, executors: Any) -> Optional[dict]:
-    """The server's application from its UI's REST answers (pure): its id, UI and how many
-    executors it has (the driver is not one); None while it has no application."""
-    if not isinstance(apps, list) or not apps or not isinstance(apps[0], dict):
-        return None
-    count = sum(1 for e in executors if isinstance(e, dict) and e.get("id") != "driver"
-                ) if isinstance(executors, list) else 0
-    return {"spark-app-id": str(apps[0].get("id")), "spark-ui": ui_url, "master": master,
-            "executors": count, "shared": "the peer's Spark Connect server"}
-
-
-def spark_conf_dir(log_dir: str, log_level: str,
-                   info_logger: str = "org.apache.spark.sql.connect") -> str:
-    """A SPARK_CONF_DIR for the JVMs a peer starts (its Connect server, jobs' drivers):
-    Spark's log at `spark.log.level`, on stderr, with `info_logger` at INFO."""
-    conf_dir = os.path.join(log_dir, "spark-conf")
-    os.makedirs(conf_dir, exist_ok=True)
-    path = os.path.join(conf_dir, "log4j2.properties")
-    text = (f"rootLogger.level = {log_level.lower()}\n"
-            "rootLogger.appenderRef.stdout.ref = console\n"
-            "appender.console.type = Console\nappender.console.name = console\n"
-            "appender.console.target = SYSTEM_ERR\n"
-            "appender.console.layout.type = PatternLayout\n"
-            "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n\n"
-            f"logger.info.name = {info_logger}\n"
-            "logger.info.level = info\n")
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-    return conf_dir
 
 
 class SparkConnectServer:
@@ -171,9 +43,13 @@ class SparkConnectServer:
                  on_info: Callable[[dict], None] = lambda info: None,
                  scratch_dir: Optional[str] = None, env_pass: tuple = (),
                  token: Optional[str] = None,
-                 on_exit: Callable[[Optional[int], str], None] = lambda code, tail: None,
-                 user: Optional[str] = None, work_dir: Optional[str] = None) -> None:
+                 on_exit: Callable[[Optional[int], str, int], None] = lambda c, t, o: None,
+                 user: Optional[str] = None, work_dir: Optional[str] = None,
+                 cgroup: Optional[EngineCgroup] = None) -> None:
         self.port = port
+        # its tenant's memory limit and CPU weight (jm/runtime/cgroups.py), made at its
+        # first start, removed when it is closed
+        self.cgroup = cgroup
         # the OS user the JVM runs as (a tenant's; None: the peer's), in `work_dir` (its
         # spark-warehouse and the like), which it and its scratch dir are given
         self.user = user
@@ -322,13 +198,14 @@ class SparkConnectServer:
             except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
                 self.restarts += 1
                 log.error("Spark Connect server could not start: %s", exc)
-                self._exited(None, str(exc))
+                self._exited(None, str(exc), 0)
                 await asyncio.sleep(min(5.0, 0.5 * self.restarts))  # a retry's pause
                 continue
             finally:
                 out.close()
             log.info("Spark Connect server starting on port %d (pid %d, master %s)",
                      self.port, self.proc.pid, self.master)
+            oom_kills = await asyncio.to_thread(self._confine, self.proc.pid)
             self.on_start(self.proc.pid)
             self._monitor_task = (asyncio.create_task(self._monitor(self.proc))
                                   if self.on_cluster else None)
@@ -362,13 +239,30 @@ class SparkConnectServer:
                 break
             self.restarts += 1
             log.error("Spark Connect server exited with code %s; restarting", code)
+            over = self.cgroup.memory if self.cgroup is not None and await asyncio.to_thread(
+                self.cgroup.oom_kills) > oom_kills else 0
             self._exited(code, await asyncio.to_thread(
-                log_tail, os.path.join(self.log_dir, "spark-connect.log")))
+                log_tail, os.path.join(self.log_dir, "spark-connect.log")), over)
             await asyncio.sleep(min(5.0, 0.5 * self.restarts))
 
-    def _exited(self, code: Optional[int], text: str) -> None:
+    def _confine(self, pid: int) -> int:
+        """The JVM into its cgroup (made at its first start); the cgroup's OOM kills so
+        far. A cgroup that cannot be made or joined is logged: the JVM runs without."""
+        cg = self.cgroup
+        if cg is None:
+            return 0
         try:
-            self.on_exit(code, text)
+            if not cg.dirs and not cg.create():
+                log.warning("Spark Connect server runs without its cgroup: %s", cg.error)
+                return 0
+            cg.add(pid)
+        except OSError as exc:
+            log.warning("Spark Connect server runs without its cgroup: %s", exc)
+        return cg.oom_kills()
+
+    def _exited(self, code: Optional[int], text: str, over_limit: int) -> None:
+        try:
+            self.on_exit(code, text, over_limit)
         except Exception:
             log.exception("handing on the Connect server's exit")
 
@@ -413,3 +307,5 @@ class SparkConnectServer:
             os.unlink(self.ready_file)
         except FileNotFoundError:
             pass
+        if self.cgroup is not None:
+            await asyncio.to_thread(self.cgroup.remove)

@@ -37,6 +37,7 @@ import sys
 import time
 
 from jm.policy.runparams import RunParams
+from jm.policy.runparams import TOKEN_ENV
 from jm.policy.sinknote import SPARK_LOG_ENV
 from jm.runtime import limits as L
 from jm.runtime.confine import limits_note, state_of
@@ -142,6 +143,8 @@ def _child(params: RunParams, fds_to_close: list[int], zygote_pid: int, peer_pid
         confine.watch_fence([zygote_pid, peer_pid])
         if params.spark_log:  # where a connect-mode query's console output goes
             os.environ[SPARK_LOG_ENV] = params.spark_log  # (jm/policy/sinknote.py)
+        if params.spark_token:  # its engine's (a tenant's or its own), not the peer's
+            os.environ[TOKEN_ENV] = params.spark_token
         from jm.runtime.jobrun import run_job
         code = run_job(params)
     except BaseException:

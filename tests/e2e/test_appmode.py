@@ -125,7 +125,7 @@ def test_an_entry_job_in_classic_mode_has_its_own_application(cluster, spark):
 
 def test_the_examples_run_unchanged_with_spark_submit(tmp_path):
     from jm.local.standalone import spark_env
-    from jm.runtime.sparkserver import spark_home
+    from jm.runtime.sparkjvm import spark_home
     env = spark_env()
     submit = [os.path.join(spark_home(), "bin", "spark-submit"), "--master", "local[1]",
               "--conf", "spark.ui.enabled=false"]

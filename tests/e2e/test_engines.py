@@ -1,17 +1,21 @@
 """Engines with share levels through the real parts (one in-process peer, real Raft and
-REST, real Spark Connect JVMs, real job processes and SQL worker): at `share-level:
-tenant` each tenant's connect-mode jobs and SQL sessions run on its own engine, started
-on demand; an engine whose JVM dies takes down only its tenant's jobs (which say so),
-and an engine nobody uses any more is stopped after its idle timeout."""
+REST, real Spark Connect JVMs, real job processes and SQL worker, real cgroups as root):
+at `share-level: tenant` each tenant's connect-mode jobs and SQL sessions run on its own
+engine, started on demand, in a cgroup of its tenant's memory and CPU; an engine whose JVM
+dies takes down only its tenant's jobs (which say so), and an engine nobody uses any more
+is stopped after its idle timeout, its cgroup with it."""
 import os
 import signal
 
 import pytest
 
+from jm.policy.vocab import TERMINAL
+from jm.runtime.cgroups import layout
 from tests.conftest import running
 from tests.helpers import ahttp, apoll
 
 pytestmark = pytest.mark.slow
+CGROUPS = os.geteuid() == 0 and layout() is not None  # engines get cgroups: checked
 
 ROOT = "root-token"
 FIX = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -55,6 +59,11 @@ async def _statement(c, headers, sql):
     return sh, body["operationHandle"]
 
 
+async def _ended(c, jid, headers):
+    job = await _job(c, jid, headers)
+    return job if job["state"] in TERMINAL else None
+
+
 async def _answered(c, jid, headers):
     """The job runs and its Spark session answered (its log says so)."""
     s, b = await ahttp("GET", c.url(0) + f"/jobs/{jid}/logs", headers=headers)
@@ -70,6 +79,9 @@ async def test_each_tenant_has_its_engine_and_an_engine_s_death_stays_with_its_t
     async with running(str(tmp_path), 1, settings) as c:
         a, b = await _credential(c, "a"), await _credential(c, "b")
         assert await _engines(c) == {}  # none before its work arrives
+        s, body = await ahttp("PUT", c.url(0) + "/tenants/b", {"memory": "1 gb", "cpu": 50},
+                              headers=bearer(ROOT))  # b's engines: a cgroup of their own
+        assert s == 200 and (body["memory"], body["cpu"]) == (1 << 30, 50), body
         ids = {}
         for t, h in (("a", a), ("b", b)):
             s, body = await ahttp("POST", c.url(0) + "/jobs", JOB, headers=h)
@@ -83,6 +95,20 @@ async def test_each_tenant_has_its_engine_and_an_engine_s_death_stays_with_its_t
         pa, pb = engines["tenant-a"]["pid"], engines["tenant-b"]["pid"]
         assert pa and pb and pa != pb and engines["tenant-a"]["url"] != engines["tenant-b"]["url"]
         assert engines["tenant-a"]["holders"] == 1
+        cgroup = _cgroup_of(pb)
+        if CGROUPS:  # (a v1 memory hierarchy, or v2)
+            assert cgroup and cgroup.endswith(f"jm-engines/{os.getpid()}-tenant-b"), cgroup
+            assert _limit(cgroup) == 1 << 30
+            assert _cgroup_of(pa) is None  # a has no limits: no cgroup
+
+        # a's job has its engine's token, not b's: b's engine does not open to it
+        s, body = await ahttp("POST", c.url(0) + "/jobs", {
+            "entry": "jobs_fixture:open_engine", "pyfiles": [FIX],
+            "args": {"url": engines["tenant-b"]["url"]}, "restart-strategy": {"type": "none"}},
+            headers=a)
+        assert s == 202, body
+        probe = await apoll(lambda: _ended(c, body["jobid"], a), 120, what="the probe ended")
+        assert probe["state"] == "FINISHED" and probe["result"].startswith("refused"), probe
 
         # a SQL session of tenant b runs on b's engine
         sh, oh = await _statement(c, b, "SELECT 42 AS x")
@@ -124,6 +150,32 @@ async def test_each_tenant_has_its_engine_and_an_engine_s_death_stays_with_its_t
         assert set(left) == {"tenant-b"}, left
         restarted = engines["tenant-a"]["pid"]  # the JVM of a's engine after its restart
         await apoll(lambda: not _alive(restarted), 30, what="its JVM gone")
+    if CGROUPS:  # its cgroup went with its engine
+        assert not os.path.exists(_cgroup_dir(cgroup)), cgroup
+
+
+def _cgroup_of(pid: int):
+    """The engine's own cgroup path (memory hierarchy on v1), None when it has none."""
+    with open(f"/proc/{pid}/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.strip().split(":", 2)
+            if "jm-engines/" in path and (controllers in ("", "memory")
+                                          or "memory" in controllers.split(",")):
+                return path
+    return None
+
+
+def _cgroup_dir(path: str) -> str:
+    v2 = os.path.exists("/sys/fs/cgroup/cgroup.controllers")
+    return "/sys/fs/cgroup" + ("" if v2 else "/memory") + path
+
+
+def _limit(path: str) -> int:
+    d = _cgroup_dir(path)
+    name = "memory.max" if os.path.exists(os.path.join(d, "memory.max")) \
+        else "memory.limit_in_bytes"
+    with open(os.path.join(d, name)) as f:
+        return int(f.read())
 
 
 def _alive(pid: int) -> bool:

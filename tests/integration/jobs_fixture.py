@@ -91,3 +91,14 @@ def spark_until_stop(ctx):
         if n == 1:
             print("spark answered", flush=True)
     return n
+
+
+def open_engine(ctx):
+    """Try another engine's Spark Connect URL (args["url"]) with what this job has."""
+    from jm.runtime.jobrun import connect_builder
+    try:
+        spark = connect_builder(ctx.args["url"]).create()
+        spark.sql("SELECT 1").collect()
+    except Exception as exc:
+        return "refused: " + str(exc).splitlines()[0][:200]
+    return "opened"

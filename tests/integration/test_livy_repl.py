@@ -14,7 +14,9 @@ import pytest
 from jm.policy import connectplan
 from jm.runtime import sqlproto as SP
 from jm.runtime.livyclient import LivyProcess
-from jm.runtime.sparkserver import TOKEN_ENV, SparkConnectServer, free_port, port_open
+from jm.policy.runparams import TOKEN_ENV
+from jm.runtime.sparkjvm import free_port, port_open
+from jm.runtime.sparkserver import SparkConnectServer
 from jm.runtime.sqlclient import SqlWorker
 
 pytestmark = pytest.mark.slow

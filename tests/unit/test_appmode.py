@@ -15,7 +15,7 @@ from jm.policy.runparams import RunParams
 from jm.wire import views
 from jm.runtime.sparkapp import (IdleSince, InfoWatcher, driver_conf, local_dirs_env,
                                  submit_args, waiting)
-from jm.runtime.sparkserver import server_info
+from jm.runtime.sparkjvm import server_info
 from raft import commands as c
 from raft import state as S
 from raft.state import ClusterState
@@ -251,7 +251,7 @@ def test_build_run_spec():
 
 
 def test_connect_server_takes_few_cores_of_a_cluster():
-    from jm.runtime.sparkserver import server_conf
+    from jm.runtime.sparkjvm import server_conf
     conf = server_conf("spark://m:7077", {"spark.a": "1"}, 1)
     assert conf["spark.a"] == "1" and conf["spark.cores.max"] == "1"
     assert server_conf("spark://m:7077", {"spark.cores.max": "4"}, 1)["spark.cores.max"] == "4"
@@ -260,7 +260,7 @@ def test_connect_server_takes_few_cores_of_a_cluster():
 
 
 def test_connect_server_defaults_for_short_statements():
-    from jm.runtime.sparkserver import server_conf
+    from jm.runtime.sparkjvm import server_conf
     aqe = {"spark.sql.adaptive.enabled": "true",
            "spark.sql.adaptive.coalescePartitions.enabled": "true"}
     # twice the cores the server knows it has

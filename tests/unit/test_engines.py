@@ -129,6 +129,8 @@ LOG = """\
 26/11/28 18:35:49 INFO SparkConnectExecutionManager: ExecuteHolder ExecuteKey(,s-oom,op-2) is created.
 26/11/28 18:35:50 INFO SparkConnectExecutionManager: ExecuteHolder ExecuteKey(alice,s-other,op-3) is created.
 26/11/28 18:35:51 INFO SparkConnectExecutionManager: ExecuteHolder ExecuteKey(alice,s-other,op-3) is removed.
+26/11/28 18:35:52 INFO SparkConnectExecutionManager: ExecuteHolder ExecuteKey(,s-quick,op-4) is created.
+26/11/28 18:35:52 INFO ExecuteGrpcResponseSender: Stream finished for opId=op-4, sent all responses up to last index 2. totalTime=0.6 ms
 26/11/28 18:36:03 ERROR SparkUncaughtExceptionHandler: Uncaught exception in thread Thread[Executor task launch worker for task 0.0 in stage 0.0 (TID 0),5,main]
 java.lang.OutOfMemoryError: Java heap space
 26/11/28 18:36:03 INFO SparkConnectExecutionManager: ExecuteHolder ExecuteKey(,s-oom,op-2) is removed.
@@ -136,7 +138,7 @@ java.lang.OutOfMemoryError: Java heap space
 
 
 def test_the_statements_running_at_the_out_of_memory_error_are_the_suspects():
-    assert oom_suspects(LOG) == {"s-oom"}
+    assert oom_suspects(LOG) == {"s-oom"}  # (s-quick's results were sent: not its holder)
     assert oom_suspects(LOG.replace("java.lang.OutOfMemoryError", "java.lang.Error")) == set()
     assert oom_suspects("") == set()
 
@@ -172,3 +174,58 @@ def test_a_job_that_keeps_running_its_engine_out_of_memory_is_hopeless_its_neigh
     assert neighbour.failure(2, {"exception": "own"}) == {"exception": "own"}  # not its engine
     culprit.died(2, "EngineLost: x", culprit=False)  # a death it did not cause: a new count
     assert culprit.kills == 0
+
+
+# ---- an engine's cgroup ------------------------------------------------------------------
+def test_an_engine_s_cgroup_holds_its_tenant_s_memory_and_cpu_weight_on_v1_and_v2():
+    from jm.runtime import cgroups
+    mb = 1 << 20
+    assert cgroups.files("v2", 512 * mb, 200) == {"": {
+        "memory.max": str(512 * mb), "memory.swap.max": "0", "cpu.weight": "200"}}
+    assert cgroups.files("v1", 512 * mb, 50) == {
+        "memory": {"memory.limit_in_bytes": str(512 * mb),
+                   "memory.memsw.limit_in_bytes": str(512 * mb)},
+        "cpu": {"cpu.shares": "512"}}
+    assert cgroups.files("v1", 0, 0) == {} and cgroups.files("v2", 0, 0) == {}
+    assert cgroups.heap(1024 * mb, 4096 * mb) == 768 * mb  # 3/4 of the limit
+    assert cgroups.heap(1024 * mb, 512 * mb) == 512 * mb
+    assert cgroups.heap(0, 512 * mb) == 512 * mb
+    assert "over its tenant's engine memory of 512 MB" in engine_death("tenant-a", -9, "",
+                                                                        512 * mb)
+    # killed by the kernel: no OutOfMemoryError in its log, what ran at its end is named
+    assert oom_suspects(LOG.split("java.lang")[0], at_end=True) == {"s-oom"}
+
+
+def test_a_made_cgroup_gets_its_files_and_the_process_and_goes(tmp_path):
+    from jm.runtime.cgroups import EngineCgroup
+    for c in ("memory", "cpu"):  # a v1 layout, as plain directories
+        (tmp_path / c).mkdir()
+    cg = EngineCgroup("42-tenant-a", 300 << 20, 100, mount=str(tmp_path))
+    assert cg.version == "v1" and cg.create(), cg.error
+    mem = tmp_path / "memory" / "jm-engines" / "42-tenant-a"
+    assert (mem / "memory.limit_in_bytes").read_text() == str(300 << 20)
+    assert (tmp_path / "cpu" / "jm-engines" / "42-tenant-a" / "cpu.shares").read_text() \
+        == "1024"
+    cg.add(4242)
+    assert (mem / "cgroup.procs").read_text() == "4242"
+    (mem / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n")
+    assert cg.oom_kills() == 3
+    missing = EngineCgroup("x", 300 << 20, 0, mount=str(tmp_path / "none"))
+    assert not missing.create() and "no cgroup v2 mount" in missing.error
+
+
+def test_a_job_that_failed_before_its_engine_died_is_named_by_the_engine_s_log(tmp_path):
+    (tmp_path / "spark-connect.log").write_text(LOG)
+
+    class Server:
+        log_dir = str(tmp_path)
+    job = JobEngine(None, EngineKey(T, "a"), "j1", None, 10)
+    job.server = Server()
+    read = {"exception": "UnknownException: Cannot call methods on a stopped SparkContext."}
+    failure = job.failure(0, read, "s-oom")
+    assert failure["exception"] == (
+        "EngineLost: the Spark engine tenant-a that ran this job ran out of memory "
+        "(java.lang.OutOfMemoryError: Java heap space); this job's statement was running "
+        "when it ran out of memory"), failure
+    assert failure["traceback"].startswith("UnknownException") and job.kills == 1
+    assert job.failure(1, read, "s-other") == read  # another session: its own failure

@@ -1,10 +1,10 @@
-"""jm.runtime.sparkserver.free_port: a port for a server started a moment later comes
+"""jm.runtime.sparkjvm.free_port: a port for a server started a moment later comes
 from below the kernel's ephemeral range, where no bind(0) or outgoing connection of
 another process (another Spark's driver) can take it meanwhile."""
 import random
 import socket
 
-from jm.runtime.sparkserver import LOWEST_PORT, ephemeral_start, free_port
+from jm.runtime.sparkjvm import LOWEST_PORT, ephemeral_start, free_port
 
 
 def _ephemeral() -> int:

@@ -147,3 +147,16 @@ def test_ready_peers_before_peers_whose_spark_is_starting():
     assert place([Waiting("j", 1, 0)], peers) == [("j", "cold", 0)]
     assert place([Waiting("j", 1, 0)], [PeerLoad("cold", 4, 0, ready=False),
                                         PeerLoad("warm", 4, 1)], "pack") == [("j", "warm", 0)]
+
+
+def test_by_tenant_keeps_a_tenant_together_and_spills_only_when_its_peers_are_full():
+    P, W, pl = PeerLoad, Waiting, place
+    peers = [P("n1", 4, 0), P("n2", 4, 1), P("n3", 4, 2)]
+    jobs = [W(f"a{i}", 1, 1, "a") for i in range(5)] + [W("b0", 1, 1, "b"), W("b1", 1, 1, "b")]
+    got = dict((j, n) for j, n, _ in pl(jobs, peers, "by-tenant", hosting={"n3": {"a"}}))
+    # a's first goes where a runs already (the fullest peer); two fill n3, the rest spill
+    # together to the least-loaded peer, n1; b starts on the least-loaded peer left
+    assert [got[f"a{i}"] for i in range(5)] == ["n3", "n3", "n1", "n1", "n1"], got
+    assert got["b0"] == got["b1"] == "n2", got
+    spread = dict((j, n) for j, n, _ in pl(jobs, peers, "spread"))
+    assert len({spread[f"a{i}"] for i in range(5)}) == 3  # spread: a on every peer

@@ -26,6 +26,7 @@ def full() -> RunParams:
         driver_host="h", spark_conf_dir="/conf", scratch_dir="/r/spark-local",
         spark_waiting_after=5.0, spark_remote="sc://h:1", session_id="s1",
         spark_ready_file="/ready", spark_wait=9.0, spark_log="/logs/spark-connect.log",
+        spark_token="t0k",
         max_result_rows=7, max_result_size=99,
         max_failure_size=55)
 
