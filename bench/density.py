@@ -285,7 +285,7 @@ def blast_radius(c, url: str, jobs: dict, tokens: dict, spark_mode: str, args) -
     same = [j for j in jobs if jobs[j] == "t0"]
     return {"oom_job_state": end["state"], "oom_job_node": node,
             "holders_sharing_its_engine": sharing,
-            "oom_exception": (ex or {}).get("root-exception", "")[:300],
+            "oom_exception": ((ex or {}).get("root-exception") or "")[:300],
             "restarted_same_tenant": sum(1 for j in hit if jobs[j] == "t0"),
             "same_tenant_pipelines": len(same),
             "restarted_other_tenants": sum(1 for j in hit if jobs[j] != "t0"),
