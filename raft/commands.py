@@ -38,6 +38,7 @@ class Heartbeat:
     time: float
     ready: bool = True
     disk_low: str = ""  # the peer's jobmanager.disk.min-free warning ("": none)
+    lacks: tuple = ()   # tenants whose os-user this peer's host has no account for
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ import dataclasses
 from typing import Any, Callable, Iterable, Optional
 
 BASELINE = 1   # what a peer that names no protocol speaks (the builds before this module)
-PROTOCOL = 3   # this build's
+PROTOCOL = 4   # this build's
 
 # command types newer than the baseline -> the protocol they came with
 COMMANDS: dict[str, int] = {"SetTenant": 2, "PutPipeline": 2, "DeletePipeline": 2}
@@ -76,6 +76,9 @@ FIELDS: dict[tuple[str, str], tuple[int, Callable[[Any], bool]]] = {
     ("SetTenant", "os_user"): (3, _nobody),    # a tenant's work as its own OS user
     ("SetTenant", "memory"): (3, _no_limit),   # its engines' memory and CPU
     ("SetTenant", "cpu"): (3, _no_limit),
+    # the tenants whose OS user a peer's host lacks (placement avoids it for their jobs;
+    # cut, a job may land there and fail its attempt with UserNotFound, as before)
+    ("Heartbeat", "lacks"): (4, _always),
 }
 # an encoded command without these fields was sent by an older build: what they mean
 ABSENT: dict[tuple[str, str], Any] = {("RegisterPeer", "protocol"): BASELINE}

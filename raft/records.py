@@ -75,6 +75,7 @@ class PeerRecord:
     # count kept by the log itself; the senders' time stamps come from their own clocks)
     beats: int = 0
     disk_low: str = ""  # its last heartbeat's free-space warning (jobmanager.disk.min-free)
+    lacks: tuple = ()   # tenants whose os-user its host lacks (its last heartbeat's)
     protocol: int = 1   # the protocol it registered with (raft/protocol.py; 1: BASELINE)
 
     @property

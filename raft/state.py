@@ -251,6 +251,7 @@ def _register_peer(state: ClusterState, cmd: c.RegisterPeer) -> Result:
 
 
 MAX_DISK_LOW = 500  # characters of a peer's free-space warning kept
+MAX_LACKS = 1000    # tenants a heartbeat may name as lacking their OS user
 
 
 def _heartbeat(state: ClusterState, cmd: c.Heartbeat) -> Result:
@@ -263,6 +264,8 @@ def _heartbeat(state: ClusterState, cmd: c.Heartbeat) -> Result:
     peer.beats += 1
     peer.ready = bool(cmd.ready)
     peer.disk_low = cmd.disk_low[:MAX_DISK_LOW] if isinstance(cmd.disk_low, str) else ""
+    lacks = cmd.lacks if isinstance(cmd.lacks, (tuple, list)) else ()
+    peer.lacks = tuple(t for t in lacks[:MAX_LACKS] if isinstance(t, str))
     return Result(True)
 
 

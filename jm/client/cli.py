@@ -70,6 +70,9 @@ def cmd_cluster(client: Client, a: argparse.Namespace) -> int:
     for n in nodes:
         if n.get("disk-low"):
             out(f"disk low on {n.get('id')}: {n['disk-low']}")
+        if n.get("missing-os-users"):
+            out(f"no OS user on {n.get('id')} for tenant(s) "
+                f"{', '.join(n['missing-os-users'])}: their jobs go to other peers")
     return EXIT_OK
 
 

@@ -32,12 +32,13 @@ from raft.state import Result
 log = logging.getLogger("jm.cluster.beats")
 
 MAX_DISK_NOTE = 512  # characters of a heartbeat's disk warning sent over HTTP
+MAX_LACKS = 1000  # tenants a heartbeat may name as lacking their OS user
 MAX_ACKS = 16  # acknowledged rounds remembered until applied (the oldest ones decide)
 
 
 def beat_body(hb: Heartbeat, urgent: bool = False) -> dict:
     return {"node": hb.node, "time": hb.time, "ready": hb.ready, "disk-low": hb.disk_low,
-            "urgent": urgent}
+            "lacks": list(hb.lacks), "urgent": urgent}
 
 
 def parse_beat(body: Any) -> tuple[Heartbeat, bool]:
@@ -46,7 +47,7 @@ def parse_beat(body: Any) -> tuple[Heartbeat, bool]:
         raise ValueError("a heartbeat is a JSON object")
     node, t = body.get("node"), body.get("time")
     ready, disk = body.get("ready", True), body.get("disk-low", "")
-    urgent = body.get("urgent", False)
+    urgent, lacks = body.get("urgent", False), body.get("lacks", [])
     if not isinstance(node, str) or not node:
         raise ValueError("node must be a peer's node id")
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
@@ -54,7 +55,10 @@ def parse_beat(body: Any) -> tuple[Heartbeat, bool]:
     if not isinstance(ready, bool) or not isinstance(disk, str) or len(disk) > MAX_DISK_NOTE \
             or not isinstance(urgent, bool):
         raise ValueError("ready and urgent must be booleans and disk-low a short string")
-    return Heartbeat(node, float(t), ready, disk), urgent
+    if not isinstance(lacks, list) or len(lacks) > MAX_LACKS or \
+            not all(isinstance(t, str) and 0 < len(t) <= 200 for t in lacks):
+        raise ValueError(f"lacks must be a list of at most {MAX_LACKS} tenant names")
+    return Heartbeat(node, float(t), ready, disk, tuple(lacks)), urgent
 
 
 def stuck_round(acks: tuple[tuple[int, float], ...], applied: int, now: float,

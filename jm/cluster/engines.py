@@ -34,7 +34,14 @@ class Remote:
     ready_file: Optional[str] = None
     generation: int = 0
     proc: None = None
-    name: str = "remote"
+
+
+def own_token(key: Optional[EngineKey], server) -> Optional[str]:
+    """The token that opens engine `key` to the work given it: a tenant's or a job's
+    engine's own (None for the peer's engine, whose token every child of the peer has, or
+    for spark.remote)."""
+    token = getattr(server, "token", None)
+    return token if token and key is not None and key.owner else None
 
 
 class NoEngine(Exception):
@@ -75,19 +82,13 @@ class Engines:
         """Whether this peer's work has Spark at all (embedded engines or spark.remote)."""
         return self.embedded or self.remote is not None
 
-    def name_of(self, url: Optional[str]) -> str:
-        """The name of the engine at `url` (`peer` for the peer's or spark.remote)."""
+    def at(self, url: Optional[str]) -> tuple[str, int]:
+        """The name of the engine at `url` and which start of it this is (`peer`, 0 for
+        spark.remote or a URL that is not one of this peer's engines)."""
         for key, server in self.servers.items():
             if server.url == url:
-                return key.name
-        return "peer"
-
-    def generation_of(self, url: Optional[str]) -> int:
-        """Which start of the engine at `url` this is (0: not one of this peer's)."""
-        for server in self.servers.values():
-            if server.url == url:
-                return server.generation
-        return 0
+                return key.name, server.generation
+        return "peer", 0
 
     def key_for(self, tenant: Optional[str], job_id: Optional[str] = None) -> EngineKey:
         return engine_for(self.level, tenant, job_id)

@@ -19,7 +19,7 @@ from raft import state as S
 from raft.commands import CompleteSavepoint, ReleaseJob, StatusReport
 from raft.node import RaftUnavailable
 from raft.tenants import NO_RUNTIME, TenantRuntime
-from jm.cluster.engines import NoEngine
+from jm.cluster.engines import NoEngine, own_token
 from jm.cluster.jobengine import JobEngine
 from jm.cluster.jobservices import JobEnv, next_report_seq
 from jm.runtime.executor import ExecutorLost, JobProcess
@@ -164,8 +164,8 @@ class JobMaster:
             tuple(pyfiles), script), self.streaming)
         if self.os_user and not params.run_as:  # (a proxy-user the policy allowed wins)
             params = replace(params, run_as=self.os_user)
-        token = getattr(self.engine.server, "token", None) if self.engine else None
-        if token and self.engine.key.owner:  # a tenant's or a job's engine: its own token
+        token = own_token(self.engine.key, self.engine.server) if self.engine else None
+        if token:  # a tenant's or a job's engine: its own token
             params = replace(params, spark_token=token)
         return params
 

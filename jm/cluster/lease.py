@@ -61,7 +61,7 @@ class Lease:
         self._fence_first = False  # declared dead: stop everything before registering again
         self._in_flight: set[asyncio.Task] = set()
         self._last_stamp = 0.0  # the newest Heartbeat.time sent by this process
-        self._told: Optional[tuple] = None  # (ready, disk_low) of the last heartbeat sent
+        self._told: Optional[tuple] = None  # (ready, disk_low, lacks) of the last one told
 
     def stamp(self, wall: float) -> float:
         """A heartbeat's time: this host's wall clock, but always above the previous one
@@ -149,8 +149,8 @@ class Lease:
         try:
             hb = self.make_heartbeat(self.stamp(time.time()))
             # urgent: renewals are late (an election), or it tells a change (Spark ready,
-            # disk low) that placement should see now, not half an interval later
-            news = (hb.ready, hb.disk_low)
+            # disk low, a tenant's user missing) that placement should see now, not half an interval later
+            news = (hb.ready, hb.disk_low, hb.lacks)
             urgent = self.lease_from is None or news != self._told \
                 or sent_mono - self.lease_from > 1.5 * self.interval
             res = await self.send(hb, self.timeout, urgent)
@@ -167,7 +167,7 @@ class Lease:
         if incarnation != self._incarnation or not self.registered.is_set():
             return  # this peer registered again since: the answer is about the old one
         if res.ok:
-            self._told = (hb.ready, hb.disk_low)  # (told: later ones need not hurry)
+            self._told = news  # (told: later ones need not hurry)
             self._renew(sent_mono)
             if self.valid():  # an old ack may renew into the past
                 self.dispatcher.unfence()

@@ -20,6 +20,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
+from jm.cluster.engines import own_token
 from jm.cluster.services import SqlServices
 from jm.cluster.waits import wait_event
 from jm.policy.runparams import TOKEN_ENV
@@ -334,6 +335,5 @@ class LivyRunner:
 def _token_of(s) -> dict:
     """The environment that opens a session's engine to its Livy process: a tenant's
     engine's own token (the peer engine's is in every child's environment)."""
-    token = getattr(s.engine, "token", None)
-    return {TOKEN_ENV: token} if token and s.engine_key is not None and s.engine_key.owner \
-        else {}
+    token = own_token(s.engine_key, s.engine)
+    return {TOKEN_ENV: token} if token else {}

@@ -32,6 +32,7 @@ from jm.cluster.membership import (Membership, RemovalWatch, has_raft_data,
                                    initial_members, raft_settings)
 from jm.cluster.beats import BeatSender, LeaseRounds
 from jm.cluster.joblists import JobLists
+from jm.cluster.osusers import MissingUsers, users_of
 from jm.cluster.peerclient import PeerClient
 from jm.cluster.services import GatewayServices, SqlServices
 from jm.cluster.looplag import LoopMonitor
@@ -231,11 +232,12 @@ class Peer:
                                   membership=self.membership)
         self.rounds = LeaseRounds(raft, conf["heartbeat.interval"] / 2,
                                   conf["jobmanager.lease-timeout"])
+        missing_users = MissingUsers(users_of(raft.read))  # (Heartbeat.lacks)
         self.beats = BeatSender(raft, self.node, self.rounds, self._rest_url_of_node,
                                 self.peer_client)
         self.lease = Lease(raft, self.node, self._registration,
                            lambda now: Heartbeat(self.node, now, sparks.ready(),
-                                                 self.janitor.low),
+                                                 self.janitor.low, missing_users()),
                            conf["heartbeat.interval"], conf["jobmanager.lease-timeout"],
                            conf["rest.write-timeout"], self.executor, self.dispatcher,
                            send=self.beats.send)

@@ -55,11 +55,13 @@ def load_view(st: ClusterState) -> tuple[list[PeerInfo], list[JobInfo], list[Job
             free = (job.streaming and job.move_to is None and job.stop_trigger is None
                     and not job.cancel_requested and job.status not in S.TERMINAL)
             if free:
-                drain.append(JobInfo(job_id, node, slots, job.epoch))
+                info = JobInfo(job_id, node, slots, job.epoch, tenant=tenant_key(job.tenant))
+                drain.append(info)
                 if job.status == S.RUNNING:
-                    rebalance.append(JobInfo(job_id, node, slots, job.epoch))
+                    rebalance.append(info)
     peers = [PeerInfo(p.id, p.slots, p.share_weight, used.get(p.id, 0),
-                      p.ready and not p.draining) for p in st.alive_peers()]
+                      p.ready and not p.draining, frozenset(p.lacks))
+             for p in st.alive_peers()]
     return peers, rebalance, drain
 
 
@@ -261,7 +263,8 @@ class ResourceManager:
 
     async def _place(self) -> None:
         with self.raft.read() as st:
-            peers = [PeerLoad(p.id, p.slots, st.slots_used(p.id), p.ready)
+            peers = [PeerLoad(p.id, p.slots, st.slots_used(p.id), p.ready,
+                              frozenset(p.lacks))
                      for p in st.schedulable_peers()]
             free = {p.node: p.slots - p.used for p in peers}
             total_free, most_free = sum(max(0, f) for f in free.values()), max(free.values(), default=0)

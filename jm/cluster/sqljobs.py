@@ -95,14 +95,14 @@ class SqlJobExecutor:
             run = SqlRun(key, -1, loop.create_future())
             run.exited.set_result((1, 0, True))
             return run
-        name = self.sql.svc.engines.name_of(params.spark_remote)
+        name, generation = self.sql.svc.engines.at(params.spark_remote)
         worker = self.sql.workers.get(params.spark_remote, name,
                                       params.run_as if name != "peer" else None,
                                       params.spark_token)
         await worker._ensure()
         run = SqlRun(key, worker.proc.pid, loop.create_future())
         run.op = f"{params.session_id}-job"
-        run.task = asyncio.create_task(self._run(worker, params, run))
+        run.task = asyncio.create_task(self._run(worker, params, run, generation))
         return run
 
     def kill(self, jp: JobProcess, sig: int = signal.SIGKILL) -> None:
@@ -111,9 +111,10 @@ class SqlJobExecutor:
         if jp.task is not None and not jp.task.done():
             jp.task.cancel()
 
-    async def _run(self, worker: Any, params: RunParams, run: SqlRun) -> None:
+    async def _run(self, worker: Any, params: RunParams, run: SqlRun,
+                   generation: int) -> None:
         max_rows = params.max_result_rows
-        key = shared_key(params, self.sql.svc.engines.generation_of(params.spark_remote))
+        key = shared_key(params, generation)
         sh = self._acquire(worker, key) if key else None
         session = sh.id if sh else params.session_id
         _log(params, f"[jm] job {params.job_id} attempt {params.attempt} on "

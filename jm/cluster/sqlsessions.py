@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 from jm.cluster.batcher import Batcher
 from jm.cluster.services import SqlServices
-from jm.cluster.engines import NoEngine
+from jm.cluster.engines import NoEngine, own_token
 from jm.cluster.sqlops import LocalSession
 from jm.cluster.sqlworkers import SqlWorkers
 from jm.cluster.tenancy import tenant_for
@@ -179,7 +179,7 @@ class SqlSessions:
         own = bool(s.engine_key.owner)  # a tenant's engine (not the peer's): its own
         worker = s.worker = self.workers.get(engine.url, s.engine_key.name,
                                              s.user if own else None,
-                                             getattr(engine, "token", None) if own else None)
+                                             own_token(s.engine_key, engine))
         # (an engine's restart loses its sessions: they are rebuilt)
         if (s.generation and s.generation == worker.generation and worker.alive
                 and s.server == engine.generation):

@@ -10,6 +10,9 @@ job does not wait for a JVM to start while a ready peer has room.
 work of its tenant, spilling to the least-loaded other peer when those are full), so
 that at `spark.connect.share-level: tenant` a tenant has engines on as few peers as its
 slots allow instead of one on every peer.
+A job of a tenant whose OS user a peer's host lacks goes to the peers that have it (and
+waits for room there); only when no peer has it is it placed as if all had, to fail its
+attempt with UserNotFound naming the user rather than wait for ever.
 A job that fits nowhere keeps waiting (CREATED); smaller jobs behind it may still
 be placed. No I/O, no clock.
 """
@@ -25,6 +28,7 @@ class PeerLoad:
     slots: int
     used: int
     ready: bool = True
+    lacks: frozenset = frozenset()  # tenants whose os-user its host has no account for
 
 
 @dataclass(frozen=True)
@@ -62,12 +66,14 @@ def place(waiting: list[Waiting], peers: list[PeerLoad], mode: str = "spread",
     waits = {p.node: not p.ready for p in peers}
     left = dict(room or {})
     hosts = {node: set(t) for node, t in (hosting or {}).items()}
+    lacks = {p.node: p.lacks for p in peers if p.lacks}
     out = []
     for job in waiting:
         if job.tenant in left and job.slots > left[job.tenant]:
             continue
         best = None
-        for node in total:
+        able = [n for n in total if job.tenant not in lacks.get(n, ())] if lacks else total
+        for node in able or total:
             free = total[node] - used[node]
             if free < job.slots:
                 continue

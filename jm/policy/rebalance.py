@@ -28,6 +28,7 @@ class PeerInfo:
     weight: float  # > 0
     used: int      # slots of jobs that run (or are moving) there
     eligible: bool = True  # alive, ready, not draining
+    lacks: frozenset = frozenset()  # tenants whose os-user its host has no account for
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class JobInfo:
     slots: int
     epoch: int
     movable: bool = True
+    tenant: str = "default"  # its tenant's key (a peer that lacks its user gets none)
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,8 @@ def plan_rebalance(peers: list[PeerInfo], jobs: list[JobInfo], threshold: float,
                 if gap <= 1e-9:
                     break
                 for j in movable[src]:
-                    if j.slots < gap - 1e-9 and used[dst] + j.slots <= el[dst].slots:
+                    if j.slots < gap - 1e-9 and used[dst] + j.slots <= el[dst].slots \
+                            and j.tenant not in el[dst].lacks:
                         best = (j, src, dst)
                         break
                 if best:
@@ -119,9 +122,9 @@ def plan_drain(peers: list[PeerInfo], jobs: list[JobInfo], draining: set[str], l
                      key=lambda j: (j.node, _order(j.job_id)))[:limit]
     if not leaving:
         return []
-    targets = [PeerLoad(p.node, p.slots, p.used) for p in peers
+    targets = [PeerLoad(p.node, p.slots, p.used, lacks=p.lacks) for p in peers
                if p.eligible and p.node not in draining]
     source = {j.job_id: j.node for j in leaving}
-    decisions = place([Waiting(j.job_id, j.slots, j.epoch) for j in leaving], targets, mode,
-                      leader)
+    decisions = place([Waiting(j.job_id, j.slots, j.epoch, j.tenant) for j in leaving],
+                      targets, mode, leader)
     return [PlannedMove(job_id, source[job_id], node, epoch) for job_id, node, epoch in decisions]

@@ -76,6 +76,7 @@ def nodes(st: ClusterState, leader: Optional[str], members: Optional[list[str]] 
                     "ready": p.ready, "jobs": st.jobs_of(p.id),
                     "drain-deadline": p.drain_deadline,
                     "disk-low": p.disk_low or None, "protocol": p.protocol,
+                    "missing-os-users": list(p.lacks),
                     "registered-at": _ms(p.registered_at),
                     "declared-dead-at": _ms(p.declared_dead_at)})
     for node in sorted((set(members or ()) | set(st.joining)) - set(st.peers)
@@ -87,7 +88,7 @@ def nodes(st: ClusterState, leader: Optional[str], members: Optional[list[str]] 
                     "leader": node == leader, "raft-role": _role(node, leader, members),
                     "state": "JOINING", "slots": 0, "slots-used": 0, "weight": 0.0,
                     "ready": False, "jobs": [], "drain-deadline": None, "disk-low": None,
-                    "protocol": None, "registered-at": _ms(None),
+                    "protocol": None, "missing-os-users": [], "registered-at": _ms(None),
                     "declared-dead-at": _ms(None)})
     return {"nodes": out}
 

@@ -268,6 +268,11 @@ async def test_a_tenant_s_jobs_run_as_its_os_user_and_never_as_the_peer_s(tmp_pa
         s, ex = await ahttp("GET", c.url(0) + f"/jobs/{failed['jid']}/exceptions",
                             headers=t["a-sub"])
         assert "UserNotFound: the OS user 'jm-no-such-user'" in ex["root-exception"], ex
+        # every peer's heartbeat names the tenant whose user its host lacks (placement
+        # keeps such jobs on peers that have it; here none has, so it ran to fail above)
+        await apoll(lambda: _missing_users(c, ["a"]), 30, 0.2, what="peers naming a's user missing")
+        rc, out, err = await jm("-a", c.url(0), "cluster", env={"JM_TOKEN": ROOT})
+        assert rc == 0 and "no OS user on" in out and "tenant(s) a:" in out, (out, err)
         # bad input: clear errors, nothing changed
         for body in ({"os-user": "root"}, {"os-user": "Not A User"}, {"os-user": 7}):
             s, b = await ahttp("PUT", c.url(0) + "/tenants/a", body, headers=bearer(ROOT))
@@ -275,6 +280,13 @@ async def test_a_tenant_s_jobs_run_as_its_os_user_and_never_as_the_peer_s(tmp_pa
         s, b = await ahttp("PUT", c.url(0) + "/tenants/a", {"os-user": ""},
                            headers=bearer(ROOT))
         assert s == 200 and b["os-user"] is None, b
+        await apoll(lambda: _missing_users(c, []), 30, 0.2, what="no peer lacking a user")
+
+
+async def _missing_users(c, want) -> bool:
+    s, b = await ahttp("GET", c.url(1) + "/nodes", headers=bearer(ROOT))
+    assert s == 200, b
+    return all(n["missing-os-users"] == want for n in b["nodes"])
 
 
 async def test_os_user_is_refused_by_a_peer_not_running_as_root(tmp_path, monkeypatch):

@@ -37,15 +37,20 @@ def test_a_round_renews_each_peer_and_refuses_only_the_stale_ones():
 
 
 def test_a_heartbeat_body_round_trips_and_bad_ones_are_named():
-    hb = c.Heartbeat("h:1", 12.5, False, "disk low")
+    hb = c.Heartbeat("h:1", 12.5, False, "disk low", ("etl", "bi"))
     assert parse_beat(beat_body(hb)) == (hb, False)
+    # an older peer's body names no tenants it lacks
+    assert parse_beat({"node": "n", "time": 1.0})[0].lacks == ()
     assert parse_beat(beat_body(hb, urgent=True)) == (hb, True)
     for bad, words in [([], "JSON object"), ({"time": 1.0}, "node"),
                        ({"node": "n", "time": "x"}, "time"), ({"node": "n", "time": True}, "time"),
                        ({"node": "n", "time": float("nan")}, "time"),
                        ({"node": "n", "time": 1.0, "ready": "yes"}, "ready"),
                        ({"node": "n", "time": 1.0, "disk-low": "x" * 600}, "disk-low"),
-                       ({"node": "n", "time": 1.0, "urgent": 1}, "urgent")]:
+                       ({"node": "n", "time": 1.0, "urgent": 1}, "urgent"),
+                       ({"node": "n", "time": 1.0, "lacks": "etl"}, "lacks"),
+                       ({"node": "n", "time": 1.0, "lacks": [3]}, "lacks"),
+                       ({"node": "n", "time": 1.0, "lacks": ["a"] * 1001}, "lacks")]:
         with pytest.raises(ValueError) as exc:
             parse_beat(bad)
         assert words in str(exc.value)

@@ -160,3 +160,23 @@ def test_by_tenant_keeps_a_tenant_together_and_spills_only_when_its_peers_are_fu
     assert got["b0"] == got["b1"] == "n2", got
     spread = dict((j, n) for j, n, _ in pl(jobs, peers, "spread"))
     assert len({spread[f"a{i}"] for i in range(5)}) == 3  # spread: a on every peer
+
+
+def test_a_tenants_jobs_avoid_peers_whose_host_lacks_its_os_user():
+    lacking = frozenset({"a"})
+    peers = [PeerLoad("n1", 4, 0, lacks=lacking), PeerLoad("n2", 4, 3),
+             PeerLoad("n3", 4, 0, lacks=lacking)]
+    jobs = [Waiting("a0", 1, 1, "a"), Waiting("a1", 1, 1, "a"), Waiting("b0", 1, 1, "b")]
+    for mode in ("spread", "pack", "by-tenant"):
+        got = dict((j, n) for j, n, _ in place(jobs, peers, mode))
+        # a's first takes n2's last slot; the second waits for room there rather than go
+        # to an emptier peer that cannot run it; b is not held back
+        assert got.get("a0") == "n2" and "a1" not in got, (mode, got)
+        assert got["b0"] in ("n1", "n3"), (mode, got)
+
+
+def test_a_job_no_peer_can_run_as_its_user_is_placed_to_fail_with_that_error():
+    peers = [PeerLoad("n1", 2, 0, lacks=frozenset({"a"})),
+             PeerLoad("n2", 2, 1, lacks=frozenset({"a", "b"}))]
+    got = place([Waiting("a0", 1, 1, "a")], peers)
+    assert got == [("a0", "n1", 1)]  # (its attempt says UserNotFound: it does not wait)

@@ -90,6 +90,16 @@ def test_drain_respects_capacity_and_placement_mode():
     assert [m.target for m in moves] == ["b"]
 
 
+def test_moves_avoid_a_peer_whose_host_lacks_the_jobs_tenants_user():
+    peers = [PeerInfo("a", 8, 8.0, 4), PeerInfo("b", 8, 8.0, 0, lacks=frozenset({"t"})),
+             PeerInfo("c", 8, 8.0, 0)]
+    jobs = [JobInfo(f"j{i}", "a", 1, 1, tenant="t") for i in range(4)]
+    assert {m.target for m in plan_rebalance(peers, jobs, threshold=0, limit=10)} == {"c"}
+    assert {m.target for m in plan_drain(peers, jobs, {"a"}, limit=10)} == {"c"}
+    others = [JobInfo(f"k{i}", "a", 1, 1, tenant="u") for i in range(4)]
+    assert "b" in {m.target for m in plan_rebalance(peers, others, threshold=0, limit=10)}
+
+
 # ---- properties ----------------------------------------------------------------------------
 layouts = hs.dictionaries(hs.sampled_from("abcdef"), hs.integers(0, 12), min_size=1, max_size=6)
 

@@ -70,7 +70,7 @@ def test_nodes(st):
                       "slots-used": 2, "jobs": ["run", "cing"], "registered-at": 1000,
                       "declared-dead-at": -1, "weight": 2.0, "ready": True,
                       "raft-role": "follower", "drain-deadline": None, "disk-low": None,
-                      "protocol": PROTOCOL}
+                      "protocol": PROTOCOL, "missing-os-users": []}
     assert out[1]["leader"] is True and out[1]["raft-role"] == "leader"
     assert out[1]["jobs"] == ["asg"] and out[1]["slots-used"] == 1
     assert out[2]["state"] == "DEAD" and out[2]["declared-dead-at"] == 26000
@@ -80,6 +80,11 @@ def test_nodes(st):
     assert V.nodes(st, "n2")["nodes"][1]["disk-low"].startswith("/data: 1% free")
     st.apply(c.Heartbeat("n2", 31.0, True))
     assert V.nodes(st, "n2")["nodes"][1]["disk-low"] is None
+    # and the tenants whose OS user its host lacks, until a heartbeat no longer names them
+    st.apply(c.Heartbeat("n2", 32.0, True, "", ("etl",)))
+    assert V.nodes(st, "n2")["nodes"][1]["missing-os-users"] == ["etl"]
+    st.apply(c.Heartbeat("n2", 33.0, True))
+    assert V.nodes(st, "n2")["nodes"][1]["missing-os-users"] == []
     # with the Raft members known: a peer that is not a voter is a non-voting member
     assert [n["raft-role"] for n in V.nodes(st, "n2", ["n1", "n2"])["nodes"]] == \
         ["follower", "leader", "non-voter"]
