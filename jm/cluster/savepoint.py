@@ -154,7 +154,7 @@ def _stage(checkpoint_dir: str, tmp: str, meta: dict) -> dict:
                 queries[os.path.relpath(root, checkpoint_dir)] = last_committed(root)
                 dirs[:] = []  # a query checkpoint holds no other query
     shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
+    os.makedirs(tmp, mode=0o700)  # a tenant's state: the peer's user's only (restore copies)
     data = os.path.join(tmp, "checkpoint")
     if os.path.isdir(checkpoint_dir):
         _copy_tree(checkpoint_dir, data, queries)

@@ -277,9 +277,11 @@ def probe_user(name: str) -> str:
             "make them readable (o+rx) by that user")
 
 
-def drop_user(name: str, own: list[str]) -> None:
+def drop_user(name: str, own: list[str], private: tuple = ()) -> None:
     """Become `name` (its groups, gid, uid): after this the job cannot signal the peer.
-    `own`: paths the job must write (its run directory), given to the user first."""
+    `own`: paths the job must write (its run directory), given to the user first;
+    `private`: trees given to it whole and closed to every other user (its checkpoints:
+    what a savepoint's restore or an attempt of another user left there becomes its)."""
     pw = pwd.getpwnam(name) if not name.isdigit() else pwd.getpwuid(int(name))
     for path in own:
         try:
@@ -287,12 +289,32 @@ def drop_user(name: str, own: list[str]) -> None:
             os.chown(path, pw.pw_uid, pw.pw_gid)
         except OSError:
             pass
+    for path in private:
+        give_tree(path, pw.pw_uid, pw.pw_gid)
     os.initgroups(pw.pw_name, pw.pw_gid)
     os.setgid(pw.pw_gid)
     os.setuid(pw.pw_uid)
     home = pw.pw_dir if os.path.isdir(pw.pw_dir) and os.access(pw.pw_dir, os.W_OK) else None
     os.environ.update(USER=pw.pw_name, LOGNAME=pw.pw_name)
     os.environ["HOME"] = home or (own[0] if own else "/tmp")
+
+
+def give_tree(path: str, uid: int, gid: int) -> None:
+    """Make `path` (made if missing) and everything under it `uid`'s, the top mode 0700;
+    entries already its are not touched (a warm checkpoint costs a walk, not a write)."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        os.chmod(path, 0o700)
+    except OSError:
+        return
+    for root, dirs, files in os.walk(path):
+        for entry in [root] + [os.path.join(root, n) for n in dirs + files]:
+            try:
+                st = os.lstat(entry)
+                if st.st_uid != uid or st.st_gid != gid:
+                    os.lchown(entry, uid, gid)
+            except OSError:
+                pass
 
 
 # ---- the fence watch ----------------------------------------------------------------------

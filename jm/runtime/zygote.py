@@ -134,9 +134,8 @@ def _child(params: RunParams, fds_to_close: list[int], zygote_pid: int, peer_pid
         confine.apply_limits(limits, target if switch else os.getuid(), cgroup is not None)
         if switch:
             own = [os.path.dirname(p) for p in (params.result_path, params.error_path) if p]
-            if params.checkpoint_dir:
-                own.append(params.checkpoint_dir)
-            confine.drop_user(limits.user, own)
+            confine.drop_user(limits.user, own,
+                              (params.checkpoint_dir,) if params.checkpoint_dir else ())
             # a change of credentials clears the parent-death signal: arm it again
             if not die_with_parent(zygote_pid):
                 os._exit(1)

@@ -37,10 +37,16 @@ async def _tokens(c) -> dict:
 
 
 async def _state(c, peer, jid, headers, want):
+    seen = {}
+
     async def reached():
         s, b = await ahttp("GET", c.url(peer) + f"/jobs/{jid}", headers=headers)
+        seen["job"] = b
         return b if s == 200 and b["state"] == want else None
-    return await apoll(reached, 60, what=f"job {jid} {want}")
+    try:
+        return await apoll(reached, 60, what=f"job {jid} {want}")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; the job: {seen.get('job')}") from None
 
 
 async def _submit(c, peer, headers, **extra):
@@ -298,3 +304,70 @@ async def test_os_user_is_refused_by_a_peer_not_running_as_root(tmp_path, monkey
         assert s == 409 and "not root" in b["errors"][0], b
         s, b = await ahttp("GET", c.url(0) + "/tenants", headers=bearer(ROOT))
         assert s == 200 and b["tenants"] == [], b  # nothing kept
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a tenant's work as its user")
+async def test_a_tenant_s_checkpoints_and_savepoints_are_closed_to_another_tenant_s_user(
+        tmp_path):
+    """Tenant a's streaming job (as nobody) keeps its checkpoint, resumes from its
+    stop's savepoint (restored by the peer, as root: given back to nobody whole), and
+    tenant b's job (as daemon) can read neither."""
+    from tests.integration.test_job_isolation import _open_up
+    from tests.integration.test_savepoints_moves import batches
+    _open_up(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    os.chmod(out, 0o777)
+    async with running(str(tmp_path), 2, {"rest.auth.token": ROOT,
+                                          "jobmanager.executor.preload": "none"}) as c:
+        t = await _tokens(c)
+        for tenant, user in (("a", "nobody"), ("b", "daemon")):
+            s, b = await ahttp("PUT", c.url(0) + f"/tenants/{tenant}", {"os-user": user},
+                               headers=bearer(ROOT))
+            assert s == 200, b
+        ticker = {"entry": "isolation_jobs:private_ticker", "pyfiles": [FIX], "job-type": "streaming",
+                  "args": {"output": str(out)}}
+        jid = await _submit_spec(c, t["a-sub"], ticker)
+        await _state(c, 0, jid, t["a-sub"], "RUNNING")
+        await apoll(lambda: len(os.listdir(out)) >= 3, 60, what="3 batches")
+        s, b = await ahttp("POST", c.url(1) + f"/jobs/{jid}/stop", {}, headers=t["a-sub"])
+        assert s == 202, b
+        sp = await wait_savepoint_as(c, jid, b["request-id"], t["a-sub"])
+        location = sp["operation"]["location"]
+        stopped = await _state(c, 0, jid, t["a-sub"], "FINISHED")
+        checkpoint = os.path.join(str(tmp_path / "ha"), jid, "checkpoints")
+        assert os.stat(checkpoint).st_uid == pwd.getpwnam("nobody").pw_uid
+        assert os.stat(checkpoint).st_mode & 0o777 == 0o700
+        assert os.stat(location).st_mode & 0o777 == 0o700
+        # resumed from the savepoint (the peer copies it in as root): it writes on
+        upto = max(batches(out))
+        jid2 = await _submit_spec(c, t["a-sub"], {**ticker, "savepoint-path": location})
+        await _state(c, 0, jid2, t["a-sub"], "RUNNING")
+        await apoll(lambda: max(batches(out)) >= upto + 3, 60, what="batches after resume")
+        assert stopped["result"]["next"] == upto + 1
+        s, b = await ahttp("PATCH", c.url(0) + f"/jobs/{jid2}?mode=cancel",
+                           headers=t["a-sub"])
+        assert s == 202, b
+        # tenant b's code reads neither a's checkpoint nor its savepoint
+        offsets = os.path.join(checkpoint, "ticks", "offsets", "0")
+        meta = os.path.join(location, "_metadata")
+        assert os.path.exists(offsets) and os.path.exists(meta)
+        peek = {"entry": "isolation_jobs:peer_files", "pyfiles": [FIX],
+                "args": {"paths": [offsets, meta]}, "restart-strategy": {"type": "none"}}
+        jid3 = await _submit_spec(c, t["b-sub"], peek)
+        done = await _state(c, 0, jid3, t["b-sub"], "FINISHED")
+        assert done["result"] == {offsets: "PermissionError", meta: "PermissionError"}, done
+
+
+async def _submit_spec(c, headers, spec) -> str:
+    s, b = await ahttp("POST", c.url(0) + "/jobs", spec, headers=headers)
+    assert s == 202, b
+    return b["jobid"]
+
+
+async def wait_savepoint_as(c, jid, rid, headers):
+    async def check():
+        s, b = await ahttp("GET", c.url(0) + f"/jobs/{jid}/savepoints/{rid}", headers=headers)
+        assert s == 200, b
+        return b if b["status"]["id"] == "COMPLETED" else None
+    return await apoll(check, 60, what=f"savepoint {rid}")
