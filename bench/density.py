@@ -31,6 +31,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import ROOT, BenchCluster, median, pct, wait_until  # noqa: E402
+from jm.policy.vocab import TERMINAL  # noqa: E402
 
 TOKEN = "density-root"
 BENCH = os.path.dirname(os.path.abspath(__file__)) + "/"  # (a directory: ends with /)
@@ -110,14 +111,56 @@ def cpu_seconds(pids: list[int]) -> float:
     return out
 
 
-def cpu_cores(roots: list[int], seconds: float) -> float:
-    """Cores the cluster's processes used over `seconds` (processes that come and go in
-    between are not counted: at rest there are none)."""
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def roles(roots: list[int]) -> dict[int, str]:
+    """pid -> what it is: peer, zygote, job process, engine (a JVM), SQL worker, other
+    (a Python UDF worker, a Livy process, a classic job's driver's children)."""
     pids = descendants(roots)
-    before = cpu_seconds(pids)
+    zygotes = {p for p in pids if "jm.runtime.zygote" in _cmdline(p)
+               and _parent(p) in roots}
+    out = {}
+    for pid in pids:
+        if pid in roots:
+            out[pid] = "peer"
+        elif pid in zygotes:
+            out[pid] = "zygote"
+        elif _is_jvm(pid):
+            out[pid] = "engine" if "SparkConnectServer" in _cmdline(pid) else "driver"
+        elif _parent(pid) in zygotes:
+            out[pid] = "job process"
+        elif "sqlworker" in _cmdline(pid):
+            out[pid] = "sql worker"
+        else:
+            out[pid] = "other"
+    return out
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(_stat(pid)[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def cpu_cores(roots: list[int], seconds: float) -> tuple[float, dict]:
+    """Cores the cluster's processes used over `seconds`, in all and by role (processes
+    that come and go in between are not counted: at rest there are none)."""
+    who = roles(roots)
+    before = {pid: cpu_seconds([pid]) for pid in who}
     t0 = time.monotonic()
     time.sleep(seconds)  # the measurement window
-    return (cpu_seconds(pids) - before) / (time.monotonic() - t0)
+    took = time.monotonic() - t0
+    by: dict[str, float] = {}
+    for pid, role in who.items():
+        by[role] = by.get(role, 0.0) + (cpu_seconds([pid]) - before[pid]) / took
+    return sum(by.values()), {r: round(v, 3) for r, v in sorted(by.items())}
 
 
 # ---- feeding and latency --------------------------------------------------------------
@@ -184,7 +227,7 @@ def run_mode(mode: str, args) -> dict:
             wait_until(lambda: all(call("GET", u + "/healthz")[1].get("spark-ready")
                                    for u in c.urls), 300, "every peer's engine ready")
         idle_pss, idle_own = pss_mb(descendants(roots))
-        idle_cpu = cpu_cores(roots, args.rest / 3)
+        idle_cpu, idle_by = cpu_cores(roots, args.rest / 3)
         tokens = {}
         for t in range(args.tenants):
             s, b = call("POST", url + "/tokens", {"name": f"t{t}", "role": "submit",
@@ -214,7 +257,7 @@ def run_mode(mode: str, args) -> dict:
                        "every pipeline wrote a record")
             all_writing = time.time() - t_submit
             rest_from = time.time()
-            cores = cpu_cores(roots, args.rest)
+            cores, cores_by = cpu_cores(roots, args.rest)
             pss, own = pss_mb(descendants(roots))
             lat = [m - t for o in outputs for t, m in sink_rows(o) if t >= rest_from]
             blast = blast_radius(c, url, jobs, tokens, spark_mode, args) if args.oom else None
@@ -224,6 +267,7 @@ def run_mode(mode: str, args) -> dict:
         return {"mode": mode, "share-level": level, "spark-mode": spark_mode,
                 "pipelines": n, "tenants": args.tenants, "interval_s": args.interval,
                 "idle_pss_mb": round(idle_pss), "idle_cores": round(idle_cpu, 3),
+                "idle_cores_by_role": idle_by, "cores_at_rest_by_role": cores_by,
                 "pss_mb": round(pss), "pss_per_pipeline_mb": round((pss - idle_pss) / n, 1),
                 "own_pss_per_pipeline_mb": round((own - idle_own) / n, 1),
                 "cores_at_rest": round(cores, 3), "time_to_all_writing_s": round(all_writing, 1),
@@ -253,7 +297,7 @@ def blast_radius(c, url: str, jobs: dict, tokens: dict, spark_mode: str, args) -
 
     def ended():
         s, b = call("GET", url + f"/jobs/{oom}")
-        return b if b.get("state") in ("FAILED", "FINISHED", "CANCELED") else None
+        return b if b.get("state") in TERMINAL else None
     def placed():
         s, b = call("GET", url + f"/jobs/{oom}")
         return b.get("node") or (b if b.get("state") in ("FAILED", "FINISHED") else None)

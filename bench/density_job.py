@@ -32,3 +32,8 @@ def oom(ctx):
     size = int(ctx.args.get("size", 100_000))
     df = ctx.spark.range(rows).select(F.repeat(F.lit("x"), size).alias("s"))
     return len(df.agg(F.collect_list("s")).collect()[0][0])
+
+
+def one_row(ctx):
+    """A small query (bench/engine_start.py): what a job's start costs with its engine."""
+    return ctx.spark.range(1).count()

@@ -59,6 +59,7 @@ class JobMaster:
         self.env = env
         self.tenant = tenant
         self.os_user = runtime.os_user  # its tenant's: its job process runs as that user
+        self.runtime = runtime  # (its memory and CPU: the job process's cgroup)
         self.job_id = job_id
         self.epoch = epoch
         self.spec = spec
@@ -164,6 +165,8 @@ class JobMaster:
             tuple(pyfiles), script), self.streaming)
         if self.os_user and not params.run_as:  # (a proxy-user the policy allowed wins)
             params = replace(params, run_as=self.os_user)
+        if self.runtime.memory or self.runtime.cpu:
+            params = replace(params, memory=self.runtime.memory, cpu=self.runtime.cpu)
         token = own_token(self.engine.key, self.engine.server) if self.engine else None
         if token:  # a tenant's or a job's engine: its own token
             params = replace(params, spark_token=token)

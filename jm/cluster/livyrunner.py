@@ -24,6 +24,7 @@ from jm.cluster.engines import own_token
 from jm.cluster.services import SqlServices
 from jm.cluster.waits import wait_event
 from jm.policy.runparams import TOKEN_ENV
+from jm.runtime.confine import TENANT_CPU, TENANT_MEMORY
 from jm.runtime.limits import from_conf as job_limits
 from jm.runtime.sqlclient import StatementError, WorkerLost
 from jm.wire import livysessions as W
@@ -282,10 +283,11 @@ class LivyRunner:
                 s.kind == "pyspark" and s.id < st.id for s in livy.statements)
         return LOST_PROCESS.format(node=self.node) if earlier else ""
 
-    def _tenant_user(self, lv: LocalLivy) -> Optional[str]:
+    def _tenant_runtime(self, lv: LocalLivy) -> T.TenantRuntime:
+        """How the session's tenant's work runs: its OS user, memory and CPU."""
         with self.raft.read() as state:
             rec = state.sessions.get(lv.handle)
-            return T.os_user(state, rec.tenant) if rec is not None else None
+            return T.runtime(state, rec.tenant) if rec is not None else T.NO_RUNTIME
 
     def _proxy_user(self, lv: LocalLivy) -> Optional[str]:
         """The OS user the session's Python process runs as (its proxyUser), or None."""
@@ -311,9 +313,11 @@ class LivyRunner:
         # user, else its tenant's OS user, else jobmanager.executor.user: never as the
         # peer's user when one of them is set
         proxy = lv.repl.user = self._proxy_user(lv)
-        limits = job_limits(conf)
-        lv.repl.confine = replace(limits, user=proxy or self._tenant_user(lv)
-                                  or limits.user).to_dict()
+        limits, rt = job_limits(conf), self._tenant_runtime(lv)
+        # (and within its tenant's memory and CPU: a cgroup of its own)
+        lv.repl.confine = dict(replace(limits, user=proxy or rt.os_user
+                                       or limits.user).to_dict(),
+                               **{TENANT_MEMORY: rt.memory, TENANT_CPU: rt.cpu})
 
     async def _keep_state(self, lv: LocalLivy, items) -> list:
         """Record what a Python statement changed in its Spark session, for the session's

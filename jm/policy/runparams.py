@@ -49,6 +49,10 @@ class RunParams:
     restore_path: Optional[str] = None
     cleanup_session: Optional[str] = None  # stop the queries of this session, nothing else
     run_as: Optional[str] = None  # the OS user it runs as (its spec's proxy-user)
+    # its tenant's memory limit (bytes) and CPU weight (100: the default share), for the
+    # cgroup of the job process and all it starts (a classic job's driver JVM); 0: none
+    memory: int = 0
+    cpu: int = 0
     # Spark: connect (the peer's server) or classic (the job's own driver)
     spark_mode: str = "connect"
     spark_conf: Mapping[str, Any] = field(default_factory=dict)      # the job's spark-conf
@@ -77,7 +81,8 @@ class RunParams:
             object.__setattr__(self, name, tuple(getattr(self, name)))
         for name in ("args", "spark_conf", "spark_defaults"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
-        for name in ("attempt", "max_result_rows", "max_result_size", "max_failure_size"):
+        for name in ("attempt", "max_result_rows", "max_result_size", "max_failure_size",
+                     "memory", "cpu"):
             object.__setattr__(self, name, int(getattr(self, name)))
         for name in ("spark_waiting_after", "spark_wait"):
             object.__setattr__(self, name, float(getattr(self, name)))

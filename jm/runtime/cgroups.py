@@ -1,8 +1,10 @@
 """A cgroup of its own for one engine (a Spark Connect JVM and the Python UDF workers it
-starts): its tenant's memory limit and CPU weight, on a cgroup v2 mount or on cgroup v1's
-`memory` and `cpu` hierarchies. `files` (pure) says what is written; `EngineCgroup` does
-it, moves the JVM in, tells whether the kernel killed something in it for going over its
-limit, and removes it."""
+starts) or one job process (and what it starts: a classic job's driver JVM): its
+tenant's memory limit and CPU weight, on a cgroup v2 mount or on cgroup v1's `memory` and
+`cpu` hierarchies. `files` (pure) says what is written; `EngineCgroup` does it, moves the
+process in, tells whether the kernel killed something in it for going over its limit,
+and removes it. Engines' cgroups are under `jm-engines/`, job processes' under
+`jm-jobs/` (where the zygote's per-job cgroups of cgroup v2 are not to be had)."""
 from __future__ import annotations
 
 import os
@@ -10,6 +12,7 @@ from typing import Optional
 
 MOUNT = "/sys/fs/cgroup"
 V1_CONTROLLERS = ("memory", "cpu")
+ENGINES, JOBS = "jm-engines", "jm-jobs"  # the groups' parent directories
 SWAP_FILES = ("memory.swap.max", "memory.memsw.limit_in_bytes")
 
 
@@ -49,8 +52,10 @@ def heap(memory: int, driver_memory: int) -> int:
 
 
 class EngineCgroup:
-    def __init__(self, name: str, memory: int, cpu: int, mount: str = MOUNT) -> None:
+    def __init__(self, name: str, memory: int, cpu: int, mount: str = MOUNT,
+                 group: str = ENGINES) -> None:
         self.name = name      # unique on the host: the peer's pid and the engine's name
+        self.group = group
         self.memory, self.cpu = memory, cpu
         self.mount = mount
         self.version = layout(mount)
@@ -86,7 +91,7 @@ class EngineCgroup:
         return True
 
     def _dir(self, sub: str) -> str:
-        return os.path.join(self.mount, sub, "jm-engines", self.name)
+        return os.path.join(self.mount, sub, self.group, self.name)
 
     def add(self, pid: int) -> None:
         for path in self.dirs:
@@ -113,6 +118,25 @@ class EngineCgroup:
             except OSError:
                 pass
         self.dirs = []
+
+
+def tenant_cgroup_name(zygote_pid: int, job_pid: int) -> str:
+    """The name of a job process's cgroup of its tenant's limits (unique on the host)."""
+    return f"{zygote_pid}-job-{job_pid}"
+
+
+def remove_job_cgroup(name: str, mount: str = MOUNT) -> bool:
+    """Remove the job cgroup `name` (under JOBS, v2 or v1) once its processes are gone;
+    False while one is still busy."""
+    busy = False
+    for sub in ("", *V1_CONTROLLERS):
+        try:
+            os.rmdir(os.path.join(mount, sub, JOBS, name))
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            busy = busy or exc.errno == 16  # EBUSY: tasks left (being killed)
+    return not busy
 
 
 def _write(path: str, text: str) -> None:

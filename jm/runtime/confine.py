@@ -119,6 +119,37 @@ def remove_cgroup(path: str) -> bool:
 
 
 # ---- in the forked job process ------------------------------------------------------------
+def tenant_cgroup(cgroup: Optional[str], memory: int, cpu: int, name: str) -> Optional[str]:
+    """Bound this job process (and all it starts) by its tenant's memory and CPU weight:
+    in its per-job cgroup `cgroup` (v2) where it has one (the lower memory wins), else in
+    a cgroup of its own (v2 or v1, jm/runtime/cgroups.py). A note for the job's log when
+    it cannot be."""
+    from jm.runtime.cgroups import JOBS, EngineCgroup
+    if cgroup is not None:
+        for fname, value in (("memory.max", memory), ("cpu.weight", cpu)):
+            path = os.path.join(cgroup, fname)
+            if not value or not os.path.exists(path):
+                continue
+            now = _read(path)
+            if fname == "memory.max" and now.isdigit() and int(now) <= value:
+                continue
+            try:
+                _write(path, str(value))
+            except OSError as exc:
+                return f"its tenant's {fname} not set: {exc.strerror or exc}"
+        return None
+    own = EngineCgroup(name, memory, cpu, group=JOBS)
+    if not own.create():
+        return f"not bounded by its tenant's memory and CPU: {own.error}"
+    try:
+        own.add(os.getpid())
+    except OSError as exc:
+        own.remove()
+        return f"not bounded by its tenant's memory and CPU: {exc.strerror or exc}"
+    return None
+
+
+
 def join_cgroup(base: str, limits: L.JobLimits) -> Optional[str]:
     """Put this process into a new cgroup of its own under `base`."""
     path = os.path.join(base, L.job_cgroup_name(os.getpid()))
@@ -194,6 +225,13 @@ def apply_limits(limits: L.JobLimits, job_uid: int, cgroup: bool) -> None:
 
 
 CONFINE_ENV = "JM_CONFINE"  # a child's JobLimits (JSON), for confine_self
+# ... and its tenant's memory (bytes) and CPU weight, keys of the same JSON object
+TENANT_MEMORY, TENANT_CPU = "tenant-memory", "tenant-cpu"
+
+
+def own_cgroup_name(pid: int) -> str:
+    """The cgroup (under jm-jobs) of a process confine_self bounded by its tenant's."""
+    return f"confined-{pid}"
 
 
 def confine_self(environ) -> None:
@@ -204,7 +242,13 @@ def confine_self(environ) -> None:
     text = environ.pop(CONFINE_ENV, "")
     if not text:
         return
-    limits = L.JobLimits.from_dict(json.loads(text))
+    payload = json.loads(text)
+    limits = L.JobLimits.from_dict(payload)
+    memory, cpu = int(payload.get(TENANT_MEMORY, 0)), int(payload.get(TENANT_CPU, 0))
+    if memory or cpu:  # its tenant's, in a cgroup of its own (the peer removes it)
+        note = tenant_cgroup(None, memory, cpu, own_cgroup_name(os.getpid()))
+        if note:
+            print(f"[jm] {note}", file=sys.stderr, flush=True)
     target = user_uid(limits.user)
     if limits.user is not None and target is None:  # never as the peer's user instead
         raise SystemExit(f"UserNotFound: the OS user {limits.user!r} this process runs as "

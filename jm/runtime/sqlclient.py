@@ -15,7 +15,8 @@ from typing import Any, Callable, Optional
 
 from jm.policy.jobenv import child_environ
 from jm.runtime import sqlproto as P
-from jm.runtime.confine import CONFINE_ENV
+from jm.runtime.cgroups import remove_job_cgroup
+from jm.runtime.confine import CONFINE_ENV, TENANT_CPU, TENANT_MEMORY, own_cgroup_name
 from jm.runtime.zygote import PARENT_ENV
 
 log = logging.getLogger("jm.sql.worker")
@@ -118,6 +119,8 @@ class ChildProcess:
                 except ProcessLookupError:
                     pass
             code = await proc.wait()
+            if self.confine and (self.confine.get(TENANT_MEMORY) or self.confine.get(TENANT_CPU)):
+                remove_job_cgroup(own_cgroup_name(proc.pid))  # (its tenant's: now empty)
             if not self._closing:
                 self.log.error("%s exited with code %s", self.what[0].upper() + self.what[1:],
                                code)

@@ -40,6 +40,7 @@ from jm.policy.runparams import RunParams
 from jm.policy.runparams import TOKEN_ENV
 from jm.policy.sinknote import SPARK_LOG_ENV
 from jm.runtime import limits as L
+from jm.runtime.cgroups import remove_job_cgroup, tenant_cgroup_name
 from jm.runtime.confine import limits_note, state_of
 from jm.runtime.zygoteproto import (CGROUP_ENV, LIMITS_ENV, PARENT_ENV, ProtocolError,
                                     Ready, latest_lease, next_frame, pack, unpack)
@@ -125,6 +126,11 @@ def _child(params: RunParams, fds_to_close: list[int], zygote_pid: int, peer_pid
         os.close(logfd)
         sys.stdout = open(1, "w", buffering=1, closefd=False)
         sys.stderr = open(2, "w", buffering=1, closefd=False)
+        if params.memory or params.cpu:  # its tenant's (before it starts anything)
+            note = confine.tenant_cgroup(cgroup, params.memory, params.cpu,
+                                         tenant_cgroup_name(zygote_pid, os.getpid()))
+            if note:
+                print(f"[jm] {note}", file=sys.stderr, flush=True)
         if params.run_as:  # its proxy-user (jobmanager.executor.proxy-users allowed it)
             limits = dataclasses.replace(limits, user=params.run_as)
         target = confine.user_uid(limits.user)
@@ -192,11 +198,15 @@ class Cgroups:
     """The job processes' cgroups under `base` (none without one): removed as each job ends,
     again while one is still busy (its processes being killed)."""
 
-    def __init__(self, base: str | None) -> None:
+    def __init__(self, base: str | None, zygote_pid: int) -> None:
         self.base = base
+        self.zygote_pid = zygote_pid
         self.left: list[str] = []
+        self.left_tenant: list[int] = []  # jobs whose tenant's cgroup is still busy
 
     def drop(self, pid: int) -> None:
+        if not remove_job_cgroup(tenant_cgroup_name(self.zygote_pid, pid)):
+            self.left_tenant.append(pid)
         if self.base:
             from jm.runtime.confine import remove_cgroup
             path = os.path.join(self.base, L.job_cgroup_name(pid))
@@ -204,26 +214,35 @@ class Cgroups:
                 self.left.append(path)
 
     def retry(self) -> None:
+        if self.left_tenant:
+            self.left_tenant[:] = [p for p in self.left_tenant if not remove_job_cgroup(
+                tenant_cgroup_name(self.zygote_pid, p))]
         if self.left:
             from jm.runtime.confine import remove_cgroup
             self.left[:] = [p for p in self.left if not remove_cgroup(p)]
 
     def finish(self, pids: tuple) -> None:
         """At exit, once `pids` were killed: reap them, remove their cgroups and ours."""
-        if not self.base:
-            return
         from jm.runtime.confine import remove_cgroup
-        deadline = time.monotonic() + 2.0
-        for pid in pids:
-            try:
-                os.waitpid(pid, 0)
-            except OSError:
-                pass
-            self.drop(pid)
-        while self.left and time.monotonic() < deadline:
+        deadline = time.monotonic() + 2.0  # (a process stuck in the kernel is left)
+        left = set(pids)
+        while left:
+            for pid in list(left):
+                try:
+                    done = os.waitpid(pid, os.WNOHANG)[0] == pid
+                except OSError:
+                    done = True
+                if done:
+                    left.discard(pid)
+                    self.drop(pid)
+            if not left or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)  # the killed processes dying
+        while (self.left or self.left_tenant) and time.monotonic() < deadline:
             self.retry()
-            time.sleep(0.05)
-        remove_cgroup(self.base)
+            time.sleep(0.05)  # the killed processes leaving their cgroups
+        if self.base:
+            remove_cgroup(self.base)
 
 
 class ZygoteLoop:
@@ -233,7 +252,7 @@ class ZygoteLoop:
     def __init__(self, peer_pid: int, limits: L.JobLimits, cgroup_base: str | None) -> None:
         self.state = ZygoteState()
         self.peer_pid, self.limits, self.my_pid = peer_pid, limits, os.getpid()
-        self.cgroups = Cgroups(cgroup_base)
+        self.cgroups = Cgroups(cgroup_base, os.getpid())
         self.stdin_fd, self.stdout_fd = sys.stdin.fileno(), sys.stdout.fileno()
         os.set_blocking(self.stdin_fd, False)
         self.wake_r, self.wake_w = os.pipe()

@@ -123,6 +123,8 @@ async def test_each_tenant_has_its_engine_and_an_engine_s_death_stays_with_its_t
         assert (await _engines(c))["tenant-b"]["holders"] == 2  # its job and its session
         worker = c.peers[0].sql.workers.find(engines["tenant-b"]["url"])
         assert worker is not None and worker.alive
+        if CGROUPS:  # b's Livy code runs within b's memory (a cgroup of its own)
+            assert await _livy_memory_limit(c, b) == 1 << 30
 
         # tenant a's engine dies: a's job says so and restarts; b's job runs on untouched
         os.kill(pa, signal.SIGKILL)
@@ -152,6 +154,39 @@ async def test_each_tenant_has_its_engine_and_an_engine_s_death_stays_with_its_t
         await apoll(lambda: not _alive(restarted), 30, what="its JVM gone")
     if CGROUPS:  # its cgroup went with its engine
         assert not os.path.exists(_cgroup_dir(cgroup)), cgroup
+
+
+LIMIT_CODE = """
+import os
+for line in open("/proc/self/cgroup"):
+    _, ctl, path = line.rstrip().split(":", 2)
+    if ctl in ("", "memory") or "memory" in ctl.split(","):
+        d = "/sys/fs/cgroup" + ("" if ctl == "" else "/memory") + path
+        for name in ("memory.max", "memory.limit_in_bytes"):
+            if os.path.exists(os.path.join(d, name)):
+                print(path, open(os.path.join(d, name)).read().strip(), spark.range(3).count())
+"""
+
+
+async def _livy_memory_limit(c, headers) -> int:
+    """The memory limit of the cgroup a Livy pyspark session's code runs in."""
+    s, b = await ahttp("POST", c.url(0) + "/sessions", {"kind": "pyspark"}, headers=headers)
+    assert s == 201, b
+    n = b["id"]
+    s, b = await ahttp("POST", c.url(0) + f"/sessions/{n}/statements", {"code": LIMIT_CODE},
+                       headers=headers)
+    assert s == 201, b
+
+    async def done():
+        s, b = await ahttp("GET", c.url(0) + f"/sessions/{n}/statements/0", headers=headers)
+        return b if b["state"] in ("available", "error") else None
+    out = (await apoll(done, 120, what="the Livy statement"))["output"]
+    assert out["status"] == "ok", out
+    path, limit, count = out["data"]["text/plain"].split()
+    assert "jm-jobs/confined-" in path and count == "3", out
+    s, b = await ahttp("DELETE", c.url(0) + f"/sessions/{n}", headers=headers)
+    assert s == 200, b
+    return int(limit)
 
 
 def _cgroup_of(pid: int):

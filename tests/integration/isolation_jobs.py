@@ -128,3 +128,29 @@ def private_ticker(ctx):
         n += 1
         ctx.stop_requested.wait(0.05)
     return {"first": first, "next": n}
+
+
+def my_cgroup(ctx):
+    """The memory limit and CPU weight (v2) or shares (v1) of the cgroups this job process
+    is in: {"memory": bytes or None, "cpu": str or None, "paths": [...]}."""
+    out = {"memory": None, "cpu": None, "paths": []}
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            names = controllers.split(",") if controllers else [""]
+            for name in names:
+                base = os.path.join("/sys/fs/cgroup", name) + path
+                out["paths"].append(base)
+                for fname, key in (("memory.max", "memory"),
+                                   ("memory.limit_in_bytes", "memory"),
+                                   ("cpu.weight", "cpu"), ("cpu.shares", "cpu")):
+                    try:
+                        with open(os.path.join(base, fname)) as g:
+                            value = g.read().strip()
+                    except OSError:
+                        continue
+                    if key == "memory" and value.isdigit():
+                        out["memory"] = int(value)
+                    elif key == "cpu":
+                        out["cpu"] = value
+    return out

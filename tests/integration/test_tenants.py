@@ -371,3 +371,32 @@ async def wait_savepoint_as(c, jid, rid, headers):
         assert s == 200, b
         return b if b["status"]["id"] == "COMPLETED" else None
     return await apoll(check, 60, what=f"savepoint {rid}")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make cgroups")
+async def test_a_tenant_s_job_processes_run_within_its_memory_and_cpu(tmp_path):
+    """`jm tenant set --memory --cpu` bounds the tenant's job processes (v1 or v2: the
+    job's own cgroup), removed when the job ends; another tenant's job is not bounded."""
+    from jm.runtime.cgroups import layout
+    if layout() is None:
+        pytest.skip("no cgroup v2 mount and no v1 memory and cpu hierarchies")
+    async with running(str(tmp_path), 1, {"rest.auth.token": ROOT,
+                                          "jobmanager.executor.preload": "none"}) as c:
+        t = await _tokens(c)
+        rc, out, err = await jm("-a", c.url(0), "tenant", "set", "a", "--memory", "300 mb",
+                                "--cpu", "50", env={"JM_TOKEN": ROOT})
+        assert rc == 0, (out, err)
+        probe = {"entry": "isolation_jobs:my_cgroup", "pyfiles": [FIX],
+                 "restart-strategy": {"type": "none"}}
+        a = await _state(c, 0, await _submit_spec(c, t["a-sub"], probe), t["a-sub"],
+                         "FINISHED")
+        assert a["result"]["memory"] == 300 << 20, a["result"]
+        assert a["result"]["cpu"] in ("50", str(50 * 1024 // 100)), a["result"]
+        mine = [p for p in a["result"]["paths"] if "jm-jobs/" in p]
+        assert mine, a["result"]
+        # gone once the job ended (the zygote removes it)
+        await apoll(lambda: not any(os.path.exists(p) for p in mine), 30,
+                    what="the job's cgroup removed")
+        b = await _state(c, 0, await _submit_spec(c, t["b-sub"], probe), t["b-sub"],
+                         "FINISHED")
+        assert not any("jm-jobs/" in p for p in b["result"]["paths"]), b["result"]

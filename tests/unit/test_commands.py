@@ -120,7 +120,7 @@ def _blob(name, fields):
 def test_wire_format_is_ext_typed():
     raw = msgpack.unpackb(c.encode(c.Heartbeat("n1", 2.0)), raw=False)
     assert raw == _ext("Heartbeat", {"node": "n1", "time": 2.0, "ready": True,
-                                     "disk_low": ""})
+                                     "disk_low": "", "lacks": []})
 
 
 def test_decode_missing_optional_fields_uses_defaults():

@@ -214,6 +214,34 @@ def test_a_made_cgroup_gets_its_files_and_the_process_and_goes(tmp_path):
     assert not missing.create() and "no cgroup v2 mount" in missing.error
 
 
+def test_a_job_s_tenant_limits_go_into_its_per_job_cgroup_the_lower_memory_winning(
+        tmp_path):
+    from jm.runtime.confine import tenant_cgroup
+    (tmp_path / "memory.max").write_text("max")
+    (tmp_path / "cpu.weight").write_text("100")
+    assert tenant_cgroup(str(tmp_path), 300 << 20, 50, "unused") is None
+    assert (tmp_path / "memory.max").read_text() == str(300 << 20)
+    assert (tmp_path / "cpu.weight").read_text() == "50"
+    (tmp_path / "memory.max").write_text(str(100 << 20))  # jobmanager.executor.limits.memory
+    assert tenant_cgroup(str(tmp_path), 300 << 20, 0, "unused") is None
+    assert (tmp_path / "memory.max").read_text() == str(100 << 20)
+
+
+def test_a_job_s_cgroup_of_its_tenant_s_limits_is_removed_when_empty(tmp_path):
+    from jm.runtime.cgroups import JOBS, EngineCgroup, remove_job_cgroup, tenant_cgroup_name
+    for c in ("memory", "cpu"):
+        (tmp_path / c).mkdir()
+    name = tenant_cgroup_name(7, 4242)
+    cg = EngineCgroup(name, 300 << 20, 0, mount=str(tmp_path), group=JOBS)
+    assert cg.create(), cg.error
+    d = tmp_path / "memory" / JOBS / name
+    assert (d / "memory.limit_in_bytes").read_text() == str(300 << 20)
+    for f in d.iterdir():  # (a real cgroup's files go with its rmdir)
+        f.unlink()
+    assert remove_job_cgroup(name, mount=str(tmp_path)) and not d.exists()
+    assert remove_job_cgroup(name, mount=str(tmp_path))  # gone already: fine
+
+
 def test_a_job_that_failed_before_its_engine_died_is_named_by_the_engine_s_log(tmp_path):
     (tmp_path / "spark-connect.log").write_text(LOG)
 

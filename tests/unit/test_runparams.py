@@ -21,7 +21,8 @@ def full() -> RunParams:
     return RunParams(
         **MINIMAL, name="n", streaming=True, entry="m:f", sql="SELECT 1", script="/s.py",
         argv=("a", "b"), args={"k": [1, {"x": None}]}, pyfiles=("/p/", "/q.zip"),
-        restore_path="/sp", cleanup_session="s0", run_as="etl", spark_mode="classic",
+        restore_path="/sp", cleanup_session="s0", run_as="etl", memory=1 << 30, cpu=50,
+        spark_mode="classic",
         spark_conf={"spark.a": "1"}, spark_defaults={"spark.b": "2"}, spark_master="local[1]",
         driver_host="h", spark_conf_dir="/conf", scratch_dir="/r/spark-local",
         spark_waiting_after=5.0, spark_remote="sc://h:1", session_id="s1",
