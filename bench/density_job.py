@@ -19,10 +19,13 @@ def pipeline(ctx):
              .trigger(processingTime=ctx.args.get("trigger", "1 second"))
              .start())
     print("pipeline started", flush=True)
-    while not ctx.stop_requested.wait(2.0):
-        if not query.isActive:
-            raise RuntimeError(f"the query stopped: {query.exception()}")
-    query.stop()
+    if ctx.args.get("poll"):  # the older way: a look at the query every `poll` s
+        while not ctx.stop_requested.wait(float(ctx.args["poll"])):
+            if not query.isActive:
+                raise RuntimeError(f"the query stopped: {query.exception()}")
+        query.stop()
+        return "stopped"
+    ctx.await_termination(query)
     return "stopped"
 
 

@@ -33,11 +33,7 @@ def main(ctx):
              .trigger(processingTime=ctx.args.get("trigger", "1 second"))
              .start())
     print(f"[streaming_events] query {query.id} started, attempt {ctx.attempt}", flush=True)
-    while query.isActive and not ctx.stop_requested.is_set():
-        ctx.stop_requested.wait(1.0)
-    if query.isActive:
-        query.stop()  # between micro-batches: nothing committed twice, nothing lost
-    exc = query.exception()
-    if exc is not None:
-        raise RuntimeError(f"streaming query failed: {exc}")
+    # until the query fails (raised here) or the job is stopped, cancelled or moved (the
+    # query is then stopped between micro-batches: nothing committed twice, nothing lost)
+    ctx.await_termination(query)
     return {"query": str(query.id), "stopped": True}

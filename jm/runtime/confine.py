@@ -15,6 +15,7 @@ import resource
 import signal
 import sys
 import threading
+import time
 from typing import Optional
 
 from jm.runtime import limits as L
@@ -362,6 +363,25 @@ def give_tree(path: str, uid: int, gid: int) -> None:
 
 
 # ---- the fence watch ----------------------------------------------------------------------
+class StatFile:
+    """/proc/<pid>/stat kept open: the process's state letter at each `state()` ('' once
+    it is gone)."""
+
+    def __init__(self, pid: int) -> None:
+        try:
+            self.fd: Optional[int] = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self.fd = None
+
+    def state(self) -> str:
+        if self.fd is None:
+            return ""
+        try:
+            return L.proc_state(os.pread(self.fd, 1024, 0).decode(errors="replace"))
+        except OSError:  # (the process is gone: ESRCH)
+            return ""
+
+
 def state_of(pid: int) -> str:
     """The process's state letter (R, S, T, ...), or '' if it is gone."""
     try:
@@ -380,9 +400,12 @@ def watch_fence(pids: list[int], interval: float = WATCH_INTERVAL) -> threading.
     The zygote continues the group once it runs again and the lease still holds, and kills
     it otherwise; a job never runs while its fence cannot act."""
     def run() -> None:
-        event = threading.Event()
-        while not event.wait(interval):
-            if not L.job_may_run([state_of(p) for p in pids]):
+        # each stat file opened once and read again in place (a look is two preads: an
+        # open and close of each per look cost a job process ~3 ms of CPU a second)
+        stats = [StatFile(p) for p in pids]
+        while True:
+            time.sleep(interval)  # the watch's period
+            if not L.job_may_run([s.state() for s in stats]):
                 try:
                     os.killpg(os.getpgid(0), signal.SIGSTOP)
                 except OSError:

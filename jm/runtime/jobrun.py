@@ -75,6 +75,37 @@ class JobContext:
                                    f"within {self._spark_wait:g} s")
             time.sleep(0.1)
 
+    def await_termination(self, *queries: Any) -> None:
+        """Block until one of the streaming `queries` ends (its failure raised here) or the
+        job is asked to stop (a cancel, a stop with a savepoint, a move: each query is then
+        stopped between micro-batches, and this returns). One waiting call per query
+        instead of a poll of `query.isActive`: a poll is a request to the engine each
+        time, and the engine's cost of an idle pipeline is mostly such requests."""
+        wake = threading.Event()
+        errors: list = []
+
+        def watch(query: Any) -> None:
+            try:
+                query.awaitTermination()
+            except BaseException as exc:
+                errors.append(exc)
+            finally:
+                wake.set()
+
+        def relay() -> None:
+            self.stop_requested.wait()
+            wake.set()
+        for target, args in [(relay, ())] + [(watch, (q,)) for q in queries]:
+            threading.Thread(target=target, args=args, name="jm-await", daemon=True).start()
+        wake.wait()  # (the SIGTERM handler still runs: a lock's wait is interruptible)
+        if self.stop_requested.is_set():
+            for query in queries:
+                if query.isActive:
+                    query.stop()  # between micro-batches: nothing committed twice
+            return
+        if errors:
+            raise errors[0]
+
     def close(self) -> None:
         """Stop the streaming queries this job left running, release its Spark session."""
         if self._spark is not None:
@@ -376,6 +407,26 @@ def _prepare_process(ctx: JobContext, params: RunParams) -> None:
                        "JM_CHECKPOINT_DIR": ctx.checkpoint_dir})
     signal.signal(signal.SIGTERM,
                   _stop_handler(ctx, params.script is not None, params.streaming))
+    if params.spark_mode == "connect":
+        _calm_grpc()
+
+
+GRPC_WAIT_SLICE = 0.5  # s a thread blocked in a gRPC call sleeps between two looks
+
+
+def _calm_grpc() -> None:
+    """gRPC's Python client waits for a response in slices of 100 ms, so that a signal
+    handler never waits longer (grpc._common.MAXIMUM_WAIT_TIMEOUT). A streaming job blocks
+    in two such waits for its whole life (its awaitTermination or query poll, and its
+    listener's event stream), ~1.3 ms of CPU a second per job process, more than its
+    engine spends on an idle query. The job's SIGTERM handler only sets a flag and starts
+    a thread: half a second more before it runs is nothing against a stop's timeouts."""
+    try:
+        import grpc._common as common  # (the zygote preloaded it with pyspark's client)
+    except Exception:
+        return
+    if getattr(common, "MAXIMUM_WAIT_TIMEOUT", None) == 0.1:
+        common.MAXIMUM_WAIT_TIMEOUT = GRPC_WAIT_SLICE
 
 
 def _release(ctx: JobContext, classic: bool, watcher) -> None:
