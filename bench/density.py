@@ -15,8 +15,9 @@ after the other in one run:
     .venv/bin/python bench/density.py                          # 12 pipelines, 3 tenants
     .venv/bin/python bench/density.py --pipelines 30 --tenants 5 --modes tenant,peer
 
-Each pipeline is fed one record every --interval seconds (staggered). Results are
-written to bench/results/issue-40-density.json (--out).
+Each pipeline is fed one record every --interval seconds (staggered); the rest is
+measured --warm seconds after all of them wrote. Results are written to
+bench/results/issue-40-density.json (--out).
 """
 from __future__ import annotations
 
@@ -256,6 +257,7 @@ def run_mode(mode: str, args) -> dict:
             wait_until(lambda: all(sink_rows(o) for o in outputs), args.timeout,
                        "every pipeline wrote a record")
             all_writing = time.time() - t_submit
+            time.sleep(args.warm)  # the engines' JIT settles: a pipeline runs for days
             rest_from = time.time()
             cores, cores_by = cpu_cores(roots, args.rest)
             pss, own = pss_mb(descendants(roots))
@@ -266,6 +268,7 @@ def run_mode(mode: str, args) -> dict:
         n = args.pipelines
         return {"mode": mode, "share-level": level, "spark-mode": spark_mode,
                 "pipelines": n, "tenants": args.tenants, "interval_s": args.interval,
+                "warm_s": args.warm, "rest_s": args.rest,
                 "idle_pss_mb": round(idle_pss), "idle_cores": round(idle_cpu, 3),
                 "idle_cores_by_role": idle_by, "cores_at_rest_by_role": cores_by,
                 "pss_mb": round(pss), "pss_per_pipeline_mb": round((pss - idle_pss) / n, 1),
@@ -341,8 +344,11 @@ def main() -> int:
     ap.add_argument("--pipelines", type=int, default=12)
     ap.add_argument("--tenants", type=int, default=3)
     ap.add_argument("--modes", default="peer,tenant,tenant-packed,job,classic")
-    ap.add_argument("--interval", type=float, default=10.0,
+    ap.add_argument("--interval", type=float, default=60.0,
                     help="seconds between two records of one pipeline")
+    ap.add_argument("--warm", type=float, default=120.0,
+                    help="seconds after all pipelines write before the rest is measured "
+                         "(the engines' JIT compilers are busy for the first minutes)")
     ap.add_argument("--rest", type=float, default=60.0, help="the measured window (s)")
     ap.add_argument("--master", default="local[1]")
     ap.add_argument("--engine-memory", default="1g")

@@ -79,8 +79,8 @@ class JobContext:
         """Block until one of the streaming `queries` ends (its failure raised here) or the
         job is asked to stop (a cancel, a stop with a savepoint, a move: each query is then
         stopped between micro-batches, and this returns). One waiting call per query
-        instead of a poll of `query.isActive`: a poll is a request to the engine each
-        time, and the engine's cost of an idle pipeline is mostly such requests."""
+        instead of a poll of `query.isActive`, which is a request to the engine (an
+        ExecutePlan) each time."""
         wake = threading.Event()
         errors: list = []
 
