@@ -149,7 +149,8 @@ class Lease:
         try:
             hb = self.make_heartbeat(self.stamp(time.time()))
             # urgent: renewals are late (an election), or it tells a change (Spark ready,
-            # disk low, a tenant's user missing) that placement should see now, not half an interval later
+            # disk low, a tenant's user missing) that placement should see now, not half
+            # an interval later
             news = (hb.ready, hb.disk_low, hb.lacks)
             urgent = self.lease_from is None or news != self._told \
                 or sent_mono - self.lease_from > 1.5 * self.interval

@@ -150,7 +150,6 @@ def tenant_cgroup(cgroup: Optional[str], memory: int, cpu: int, name: str) -> Op
     return None
 
 
-
 def join_cgroup(base: str, limits: L.JobLimits) -> Optional[str]:
     """Put this process into a new cgroup of its own under `base`."""
     path = os.path.join(base, L.job_cgroup_name(os.getpid()))

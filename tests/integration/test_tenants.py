@@ -325,8 +325,8 @@ async def test_a_tenant_s_checkpoints_and_savepoints_are_closed_to_another_tenan
             s, b = await ahttp("PUT", c.url(0) + f"/tenants/{tenant}", {"os-user": user},
                                headers=bearer(ROOT))
             assert s == 200, b
-        ticker = {"entry": "isolation_jobs:private_ticker", "pyfiles": [FIX], "job-type": "streaming",
-                  "args": {"output": str(out)}}
+        ticker = {"entry": "isolation_jobs:private_ticker", "pyfiles": [FIX],
+                  "job-type": "streaming", "args": {"output": str(out)}}
         jid = await _submit_spec(c, t["a-sub"], ticker)
         await _state(c, 0, jid, t["a-sub"], "RUNNING")
         await apoll(lambda: len(os.listdir(out)) >= 3, 60, what="3 batches")
