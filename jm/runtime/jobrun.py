@@ -59,6 +59,7 @@ class JobContext:
             self._wait_for_spark()
             url = with_session(self._spark_remote, self._session_id)
             self._spark = connect_builder(url).getOrCreate()
+            _calm_grpc()
             shipped = [p for p in self._pyfiles if p.endswith((".py", ".zip", ".egg"))]
             if shipped:  # as spark-submit --py-files: importable by UDFs on the executors
                 self._spark.addArtifacts(*shipped, pyfile=True)
@@ -407,8 +408,7 @@ def _prepare_process(ctx: JobContext, params: RunParams) -> None:
                        "JM_CHECKPOINT_DIR": ctx.checkpoint_dir})
     signal.signal(signal.SIGTERM,
                   _stop_handler(ctx, params.script is not None, params.streaming))
-    if params.spark_mode == "connect":
-        _calm_grpc()
+    _calm_grpc()  # (if its zygote preloaded pyspark's client; else at its session)
 
 
 GRPC_WAIT_SLICE = 0.5  # s a thread blocked in a gRPC call sleeps between two looks
@@ -418,14 +418,11 @@ def _calm_grpc() -> None:
     """gRPC's Python client waits for a response in slices of 100 ms, so that a signal
     handler never waits longer (grpc._common.MAXIMUM_WAIT_TIMEOUT). A streaming job blocks
     in two such waits for its whole life (its awaitTermination or query poll, and its
-    listener's event stream), ~1.3 ms of CPU a second per job process, more than its
-    engine spends on an idle query. The job's SIGTERM handler only sets a flag and starts
-    a thread: half a second more before it runs is nothing against a stop's timeouts."""
-    try:
-        import grpc._common as common  # (the zygote preloaded it with pyspark's client)
-    except Exception:
-        return
-    if getattr(common, "MAXIMUM_WAIT_TIMEOUT", None) == 0.1:
+    listener's event stream): ~1.3 ms of CPU a second per idle job process. The job's
+    SIGTERM handler only sets a flag and starts a thread: half a second more before it
+    runs is nothing against a stop's timeouts."""
+    common = sys.modules.get("grpc._common")  # (not imported here: a job without Spark
+    if getattr(common, "MAXIMUM_WAIT_TIMEOUT", None) == 0.1:  # should not pay for it)
         common.MAXIMUM_WAIT_TIMEOUT = GRPC_WAIT_SLICE
 
 

@@ -42,6 +42,11 @@ def start_probes(c, n, probe_dir):
         ids.append(b["jobid"])
     poll(lambda: all(r["state"] == "RUNNING" for r in overview(c.urls[0]).values()), 60,
          what="probes running")
+    # RUNNING is reported when the job process is spawned, before the probe's first line:
+    # a fault right then would find an attempt that never wrote (nothing to check it by)
+    poll(lambda: all(os.path.exists(os.path.join(probe_dir, f"{j}.log"))
+                     and os.path.getsize(os.path.join(probe_dir, f"{j}.log")) > 0
+                     for j in ids), 60, what="every probe writing")
     return ids
 
 
