@@ -7,6 +7,7 @@ and removes it. Engines' cgroups are under `jm-engines/`, job processes' under
 `jm-jobs/` (where the zygote's per-job cgroups of cgroup v2 are not to be had)."""
 from __future__ import annotations
 
+import errno
 import os
 from typing import Optional
 
@@ -135,7 +136,7 @@ def remove_job_cgroup(name: str, mount: str = MOUNT) -> bool:
         except FileNotFoundError:
             pass
         except OSError as exc:
-            busy = busy or exc.errno == 16  # EBUSY: tasks left (being killed)
+            busy = busy or exc.errno == errno.EBUSY  # tasks left (being killed)
     return not busy
 
 
