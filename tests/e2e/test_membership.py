@@ -227,5 +227,6 @@ def test_grow_remove_replace_and_remove_the_leader_online(cluster, tmp_path):
     assert members(url) == sorted(map(node_id, live))
     quick = submit(url_of(live[1]), {"entry": "jobs_fixture:quick", "pyfiles": [FIX]})
     poll(lambda: job(url, quick)["state"] == "FINISHED", 60, what="a job afterwards")
-    for j in [ticker, *sleepy]:  # no job was lost on the way
-        assert job(url, j)["state"] in ("RUNNING", "CREATED")
+    for j in [ticker, *sleepy]:  # no job was lost on the way (one the removal moved may
+        # still be starting on its new peer: INITIALIZING)
+        assert job(url, j)["state"] in ("RUNNING", "CREATED", "INITIALIZING")
