@@ -58,8 +58,8 @@ class JobMaster:
                  runtime: TenantRuntime = NO_RUNTIME) -> None:
         self.env = env
         self.tenant = tenant
-        self.os_user = runtime.os_user  # its tenant's: its job process runs as that user
-        self.runtime = runtime  # (its memory and CPU: the job process's cgroup)
+        # its tenant's OS user (its job process runs as it), memory and CPU (its cgroup)
+        self.runtime = runtime
         self.job_id = job_id
         self.epoch = epoch
         self.spec = spec
@@ -163,8 +163,8 @@ class JobMaster:
             self.job_id, self.epoch, self.restart_index, env.node, run_dir, env.log_dir,
             self.checkpoint_dir, env.spark_conf_dir, remote, ready, self.session_id,
             tuple(pyfiles), script), self.streaming)
-        if self.os_user and not params.run_as:  # (a proxy-user the policy allowed wins)
-            params = replace(params, run_as=self.os_user)
+        if self.runtime.os_user and not params.run_as:  # (a proxy-user allowed wins)
+            params = replace(params, run_as=self.runtime.os_user)
         if self.runtime.memory or self.runtime.cpu:
             params = replace(params, memory=self.runtime.memory, cpu=self.runtime.cpu)
         token = own_token(self.engine.key, self.engine.server) if self.engine else None

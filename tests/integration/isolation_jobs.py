@@ -106,29 +106,18 @@ def peer_files(ctx):
 
 
 def private_ticker(ctx):
-    """jobs_fixture.ticker's checkpoint layout with nothing to import (a job run as
-    another user may not reach the interpreter's library where the test machine keeps
-    it private): offsets/n, out/<n>, commits/n, resuming after the last commit."""
-    q = os.path.join(ctx.checkpoint_dir, "ticks")
-    out = ctx.args["output"]
-    for d in (os.path.join(q, "offsets"), os.path.join(q, "commits"), out):
-        os.makedirs(d, exist_ok=True)
-    done = [int(n) for n in os.listdir(os.path.join(q, "commits")) if n.isdigit()]
-    n = first = max(done, default=-1) + 1
+    """jobs_fixture.ticker importing nothing more (a job run as another user may not reach
+    the interpreter's library where the test machine keeps it private): the last commit
+    read here instead of by jm.cluster.savepoint."""
+    from jobs_fixture import ticker
 
-    def put(path, text):
-        with open(path + ".tmp", "w") as f:
-            f.write(text)
-        os.replace(path + ".tmp", path)
-
-    while not ctx.stop_requested.is_set():
-        put(os.path.join(q, "offsets", str(n)), str(n))
-        put(os.path.join(out, str(n)), f"{ctx.job_id} {ctx.attempt}")
-        put(os.path.join(q, "commits", str(n)), str(n))
-        n += 1
-        ctx.stop_requested.wait(0.05)
-    return {"first": first, "next": n}
-
+    def last_committed(query_dir):
+        try:
+            names = os.listdir(os.path.join(query_dir, "commits"))
+        except FileNotFoundError:
+            return -1
+        return max((int(n) for n in names if n.isdigit()), default=-1)
+    return ticker(ctx, last_committed)
 
 def my_cgroup(ctx):
     """The memory limit and CPU weight (v2) or shares (v1) of the cgroups this job process

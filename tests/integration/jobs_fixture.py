@@ -46,13 +46,15 @@ def huge_result(ctx):
     return {"n": 2 ** 70}  # JSON can hold it; the replicated state (msgpack) cannot
 
 
-def ticker(ctx):
+def ticker(ctx, last_committed=None):
     """A stateful "streaming" job without Spark, laid out like a Spark query checkpoint:
     batch n writes offsets/n, then its output out/<n> (idempotent: a replay of an
     uncommitted batch overwrites it), then commits/n. It resumes after the last committed
-    batch, so an attempt that moves (or resumes from a savepoint) loses nothing and
-    duplicates nothing. Each output records the attempt that wrote it."""
-    from jm.cluster.savepoint import last_committed
+    batch (`last_committed(query dir)`, the savepoint module's by default), so an attempt
+    that moves (or resumes from a savepoint) loses nothing and duplicates nothing. Each
+    output records the attempt that wrote it."""
+    if last_committed is None:
+        from jm.cluster.savepoint import last_committed
     q = os.path.join(ctx.checkpoint_dir, "ticks")
     out = ctx.args["output"]
     for d in (os.path.join(q, "offsets"), os.path.join(q, "commits"), out):
