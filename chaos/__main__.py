@@ -13,6 +13,7 @@ removed after a pass and kept after a failure (its path in the output and the re
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import random
@@ -157,6 +158,9 @@ def run(sc: Scenario, out: str) -> int:
         load.join(60)
         final = _settle(c, sc, probe_jobs, log)
         streaming = finish_streaming(c, feeds, streaming_jobs, log)
+    except BaseException:
+        _last_words(c.base)
+        raise
     finally:
         stop.set()
         for feed in feeds:
@@ -273,6 +277,17 @@ def _settle(c: ChaosCluster, sc: Scenario, probe_jobs: list[str], log) -> dict:
             detail = call("GET", c.alive_url() + f"/jobs/{j}")[1]
             log(f"probe {j}: {detail.get('state')} attempts {detail.get('attempts')}")
     return final
+
+
+def _last_words(base: str) -> None:
+    """The run ended early: where its data is, and each peer log's last line (a peer that
+    stopped says why there)."""
+    print(f"the peers' data and logs are kept in {base}", file=sys.stderr)
+    for path in sorted(glob.glob(os.path.join(base, "log", "*.log"))):
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - 2000))
+            tail = f.read().decode(errors="replace").strip().splitlines()
+        print(f"  {os.path.basename(path)}: {tail[-1] if tail else '(empty)'}", file=sys.stderr)
 
 
 def _keep_or_remove(base: str, ok: bool) -> bool:
