@@ -257,7 +257,13 @@ def run_mode(mode: str, args) -> dict:
             wait_until(lambda: all(sink_rows(o) for o in outputs), args.timeout,
                        "every pipeline wrote a record")
             all_writing = time.time() - t_submit
-            time.sleep(args.warm)  # the engines' JIT settles: a pipeline runs for days
+            # the engines' JIT settles (a pipeline runs for days): the cores of each
+            # minute meanwhile show how far (C2 compiles for minutes after a JVM's start)
+            warming, left = [], args.warm
+            while left > 0:
+                window = min(60.0, left)
+                warming.append(round(cpu_cores(roots, window)[0], 3))
+                left -= window
             rest_from = time.time()
             cores, cores_by = cpu_cores(roots, args.rest)
             pss, own = pss_mb(descendants(roots))
@@ -268,7 +274,7 @@ def run_mode(mode: str, args) -> dict:
         n = args.pipelines
         return {"mode": mode, "share-level": level, "spark-mode": spark_mode,
                 "pipelines": n, "tenants": args.tenants, "interval_s": args.interval,
-                "warm_s": args.warm, "rest_s": args.rest,
+                "warm_s": args.warm, "rest_s": args.rest, "cores_while_warming": warming,
                 "idle_pss_mb": round(idle_pss), "idle_cores": round(idle_cpu, 3),
                 "idle_cores_by_role": idle_by, "cores_at_rest_by_role": cores_by,
                 "pss_mb": round(pss), "pss_per_pipeline_mb": round((pss - idle_pss) / n, 1),

@@ -17,11 +17,10 @@ from jm.config import Config
 from jm.policy.engines import PEER_ENGINE, EngineKey, ShareLevel
 from raft.tenants import TenantRuntime
 from jm.configvalues import parse_memory
-from jm.policy.runparams import RunParams
+from jm.policy.runparams import TOKEN_ENV, RunParams, fence_interval
 from jm.runtime.cgroups import EngineCgroup, heap
 from jm.runtime.executor import Executor
 from jm.runtime.sparkapp import SCRATCH
-from jm.policy.runparams import TOKEN_ENV
 from jm.runtime.sparkjvm import free_port, server_conf
 from jm.runtime.sparkserver import SparkConnectServer
 
@@ -145,7 +144,8 @@ class SparkAccess:
             checkpoint_dir=os.path.join(self.data_dir, "warmup"),
             spark_remote=server.url, spark_ready_file=None,
             spark_wait=self.conf["spark.connect.startup-timeout"],
-            max_result_rows=1, max_result_size=1024)
+            max_result_rows=1, max_result_size=1024,
+            fence_interval=fence_interval(self.conf["jobmanager.lease-timeout"]))
         jp = await self._executor.spawn(params)
         await asyncio.wait_for(jp.exited, self.conf["spark.connect.startup-timeout"])
 

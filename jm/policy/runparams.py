@@ -26,6 +26,17 @@ class RunParamsError(ValueError):
     """A wire form that is no RunParams (not a dict, an unknown or a missing key)."""
 
 
+MAX_FENCE_INTERVAL = 0.5  # seconds: a stopped fence stops its jobs within this
+
+
+def fence_interval(lease_timeout: float) -> float:
+    """How often a job process looks at its fences. A peer or zygote stopped right after
+    a renewal leaves its jobs a whole lease: they must be stopped well within it (a
+    quarter), and a look costs CPU in every job process (at 10 a second, ~1 ms/s: more
+    than its engine spends on an idle query), so no more often than that needs."""
+    return min(MAX_FENCE_INTERVAL, lease_timeout / 4)
+
+
 @dataclass(frozen=True)
 class RunParams:
     # who: the job and its attempt (the JobMaster's epoch), the peer that runs it
@@ -53,6 +64,9 @@ class RunParams:
     # cgroup of the job process and all it starts (a classic job's driver JVM); 0: none
     memory: int = 0
     cpu: int = 0
+    # seconds between its looks at the zygote and the peer (fence_interval of the
+    # lease): it stops itself while one of them is stopped
+    fence_interval: float = MAX_FENCE_INTERVAL
     # Spark: connect (the peer's server) or classic (the job's own driver)
     spark_mode: str = "connect"
     spark_conf: Mapping[str, Any] = field(default_factory=dict)      # the job's spark-conf
@@ -84,7 +98,7 @@ class RunParams:
         for name in ("attempt", "max_result_rows", "max_result_size", "max_failure_size",
                      "memory", "cpu"):
             object.__setattr__(self, name, int(getattr(self, name)))
-        for name in ("spark_waiting_after", "spark_wait"):
+        for name in ("spark_waiting_after", "spark_wait", "fence_interval"):
             object.__setattr__(self, name, float(getattr(self, name)))
         object.__setattr__(self, "streaming", bool(self.streaming))
 
@@ -177,6 +191,7 @@ def attempt_params(spec: Mapping[str, Any], conf: Any, place: AttemptPlace,
         max_result_rows=conf["sql.max-result-rows"],
         max_result_size=conf["jobmanager.result.max-size"],
         max_failure_size=conf["jobmanager.failure.max-size"],
+        fence_interval=fence_interval(conf["jobmanager.lease-timeout"]),
     )
 
 

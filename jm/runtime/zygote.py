@@ -145,7 +145,7 @@ def _child(params: RunParams, fds_to_close: list[int], zygote_pid: int, peer_pid
             # a change of credentials clears the parent-death signal: arm it again
             if not die_with_parent(zygote_pid):
                 os._exit(1)
-        confine.watch_fence([zygote_pid, peer_pid])
+        confine.watch_fence([zygote_pid, peer_pid], params.fence_interval)
         if params.spark_log:  # where a connect-mode query's console output goes
             os.environ[SPARK_LOG_ENV] = params.spark_log  # (jm/policy/sinknote.py)
         if params.spark_token:  # its engine's (a tenant's or its own), not the peer's

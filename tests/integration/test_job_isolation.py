@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from jm.policy.runparams import RunParams
+from jm.policy.runparams import RunParams, fence_interval
 from jm.runtime.executor import Executor, ExecutorConfigError
 from jm.runtime.limits import JobLimits, proc_state
 from tests.helpers import ahttp, apoll
@@ -44,13 +44,17 @@ def _open_up(path) -> None:
         p = os.path.dirname(p)
 
 
+LEASE = 1.0  # seconds: the leases the zygote tests below end after
+
+
 def _params(tmp_path, job, entry, args=None):
     run = tmp_path / "runs" / job
     run.mkdir(parents=True, exist_ok=True)  # (the JobMaster makes it)
     return RunParams(job_id=job, attempt=1, node="n1", entry=entry, sql=None,
                      args=args or {}, pyfiles=(FIX,), log_path=str(tmp_path / f"{job}.log"),
                      result_path=str(run / "result.json"), error_path=str(run / "error.json"),
-                     checkpoint_dir=str(tmp_path / "cp" / job))
+                     checkpoint_dir=str(tmp_path / "cp" / job),
+                     fence_interval=fence_interval(LEASE))
 
 
 def _result(tmp_path, job):
@@ -206,7 +210,7 @@ async def test_a_lease_renewed_while_the_zygote_was_stopped_keeps_its_jobs(tmp_p
         ex.set_lease(time.monotonic() + 60)
         jp, path = await _ticking(ex, tmp_path, "r")
         z = ex.zygote_pid
-        end = time.monotonic() + 1.0
+        end = time.monotonic() + LEASE
         ex.set_lease(end)
         await asyncio.sleep(0)  # (lets the write reach the pipe)
         os.kill(z, signal.SIGSTOP)
@@ -231,7 +235,7 @@ async def test_a_lease_that_ran_out_while_the_zygote_was_stopped_kills_its_jobs(
         ex.set_lease(time.monotonic() + 60)
         jp, path = await _ticking(ex, tmp_path, "k")
         z = ex.zygote_pid
-        end = time.monotonic() + 1.0
+        end = time.monotonic() + LEASE
         ex.set_lease(end)  # and then nothing: the peer is cut off
         await asyncio.sleep(0)
         os.kill(z, signal.SIGSTOP)

@@ -9,7 +9,7 @@ import msgpack
 import pytest
 
 from jm.policy.runparams import (REQUIRED, AttemptPlace, RunParams, RunParamsError,
-                                 attempt_params, cleanup_params)
+                                 attempt_params, cleanup_params, fence_interval)
 
 MINIMAL = {"job_id": "j", "attempt": 2, "node": "h:1", "log_path": "/l/a.log",
            "result_path": "/r/result.json", "error_path": "/r/error.json",
@@ -29,7 +29,7 @@ def full() -> RunParams:
         spark_ready_file="/ready", spark_wait=9.0, spark_log="/logs/spark-connect.log",
         spark_token="t0k",
         max_result_rows=7, max_result_size=99,
-        max_failure_size=55)
+        max_failure_size=55, fence_interval=0.2)
 
 
 def test_full_round_trip_through_the_wire_msgpack_and_json():
@@ -93,7 +93,8 @@ class _Conf(dict):
 CONF = _Conf({"spark.master": "spark://m:7077", "spark.executor-wait-warning": 30.0,
               "spark.connect.startup-timeout": 120.0, "sql.max-result-rows": 10,
               "jobmanager.result.max-size": 2048, "jobmanager.failure.max-size": 1024,
-              "spark.connect.embedded": True, "spark.remote": None})
+              "spark.connect.embedded": True, "spark.remote": None,
+              "jobmanager.lease-timeout": 1.0})
 
 
 def test_attempt_params_from_a_spec_and_the_peer():
@@ -113,7 +114,8 @@ def test_attempt_params_from_a_spec_and_the_peer():
         scratch_dir="/w/jobs/job1/4-2/spark-local", checkpoint_dir="/ha/job1/cp",
         restore_path="/sp", spark_remote="sc://h:15002", session_id="sess",
         spark_ready_file="/ready", spark_wait=120.0, spark_log="/logs/spark-connect.log",
-        max_result_rows=10, max_result_size=2048, max_failure_size=1024)
+        max_result_rows=10, max_result_size=2048, max_failure_size=1024,
+        fence_interval=0.25)  # a quarter of the 1 s lease
     bare = attempt_params({"sql": "SELECT 1"}, CONF, place, streaming=False)
     assert bare.spark_mode == "connect" and bare.argv == () and dict(bare.args) == {}
     # the Connect server's output is in the peer's log dir only when the peer runs it
@@ -127,3 +129,9 @@ def test_attempt_params_from_a_spec_and_the_peer():
     assert dataclasses.replace(c, entry=p.entry, sql=p.sql, cleanup_session=None,
                                log_path=p.log_path, result_path=p.result_path,
                                error_path=p.error_path) == p
+
+
+def test_a_job_looks_at_its_fences_within_a_quarter_of_the_lease_at_most_twice_a_second():
+    assert fence_interval(2.0) == 0.5   # the default lease: twice a second
+    assert fence_interval(30.0) == 0.5  # never rarer: a stop is seen within 0.5 s
+    assert fence_interval(1.0) == 0.25  # a short lease: stopped well within it
