@@ -15,7 +15,8 @@ from aiohttp.http_exceptions import HttpProcessingError
 from rest.gateway import ApiError, Gateway
 from rest.middleware import (  # (the app's keys and auth_middleware: imported from here)
     CLIENT_SSL, DETAILS, GATEWAY, MAX_BODY, MAX_SPEC, METRICS, PUBLIC_HEALTH, add_index,
-    auth_middleware, caller, consistency_middleware, errors_middleware, metrics_middleware)
+    auth_middleware, caller, consistency_middleware, errors_middleware, metrics_middleware,
+    scope_middleware)
 from rest.requests import gw, int_param, json_body
 
 log = logging.getLogger("jm.rest")
@@ -252,7 +253,8 @@ def make_app(gateway: Gateway, max_body: int, token: Optional[str] = None,
                                        guard_middleware(token, hosts, allowed_hosts,
                                                         allowed_origins),
                                        auth_middleware(token, peer_credential),
-                                       consistency_middleware(wait_timeout)],
+                                       consistency_middleware(wait_timeout),
+                                       scope_middleware],
                           client_max_size=max_body + 1024)
     app.on_response_prepare.append(add_index)
     app[GATEWAY] = gateway

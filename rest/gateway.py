@@ -8,6 +8,7 @@ from typing import Any, Callable, Mapping, Optional, Protocol
 
 INDEX_HEADER = "X-JM-Index"          # answers: the Raft index this peer has applied
 MIN_INDEX_HEADER = "X-JM-Min-Index"  # requests: answer only once you have applied this
+FORWARDED = "X-JM-Forwarded"  # a request a peer passed on to the peer that carries it out
 
 
 class ApiError(Exception):
@@ -172,9 +173,10 @@ class Gateway(Protocol):
                             id_ok: Optional[Callable[[str], bool]], who: Credential
                             ) -> list[bytes]: ...
     # tenants (lists above show only what `who` may see)
-    def visible(self, param: str, value: str, who: Credential) -> bool:
-        """False when the job, batch, session or artifact a path parameter names exists
-        and is another tenant's (the answer is then the same 404 as for none)."""
+    def visible(self, param: str, value: str, who: Credential) -> Optional[bool]:
+        """Whether `who` may see the job, batch, session, pipeline or artifact a path
+        parameter names (another tenant's: the same 404 as for none); None when this
+        replica does not know it."""
     async def set_tenant(self, name: str, body: Any) -> dict: ...
     # named pipelines (jm/cluster/pipelines.py)
     async def put_pipeline(self, name: str, body: Any, who: Credential) -> tuple[int, dict]:

@@ -13,8 +13,8 @@ from aiohttp import web
 from aiohttp.web_urldispatcher import MatchInfoError
 
 from rest import roles
-from rest.gateway import (ANYONE, INDEX_HEADER, MIN_INDEX_HEADER, ROOT, ApiError,
-                          Credential, Gateway)
+from rest.gateway import (ANYONE, FORWARDED, INDEX_HEADER, MIN_INDEX_HEADER, ROOT,
+                          ApiError, Credential, Gateway)
 
 log = logging.getLogger("jm.rest")
 
@@ -100,9 +100,8 @@ def auth_middleware(token: Optional[str], peer_credential: Optional[str]):
             route, params = await _route(request)
             if not roles.allows(named.role, roles.required(request.method, route)):
                 return error_response(403, [f"the {named.role} role may not do this"])
-            hidden = None if named.sees_all else _hidden(request, params, named)
-            if hidden is not None:
-                return error_response(404, [hidden])
+            if not named.sees_all:  # checked after the index wait (scope_middleware)
+                request[SCOPED] = {k: v for k, v in params.items() if k in HIDDEN}
         return await handler(request)
     return middleware
 
@@ -115,14 +114,39 @@ HIDDEN = {"job_id": "job {} not found", "batch_id": "batch {} not found",
           "pipeline": "pipeline {} not found"}
 
 
-def _hidden(request: web.Request, params: dict, who: Credential) -> Optional[str]:
-    """The 404 answer when the job, batch, session or artifact the path names belongs to
-    another tenant than `who`'s, else None."""
+SCOPED = web.RequestKey("jm_scoped", dict)  # the path's objects a tenant's caller names
+CREATED_BY_PATH = (("PUT", "pipeline"),)  # a request that names what it creates
+
+
+@web.middleware
+async def scope_middleware(request: web.Request, handler):
+    """A tenant's credential reaches only its tenant's jobs, batches, sessions, pipelines
+    and artifacts; another tenant's answer the same 404 as none. Checked after the index
+    wait (consistency_middleware runs first) against the objects as this replica has them
+    then: an object it does not know yet is looked for once more after one Raft barrier
+    (created through another peer an instant ago) and is a 404 if still unknown, never
+    let through to a handler that might find it later as another tenant's."""
+    scoped = request.get(SCOPED)
+    if scoped:
+        hidden = await _hidden(request, scoped, caller(request))
+        if hidden is not None:
+            return error_response(404, [hidden])
+    return await handler(request)
+
+
+async def _hidden(request: web.Request, params: dict, who: Credential) -> Optional[str]:
+    """The 404 answer when an object the path names is another tenant's than `who`'s or
+    unknown (a name a PUT creates may be unknown), else None."""
     gw = request.app[GATEWAY]
     for param, value in params.items():
-        answer = HIDDEN.get(param)
-        if answer is not None and not gw.visible(param, value, who):
-            return answer.format(value)
+        seen = gw.visible(param, value, who)
+        if seen is None and (request.method, param) in CREATED_BY_PATH:
+            continue
+        if seen is None and FORWARDED not in request.headers:
+            await gw.sql.catch_up()  # (a forwarded request waited for its sender's index)
+            seen = gw.visible(param, value, who)
+        if not seen:
+            return HIDDEN[param].format(value)
     return None
 
 

@@ -13,12 +13,12 @@ from typing import Any, Awaitable, Callable
 import aiohttp
 from aiohttp import web
 
-from rest.gateway import ApiError, Forward, ResultPage, SessionInfo, UnknownSession
+from rest.gateway import (FORWARDED, ApiError, Forward, ResultPage, SessionInfo,
+                          UnknownSession)
 from rest.middleware import CLIENT_SSL, GATEWAY, MAX_BODY, caller
 from rest.requests import json_body
 
 VERSIONS = ("v1", "v2")
-FORWARDED = "X-JM-Forwarded"
 REQUEST_ID = web.RequestKey("jm_request_id", str)  # the statement's request id
 HTTP: web.AppKey[Any] = web.AppKey("sql_http")
 SLOW_ANSWER = 1.0  # s: a proxied request this slow starts watching for its session's move

@@ -11,12 +11,12 @@ from datetime import datetime, timezone
 
 from aiohttp import web
 
+from rest.gateway import FORWARDED
 from rest.middleware import CALLER, GATEWAY, PEERS_ONLY, caller
 from rest.requests import gw, json_body
 
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 QUIET = ("/heartbeat",)  # a session's keep-alive: not worth an entry each
-FORWARDED = "X-JM-Forwarded"  # a request a peer passed on: audited by that peer
 MAX_SCAN = 64 * 1024  # an answer's body read for the job it made (POST /jobs, /batches)
 
 

@@ -51,9 +51,10 @@ def tenant_for(who: Credential, asked: Any) -> Optional[str]:
 class TenantAccess(GatewayBase):
     _audit_log: Optional[AuditLog] = None
 
-    def visible(self, param: str, value: str, who: Credential) -> bool:
-        """False only when the job (job_id), batch (batch_id), Livy session (session_id),
-        SQL session (sh) or artifact (artifact_id) exists and is another tenant's."""
+    def visible(self, param: str, value: str, who: Credential) -> Optional[bool]:
+        """Whether `who` may see the job (job_id), batch (batch_id), Livy session
+        (session_id), SQL session (sh), pipeline or artifact (artifact_id) a path names;
+        None when this replica does not know it (not yet, or never)."""
         with self.raft.read() as st:
             if param == "job_id":
                 rec = st.jobs.get(value)
@@ -67,10 +68,12 @@ class TenantAccess(GatewayBase):
                 rec = st.pipelines.get(value)
             elif param == "artifact_id":
                 art = st.artifacts.get(value)
-                return art is None or who.sees_all or T.key(who.tenant) in art.tenants
+                if art is None:
+                    return None
+                return who.sees_all or T.key(who.tenant) in art.tenants
             else:
                 return True
-            return rec is None or who.may_see(rec.tenant)
+            return None if rec is None else who.may_see(rec.tenant)
 
     # ---- quotas ----------------------------------------------------------------------
     @api_errors

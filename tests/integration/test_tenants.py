@@ -209,6 +209,48 @@ async def test_artifacts_and_livy_batches_are_their_tenant_s(tmp_path):
         assert b == {"pipelines": []}
 
 
+async def test_a_tenant_cannot_reach_another_s_object_by_waiting_for_it_to_exist(tmp_path):
+    """The tenant check runs after the X-JM-Min-Index wait, against the object as the
+    peer then has it: tenant a asks for the next Livy batch number with an index a few
+    entries ahead; tenant b's batch takes that number meanwhile; a gets the 404 of a batch
+    that does not exist (before: 200 and b's batch, the check having run before the wait
+    while the batch did not exist yet). An id no one has is a 404 too."""
+    import asyncio
+    async with running(str(tmp_path), 1, {"rest.auth.token": ROOT,
+                                          "rest.write-timeout": "30 s"}) as c:
+        t = await _tokens(c)
+        batch = {"file": FIX + "jobs_fixture.py"}
+        s, b = await ahttp("POST", c.url(0) + "/batches", batch, headers=t["b-sub"])
+        assert s in (200, 201), b
+        for ahead in (10, 40, 160):  # entries ahead: b's batch must commit within them
+            s, _, h = await ahttp("GET", c.url(0) + "/healthz", with_headers=True)
+            target = int(h["X-JM-Index"]) + ahead
+            s, b = await ahttp("GET", c.url(0) + "/batches", headers=t["b-sub"])
+            nxt = max(x["id"] for x in b["sessions"]) + 1
+            peek = asyncio.ensure_future(ahttp(
+                "GET", c.url(0) + f"/batches/{nxt}",
+                headers={**t["a-read"], "X-JM-Min-Index": str(target)}, timeout=60))
+            s, b, h = await ahttp("POST", c.url(0) + "/batches", batch, headers=t["b-sub"],
+                                  with_headers=True)
+            assert s in (200, 201) and b["id"] == nxt, b
+            committed = int(h["X-JM-Index"])
+            while not peek.done():  # more entries, until a's wait is over
+                await ahttp("POST", c.url(0) + "/tokens", {"name": f"x{target}-{id(peek)}",
+                                                           "role": "read"},
+                            headers=bearer(ROOT))
+                await asyncio.wait([peek], timeout=0.2)
+            s, b = peek.result()
+            assert s == 404 and b == {"errors": [f"batch {nxt} not found"]}, (s, b)
+            if committed <= target:  # the batch existed when a's wait ended: the race
+                break
+        else:
+            pytest.fail("b's batch never committed within the index a waited for")
+        s, b = await ahttp("GET", c.url(0) + f"/batches/{nxt}", headers=t["b-sub"])
+        assert s == 200 and b["id"] == nxt
+        s, b = await ahttp("GET", c.url(0) + "/jobs/" + "0" * 32, headers=t["a-read"])
+        assert s == 404 and b == {"errors": [f"job {'0' * 32} not found"]}, b
+
+
 async def _secret(c, name):
     s, b = await ahttp("POST", c.url(0) + "/tokens", {"name": name, "role": "submit",
                                                       "tenant": "a"}, headers=bearer(ROOT))
