@@ -20,8 +20,9 @@ from jm.configpeers import (MAX_PEER_ADDRESS, PeerAddress, choose_self,  # noqa:
 from jm.policy.engines import MIN_IDLE_TIMEOUT
 from jm.configvalues import RESTART_TYPES  # noqa: F401
 from jm.configvalues import (ConfigError, _bool, _choice, _float, _int, _log_cap, _log_level,
-                             _names, _opt_bool, _opt_str, _restart_type, _savepoints_dir,
-                             _size_or_percent, _str, parse_duration, parse_memory)
+                             _names, _opt_bool, _opt_str, _opt_syslog, _restart_type,
+                             _savepoints_dir, _size_or_percent, _str, parse_duration,
+                             parse_memory)
 from jm.policy import fsuri
 from raft.protocol import PROTOCOL
 
@@ -171,6 +172,8 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "rest.auth.jwt.audience": (_opt_str, None),
     "rest.auth.jwt.role-claim": (_str, "role"),
     "rest.auth.jwt.tenant-claim": (_str, "tenant"),
+    "rest.audit.max-files": (_int(1), 5),
+    "rest.audit.syslog": (_opt_syslog, None),
     "cluster.secret": (_opt_str, None),
     "cluster.secret-file": (_opt_str, None),
     # the Raft protocol this peer registers with (raft/protocol.py): lower during a

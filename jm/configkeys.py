@@ -419,6 +419,11 @@ DESCRIPTIONS: dict[str, str] = {
         "The claim holding the JWT's role: `read`, `submit` or `admin` (a dotted path reads a "
         "nested claim); a verified JWT without one of these is a 403."),
     "rest.auth.jwt.tenant-claim": "The claim holding the JWT's tenant (absent: every tenant).",
+    "rest.audit.max-files": (
+        "Rotated audit logs kept beside `audit.log` (`audit.log.1` .. `.N`, 16 MB each)."),
+    "rest.audit.syslog": (
+        "Also send every audit entry to syslog (facility auth, tag `jobmanager-audit`), for "
+        "shipping off the host: `udp://host:port` or a Unix socket's path (`/dev/log`)."),
     "cluster.secret": (
         "Shared by the peers: the Raft password (unless `raft.password` is set) and the source "
         "of the credential peers show each other over HTTP (artifact and log fetches; derived "

@@ -120,6 +120,27 @@ def _opt_str(v: Any) -> Optional[str]:
     return None if v in (None, "") else _str(v)
 
 
+def syslog_address(address: str) -> Any:
+    """A syslog destination as logging's SysLogHandler takes it: `udp://host:port` ->
+    (host, port); a Unix datagram socket's path (`/dev/log`) as it is. ValueError if it
+    is neither. (Datagrams only: a send never waits for a syslog server.)"""
+    if address.startswith("udp://"):
+        host, sep, port = address[6:].rpartition(":")
+        if sep and host and port.isdigit() and 0 < int(port) < 65536:
+            return host.strip("[]"), int(port)
+    elif address.startswith("/"):
+        return address
+    raise ValueError(f"{address!r} is neither udp://host:port nor a socket's path "
+                     "(/dev/log)")
+
+
+def _opt_syslog(v: Any) -> Optional[str]:
+    text = _opt_str(v)
+    if text is not None:
+        syslog_address(text)
+    return text
+
+
 def _opt_bool(v: Any) -> Optional[bool]:
     return None if v in (None, "") else _bool(v)
 

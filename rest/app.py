@@ -14,7 +14,8 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from rest.gateway import ApiError, Gateway
 from rest.middleware import (  # (the app's keys and auth_middleware: imported from here)
-    CLIENT_SSL, DETAILS, GATEWAY, MAX_BODY, MAX_SPEC, METRICS, PUBLIC_HEALTH, add_index,
+    CLIENT_SSL, DETAILS, GATEWAY, MAX_BODY, MAX_SPEC, METRICS, PEER_CREDENTIAL, PUBLIC_HEALTH,
+    add_index,
     auth_middleware, caller, consistency_middleware, errors_middleware, metrics_middleware,
     scope_middleware)
 from rest.requests import gw, int_param, json_body
@@ -258,6 +259,7 @@ def make_app(gateway: Gateway, max_body: int, token: Optional[str] = None,
                           client_max_size=max_body + 1024)
     app.on_response_prepare.append(add_index)
     app[GATEWAY] = gateway
+    app[PEER_CREDENTIAL] = peer_credential
     app[MAX_BODY] = max_body
     app[CLIENT_SSL] = client_ssl  # how this peer verifies others (rest.ssl.ca)
     # a job spec's own, smaller limit (the gateway's jobmanager.spec.max-size)

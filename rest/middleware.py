@@ -24,6 +24,23 @@ METRICS: web.AppKey[Any] = web.AppKey("metrics")
 MAX_BODY: web.AppKey[int] = web.AppKey("max_body", int)
 CLIENT_SSL: web.AppKey[Any] = web.AppKey("client_ssl")
 MAX_SPEC: web.AppKey[int] = web.AppKey("max_spec", int)  # jobmanager.spec.max-size
+PEER_CREDENTIAL: web.AppKey[Any] = web.AppKey("peer_credential")  # None without cluster.secret
+
+
+def forward_mark(app: web.Application) -> str:
+    """The X-JM-Forwarded value of a request this peer passes on: its peer credential
+    (that the receiving peer knows it from a peer), or "1" without cluster.secret."""
+    return app.get(PEER_CREDENTIAL) or "1"
+
+
+def forwarded_by_peer(request: web.Request) -> bool:
+    """A request another peer passed on, proven by its peer credential. Without
+    cluster.secret there is none to show: no request is taken for one (a client's own
+    X-JM-Forwarded proves nothing)."""
+    secret = request.app.get(PEER_CREDENTIAL)
+    given = request.headers.get(FORWARDED)
+    return bool(secret and given) and hmac.compare_digest(
+        given.encode("utf-8", "surrogateescape"), secret.encode())
 
 
 def error_response(status: int, errors: list[str], headers: dict | None = None) -> web.Response:

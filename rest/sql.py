@@ -15,7 +15,7 @@ from aiohttp import web
 
 from rest.gateway import (FORWARDED, ApiError, Forward, ResultPage, SessionInfo,
                           UnknownSession)
-from rest.middleware import CLIENT_SSL, GATEWAY, MAX_BODY, caller
+from rest.middleware import CLIENT_SSL, GATEWAY, MAX_BODY, caller, forward_mark
 from rest.requests import json_body
 
 VERSIONS = ("v1", "v2")
@@ -116,7 +116,7 @@ class _Unreachable(Exception):
 
 async def _proxy(request: web.Request, url: str) -> web.StreamResponse:
     from rest.gateway import MIN_INDEX_HEADER
-    headers = {FORWARDED: "1",
+    headers = {FORWARDED: forward_mark(request.app),
                MIN_INDEX_HEADER: str(request.app[GATEWAY].applied_index())}
     for name in ("Authorization", "Content-Type"):
         if name in request.headers:

@@ -12,12 +12,18 @@ from datetime import datetime, timezone
 from aiohttp import web
 
 from rest.gateway import FORWARDED
-from rest.middleware import CALLER, GATEWAY, PEERS_ONLY, caller
+from rest.middleware import CALLER, GATEWAY, PEERS_ONLY, caller, forwarded_by_peer
 from rest.requests import gw, json_body
 
 WRITES = ("POST", "PUT", "PATCH", "DELETE")
 QUIET = ("/heartbeat",)  # a session's keep-alive: not worth an entry each
 MAX_SCAN = 64 * 1024  # an answer's body read for the job it made (POST /jobs, /batches)
+MAX_FIELD = 256  # characters of a path or an id an entry keeps
+
+
+def cut(text: str, limit: int = MAX_FIELD) -> str:
+    """A request's path or id as an entry keeps it: at most `limit` characters."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 async def put_tenant(request: web.Request) -> web.Response:
@@ -41,9 +47,11 @@ def _entry(request: web.Request, status: int, body: bytes | None) -> dict:
              "who": (who.name or "-") if who is not None else None,
              "role": who.role if who is not None else None,
              "tenant": who.tenant if who is not None else None,
-             "method": request.method, "path": request.path, "status": status,
+             "method": request.method, "path": cut(request.path), "status": status,
              "remote": request.remote,
-             "ids": {k: v for k, v in request.match_info.items()}}
+             "ids": {k: cut(v) for k, v in request.match_info.items()}}
+    if FORWARDED in request.headers and not forwarded_by_peer(request):
+        entry["forwarded"] = "unproven"  # (a client's, or a peer's without cluster.secret)
     if body and len(body) <= MAX_SCAN and b'"jobid"' in body and status < 300:
         try:
             made = json.loads(body)
@@ -59,9 +67,10 @@ def _entry(request: web.Request, status: int, body: bytes | None) -> dict:
 @web.middleware
 async def audit_middleware(request: web.Request, handler):
     """An audit entry for every write request this peer took (not the peers' own beats
-    and votes, nor a request another peer passed on)."""
+    and votes, nor a request another peer passed on, with its peer credential to show for
+    it: the peer that took it wrote the entry)."""
     if request.method not in WRITES or request.path in PEERS_ONLY \
-            or FORWARDED in request.headers or request.path.endswith(QUIET):
+            or forwarded_by_peer(request) or request.path.endswith(QUIET):
         return await handler(request)
     start = time.monotonic()
     status, body = 500, None

@@ -6,11 +6,12 @@ this peer's entries and every other live peer's). The quotas are kept by raft/te
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from typing import Any, Mapping, Optional
 
-from jm.cluster.audit import AuditLog, merge_newest
+from jm.cluster.audit import AuditLog, RefusedTally, merge_newest, syslog_sink
 from jm.cluster.peerclient import PeerUnreachable
 from jm.cluster.reads import GatewayBase, api_errors
 from jm.cluster.resourcemanager import tenant_usage
@@ -20,6 +21,8 @@ from raft import tenants as T
 from raft.commands import SetTenant
 from raft.records import ALIVE, TERMINAL
 from rest.gateway import ApiError, Credential
+
+log = logging.getLogger("jm.audit")
 
 
 AUDIT_WAIT = 5.0  # s GET /audit waits for each other peer's entries
@@ -50,6 +53,7 @@ def tenant_for(who: Credential, asked: Any) -> Optional[str]:
 
 class TenantAccess(GatewayBase):
     _audit_log: Optional[AuditLog] = None
+    _refused: RefusedTally
 
     def visible(self, param: str, value: str, who: Credential) -> Optional[bool]:
         """Whether `who` may see the job (job_id), batch (batch_id), Livy session
@@ -148,11 +152,26 @@ class TenantAccess(GatewayBase):
     # ---- the audit log ---------------------------------------------------------------
     def _audit(self) -> AuditLog:
         if self._audit_log is None:
-            self._audit_log = AuditLog(self.log_dir)
+            sink, address = None, self.conf["rest.audit.syslog"]
+            if address:
+                try:
+                    sink = syslog_sink(address)
+                except OSError as exc:
+                    log.error("audit entries not sent to syslog %s: %s", address, exc)
+            self._audit_log = AuditLog(self.log_dir, self.conf["rest.audit.max-files"], sink)
+            self._refused = RefusedTally()
         return self._audit_log
 
     def audit(self, entry: Mapping[str, Any]) -> None:
-        self._audit().write({"peer": self.node, **entry})
+        """An entry of a request this peer took; one refused for want of credentials (401)
+        is counted per source instead (RefusedTally)."""
+        audit_log, now = self._audit(), time.monotonic()
+        if entry.get("status") == 401:
+            counts, entries = self._refused.refused(entry.get("remote"), now), []
+        else:
+            counts, entries = self._refused.due(now), [entry]
+        for e in [{"time": entry.get("time"), **c} for c in counts] + entries:
+            audit_log.write({"peer": self.node, **e})
 
     async def audit_entries(self, query: Mapping[str, str]) -> dict:
         """The newest entries of every live peer's audit log (`local`: this peer's only),

@@ -251,6 +251,55 @@ async def test_a_tenant_cannot_reach_another_s_object_by_waiting_for_it_to_exist
         assert s == 404 and b == {"errors": [f"job {'0' * 32} not found"]}, b
 
 
+async def test_the_audit_log_can_be_neither_skipped_nor_flushed(tmp_path):
+    """X-JM-Forwarded skips the audit entry only with the peer credential (the peer that
+    passed the request on wrote it); requests without credentials are counted per source,
+    so hundreds of them do not push the creation of an admin token out of the log; a
+    path is kept to 256 characters."""
+    import asyncio
+    from jm.policy.security import peer_credential
+    secret = "audit-test-secret"
+    async with running(str(tmp_path), 1, {"rest.auth.token": ROOT,
+                                          "cluster.secret": secret}) as c:
+        s, b = await ahttp("POST", c.url(0) + "/tokens", {"name": "ops", "role": "admin"},
+                           headers=bearer(ROOT))
+        assert s == 201, b
+        ops = bearer(b["token"])
+        forged = {**ops, "X-JM-Forwarded": "1"}  # a client's own: proves nothing
+        s, b = await ahttp("POST", c.url(0) + "/tokens", {"name": "sneaky", "role": "read"},
+                           headers=forged)
+        assert s == 201, b
+        peer = {**ops, "X-JM-Forwarded": peer_credential(secret)}
+        s, b = await ahttp("POST", c.url(0) + "/tokens", {"name": "passed-on", "role": "read"},
+                           headers=peer)
+        assert s == 201, b
+        long_path = "/jobs/" + "j" * 600 + "/stop"
+        s, b = await ahttp("POST", c.url(0) + long_path, {}, headers=ops)
+        assert s == 404, b
+
+        async def knock(n):
+            for _ in range(n):
+                s, _ = await ahttp("POST", c.url(0) + "/tokens", {"name": "x", "role": "admin"},
+                                   headers={"Authorization": "Bearer wrong"})
+                assert s == 401
+        await asyncio.gather(*(knock(100) for _ in range(4)))
+        s, b = await ahttp("GET", c.url(0) + "/audit?limit=10000&local=1", headers=ops)
+        assert s == 200, b
+        entries = b["entries"]
+        made = [e.get("ids", {}) for e in entries if e.get("path") == "/tokens"
+                and e.get("status") == 201]
+        assert len(made) == 2, entries  # ops and sneaky; passed-on was audited by its sender
+        sneaky = next(e for e in entries if e.get("path") == "/tokens"
+                      and e.get("status") == 201 and e.get("forwarded"))
+        assert sneaky["forwarded"] == "unproven" and sneaky["who"] == "ops"
+        refused = [e for e in entries if e.get("status") == 401]
+        assert [e["unauthenticated"] for e in refused] == [1], refused  # the rest counted
+        assert refused[0]["remote"] == "127.0.0.1"
+        cut = [e for e in entries if e.get("path", "").startswith("/jobs/jjj")]
+        assert len(cut) == 1 and len(cut[0]["path"]) == 256, cut
+        assert all(len(v) <= 256 for v in cut[0]["ids"].values())
+
+
 async def _secret(c, name):
     s, b = await ahttp("POST", c.url(0) + "/tokens", {"name": name, "role": "submit",
                                                       "tenant": "a"}, headers=bearer(ROOT))
