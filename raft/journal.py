@@ -24,6 +24,7 @@ import errno
 import logging
 import os
 import threading
+import time
 from typing import Any, Callable, Optional
 
 from pysyncobj import journal as pj
@@ -37,6 +38,13 @@ from raft.syncer import JournalFailed, JournalSyncer  # noqa: F401  (JournalFail
 from raft.transport import WireTransport
 
 log = logging.getLogger("jm.raft")
+
+
+class UnreadableSnapshot(JournalFailed):
+    """The member's snapshot exists but cannot be read: it stops instead of starting
+    from an empty state."""
+
+
 RESERVE_CHUNK = 4 * 1024 * 1024  # bytes of journal written ahead at a time
 _factory_lock = threading.Lock()
 
@@ -256,8 +264,14 @@ class DurableSyncObj(OwnAttributes, NoVoteUntilCaughtUp, PreVote, LazyReaders, p
         if not clearJournal:
             try:
                 data = self._SyncObj__serializer.deserialize()
-            except Exception:  # no snapshot, or none readable: pysyncobj decides
-                data = None
+            except Exception as exc:  # (pysyncobj calls this when the file exists)
+                # pysyncobj would log it and go on from an empty state, replaying the
+                # journal's entries after the snapshot onto it: a replica unlike any other
+                raise UnreadableSnapshot(
+                    f"the Raft snapshot {self._SyncObj__conf.fullDumpFile} cannot be read "
+                    f"({type(exc).__name__}: {exc}): this member stops (with its Raft dir "
+                    f"{os.path.dirname(self._SyncObj__conf.fullDumpFile)} moved away, it starts "
+                    "without Raft data and gets the state from the other members)") from exc
             journal = self._SyncObj__raftLog
             if data is not None:
                 for k in range(1, len(journal) - 1):
@@ -282,7 +296,28 @@ class DurableSyncObj(OwnAttributes, NoVoteUntilCaughtUp, PreVote, LazyReaders, p
             if node in nxt and nxt[node] < keep:
                 nxt[node] = keep
 
+    _halted: Optional[str] = None  # why this member does nothing any more
+
     def _onTick(self, timeToWait: float = 0.0) -> None:
+        if self._halted is not None:
+            time.sleep(timeToWait or 0.1)  # (the auto-tick thread's pace) until stopped
+            return
+        try:
+            self._tick(timeToWait)
+        except UnreadableSnapshot as exc:
+            self._halt(str(exc))
+
+    def _halt(self, why: str) -> None:
+        """Fail-stop: no more ticks (nothing applied, sent or answered); the journal's
+        failure hook tells the peer, which stops saying why."""
+        self._halted = why
+        journal = self._SyncObj__raftLog
+        if isinstance(journal, DurableJournal):
+            journal._fail(why)
+        else:
+            log.critical("%s", why)
+
+    def _tick(self, timeToWait: float) -> None:
         transport = self._SyncObj__transport
         if not isinstance(transport, SyncingTransport):
             return super()._onTick(timeToWait)

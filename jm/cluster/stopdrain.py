@@ -22,6 +22,7 @@ import os
 import time
 from typing import Any, Awaitable, Optional
 
+from jm.cluster.jobfiles import read_json
 from jm.policy import stopdrain as policy
 from jm.policy.stopdrain import DRAIN, SKIP, SelfView, StopMarker, StopView
 from raft import protocol
@@ -31,6 +32,7 @@ from raft.records import ALIVE
 
 log = logging.getLogger("jm.cluster.stopdrain")
 RECHECK = 1.0  # s: the lease's validity is no state change; looked at this often
+MARKER_MAX = 4096  # bytes: a marker is {"deadline": <a number>}
 MARKER = "stop-drain.json"  # in the peer's data dir: a stop's drain the record cannot tell
 
 
@@ -47,12 +49,16 @@ def _marker_path(peer: Any) -> str:
 
 
 def read_marker(peer: Any) -> Optional[StopMarker]:
-    """The marker of this peer's last stop (None: none, or unreadable)."""
+    """The marker of this peer's last stop (None: none, or unreadable: also one that is
+    no small regular file, a FIFO or /dev/zero put there, which would hang the start or
+    run it out of memory)."""
+    body, refused = read_json(_marker_path(peer), MARKER_MAX)
+    if refused is not None:
+        log.warning("%s %s: ignored", _marker_path(peer), refused)
     try:
-        with open(_marker_path(peer)) as f:
-            deadline = json.load(f)["deadline"]
+        deadline = body["deadline"]
         return StopMarker(None if deadline is None else float(deadline))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError, ValueError):
         return None
 
 

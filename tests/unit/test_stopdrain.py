@@ -136,3 +136,28 @@ def test_a_stop_neither_takes_over_nor_ends_an_operators_drain():
     assert p.drain_by_stop
     assert st.apply(DrainPeer("a:1", False, 7.0, by_stop=True)).ok
     assert not p.draining and not p.drain_by_stop
+
+
+def test_the_marker_is_read_only_from_a_small_regular_file(tmp_path):
+    """stop-drain.json: a FIFO there would hang the peer's start (open and read), /dev/zero
+    behind a symbolic link would run it out of memory: neither is read, nor a big file."""
+    import os
+    from types import SimpleNamespace
+    from jm.cluster.stopdrain import MARKER, read_marker
+    peer = SimpleNamespace(data_dir=str(tmp_path))
+    path = tmp_path / MARKER
+    assert read_marker(peer) is None
+    path.write_text('{"deadline": 12.5}')
+    assert read_marker(peer) == StopMarker(12.5)
+    path.write_text('{"deadline": null}')
+    assert read_marker(peer) == StopMarker(None)
+    path.write_text('{"deadline": "soon"}')
+    assert read_marker(peer) is None
+    path.write_text('{"deadline": 1}' + " " * 10_000)
+    assert read_marker(peer) is None
+    path.unlink()
+    os.mkfifo(path)  # nobody writes it: an open or read would wait forever
+    assert read_marker(peer) is None
+    path.unlink()
+    path.symlink_to("/dev/zero")
+    assert read_marker(peer) is None
