@@ -20,9 +20,9 @@ from jm.configpeers import (MAX_PEER_ADDRESS, PeerAddress, choose_self,  # noqa:
 from jm.policy.engines import MIN_IDLE_TIMEOUT
 from jm.configvalues import RESTART_TYPES  # noqa: F401
 from jm.configvalues import (ConfigError, _bool, _choice, _float, _int, _log_cap, _log_level,
-                             _names, _opt_bool, _opt_str, _opt_syslog, _restart_type,
-                             _savepoints_dir, _size_or_percent, _str, parse_duration,
-                             parse_memory)
+                             _names, _opt_bool, _opt_duration, _opt_str, _opt_syslog,
+                             _restart_type, _savepoints_dir, _size_or_percent, _str,
+                             parse_duration, parse_memory)
 from jm.policy import fsuri
 from raft.protocol import PROTOCOL
 
@@ -144,6 +144,8 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # the SQL gateway (Flink SQL Gateway REST API on every peer)
     "sql-gateway.session.idle-timeout": (parse_duration, "10 min"),
     "sql-gateway.livy-session.idle-timeout": (parse_duration, "1 h"),  # Livy's default
+    "sql-gateway.livy-session.max-waiting-statements": (_int(0), 100),  # 0: no limit
+    "sql-gateway.livy-session.statement-timeout": (_opt_duration, None),
     "sql-gateway.max-sessions": (_int(0), 200),      # per peer; 0: no limit
     "sql-gateway.max-statement-size": (parse_memory, "1 mb"),  # a statement's bytes
     "sql-gateway.worker-threads": (_int(1), 16),    # statements run at once per peer

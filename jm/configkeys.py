@@ -337,6 +337,12 @@ DESCRIPTIONS: dict[str, str] = {
         "A Livy interactive session (`POST /sessions`) without a new statement or a running "
         "one for this long is closed by its peer, its Python variables with it (Livy's "
         "`livy.server.session.timeout`)."),
+    "sql-gateway.livy-session.max-waiting-statements": (
+        "Statements of one Livy session waiting or running at most; one more is a 429 with "
+        "Retry-After (0: no limit)."),
+    "sql-gateway.livy-session.statement-timeout": (
+        "A Livy statement running longer is cancelled (its output says so) and the session "
+        "goes on with the next one. Unset: no limit."),
     "sql-gateway.max-sessions": (
         "SQL sessions one peer holds at most (`0`: no limit); a new session goes to the peer "
         "holding the fewest."),

@@ -134,6 +134,16 @@ def syslog_address(address: str) -> Any:
                      "(/dev/log)")
 
 
+def _opt_duration(v: Any) -> Optional[float]:
+    """A positive duration, or None (unset)."""
+    if v in (None, ""):
+        return None
+    seconds = parse_duration(v)
+    if seconds <= 0:
+        raise ValueError(f"expected a positive duration, got {v!r}")
+    return seconds
+
+
 def _opt_syslog(v: Any) -> Optional[str]:
     text = _opt_str(v)
     if text is not None:

@@ -23,7 +23,7 @@ from aiohttp import web
 from rest import sql as proxy
 from rest.gateway import ApiError, UnknownSession
 from rest.middleware import caller
-from rest.requests import int_or, int_param, json_body
+from rest.requests import int_or, int_param
 
 
 def _livy(request: web.Request):
@@ -63,7 +63,7 @@ async def _handle(request: web.Request, number: int) -> str:
 async def post_session(request: web.Request) -> web.StreamResponse:
     """Livy's and Flink SQL Gateway's (v2, unprefixed) session opening share the path: a
     body with Livy's fields (`kind`, ...) and none of Flink's opens a Livy session."""
-    body = await json_body(request, optional=True)
+    body = await proxy._body(request)  # (read no further than a SQL session's request)
     if not _livy(request).is_livy_request(body):
         return await proxy.open_session(request)
     return web.json_response(await _livy(request).open(body, caller(request)), status=201)

@@ -18,13 +18,7 @@ async def json_body(request: web.Request, optional: bool = False,
     rest.max-body-size) when it is larger, checked before it is read where the client
     said its length."""
     key, most = limit if limit is not None else ("rest.max-body-size", request.app[MAX_BODY])
-    if request.content_length is not None and request.content_length > most:
-        raise ApiError(413, f"request body too large ({request.content_length} bytes; limit "
-                            f"{key}, {most} bytes)")
-    raw = await request.read()
-    if len(raw) > most:
-        raise ApiError(413, f"request body too large ({len(raw)} bytes; limit {key}, "
-                            f"{most} bytes)")
+    raw = await body_bytes(request, key, most)
     if not raw.strip():
         if optional:
             return {}
@@ -35,6 +29,30 @@ async def json_body(request: web.Request, optional: bool = False,
         raise ApiError(400, f"malformed JSON: {exc}")
     except RecursionError:
         raise ApiError(400, "malformed JSON: nested too deeply") from None
+
+
+BODY = web.RequestKey("jm_body", bytes)  # the body as read (a proxy sends it on)
+
+
+async def body_bytes(request: web.Request, key: str = "rest.max-body-size",
+                     most: Optional[int] = None) -> bytes:
+    """The request's body, read no further than `most` bytes (413 naming `key` beyond:
+    before anything is read where the client said its length, else as soon as the
+    chunks it sends pass it). Kept on the request: a second call answers the same."""
+    if BODY in request:
+        return request[BODY]
+    most = request.app[MAX_BODY] if most is None else most
+    if request.content_length is not None and request.content_length > most:
+        raise ApiError(413, f"request body too large ({request.content_length} bytes; limit "
+                            f"{key}, {most} bytes)")
+    raw = bytearray()
+    async for chunk in request.content.iter_chunked(1 << 16):
+        raw += chunk
+        if len(raw) > most:
+            raise ApiError(413, f"request body too large (more than {most} bytes; limit "
+                                f"{key})")
+    request[BODY] = bytes(raw)
+    return request[BODY]
 
 
 def _not_json(name: str) -> Any:

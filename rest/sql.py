@@ -16,7 +16,7 @@ from aiohttp import web
 from rest.gateway import (FORWARDED, ApiError, Forward, ResultPage, SessionInfo,
                           UnknownSession)
 from rest.middleware import CLIENT_SSL, GATEWAY, MAX_BODY, caller, forward_mark
-from rest.requests import json_body
+from rest.requests import body_bytes, json_body
 
 VERSIONS = ("v1", "v2")
 REQUEST_ID = web.RequestKey("jm_request_id", str)  # the statement's request id
@@ -123,7 +123,7 @@ async def _proxy(request: web.Request, url: str) -> web.StreamResponse:
             headers[name] = request.headers[name]
     if request.get(REQUEST_ID):
         headers["X-Request-Id"] = request[REQUEST_ID]
-    body = await request.read()
+    body = await body_bytes(request)
     try:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=3,
                                         sock_read=_gw(request).proxy_read_timeout())

@@ -40,6 +40,7 @@ log = logging.getLogger("jm.livy")
 
 TOUCH_EVERY = 10.0   # s: a running statement keeps its session from expiring
 RETRY = 1.0          # s: before a statement's end is recorded again (Raft unavailable)
+KILL_AFTER = 10.0    # s: a statement past its timeout that an interrupt did not end
 GONE = object()      # _next: the session is not held here at this epoch any more
 LOST_PROCESS = ("note: this session's Python process started again on peer {node}: the "
                 "peer that held the session died, or the process exited. Python variables "
@@ -214,11 +215,15 @@ class LivyRunner:
         return await self._run_python(lv, st)
 
     async def _run_sql(self, lv: LocalLivy, st) -> tuple[str, Optional[dict]]:
+        limit = self.svc.conf["sql-gateway.livy-session.statement-timeout"]
         try:
             lv.op = await self.sql.execute(lv.handle, {"statement": st.code}, True,
                                            f"livy-{lv.number}-{st.id}")
-            schema, rows = await self._rows(lv)
+            rows = self._rows(lv)
+            schema, rows = await (rows if limit is None else asyncio.wait_for(rows, limit))
             return "available", W.sql_output(st.id, schema, rows)
+        except asyncio.TimeoutError:  # (its operation is closed below: cancelled)
+            return "available", _timed_out(st.id, limit, killed=False)
         except ApiError as exc:
             if exc.status == 409:
                 return "cancelled", None
@@ -256,12 +261,26 @@ class LivyRunner:
             notice = self._notice(lv, st)
             await self._start_repl(lv)
         run = asyncio.ensure_future(lv.repl.run(st.id, st.code))
+        limit = self.svc.conf["sql-gateway.livy-session.statement-timeout"]
+        clock = asyncio.get_running_loop().time
+        deadline, timed_out = (None if limit is None else clock() + limit), False
         try:
             while not run.done():
                 self._touch(lv)
-                await asyncio.wait({run}, timeout=TOUCH_EVERY)
+                wait = TOUCH_EVERY if deadline is None else min(TOUCH_EVERY,
+                                                                max(0.0, deadline - clock()))
+                await asyncio.wait({run}, timeout=wait)
+                if run.done() or deadline is None or clock() < deadline:
+                    continue
+                if not timed_out:  # interrupted (KeyboardInterrupt in its code) ...
+                    timed_out, deadline = True, clock() + KILL_AFTER
+                    await self._interrupt(lv, st.id)
+                else:  # ... or, stuck where no interrupt reaches, its process killed
+                    lv.repl.kill()
             res = run.result()
         except WorkerLost as exc:
+            if timed_out:
+                return "available", _timed_out(st.id, limit, killed=True)
             return "available", W.error_output(
                 st.id, "SessionProcessLost", f"the session's Python process exited ({exc}): "
                 "its Python variables were lost; the next statement starts a new one")
@@ -274,7 +293,15 @@ class LivyRunner:
         notes = await self._keep_state(lv, res.state)
         if res.ename == "KeyboardInterrupt" and st.id in lv.cancel_asked:
             return "cancelled", W.code_output(st.id, res, notice)
+        if timed_out and res.ename == "KeyboardInterrupt":
+            return "available", _timed_out(st.id, limit, killed=False)
         return "available", W.code_output(st.id, res, "\n".join(filter(None, (notice, *notes))))
+
+    async def _interrupt(self, lv: LocalLivy, statement: int) -> None:
+        try:
+            await lv.repl.interrupt(statement)
+        except (WorkerLost, StatementError, asyncio.TimeoutError) as exc:
+            log.info("Livy statement %d/%d: interrupt: %s", lv.number, statement, exc)
 
     def _notice(self, lv: LocalLivy, st) -> str:
         with self.raft.read() as state:
@@ -341,3 +368,12 @@ def _token_of(s) -> dict:
     engine's own token (the peer engine's is in every child's environment)."""
     token = own_token(s.engine_key, s.engine)
     return {TOKEN_ENV: token} if token else {}
+
+
+def _timed_out(statement: int, limit: float, killed: bool) -> dict:
+    """The output of a statement stopped at sql-gateway.livy-session.statement-timeout."""
+    how = ("no interrupt reached it: the session's Python process was stopped (its Python "
+           "variables were lost; the next statement starts a new one)") if killed else \
+        "it was interrupted"
+    return W.error_output(statement, "StatementTimeout", f"the statement ran longer than "
+                          f"{limit:g} s (sql-gateway.livy-session.statement-timeout): {how}")

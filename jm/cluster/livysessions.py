@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Optional
 
 from jm.cluster.livyrunner import LivyRunner
 from jm.cluster.services import SqlServices
+from jm.cluster.sqlsessions import check_properties_size
 from jm.cluster.tenancy import tenant_for
 from jm.policy.spec import proxy_refusal
 from jm.wire import livysessions as W
@@ -111,6 +112,7 @@ class LivySessions:
             req = W.session_request(body)
         except ValueError as exc:
             raise ApiError(400, *exc.args[0])
+        check_properties_size(req.conf, req.name, req.proxy_user or "")
         tenant = tenant_for(who, None)
         refused = req.proxy_user and proxy_refusal(
             req.proxy_user, self.svc.conf["jobmanager.executor.proxy-users"], "proxyUser",
@@ -138,6 +140,14 @@ class LivySessions:
         except ValueError as exc:
             raise ApiError(400, *exc.args[0])
         local = self.sql._held_here(s.handle, forwarded)
+        most = self.svc.conf["sql-gateway.livy-session.max-waiting-statements"]
+        again = bool(request_id) and any(st.request_id == request_id for st in livy.statements)
+        waiting = sum(1 for st in livy.statements if not st.state)
+        if most and not again and waiting >= most:  # (most 0: no limit)
+            raise ApiError(429, f"session {number} has {waiting} statements waiting or "
+                                "running, its limit (sql-gateway.livy-session."
+                                "max-waiting-statements); send more once they end",
+                           headers={"Retry-After": "5"})
         res = await self.sql._commit(AddLivyStatement(number, self.node, local.epoch, code,
                                                       kind, time.time(), request_id))
         if not res.ok:

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 from jm.cluster.batcher import Batcher
 from jm.cluster.services import SqlServices
@@ -33,6 +33,18 @@ log = logging.getLogger("jm.sql")
 
 RUNNING, CLOSED = OpStatus.RUNNING, OpStatus.CLOSED
 MAX_PROPERTIES_SIZE = 64 * 1024  # bytes of a session's name and properties
+
+
+def check_properties_size(props: Mapping[str, str], *names: str) -> None:
+    """413 when a session's properties and names (its name, a Livy proxyUser) are more
+    than MAX_PROPERTIES_SIZE bytes: they are kept in the replicated state and sent to
+    each holder."""
+    size = sum(len(k.encode("utf-8", "replace")) + len(v.encode("utf-8", "replace"))
+               for k, v in props.items()) + sum(len(n.encode("utf-8", "replace"))
+                                                for n in names)
+    if size > MAX_PROPERTIES_SIZE:
+        raise ApiError(413, f"the session's name and properties are {size} bytes, more "
+                            f"than {MAX_PROPERTIES_SIZE}")
 
 
 class SqlSessions:
@@ -276,11 +288,7 @@ class SqlSessions:
         if not isinstance(name, str):
             raise ApiError(400, "sessionName must be a string")
         props = {k: str(v) for k, v in props.items()}
-        size = sum(len(k.encode("utf-8", "replace")) + len(v.encode("utf-8", "replace"))
-                   for k, v in props.items()) + len(name.encode("utf-8", "replace"))
-        if size > MAX_PROPERTIES_SIZE:  # (kept in the replicated state, sent to each holder)
-            raise ApiError(413, f"the session's name and properties are {size} bytes, more "
-                                f"than {MAX_PROPERTIES_SIZE}")
+        check_properties_size(props, name)
         tenant = tenant_for(who, None)
         handle, node, limit = str(uuid.uuid4()), *self.place()
         await self.open_checked(OpenSqlSession(handle, name, props, node, time.time(), limit,

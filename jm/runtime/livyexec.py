@@ -205,9 +205,32 @@ def capture() -> Capture:
     return sys.stdout
 
 
+MAX_TEXT = 512 * 1024  # characters of a statement's printed output kept
+
+
+class BoundedText(io.StringIO):
+    """A statement's printed output: the first `limit` characters kept, the rest counted
+    (a statement that prints hundreds of megabytes costs its process no more memory)."""
+
+    def __init__(self, limit: int = MAX_TEXT) -> None:
+        super().__init__()
+        self.limit, self.dropped = limit, 0
+
+    def write(self, text: str) -> int:
+        room = max(0, self.limit - self.tell())
+        if room < len(text):
+            self.dropped += len(text) - room
+            super().write(text[:room])
+        else:
+            super().write(text)
+        return len(text)  # (all of it taken, as a stream does)
+
+
 def _text(out: io.StringIO) -> str:
     text = out.getvalue()
-    return text[:-1] if text.endswith("\n") else text
+    text = text[:-1] if text.endswith("\n") else text
+    dropped = getattr(out, "dropped", 0)
+    return text + (f"\n[output cut: {dropped} more characters not kept]" if dropped else "")
 
 
 def execute(code: str, ns: dict,
@@ -216,7 +239,7 @@ def execute(code: str, ns: dict,
     caller can make it interruptible only while it runs."""
     code, magic = split_magic(code)
     cap = capture()
-    out = cap.current = io.StringIO()
+    out = cap.current = BoundedText()
 
     def body() -> dict:
         value = run_code(code, ns) if code.strip() else None

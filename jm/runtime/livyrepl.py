@@ -270,7 +270,7 @@ class Repl:
         while True:
             request_id, message = self.requests.get()
             try:
-                value = dataclasses.asdict(self.run(message))
+                value = dataclasses.asdict(P.bounded(self.run(message)))
                 reply = P.Reply(True, value)
             except BaseException as exc:  # every request is answered
                 reply = P.Reply(False, None, f"{type(exc).__name__}: {exc}")

@@ -101,6 +101,10 @@ class ChildProcess:
             while True:
                 head = await proc.stdout.readexactly(4)
                 (size,) = struct.unpack(">I", head)
+                if size > self.proto.MAX_FRAME:  # (the process cuts its results first)
+                    self.log.error("%s sent a frame of %d bytes, more than %d: stopped",
+                                   self.what, size, self.proto.MAX_FRAME)
+                    break
                 body = await proc.stdout.readexactly(size)
                 try:
                     request_id, reply = self.proto.unpack(body)

@@ -155,6 +155,58 @@ async def test_livy_sessions_answer_from_every_peer_and_refuse_bad_input(cluster
         await _runs_as_nobody(c)
 
 
+async def test_a_livy_session_is_bounded_in_size_statements_waiting_time_and_output(tmp_path):
+    """A session's conf and name are kept to 64 KB (413); at most max-waiting-statements
+    wait or run (429 with Retry-After beyond); a statement past the statement timeout is
+    interrupted (its output says so) and the session goes on; a statement that prints
+    50 MB ends with its output cut, its process and peer unhurt."""
+    settings = {"spark.driver.memory": "512m",
+                "sql-gateway.livy-session.max-waiting-statements": 2,
+                "sql-gateway.livy-session.statement-timeout": "4 s"}
+    async with running(str(tmp_path), 1, settings, spark=True) as c:
+        url = c.url(0)
+        s, b = await ahttp("POST", url + "/sessions", {"kind": "pyspark",
+                                                       "conf": {"k": "v" * 70_000}})
+        assert s == 413 and "more than 65536" in b["errors"][0], b
+
+        async def opened():  # (503 until the peer's engine is ready)
+            s, b = await ahttp("POST", url + "/sessions", {"kind": "pyspark"})
+            assert s in (201, 503), b
+            return b if s == 201 else None
+        n = (await apoll(opened, 120, what="a session opened"))["id"]
+
+        async def post(code):
+            return await ahttp("POST", url + f"/sessions/{n}/statements", {"code": code},
+                               with_headers=True)
+
+        async def ended(st):
+            async def done():
+                s, b = await ahttp("GET", url + f"/sessions/{n}/statements/{st}")
+                return b if b["state"] in ("available", "cancelled", "error") else None
+            return await apoll(done, 120, what=f"statement {st} ended")
+        s, b, _ = await post("import time\nwhile True: time.sleep(0.1)")
+        assert s == 201, b
+        s, b, _ = await post("x = 6\nx * 7")
+        assert s == 201, b
+        s, b, h = await post("1")
+        assert s == 429 and "max-waiting-statements" in b["errors"][0], b
+        assert h["Retry-After"] == "5"
+        first = await ended(0)
+        assert first["output"]["ename"] == "StatementTimeout", first
+        assert "interrupted" in first["output"]["evalue"]
+        second = await ended(1)  # the next one ran: the session goes on
+        assert second["output"]["data"]["text/plain"] == "42", second
+        s, b, _ = await post("for _ in range(500):\n    print('z' * 100_000)\nx")
+        assert s == 201, b
+        big = await ended(2)
+        text = big["output"]["data"]["text/plain"]
+        assert big["output"]["status"] == "ok" and "[output cut" in text, big
+        assert len(text) < 600_000
+        s, b, _ = await post("x")
+        last = await ended(3)
+        assert last["output"]["data"]["text/plain"] == "6", last  # the same process
+
+
 def python_readable() -> bool:
     from tests.integration.test_job_isolation import _reachable_by_others
     return all(_reachable_by_others(p) for p in (sys.executable, os.path.dirname(os.__file__),

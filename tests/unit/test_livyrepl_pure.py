@@ -172,3 +172,37 @@ def test_table_of_a_dataframe():
     assert t["headers"] == [{"name": "id", "type": "BIGINT_TYPE"},
                             {"name": "s", "type": "STRING_TYPE"}]
     assert len(t["data"]) == X.TABLE_ROWS and t["data"][2] == [2, "2"]
+
+
+def test_a_statement_that_prints_without_end_keeps_only_the_first_characters():
+    """A statement's printed output is bounded where it is captured: hundreds of
+    megabytes cost its process no memory, and the rest is counted in a note."""
+    ns: dict = {}
+    res = X.execute("for _ in range(200):\n    print('x' * 99_999)", ns)
+    assert res.status == "ok"
+    head, _, note = res.text.rpartition("\n[output cut: ")
+    assert len(head) == X.MAX_TEXT and set(head) <= {"x", "\n"}
+    assert note == f"{200 * 100_000 - X.MAX_TEXT} more characters not kept]"
+    out = X.BoundedText(10)
+    assert out.write("0123456789abc") == 13 and out.write("d") == 1
+    assert out.getvalue() == "0123456789" and out.dropped == 4
+    assert X.execute("print('short')", ns).text == "short"  # nothing noted
+
+
+def test_a_result_is_cut_to_what_the_process_sends():
+    small = P.CodeResult("ok", "hi", json={"a": 1})
+    assert P.bounded(small, 1000) is small
+    rows = [[i, "y" * 100] for i in range(10_000)]
+    cut = P.bounded(P.CodeResult("ok", "t", table={"headers": ["i", "s"], "data": rows}),
+                    100_000)
+    assert 0 < len(cut.table["data"]) < len(rows) and cut.table["data"] == rows[
+        :len(cut.table["data"])]
+    assert f"of {len(rows)} rows kept]" in cut.text and cut.text.startswith("t\n")
+    big = P.bounded(P.CodeResult("ok", "", json=["z" * 1000] * 1000), 100_000)
+    assert big.json is None and "%json value not kept" in big.text
+    huge = P.bounded(P.CodeResult("error", "", ename="E", evalue="v" * 500_000,
+                                  traceback=tuple(f"line {i}" for i in range(100_000))),
+                     100_000)
+    assert len(huge.evalue) == 4096 and len(huge.traceback) == 20
+    for r in (cut, big, huge):
+        assert len(__import__("json").dumps(dataclasses.asdict(r))) <= 100_000
