@@ -21,7 +21,7 @@ from jm.policy.engines import MIN_IDLE_TIMEOUT
 from jm.configvalues import RESTART_TYPES  # noqa: F401
 from jm.configvalues import (ConfigError, _bool, _choice, _float, _int, _log_cap, _log_level,
                              _names, _opt_bool, _opt_duration, _opt_str, _opt_syslog,
-                             _restart_type, _savepoints_dir, _size_or_percent, _str,
+                             _restart_type, _role_map, _savepoints_dir, _size_or_percent, _str,
                              parse_duration, parse_memory)
 from jm.policy import fsuri
 from raft.protocol import PROTOCOL
@@ -174,6 +174,10 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "rest.auth.jwt.audience": (_opt_str, None),
     "rest.auth.jwt.role-claim": (_str, "role"),
     "rest.auth.jwt.tenant-claim": (_str, "tenant"),
+    "rest.auth.jwt.jwks-url": (_opt_str, None),
+    "rest.auth.jwt.default-tenant": (_opt_str, None),
+    "rest.auth.jwt.max-lifetime": (parse_duration, "24 h"),
+    "rest.auth.jwt.role-map": (_role_map, ""),
     "rest.audit.max-files": (_int(1), 5),
     "rest.audit.syslog": (_opt_syslog, None),
     "cluster.secret": (_opt_str, None),
@@ -298,6 +302,7 @@ class Config:
         if self["spark.connect.engine.idle-timeout"] < MIN_IDLE_TIMEOUT:
             raise ConfigError(f"spark.connect.engine.idle-timeout: must be at least "
                               f"{MIN_IDLE_TIMEOUT:g} s (an engine would stop between statements)")
+        self._check_jwt()
         if self["raft.min-timeout"] >= self["raft.max-timeout"]:
             raise ConfigError("raft.min-timeout: must be below raft.max-timeout")
         if self["raft.max-message-size"] < 1024 * 1024:  # pysyncobj sends up to 64 kb at once
@@ -308,6 +313,23 @@ class Config:
                 f"jobmanager.lease-timeout: {lease:g} s must be at least heartbeat.interval "
                 f"+ raft.max-timeout ({election:g} s): a leader election must not outlast the "
                 "other peers' leases, or the death of the leader stops every peer's jobs")
+
+    def _check_jwt(self) -> None:
+        """JWT bearers: keys from a file or a URL (not both), checked against an issuer or
+        an audience (a token of any other application of the identity provider would
+        do otherwise)."""
+        key_file, url = self["rest.auth.jwt.key-file"], self["rest.auth.jwt.jwks-url"]
+        if key_file and url:
+            raise ConfigError("rest.auth.jwt.key-file and rest.auth.jwt.jwks-url: give one")
+        if url and not url.startswith(("https://", "http://")):
+            raise ConfigError(f"rest.auth.jwt.jwks-url: {url!r} is not an http(s) URL")
+        if (key_file or url) and not (self["rest.auth.jwt.issuer"]
+                                      or self["rest.auth.jwt.audience"]):
+            raise ConfigError("rest.auth.jwt.issuer or rest.auth.jwt.audience must be set "
+                              "with JWT bearers: without either, a token the identity "
+                              "provider signed for any other application would be accepted")
+        if self["rest.auth.jwt.max-lifetime"] <= 0:
+            raise ConfigError("rest.auth.jwt.max-lifetime: must be positive")
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

@@ -417,14 +417,31 @@ DESCRIPTIONS: dict[str, str] = {
     "rest.auth.jwt.key-file": (
         "With `rest.auth.token` set: also accept JSON Web Tokens as bearers, signed by an "
         "identity provider whose public key (PEM) or key set (JWKS JSON, keys chosen by "
-        "`kid`) is in this file (RS256/384/512, ES256/384/512, PS256/384/512). The token must "
-        "carry `exp`; its role and tenant are its claims below (rest/roles.py)."),
+        "`kid`) is in this file (RS256/384/512, ES256/384/512, PS256/384/512; read again when "
+        "it changes). The token must carry `exp`; its role and tenant are its claims below "
+        "(rest/roles.py). `rest.auth.jwt.issuer` or `rest.auth.jwt.audience` must be set."),
     "rest.auth.jwt.issuer": "The JWT's `iss` must be this (unset: not checked).",
     "rest.auth.jwt.audience": "The JWT's `aud` must name this (unset: not checked).",
     "rest.auth.jwt.role-claim": (
         "The claim holding the JWT's role: `read`, `submit` or `admin` (a dotted path reads a "
         "nested claim); a verified JWT without one of these is a 403."),
-    "rest.auth.jwt.tenant-claim": "The claim holding the JWT's tenant (absent: every tenant).",
+    "rest.auth.jwt.tenant-claim": (
+        "The claim holding the JWT's tenant. A token without it (or with an empty one) is "
+        "refused (401) unless `rest.auth.jwt.default-tenant` is set."),
+    "rest.auth.jwt.jwks-url": (
+        "Instead of `rest.auth.jwt.key-file`: the identity provider's JWKS URL, fetched at "
+        "the first JWT and again (at most every 30 s) when a token names a key it does not "
+        "have, so the provider can rotate keys without a restart."),
+    "rest.auth.jwt.default-tenant": (
+        "The tenant of a verified JWT that names none; `*`: every tenant (as a token made "
+        "without a tenant). Unset: such a token is refused (401)."),
+    "rest.auth.jwt.max-lifetime": (
+        "A JWT living longer than this (`exp` - `iat`, or `exp` - now without `iat`) is "
+        "refused; `exp`, `nbf` and `iat` are checked with 60 s of leeway."),
+    "rest.auth.jwt.role-map": (
+        "Maps the role claim's values (an identity provider's role or group names; a list "
+        "claim of groups gives its strongest role) to roles: `platform=admin,etl=submit,"
+        "analysts=read`. A value that is a role's own name is that role."),
     "rest.audit.max-files": (
         "Rotated audit logs kept beside `audit.log` (`audit.log.1` .. `.N`, 16 MB each)."),
     "rest.audit.syslog": (

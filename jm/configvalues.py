@@ -134,6 +134,21 @@ def syslog_address(address: str) -> Any:
                      "(/dev/log)")
 
 
+def _role_map(v: Any) -> dict:
+    """`rest.auth.jwt.role-map`: "claim value=role,..." (an identity provider's group or
+    role names) -> {value: role}."""
+    from raft.tokens import ROLES
+    out: dict = {}
+    for item in ("" if v is None else _str(v)).split(","):
+        if not item.strip():
+            continue
+        value, sep, role = item.rpartition("=")
+        if not sep or not value.strip() or role.strip() not in ROLES:
+            raise ValueError(f"{item.strip()!r} is not <claim value>=<{'|'.join(ROLES)}>")
+        out[value.strip()] = role.strip()
+    return out
+
+
 def _opt_duration(v: Any) -> Optional[float]:
     """A positive duration, or None (unset)."""
     if v in (None, ""):

@@ -128,8 +128,9 @@ class SqlGatewayApi(Protocol):
 
 class Gateway(Protocol):
     """What the REST layer may ask of a peer."""
-    def credential(self, bearer: str) -> Optional[Credential]:
-        """The credential a bearer (not the root one) is, or None."""
+    async def credential(self, bearer: str) -> Optional[Credential]:
+        """The credential a bearer (not the root one) is, or None; an exception with
+        `bearer_refused` set and a text saying why for a JWT that is none (401)."""
     async def create_token(self, name: Any, role: Any, tenant: Any) -> dict: ...
     def list_tokens(self) -> list: ...
     async def revoke_token(self, name: str) -> None: ...

@@ -107,16 +107,24 @@ def auth_middleware(token: Optional[str], peer_credential: Optional[str]):
         if not (token or (secret and internal)) or allowed(request, tokens):
             request[CALLER] = ROOT if token else ANYONE
         else:
-            named = _named(request) if token else None
+            try:
+                named = await _named(request) if token else None
+            except Exception as exc:  # the JWT's verifier says why it is no credential
+                if getattr(exc, "bearer_refused", False):
+                    return _unauthorized(str(exc), "invalid_token")
+                raise
             if named is None:
-                return error_response(401, ["missing or wrong credentials: send "
-                                            "'Authorization: Bearer <rest.auth.token, or a "
-                                            "token of jm token create>'"],
-                                      {"WWW-Authenticate": 'Bearer realm="jobmanager"'})
+                return _unauthorized("missing or wrong credentials: send 'Authorization: "
+                                     "Bearer <rest.auth.token, or a token of jm token "
+                                     "create>'", "invalid_token"
+                                     if request.headers.get("Authorization") else None)
             request[CALLER] = named
             route, params = await _route(request)
-            if not roles.allows(named.role, roles.required(request.method, route)):
-                return error_response(403, [f"the {named.role} role may not do this"])
+            needed = roles.required(request.method, route)
+            if not roles.allows(named.role, needed):
+                why = f"the {named.role or 'empty'} role may not do this"
+                return error_response(403, [why], {"WWW-Authenticate": _challenge(
+                    "insufficient_scope", why)})
             if not named.sees_all:  # checked after the index wait (scope_middleware)
                 request[SCOPED] = {k: v for k, v in params.items() if k in HIDDEN}
         return await handler(request)
@@ -167,18 +175,31 @@ async def _hidden(request: web.Request, params: dict, who: Credential) -> Option
     return None
 
 
+def _challenge(error: Optional[str], description: str) -> str:
+    """RFC 6750's WWW-Authenticate: the realm, and the error with its description when
+    a credential was sent (none for a request without one)."""
+    if error is None:
+        return 'Bearer realm="jobmanager"'
+    text = description.replace("\\", "").replace('"', "'")[:300]
+    return f'Bearer realm="jobmanager", error="{error}", error_description="{text}"'
+
+
+def _unauthorized(why: str, error: Optional[str]) -> web.Response:
+    return error_response(401, [why], {"WWW-Authenticate": _challenge(error, why)})
+
+
 def caller(request: web.Request) -> Credential:
     """Who the request is (set by the auth middleware; ANYONE without one)."""
     return request.get(CALLER, ANYONE)
 
 
-def _named(request: web.Request) -> Optional[Credential]:
+async def _named(request: web.Request) -> Optional[Credential]:
     """The credential the request's bearer is (a named one, POST /tokens, or a JWT), or
-    None."""
+    None (a JWT that is none: the verifier's exception, `bearer_refused`)."""
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not given.strip():
         return None
-    return request.app[GATEWAY].credential(given.strip())
+    return await request.app[GATEWAY].credential(given.strip())
 
 
 async def _route(request: web.Request) -> tuple[Optional[str], dict]:

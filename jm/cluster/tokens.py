@@ -11,7 +11,7 @@ import time
 import logging
 from typing import Any, Optional
 
-from jm.cluster.jwtauth import JwtVerifier, looks_like_jwt
+from jm.cluster.jwtauth import FileKeys, JwtPolicy, JwtVerifier, UrlKeys, looks_like_jwt
 from jm.cluster.reads import GatewayBase, api_errors
 from raft.commands import CreateToken, RevokeToken
 from rest.gateway import ApiError, Credential
@@ -22,34 +22,28 @@ PREFIX = "jmt_"  # a token's secret starts with it (easy to find in a leaked fil
 
 class TokenWrites(GatewayBase):
     _jwt: Any = None  # jm/cluster/jwtauth.py's verifier, made at the first JWT bearer
-    _jwt_failed = False  # its key file could not be read (said once in the log)
 
-    def credential(self, bearer: str) -> Optional[Credential]:
+    async def credential(self, bearer: str) -> Optional[Credential]:
         """The credential a bearer that is not the root one is: a JWT (with
-        rest.auth.jwt.key-file) or a named credential's secret; None if neither."""
-        if self.conf["rest.auth.jwt.key-file"] and looks_like_jwt(bearer):
-            try:
-                verifier = self._jwt_verifier()
-            except Exception as exc:  # (a file that is not a key: never a 500)
-                if not self._jwt_failed:
-                    log.error("rest.auth.jwt.key-file %s is not a public key or a JWKS: %s; "
-                              "JWT bearers are refused", self.conf["rest.auth.jwt.key-file"],
-                              exc)
-                self._jwt_failed = True
-                return None
-            return verifier.credential(bearer)
+        rest.auth.jwt.key-file or jwks-url; JwtRefused saying why one is none) or a named
+        credential's secret; None if neither."""
+        if self._jwt_keys() and looks_like_jwt(bearer):
+            return await self._jwt_verifier().credential(bearer)
         digest = hashlib.sha256(bearer.encode("utf-8", "surrogateescape")).hexdigest()
         with self.raft.read() as st:
             name = st.token_digests.get(digest)
             rec = st.tokens.get(name) if name is not None else None
             return Credential(rec.name, rec.role, rec.tenant) if rec is not None else None
 
+    def _jwt_keys(self) -> Optional[str]:
+        return self.conf["rest.auth.jwt.key-file"] or self.conf["rest.auth.jwt.jwks-url"]
+
     def _jwt_verifier(self) -> JwtVerifier:
         if self._jwt is None:
             c = self.conf
-            self._jwt = JwtVerifier(c["rest.auth.jwt.key-file"], c["rest.auth.jwt.issuer"],
-                                    c["rest.auth.jwt.audience"], c["rest.auth.jwt.role-claim"],
-                                    c["rest.auth.jwt.tenant-claim"])
+            keys = (FileKeys(c["rest.auth.jwt.key-file"]) if c["rest.auth.jwt.key-file"]
+                    else UrlKeys(c["rest.auth.jwt.jwks-url"]))
+            self._jwt = JwtVerifier(keys, JwtPolicy.from_conf(c))
         return self._jwt
 
     @api_errors

@@ -106,7 +106,8 @@ async def test_jwt_bearers_from_an_identity_provider(tmp_path):
     key_file.write_text(json.dumps(jwks))
     settings = {"rest.auth.token": ROOT, "rest.auth.jwt.key-file": str(key_file),
                 "rest.auth.jwt.issuer": "https://idp.example", "rest.auth.jwt.audience": "jm",
-                "rest.auth.jwt.role-claim": "jm.role"}
+                "rest.auth.jwt.role-claim": "jm.role", "rest.auth.jwt.max-lifetime": "1 h",
+                "rest.auth.jwt.role-map": "data-eng=submit,platform=admin"}
 
     def token(claims=None, key=idp, kid="rsa-1", alg="RS256", **extra):
         body = {"sub": "alice", "iss": "https://idp.example", "aud": "jm",
@@ -127,9 +128,80 @@ async def test_jwt_bearers_from_an_identity_provider(tmp_path):
                             token({"jm": {"role": "admin"}})) not in (401, 403)
         assert await status("GET", "/jobs", token({"jm": {"role": "root"}})) == 403
         for bad in (token(key=other), token({"iss": "https://evil.example"}),
-                    token({"aud": "another"}), token({"exp": time.time() - 60}),
+                    token({"aud": "another"}), token({"exp": time.time() - 120}),
                     token({"exp": None}), jwt.encode({"sub": "x", "exp": time.time() + 60,
                                                       "jm": {"role": "admin"}}, "s" * 32,
                                                      algorithm="HS256")):
             assert await status("GET", "/jobs", bad) == 401, jwt.decode(
                 bad, options={"verify_signature": False})
+
+        async def refused(tok, why):  # RFC 6750: invalid_token, and why
+            s, b, h = await ahttp("GET", c.url(0) + "/jobs", headers=bearer(tok),
+                                  with_headers=True)
+            assert s == 401 and why in b["errors"][0], b
+            assert 'error="invalid_token"' in h["WWW-Authenticate"] and why in h[
+                "WWW-Authenticate"], h
+        # fails closed: a token naming no tenant is no credential of every tenant
+        await refused(token({"tenant": None}), "names no tenant")
+        await refused(token({"tenant": ""}), "names no tenant")
+        # a token living longer than rest.auth.jwt.max-lifetime (1 h)
+        await refused(token({"iat": time.time(), "exp": time.time() + 7200}),
+                      "longer than rest.auth.jwt.max-lifetime")
+        assert await status("GET", "/jobs", token({"exp": time.time() - 30})) == 200  # leeway
+        # the role map: an identity provider's groups, the strongest wins
+        groups = token({"jm": {"role": ["analysts", "data-eng"]}})
+        assert await status("POST", "/jobs", groups, {}) == 400  # submit: a bad spec
+        s, b, h = await ahttp("POST", c.url(0) + "/cluster/rebalance", headers=bearer(groups),
+                              with_headers=True)
+        assert s == 403 and 'error="insufficient_scope"' in h["WWW-Authenticate"], (b, h)
+        s, b, h = await ahttp("GET", c.url(0) + "/jobs", with_headers=True)
+        assert s == 401 and h["WWW-Authenticate"] == 'Bearer realm="jobmanager"'  # none sent
+        # the provider rotates its keys: the file is read again, no restart
+        new = rsa.generate_private_key(65537, 2048)
+        await refused(token(key=new, kid="rsa-2"), "no key 'rsa-2'")
+        jwks["keys"].append(dict(json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(
+            new.public_key())), kid="rsa-2", use="sig", alg="RS256"))
+        key_file.write_text(json.dumps(jwks))
+        assert await status("GET", "/jobs", token(key=new, kid="rsa-2"), peer=1) == 200
+
+
+async def test_jwt_keys_from_the_identity_provider_s_jwks_url(tmp_path):
+    """rest.auth.jwt.jwks-url: the key set fetched from the provider (a real HTTP server
+    on 127.0.0.1), off the event loop; a token of a key it does not have is refused."""
+    import json
+    import time
+    import jwt
+    from aiohttp import web
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    idp = rsa.generate_private_key(65537, 2048)
+    jwks = {"keys": [dict(json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(idp.public_key())),
+                          kid="k1", use="sig", alg="RS256")]}
+    hits = []
+
+    async def serve(request):
+        hits.append(request.path)
+        return web.json_response(jwks)
+    app = web.Application()
+    app.router.add_get("/.well-known/jwks.json", serve)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    settings = {"rest.auth.token": ROOT, "rest.auth.jwt.audience": "jm",
+                "rest.auth.jwt.jwks-url": f"http://127.0.0.1:{port}/.well-known/jwks.json"}
+    try:
+        async with running(str(tmp_path / "c"), 1, settings) as c:
+            def token(kid="k1", key=idp):
+                return jwt.encode({"sub": "bob", "aud": "jm", "exp": time.time() + 300,
+                                   "role": "read", "tenant": "a"}, key, algorithm="RS256",
+                                  headers={"kid": kid})
+            s, b = await ahttp("GET", c.url(0) + "/jobs", headers=bearer(token()))
+            assert s == 200, b
+            s, b = await ahttp("GET", c.url(0) + "/jobs", headers=bearer(token()))
+            assert s == 200 and hits == ["/.well-known/jwks.json"]  # fetched once
+            s, b = await ahttp("GET", c.url(0) + "/jobs", headers=bearer(token(
+                "k9", rsa.generate_private_key(65537, 2048))))
+            assert s == 401 and "no key 'k9'" in b["errors"][0], b
+    finally:
+        await runner.cleanup()
