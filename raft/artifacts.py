@@ -49,20 +49,30 @@ def add(state, cmd: c.AddArtifact) -> Result:
 
 def forget(state, cmd: c.ForgetArtifacts) -> Result:
     """Forget those of `artifact_ids` last uploaded before `before` that no job names;
-    the ids forgotten."""
-    if not isinstance(cmd.artifact_ids, tuple) or not isinstance(cmd.before, (int, float)):
+    the ids forgotten. With `tenant`: that tenant's claim on each goes first, and only an
+    artifact no tenant claims any more is forgotten; the ids whose claim went."""
+    if not isinstance(cmd.artifact_ids, tuple) or not isinstance(cmd.before, (int, float)) \
+            or not isinstance(cmd.tenant, str):
         return Result.fail("invalid", "malformed ForgetArtifacts")
     named: set = set()
     for job in state.jobs.values():
         named.update(named_by(job.spec))
     gone = []
     for aid in cmd.artifact_ids:
-        if not isinstance(aid, str) or aid in named:
+        art = state.artifacts.get(aid) if isinstance(aid, str) else None
+        if art is None:
             continue
-        art = state.artifacts.get(aid)
-        if art is not None and art.created < cmd.before:
-            del state.artifacts[aid]
+        if cmd.tenant:
+            if cmd.tenant not in art.tenants:
+                continue
+            art.tenants.remove(cmd.tenant)
             gone.append(aid)
+            if art.tenants:  # another tenant's still
+                continue
+        if aid not in named and art.created < cmd.before:
+            del state.artifacts[aid]
+            if not cmd.tenant:
+                gone.append(aid)
     return Result(True, gone)
 
 

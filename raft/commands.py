@@ -145,10 +145,13 @@ class AddArtifact:
 @dataclass(frozen=True)
 class ForgetArtifacts:
     """The leader's janitor: forget these artifacts if no job names them and they were last
-    uploaded before `before` (jobmanager.blob.grace-period ago)."""
+    uploaded before `before` (jobmanager.blob.grace-period ago). With `tenant` (a
+    tenant's DELETE): only that tenant's claim goes; the artifact is forgotten once no
+    tenant claims it and no job names it."""
     artifact_ids: tuple
     before: float
     time: float
+    tenant: str = ""
 
 
 @dataclass(frozen=True)

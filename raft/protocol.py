@@ -32,7 +32,7 @@ import dataclasses
 from typing import Any, Callable, Iterable, Optional
 
 BASELINE = 1   # what a peer that names no protocol speaks (the builds before this module)
-PROTOCOL = 4   # this build's
+PROTOCOL = 5   # this build's
 
 # command types newer than the baseline -> the protocol they came with
 COMMANDS: dict[str, int] = {"SetTenant": 2, "PutPipeline": 2, "DeletePipeline": 2}
@@ -79,6 +79,9 @@ FIELDS: dict[tuple[str, str], tuple[int, Callable[[Any], bool]]] = {
     # the tenants whose OS user a peer's host lacks (placement avoids it for their jobs;
     # cut, a job may land there and fail its attempt with UserNotFound, as before)
     ("Heartbeat", "lacks"): (4, _always),
+    # a tenant's DELETE of an artifact takes its own claim only (cut, it would forget
+    # every tenant's: refused instead)
+    ("ForgetArtifacts", "tenant"): (5, _nobody),
 }
 # an encoded command without these fields was sent by an older build: what they mean
 ABSENT: dict[tuple[str, str], Any] = {("RegisterPeer", "protocol"): BASELINE}

@@ -59,7 +59,7 @@ async def get_overview(request: web.Request) -> web.Response:
 
 async def get_nodes(request: web.Request) -> web.Response:
     """The peers (every one by default: a cluster's peers are a short list)."""
-    return web.json_response(gw(request).list_page("nodes", request.query))
+    return web.json_response(gw(request).list_page("nodes", request.query, caller(request)))
 
 
 async def post_job(request: web.Request) -> web.Response:
@@ -232,7 +232,7 @@ async def get_artifact_content(request: web.Request) -> web.StreamResponse:
 
 async def delete_artifact(request: web.Request) -> web.Response:
     return web.json_response(await gw(request).delete_artifact(
-        request.match_info["artifact_id"]))
+        request.match_info["artifact_id"], caller(request)))
 
 
 async def index(request: web.Request) -> web.StreamResponse:

@@ -28,6 +28,7 @@ from jm.policy import fsuri
 from jm.policy.spec import SpecLimits, proxy_refusal, remote_refs, validate_spec
 from jm.wire import livy
 from raft.artifacts import named_by
+from raft.protocol import refusal
 from raft.commands import AddArtifact, CancelJob, ForgetArtifacts, SubmitJob, TriggerSavepoint
 from raft.tenants import key as tenant_key
 from rest.gateway import ANYONE, ApiError, Credential
@@ -52,6 +53,7 @@ class PeerGateway(PeerReads, ClusterWrites, TokenWrites, TenantAccess, PipelineW
         `who`: the caller (the job's tenant and submitter)."""
         spec, tenant = self._owned_spec(spec, names, who)
         self._writable()
+        request_id = tenant_request_id(tenant, request_id)
         if request_id:  # a retry of a request this replica applied: its job, nothing read again
             with self.raft.read() as st:
                 known = st.request_ids.get(request_id)
@@ -231,18 +233,23 @@ class PeerGateway(PeerReads, ClusterWrites, TokenWrites, TenantAccess, PipelineW
         return {"id": art_id, "name": name, "size": len(data), "pyfile": f"artifact:{art_id}"}
 
     @api_errors
-    async def delete_artifact(self, artifact_id: str) -> dict:
+    async def delete_artifact(self, artifact_id: str, who: Credential = ANYONE) -> dict:
         """Forget an artifact no job names (Flink's DELETE /jars/<id>): 404 unknown, 409
-        named by a job. Its files go as an unused upload's do (the janitor, after
+        named by a job. A tenant's caller takes back its tenant's claim only: another
+        tenant that uploaded the same bytes keeps it, and only its own tenant's jobs keep
+        it from going (409). Its files go as an unused upload's do (the janitor, after
         jobmanager.blob.grace-period), so an upload of the same bytes racing the delete
         keeps them."""
         self._writable()
+        tenant = "" if who.sees_all else tenant_key(who.tenant)
 
-        def naming() -> Optional[list[str]]:  # None: unknown
+        def naming() -> Optional[list[str]]:  # None: unknown (to this caller)
             with self.raft.read() as st:
-                if artifact_id not in st.artifacts:
+                art = st.artifacts.get(artifact_id)
+                if art is None or (tenant and tenant not in art.tenants):
                     return None
-                return [j.id for j in st.jobs.values() if artifact_id in named_by(j.spec)]
+                return [j.id for j in st.jobs.values() if artifact_id in named_by(j.spec)
+                        and (not tenant or who.may_see(j.tenant))]
         jobs = naming()
         if jobs is None:
             await self.raft.barrier(self.conf["rest.write-timeout"])
@@ -250,8 +257,11 @@ class PeerGateway(PeerReads, ClusterWrites, TokenWrites, TenantAccess, PipelineW
             if jobs is None:
                 raise ApiError(404, f"unknown artifact {artifact_id}")
         if not jobs:
-            res = await self.raft.submit(ForgetArtifacts((artifact_id,), math.inf, time.time()),
-                                         self.conf["rest.write-timeout"])
+            cmd = ForgetArtifacts((artifact_id,), math.inf, time.time(), tenant)
+            why = refusal(cmd, self._protocol())
+            if why is not None:
+                raise ApiError(409, why)
+            res = await self.raft.submit(cmd, self.conf["rest.write-timeout"])
             if res.ok and res.value:
                 return {}
             jobs = naming()  # meanwhile: named by a new job, or forgotten by another delete
@@ -259,6 +269,10 @@ class PeerGateway(PeerReads, ClusterWrites, TokenWrites, TenantAccess, PipelineW
                 raise ApiError(404, f"unknown artifact {artifact_id}")
         raise ApiError(409, f"artifact {artifact_id} is named by job(s) "
                             f"{', '.join(jobs[:5])}; it is kept while they are in the job store")
+
+    def _protocol(self) -> int:
+        with self.raft.read() as st:
+            return st.protocol
 
 
 def script_problem(path: str) -> Optional[str]:
@@ -276,3 +290,10 @@ def script_problem(path: str) -> Optional[str]:
         except (OSError, zipfile.BadZipFile) as exc:
             return f"{path} is not a readable zip file: {exc}"
     return None
+
+
+def tenant_request_id(tenant: Optional[str], request_id: str) -> str:
+    """The key of a submission's X-Request-Id in the replicated state: a tenant's own
+    (another tenant sending the same id makes a job of its own, and is never answered
+    with this one's); the default tenant's as it was sent."""
+    return f"{tenant}/{request_id}" if tenant and request_id else request_id

@@ -138,13 +138,15 @@ class PeerReads(GatewayBase):
     def list_page(self, name: str, query: Any, who: Credential = ANYONE) -> dict:
         """A page of a list route: jobs (newest first, DEFAULT_LIMIT by default), nodes
         (all by default), artifacts (DEFAULT_LIMIT); 400 for a parameter out of range.
-        Jobs and artifacts: those of `who`'s tenant (every one for an admin)."""
+        Jobs and artifacts: those of `who`'s tenant (every one for an admin); nodes: the
+        ids of its jobs on each (and how many jobs each runs in all)."""
         if name == "jobs":
             return self.lists.jobs_page(query, None if who.sees_all else who.tenant)
         if name == "nodes":
             leader = self._leader()
             with self.raft.read() as st:
-                out = views.nodes(st, leader, self.raft.members())
+                out = views.nodes(st, leader, self.raft.members(),
+                                  views.ALL_TENANTS if who.sees_all else who.tenant)
         elif name == "artifacts":
             with self.raft.read() as st:
                 out = views.artifacts(st, None if who.sees_all else tenant_key(who.tenant))

@@ -61,19 +61,28 @@ def non_voters(st: ClusterState, members: list[str]) -> list[dict]:
             for n in sorted(ids)]
 
 
-def nodes(st: ClusterState, leader: Optional[str], members: Optional[list[str]] = None
-          ) -> dict:
+ALL_TENANTS = object()  # nodes(): every tenant's job ids
+
+
+def nodes(st: ClusterState, leader: Optional[str], members: Optional[list[str]] = None,
+          tenant: Any = ALL_TENANTS) -> dict:
     """The peers, with their Raft role ("leader", "follower", or "non-voter" for a peer
     that is not a Raft voter); members that have not registered yet are listed as
-    JOINING."""
+    JOINING. Each peer's job count, and the ids of its jobs of `tenant` (a tenant's
+    caller; ALL_TENANTS: every job's)."""
     out = []
+
+    def own(ids: list) -> list:
+        return ids if tenant is ALL_TENANTS else [
+            j for j in ids if j in st.jobs and st.jobs[j].tenant == tenant]
     for p in st.peers.values():
         out.append({"id": p.id, "host": p.host, "rest-port": p.rest_port,
                     "raft-port": p.raft_port, "pid": p.pid, "leader": p.id == leader,
                     "raft-role": _role(p.id, leader, members),
                     "state": peer_state(st, p), "slots": p.slots,
                     "slots-used": st.slots_used(p.id), "weight": p.share_weight,
-                    "ready": p.ready, "jobs": st.jobs_of(p.id),
+                    "ready": p.ready, "jobs": own(st.jobs_of(p.id)),
+                    "job-count": len(st.jobs_of(p.id)),
                     "drain-deadline": p.drain_deadline,
                     "disk-low": p.disk_low or None, "protocol": p.protocol,
                     "missing-os-users": list(p.lacks),
@@ -87,7 +96,8 @@ def nodes(st: ClusterState, leader: Optional[str], members: Optional[list[str]] 
                     "rest-port": int(rest[1]) if len(rest) == 3 else None, "pid": None,
                     "leader": node == leader, "raft-role": _role(node, leader, members),
                     "state": "JOINING", "slots": 0, "slots-used": 0, "weight": 0.0,
-                    "ready": False, "jobs": [], "drain-deadline": None, "disk-low": None,
+                    "ready": False, "jobs": [], "job-count": 0, "drain-deadline": None,
+                    "disk-low": None,
                     "protocol": None, "missing-os-users": [], "registered-at": _ms(None),
                     "declared-dead-at": _ms(None)})
     return {"nodes": out}

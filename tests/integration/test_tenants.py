@@ -183,6 +183,21 @@ async def test_artifacts_and_livy_batches_are_their_tenant_s(tmp_path):
         assert s == 404 and b == {"errors": [f"unknown artifact {art}"]}, b
         s, b = await ahttp("GET", c.url(0) + f"/artifacts/{art}/content", headers=t["a-read"])
         assert s == 200
+        # the same bytes uploaded by b: one artifact, two claims; a's DELETE takes a's only
+        b_up = await _secret(c, "b-up", "b")
+        rc, out, err = await jm("-a", c.url(0), "upload", FIX + "jobs_fixture.py",
+                                env={"JM_TOKEN": b_up})
+        assert rc == 0, (out, err)
+        s, b = await ahttp("GET", c.url(0) + "/artifacts", headers=t["ops"])
+        assert [x["tenants"] for x in b["artifacts"]] == [["a", "b"]], b
+        s, b = await ahttp("DELETE", c.url(0) + f"/artifacts/{art}", headers=t["a-sub"])
+        assert s == 200, b
+        s, b = await ahttp("GET", c.url(0) + f"/artifacts/{art}/content", headers=t["b-sub"])
+        assert s == 200  # b's still
+        s, b = await ahttp("GET", c.url(0) + f"/artifacts/{art}/content", headers=t["a-read"])
+        assert s == 404, b
+        s, b = await ahttp("DELETE", c.url(0) + f"/artifacts/{art}", headers=t["a-sub"])
+        assert s == 404, b  # nothing of a's left to take
         # a Livy batch: its owner is its submitter, and only its tenant sees it
         s, b = await ahttp("POST", c.url(0) + "/batches",
                            {"file": FIX + "jobs_fixture.py"}, headers=t["b-sub"])
@@ -251,6 +266,34 @@ async def test_a_tenant_cannot_reach_another_s_object_by_waiting_for_it_to_exist
         assert s == 404 and b == {"errors": [f"job {'0' * 32} not found"]}, b
 
 
+async def test_a_request_id_is_a_tenant_s_own(tmp_path):
+    """X-Request-Id makes a retried submission one job, within a tenant: another tenant
+    sending the same id gets a job of its own, never the first tenant's."""
+    async with running(str(tmp_path), 1, {"rest.auth.token": ROOT}) as c:
+        t = await _tokens(c)
+        jobs = {}
+        for who in ("a-sub", "a-sub", "b-sub"):
+            s, b = await ahttp("POST", c.url(0) + "/jobs", {"entry": "jobs_fixture:quick",
+                                                            "pyfiles": [FIX]},
+                               headers={**t[who], "X-Request-Id": "nightly-2026-11-29"})
+            assert s == 202, b
+            jobs.setdefault(who, set()).add(b["jobid"])
+        assert len(jobs["a-sub"]) == 1 and len(jobs["b-sub"]) == 1  # a's retry: one job
+        (a_job,), (b_job,) = jobs["a-sub"], jobs["b-sub"]
+        assert a_job != b_job
+        s, b = await ahttp("GET", c.url(0) + f"/jobs/{b_job}", headers=t["b-sub"])
+        assert s == 200 and b["tenant"] == "b", b
+        # /nodes: how many jobs each peer runs, and the ids of the caller's tenant's only
+        await _state(c, 0, a_job, t["a-sub"], "FINISHED")
+        await _state(c, 0, b_job, t["b-sub"], "FINISHED")
+        w = await _submit(c, 0, t["b-sub"])
+        await _state(c, 0, w, t["b-sub"], "RUNNING")
+        for who, mine in (("a-read", set()), ("b-sub", {w}), ("ops", {w})):
+            s, b = await ahttp("GET", c.url(0) + "/nodes", headers=t[who])
+            (node,) = b["nodes"]
+            assert set(node["jobs"]) == mine and node["job-count"] == 1, (who, node)
+
+
 async def test_the_audit_log_can_be_neither_skipped_nor_flushed(tmp_path):
     """X-JM-Forwarded skips the audit entry only with the peer credential (the peer that
     passed the request on wrote it); requests without credentials are counted per source,
@@ -300,9 +343,9 @@ async def test_the_audit_log_can_be_neither_skipped_nor_flushed(tmp_path):
         assert all(len(v) <= 256 for v in cut[0]["ids"].values())
 
 
-async def _secret(c, name):
+async def _secret(c, name, tenant="a"):
     s, b = await ahttp("POST", c.url(0) + "/tokens", {"name": name, "role": "submit",
-                                                      "tenant": "a"}, headers=bearer(ROOT))
+                                                      "tenant": tenant}, headers=bearer(ROOT))
     assert s == 201, b
     return b["token"]
 

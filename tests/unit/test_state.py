@@ -670,6 +670,26 @@ def test_forget_artifacts_only_old_ones_no_job_names(st):
     assert res.value == [_art("b"), _art("c")] and list(st.artifacts) == [_art("d")]
 
 
+def test_a_tenant_s_forget_takes_its_own_claim_only(st):
+    import math
+    for t in ("a", "b"):
+        st.apply(c.AddArtifact(_art("a"), "a.py", 1, "n1", 1.0, (t,)))
+    st.apply(c.AddArtifact(_art("b"), "b.py", 1, "n1", 1.0, ("a",)))
+    assert st.artifacts[_art("a")].tenants == ["a", "b"]
+    # a's claim goes; b's keeps the artifact
+    assert st.apply(c.ForgetArtifacts((_art("a"),), math.inf, 5.0, "a")).value == [_art("a")]
+    assert st.artifacts[_art("a")].tenants == ["b"]
+    # a tenant without a claim takes nothing
+    assert st.apply(c.ForgetArtifacts((_art("a"),), math.inf, 6.0, "a")).value == []
+    assert _art("a") in st.artifacts
+    # the last claim: forgotten (unless a job names it)
+    assert st.apply(c.SubmitJob("j1", {"pyfiles": [f"artifact:{_art('b')}"]}, 2.0)).ok
+    assert st.apply(c.ForgetArtifacts((_art("b"),), math.inf, 7.0, "a")).value == [_art("b")]
+    assert st.artifacts[_art("b")].tenants == [] and _art("b") in st.artifacts  # named
+    assert st.apply(c.ForgetArtifacts((_art("a"),), math.inf, 8.0, "b")).value == [_art("a")]
+    assert _art("a") not in st.artifacts
+
+
 @pytest.mark.parametrize("cmd", [c.ForgetArtifacts(None, 1.0, 1.0),
                                  c.ForgetArtifacts((["x"],), 1.0, 1.0),
                                  c.ForgetArtifacts(("x",), "later", 1.0)])

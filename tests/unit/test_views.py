@@ -67,7 +67,8 @@ def test_nodes(st):
     assert [n["id"] for n in out] == ["n1", "n2", "n3"]
     assert out[0] == {"id": "n1", "host": "h1", "rest-port": 8081, "raft-port": 6123,
                       "pid": 11, "leader": False, "state": "ALIVE", "slots": 2,
-                      "slots-used": 2, "jobs": ["run", "cing"], "registered-at": 1000,
+                      "slots-used": 2, "jobs": ["run", "cing"], "job-count": 2,
+                      "registered-at": 1000,
                       "declared-dead-at": -1, "weight": 2.0, "ready": True,
                       "raft-role": "follower", "drain-deadline": None, "disk-low": None,
                       "protocol": PROTOCOL, "missing-os-users": []}
@@ -89,6 +90,9 @@ def test_nodes(st):
     assert [n["raft-role"] for n in V.nodes(st, "n2", ["n1", "n2"])["nodes"]] == \
         ["follower", "leader", "non-voter"]
     assert [r["id"] for r in V.non_voters(st, ["n1", "n2"])] == ["n3"]
+    # a tenant's caller: how many jobs each runs, and only its own tenant's ids
+    assert [(n["jobs"], n["job-count"]) for n in V.nodes(st, "n2", tenant="t")["nodes"]] \
+        == [([], 2), ([], 1), ([], 0)]
 
 
 def test_jobs_pages_newest_first_with_filters(st):
