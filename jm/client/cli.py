@@ -63,7 +63,8 @@ def cmd_cluster(client: Client, a: argparse.Namespace) -> int:
     rows = [[n.get("id"), n.get("state"), n.get("raft-role") or "-",
              f"{client.base.split('://')[0]}://{n.get('host')}:{n.get('rest-port')}"
              if n.get("rest-port") else "-",
-             f"{n.get('slots-used')}/{n.get('slots')}", len(n.get("jobs") or []),
+             f"{n.get('slots-used')}/{n.get('slots')}",
+             n.get("job-count", len(n.get("jobs") or [])),
              n.get("pid") or "-", fmt_time(n.get("registered-at"))]
             for n in nodes]
     out(table(["NODE", "STATE", "RAFT", "REST", "SLOTS", "JOBS", "PID", "REGISTERED"], rows))
@@ -73,6 +74,9 @@ def cmd_cluster(client: Client, a: argparse.Namespace) -> int:
         if n.get("missing-os-users"):
             out(f"no OS user on {n.get('id')} for tenant(s) "
                 f"{', '.join(n['missing-os-users'])}: their jobs go to other peers")
+    core = client.get("/cluster/peers").get("voting-core") or {} if len(nodes) > 1 else {}
+    if core.get("note"):  # short of raft.voters, or a promotion under way
+        out(f"voting core ({len(core.get('voters') or [])} voters): {core['note']}")
     return EXIT_OK
 
 

@@ -46,11 +46,14 @@ def cmd_remove_peer(client: Client, a: argparse.Namespace) -> int:
         path += f"?deadline={parse_seconds(a.deadline):g}"
     res = client.request("DELETE", path)
     node = res.get("node") or a.arg
-    if a.wait:
+    if a.wait:  # until it left the membership and its place among the voters is taken
         def gone() -> Any:
             seen = client.get("/cluster/peers")
             members = [m.get("id") for m in seen.get("members", []) + seen.get("non-voters", [])]
-            return {"node": node, "state": "REMOVED"} if node not in members else None
+            core = seen.get("voting-core") or {}
+            if node in members or not core.get("settled", True):
+                return None
+            return {"node": node, "state": "REMOVED", "voting-core": core}
         res = _poll(gone, f"the removal of {node}", a.wait_timeout)
     if a.json:
         print_json(res)
@@ -58,6 +61,9 @@ def cmd_remove_peer(client: Client, a: argparse.Namespace) -> int:
         jobs = res.get("jobs") or []
         out(f"{node}: {res.get('state')}" + (f", {len(jobs)} job(s) still on it" if jobs
                                              else ""))
+        core = res.get("voting-core") or {}
+        if core.get("note"):
+            out(f"voting core ({len(core.get('voters') or [])} voters): {core['note']}")
     return EXIT_OK
 
 

@@ -3,14 +3,16 @@ raft/members.py), promotions (jm/cluster/voting.py), heartbeats to the leader
 (jm/cluster/beats.py), drains and rebalancing."""
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any, Optional
 
 from jm.cluster.beats import parse_beat
 from jm.cluster.reads import GatewayBase, api_errors
 from jm.cluster.resourcemanager import rebalance_round, to_command
-from jm.cluster.voting import PromotionRefused
+from jm.cluster.voting import PromotionRefused, peer_views
 from jm.config import ConfigError, parse_peer
+from jm.policy.voters import CoreAfterRemoval, core_after_removal
 from jm.wire import views
 from raft.commands import AdmitPeer, DrainPeer, RemovePeer
 from rest.gateway import ApiError
@@ -43,7 +45,24 @@ class ClusterWrites(GatewayBase):
             {"id": m, "role": "leader" if m == leader else "follower", "self": m == self.node}
             for m in members],
             "non-voters": [dict(r, self=r["id"] == self.node) for r in readers],
-            "voters-target": self.svc.voting.target, "pending": pending, "removed": removed}
+            "voters-target": self.svc.voting.target, "pending": pending, "removed": removed,
+            "voting-core": _core_json(self._core_after("", members))}
+
+    def _core_after(self, removed: str, voters: Optional[list] = None) -> CoreAfterRemoval:
+        with self.raft.read() as st:
+            peers = peer_views(st)
+        return core_after_removal(removed, self.raft.members() if voters is None else voters,
+                                  peers, self.svc.voting.target, time.time(), self._leader())
+
+    async def _core_settled(self, removed: str) -> CoreAfterRemoval:
+        """Until the removed voter's place is taken (or cannot be): a non-voter promoted
+        and committed, by the leader's rounds; at most VOTER_WAIT s."""
+        deadline = time.monotonic() + VOTER_WAIT
+        core = self._core_after(removed)
+        while not core.settled and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)  # polling the leader's rounds' changes, with a deadline
+            core = self._core_after(removed)
+        return core
 
     @api_errors
     async def promote_peer(self, node: str) -> dict:
@@ -130,7 +149,14 @@ class ClusterWrites(GatewayBase):
         if members == [node]:
             raise ApiError(409, f"{node} is the last member; stop the cluster instead")
         res = await self._write(RemovePeer(node, time.time(), deadline))
-        return {"node": node, "state": res["state"], "jobs": res["jobs"]}
+        out = {"node": node, "state": res["state"], "jobs": res["jobs"]}
+        if node in members and res["state"] == "REMOVED":
+            # a voter out at once (dead, never started): answered once its place is taken,
+            # so that losing another voter right after this answer leaves a majority
+            out["voting-core"] = _core_json(await self._core_settled(node))
+        elif node in members:
+            out["voting-core"] = _core_json(self._core_after(node))  # (a drain first)
+        return out
 
     @api_errors
     async def rebalance(self) -> dict:
@@ -148,3 +174,11 @@ class ClusterWrites(GatewayBase):
         done = [p for p, r in zip(planned, res.value) if r.ok]
         refused = [dict(p, reason=r.error) for p, r in zip(planned, res.value) if not r.ok]
         return {"moves": done, "refused": refused}
+
+
+VOTER_WAIT = 30.0  # s the removal of a voter waits for a non-voter to take its place
+
+
+def _core_json(core: CoreAfterRemoval) -> dict:
+    return {"voters": list(core.voters), "settled": core.settled, "whole": core.whole,
+            "note": core.note}

@@ -140,3 +140,33 @@ def promotion_refusal(node: str, voters: list[str], target: int, peer: Optional[
     if peer.leaving or peer.draining:
         return 409, f"{node} is draining or being removed"
     return None
+
+
+@dataclass(frozen=True)
+class CoreAfterRemoval:
+    """The voting core after a voter's removal: `settled` once the removed voter is out
+    of the Raft voters and no promotion is to come (`whole`: as many voters as the
+    target; else short, `note` says why)."""
+    settled: bool
+    whole: bool
+    voters: tuple
+    note: str
+
+
+def core_after_removal(removed: str, voters: list[str], peers: list[PeerView], target: int,
+                       now: float, leader: Optional[str]) -> CoreAfterRemoval:
+    """Whether a removed voter's place is taken (pure): the answer to its removal waits
+    for this, so that losing another voter right after it still leaves a majority."""
+    if removed in voters:
+        return CoreAfterRemoval(False, False, tuple(voters),
+                                f"{removed} still counts among the Raft voters")
+    nxt = core_step(voters, peers, target, now, float("inf"), leader)
+    if nxt is not None and nxt[0] == "promote":
+        return CoreAfterRemoval(False, False, tuple(voters),
+                                f"non-voting member {nxt[1]} is to take its place")
+    if len(voters) >= target:
+        return CoreAfterRemoval(True, True, tuple(voters), "")
+    return CoreAfterRemoval(True, False, tuple(voters), (
+        f"the voting core is short: {len(voters)} voters of raft.voters {target}, and no "
+        "live non-voting member can take the removed voter's place (add a peer: it is "
+        "promoted)"))

@@ -121,3 +121,25 @@ def test_only_a_committed_removal_in_its_own_cluster_proves_a_removal():
     assert not removal_proven("h:5", seed, None)              # data of unknown cluster
     assert not removal_proven("h:6", seed, "cluster-a")       # never removed: not a member
     assert not removal_proven("h:5", SeedMembers(("h:1",), (), ("h:5",)), None)
+
+
+def test_a_voter_s_removal_is_settled_once_its_place_is_taken_or_cannot_be():
+    from jm.policy.voters import core_after_removal
+    peers = [view("a"), view("b"), view("c", alive=False, dead_since=0.0), view("d")]
+    # the removed voter still counts: not settled
+    core = core_after_removal("c", ["a", "b", "c"], peers, 3, 10.0, "a")
+    assert not core.settled and "still counts" in core.note
+    # out of the voters, d (live non-voter) to be promoted: not yet
+    core = core_after_removal("c", ["a", "b"], peers, 3, 10.0, "a")
+    assert not core.settled and "d is to take its place" in core.note
+    # d promoted: whole
+    core = core_after_removal("c", ["a", "b", "d"], peers, 3, 10.0, "a")
+    assert core.settled and core.whole and core.note == ""
+    # no live non-voter: settled, short, and said
+    lone = [view("a"), view("b"), view("d", alive=False, dead_since=0.0)]
+    core = core_after_removal("c", ["a", "b"], lone, 3, 10.0, "a")
+    assert core.settled and not core.whole and "the voting core is short: 2 voters" in core.note
+    # a draining non-voter does not take the place either
+    core = core_after_removal("c", ["a", "b"], [view("a"), view("b"), view("d", draining=True)],
+                              3, 10.0, "a")
+    assert core.settled and not core.whole
