@@ -298,7 +298,7 @@ def _ext_hook(code: int, data: bytes) -> Any:
     for f in dataclasses.fields(cls):
         if f.name in fields:
             value = fields[f.name]
-            if f.type == "tuple" and isinstance(value, list):
+            if f.type in ("tuple", "Optional[tuple]") and isinstance(value, list):
                 value = tuple(value)
             kwargs[f.name] = value
         elif (name, f.name) in proto.ABSENT:  # sent by an older build

@@ -53,3 +53,6 @@ class SetTenant:
     os_user: Optional[str] = None  # (protocol 3)
     memory: Optional[int] = None   # (protocol 3)
     cpu: Optional[int] = None      # (protocol 3)
+    # the OS users its jobs and Livy sessions may run as (their proxy user; None: as it
+    # is, (): none) (protocol 5)
+    proxy_users: Optional[tuple] = None

@@ -50,6 +50,10 @@ def _nobody(value: Any) -> bool:
     return value in (None, "")
 
 
+def _nobody_of(value: Any) -> bool:
+    return value is None
+
+
 def _no_limit(value: Any) -> bool:
     return value in (None, 0)
 
@@ -82,6 +86,8 @@ FIELDS: dict[tuple[str, str], tuple[int, Callable[[Any], bool]]] = {
     # a tenant's DELETE of an artifact takes its own claim only (cut, it would forget
     # every tenant's: refused instead)
     ("ForgetArtifacts", "tenant"): (5, _nobody),
+    # the proxy users a tenant's work may run as (cut, a tenant would have none: refused)
+    ("SetTenant", "proxy_users"): (5, _nobody_of),
 }
 # an encoded command without these fields was sent by an older build: what they mean
 ABSENT: dict[tuple[str, str], Any] = {("RegisterPeer", "protocol"): BASELINE}
@@ -97,7 +103,8 @@ FEATURES = {"SetTenant": "tenants' quotas", "PutPipeline": "named pipelines",
             "DeletePipeline": "named pipelines", "tenant": "tenants' work",
             "tenants": "tenants' artifacts", "proxy_user": "proxy users",
             "proxy-user": "proxy users", "os_user": "tenants' OS users",
-            "memory": "tenants' engine memory", "cpu": "tenants' engine CPU"}
+            "memory": "tenants' engine memory", "cpu": "tenants' engine CPU",
+            "proxy_users": "tenants' proxy users"}
 
 
 NEWEST = max([*COMMANDS.values(), *(rule[0] for rule in FIELDS.values()),

@@ -17,6 +17,7 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 OS_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # a POSIX user name (useradd's)
 DEFAULT = "default"  # the tenant of jobs and sessions that name none
 MAX_TENANTS = 10_000
+MAX_PROXIES = 64  # proxy users a tenant may be given
 MAX_QUOTA = 1_000_000
 MIN_MEMORY = 256 * 1024 * 1024   # an engine (a JVM) below this cannot start
 MAX_MEMORY = 1 << 40
@@ -32,6 +33,7 @@ class TenantRecord:
     os_user: str = ""   # the OS user its work runs as on every peer ("": none)
     memory: int = 0     # bytes each of its engines may use (its cgroup; 0: no limit)
     cpu: int = 0        # CPU weight of each of its engines (0: the default, 100)
+    proxy_users: tuple = ()  # the proxy users its work may run as (none: none)
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,12 @@ def set_tenant(state, cmd: c.SetTenant) -> Result:
                             or not 0 <= cpu <= MAX_CPU):
         return Result.fail("invalid", f"cpu is a weight from 1 to {MAX_CPU} (100: an "
                                       "engine's default share), or 0 for the default")
+    proxies = getattr(cmd, "proxy_users", None)
+    if proxies is not None and (not isinstance(proxies, tuple) or len(proxies) > MAX_PROXIES
+                                or not all(isinstance(u, str) and OS_USER.fullmatch(u)
+                                           and u != "root" for u in proxies)):
+        return Result.fail("invalid", f"proxy-users must be at most {MAX_PROXIES} user names "
+                                      "(lower-case letters, digits, '_' or '-'; not root)")
     rec = state.tenants.get(cmd.name)
     if rec is None:
         if len(state.tenants) >= MAX_TENANTS:
@@ -96,8 +104,11 @@ def set_tenant(state, cmd: c.SetTenant) -> Result:
         rec.memory = memory
     if cpu is not None:
         rec.cpu = cpu
+    if proxies is not None:
+        rec.proxy_users = tuple(sorted(set(proxies)))
     rec.updated = cmd.time
-    if not (rec.slots or rec.sessions or rec.os_user or rec.memory or rec.cpu):
+    if not (rec.slots or rec.sessions or rec.os_user or rec.memory or rec.cpu
+            or rec.proxy_users):
         del state.tenants[cmd.name]  # no quota and no user left: nothing to keep
     return Result(True, cmd.name)
 
@@ -114,6 +125,12 @@ def runtime(state, tenant: Optional[str]) -> TenantRuntime:
         return NO_RUNTIME
     return TenantRuntime(getattr(rec, "os_user", "") or None, getattr(rec, "memory", 0),
                          getattr(rec, "cpu", 0))
+
+
+def proxy_users(state, tenant: Optional[str]) -> tuple:
+    """The proxy users `tenant`'s work may run as (set with PUT /tenants; none: none)."""
+    rec = state.tenants.get(key(tenant))
+    return tuple(getattr(rec, "proxy_users", ()) or ()) if rec is not None else ()
 
 
 def sessions_held(state, tenant: Optional[str]) -> int:

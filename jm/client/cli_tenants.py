@@ -26,12 +26,16 @@ def cmd_tenant(client: Client, a: argparse.Namespace) -> int:
         return EXIT_OK
     if not a.name:
         raise UsageError("tenant set: missing TENANT")
+    proxies = None if a.proxy_users is None else [
+        u.strip() for u in a.proxy_users.split(",") if u.strip()]
     body = {k: v for k, v in (("slots", a.slots), ("sessions", a.sessions),
-                              ("os-user", a.os_user), ("memory", a.memory), ("cpu", a.cpu))
+                              ("os-user", a.os_user), ("memory", a.memory), ("cpu", a.cpu),
+                              ("proxy-users", proxies))
             if v is not None}
     if not body:
         raise UsageError("tenant set: give --slots N, --sessions M (0: no limit), "
-                         "--os-user USER ('' for none), --memory SIZE and/or --cpu WEIGHT")
+                         "--os-user USER ('' for none), --memory SIZE, --cpu WEIGHT and/or "
+                         "--proxy-users U1,U2 ('' for none)")
     res = client.request("PUT", f"/tenants/{_q(a.name)}", body)
     if a.json:
         print_json(res)
@@ -41,7 +45,9 @@ def cmd_tenant(client: Client, a: argparse.Namespace) -> int:
             f"({res.get('sessions-open')} open)"
             + (f", runs as {res['os-user']}" if res.get("os-user") else "")
             + (f", engines of {res['memory']} bytes" if res.get("memory") else "")
-            + (f", CPU weight {res['cpu']}" if res.get("cpu") else ""))
+            + (f", CPU weight {res['cpu']}" if res.get("cpu") else "")
+            + (f", proxy users {', '.join(res['proxy-users'])}" if res.get("proxy-users")
+               else ""))
     return EXIT_OK
 
 
@@ -79,6 +85,9 @@ def add_tenant(add) -> None:
                    help="memory of each of its engines (their cgroup), e.g. '4 gb'; 0: none")
     t.add_argument("--cpu", type=int, metavar="WEIGHT",
                    help="CPU weight of each of its engines (100: an engine's default share)")
+    t.add_argument("--proxy-users", metavar="U1,U2",
+                   help="the OS users its jobs and Livy sessions may run as (their "
+                        "proxy-user; also in jobmanager.executor.proxy-users); '' for none")
     au = add("audit", "the audit log of every live peer: who did what to which job "
                       "(admin)", cmd_audit)
     au.add_argument("--limit", type=int, help="newest entries (default 100)")

@@ -31,6 +31,7 @@ from raft.artifacts import named_by
 from raft.protocol import refusal
 from raft.commands import AddArtifact, CancelJob, ForgetArtifacts, SubmitJob, TriggerSavepoint
 from raft.tenants import key as tenant_key
+from raft.tenants import proxy_users as tenant_proxy_users
 from rest.gateway import ANYONE, ApiError, Credential
 
 
@@ -76,7 +77,7 @@ class PeerGateway(PeerReads, ClusterWrites, TokenWrites, TenantAccess, PipelineW
             spec["tenant"] = tenant
         if spec.get("proxy-user"):
             self._check_proxy_user(spec["proxy-user"], (names or {}).get("proxy-user",
-                                                                         "proxy-user"))
+                                                                         "proxy-user"), tenant)
         return spec, tenant
 
     async def _check_spec(self, spec: dict, names: Optional[dict], who: Credential) -> None:
@@ -97,7 +98,7 @@ class PeerGateway(PeerReads, ClusterWrites, TokenWrites, TenantAccess, PipelineW
         if spec.get("savepoint-path"):
             await self._check_location(spec["savepoint-path"], "savepoint-path")
             try:
-                await asyncio.wait_for(asyncio.to_thread(
+                meta = await asyncio.wait_for(asyncio.to_thread(
                     read_metadata, spec["savepoint-path"], remotefs.options(self.conf)),
                     REMOTE_CHECK_TIMEOUT)
             except SavepointError as exc:
@@ -105,6 +106,19 @@ class PeerGateway(PeerReads, ClusterWrites, TokenWrites, TenantAccess, PipelineW
             except asyncio.TimeoutError:
                 raise ApiError(400, f"savepoint-path: {spec['savepoint-path']} could not be "
                                     f"read within {REMOTE_CHECK_TIMEOUT:.0f} s")
+            if not who.sees_all and not self._savepoint_of(meta, who):
+                raise ApiError(403, f"savepoint-path: {spec['savepoint-path']} is not a "
+                                    f"savepoint of tenant {who.tenant}'s jobs")
+
+    def _savepoint_of(self, meta: dict, who: Credential) -> bool:
+        """Whether a savepoint (its _metadata) is of a job of `who`'s tenant: the tenant
+        it records, or (one written before savepoints recorded it) the tenant of the job
+        it names, while that job is in the job store."""
+        if "tenant" in meta:
+            return meta["tenant"] == who.tenant
+        with self.raft.read() as st:
+            job = st.jobs.get(str(meta.get("job-id")))
+            return job is not None and job.tenant == who.tenant
 
     async def _known_artifacts(self, refs: list[tuple[str, str]]) -> None:
         """400 unless every `artifact:` reference (field, ref) is known. An id this replica
@@ -165,9 +179,13 @@ class PeerGateway(PeerReads, ClusterWrites, TokenWrites, TenantAccess, PipelineW
         out = await self._write(TriggerSavepoint(job_id, trigger_id, target, stop, time.time()))
         return {"request-id": out["request-id"]}
 
-    def _check_proxy_user(self, user: str, field: str) -> None:
-        """403 unless jobmanager.executor.proxy-users lets jobs run as `user`."""
-        refused = proxy_refusal(user, self.conf["jobmanager.executor.proxy-users"], field)
+    def _check_proxy_user(self, user: str, field: str, tenant: Optional[str]) -> None:
+        """403 unless jobmanager.executor.proxy-users and the job's tenant (its
+        proxy-users) let its jobs run as `user`."""
+        with self.raft.read() as st:
+            granted = tenant_proxy_users(st, tenant)
+        refused = proxy_refusal(user, self.conf["jobmanager.executor.proxy-users"], field,
+                                tenant=tenant, tenant_users=granted)
         if refused:
             raise ApiError(403, refused)
 

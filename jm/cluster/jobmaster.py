@@ -377,7 +377,7 @@ class JobMaster:
                               ) -> tuple[Optional[str], Optional[str]]:
         location = new_location(target or self.env.conf.savepoints_dir(), self.job_id)
         meta = {"job-id": self.job_id, "request-id": trigger_id, "attempt": self.epoch,
-                "node": self.env.node, "time": self.env.clock()}
+                "node": self.env.node, "time": self.env.clock(), "tenant": self.tenant}
         try:
             await asyncio.to_thread(snapshot, self.checkpoint_dir, location, meta,
                                     remotefs.options(self.env.conf))

@@ -18,6 +18,7 @@ from jm.cluster.tenancy import tenant_for
 from jm.policy.spec import proxy_refusal
 from jm.wire import livysessions as W
 from raft import livy as L
+from raft import tenants as T
 from raft.commands import (AddLivyStatement, CloseSqlSessions, EndLivyStatement,
                            OpenLivySession)
 from rest.gateway import ANYONE, ApiError, Credential, UnknownSession
@@ -114,9 +115,11 @@ class LivySessions:
             raise ApiError(400, *exc.args[0])
         check_properties_size(req.conf, req.name, req.proxy_user or "")
         tenant = tenant_for(who, None)
+        with self.raft.read() as st:
+            granted = T.proxy_users(st, tenant)
         refused = req.proxy_user and proxy_refusal(
             req.proxy_user, self.svc.conf["jobmanager.executor.proxy-users"], "proxyUser",
-            "sessions")
+            "sessions", tenant, granted)
         if refused:
             raise ApiError(403, refused)
         node, limit = self.sql.place()

@@ -83,10 +83,14 @@ class TenantAccess(GatewayBase):
     @api_errors
     async def set_tenant(self, name: str, body: Any) -> dict:
         if not isinstance(body, dict) or not body or set(body) - {
-                "slots", "sessions", "os-user", "memory", "cpu"}:
+                "slots", "sessions", "os-user", "memory", "cpu", "proxy-users"}:
             raise ApiError(400, 'the body is {"slots": N, "sessions": M, "os-user": U, '
-                                '"memory": "4 gb", "cpu": W} (any of them; 0: no limit, '
-                                '"": no user)')
+                                '"memory": "4 gb", "cpu": W, "proxy-users": [U, ...]} (any '
+                                'of them; 0: no limit, "": no user, []: no proxy user)')
+        proxies = body.get("proxy-users")
+        if proxies is not None and (not isinstance(proxies, list)
+                                    or not all(isinstance(u, str) for u in proxies)):
+            raise ApiError(400, "proxy-users must be a list of user names ([]: none)")
         memory = body.get("memory")
         if memory is not None:
             try:
@@ -101,7 +105,8 @@ class TenantAccess(GatewayBase):
                                 "cannot run a tenant's work as another user (run the peers as "
                                 "root, or use jobmanager.executor.user for every job)")
         await self._write(SetTenant(name, body.get("slots"), body.get("sessions"),
-                                    time.time(), user, memory, body.get("cpu")))
+                                    time.time(), user, memory, body.get("cpu"),
+                                    None if proxies is None else tuple(proxies)))
         return self._tenant_rows([name])[0]
 
     def tenants(self, who: Credential) -> dict:
@@ -135,7 +140,9 @@ class TenantAccess(GatewayBase):
                                  st, None if name == T.DEFAULT else name),
                              "jobs-over-quota": waiting.get(name, 0),
                              **_runtime_row(T.runtime(st, None if name == T.DEFAULT
-                                                      else name))})
+                                                      else name)),
+                             "proxy-users": list(T.proxy_users(
+                                 st, None if name == T.DEFAULT else name))})
             return rows
 
     def quota_reason(self, job_id: str) -> Optional[str]:

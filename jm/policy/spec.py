@@ -85,13 +85,20 @@ def size_errors(spec: dict, limits: SpecLimits) -> list[str]:
     return errors
 
 
-def proxy_refusal(user: str, allowed: tuple, field: str, what: str = "jobs") -> str | None:
-    """Why `user` may not be the OS user `what` run as (jobmanager.executor.proxy-users
-    lists the ones allowed), or None."""
-    if user in allowed:
-        return None
-    return (f"{field}: {what} may not run as {user!r} (allowed by "
-            f"jobmanager.executor.proxy-users: {', '.join(allowed) or 'nobody'})")
+def proxy_refusal(user: str, allowed: tuple, field: str, what: str = "jobs",
+                  tenant: str | None = None, tenant_users: tuple = ()) -> str | None:
+    """Why `user` may not be the OS user `what` run as, or None: the peers allow it
+    (jobmanager.executor.proxy-users), and so does the tenant of the work, if it has one
+    (its proxy-users: a user bound to the tenants granted it, so that one tenant's work
+    cannot run as the user of another's)."""
+    if user not in allowed:
+        return (f"{field}: {what} may not run as {user!r} (allowed by "
+                f"jobmanager.executor.proxy-users: {', '.join(allowed) or 'nobody'})")
+    if tenant is not None and user not in tenant_users:
+        return (f"{field}: tenant {tenant}'s {what} may not run as {user!r} (its proxy "
+                f"users: {', '.join(tenant_users) or 'none'}; jm tenant set {tenant} "
+                "--proxy-users ...)")
+    return None
 
 
 def new_job_id() -> str:

@@ -294,6 +294,68 @@ async def test_a_request_id_is_a_tenant_s_own(tmp_path):
             assert set(node["jobs"]) == mine and node["job-count"] == 1, (who, node)
 
 
+async def test_a_tenant_restores_only_its_own_tenant_s_savepoints(tmp_path):
+    """savepoint-path: a savepoint records its job's tenant; another tenant's credential
+    naming it is a 403 (it would start from that tenant's state), its own one's goes."""
+    import json
+    async with running(str(tmp_path), 1, {"rest.auth.token": ROOT}) as c:
+        t = await _tokens(c)
+        sp = tmp_path / "sp-b"
+        (sp / "checkpoint").mkdir(parents=True)
+        (sp / "_metadata").write_text(json.dumps({"job-id": "0" * 32, "tenant": "b",
+                                                  "version": 1, "queries": {}}))
+        spec = {**WAIT, **STREAMING, "savepoint-path": str(sp)}
+        s, b = await ahttp("POST", c.url(0) + "/jobs", spec, headers=t["a-sub"])
+        assert s == 403 and "not a savepoint of tenant a's jobs" in b["errors"][0], b
+        s, b = await ahttp("POST", c.url(0) + "/jobs", spec, headers=t["b-sub"])
+        assert s == 202, b
+        # one made before savepoints recorded a tenant: the tenant of the job it names
+        (sp / "_metadata").write_text(json.dumps({"job-id": b["jobid"], "version": 1,
+                                                  "queries": {}}))
+        s, b2 = await ahttp("POST", c.url(0) + "/jobs", spec, headers=t["a-sub"])
+        assert s == 403, b2
+        s, b2 = await ahttp("POST", c.url(0) + "/jobs", spec, headers=t["b-sub"])
+        assert s == 202, b2
+        for j in (b["jobid"], b2["jobid"]):
+            await ahttp("PATCH", c.url(0) + f"/jobs/{j}", headers=t["b-sub"])
+
+
+async def test_a_proxy_user_is_bound_to_the_tenants_granted_it(tmp_path):
+    """jobmanager.executor.proxy-users says which users the peers may switch to; a
+    tenant's work may run only as those its record grants it (PUT /tenants
+    "proxy-users", jm tenant set --proxy-users): none by default."""
+    async with running(str(tmp_path), 1, {"rest.auth.token": ROOT,
+                                          "jobmanager.executor.proxy-users": "nobody,daemon"}
+                       ) as c:
+        t = await _tokens(c)
+        job = {**WAIT, "proxy-user": "nobody"}
+        s, b = await ahttp("POST", c.url(0) + "/jobs", job, headers=t["a-sub"])
+        assert s == 403 and "tenant a's jobs may not run as 'nobody'" in b["errors"][0], b
+        s, b = await ahttp("POST", c.url(0) + "/sessions", {"kind": "pyspark",
+                                                            "proxyUser": "nobody"},
+                           headers=t["a-sub"])
+        assert s == 403 and b["errors"][0].startswith("proxyUser: tenant a's sessions"), b
+        rc, out, err = await jm("-a", c.url(0), "tenant", "set", "a", "--proxy-users",
+                                "nobody", env={"JM_TOKEN": ROOT})
+        assert rc == 0 and "proxy users nobody" in out, (out, err)
+        s, b = await ahttp("POST", c.url(0) + "/jobs", job, headers=t["a-sub"])
+        assert s == 202, b
+        await ahttp("PATCH", c.url(0) + f"/jobs/{b['jobid']}", headers=t["a-sub"])
+        # b was granted nothing: nobody stays a's
+        s, b = await ahttp("POST", c.url(0) + "/jobs", job, headers=t["b-sub"])
+        assert s == 403 and "its proxy users: none" in b["errors"][0], b
+        # an admin naming tenant b for the job: b's grant decides too
+        s, b = await ahttp("POST", c.url(0) + "/jobs", {**job, "tenant": "b"},
+                           headers=t["ops"])
+        assert s == 403, b
+        s, b = await ahttp("GET", c.url(0) + "/tenants", headers=t["ops"])
+        rows = {r["name"]: r for r in b["tenants"]}
+        assert rows["a"]["proxy-users"] == ["nobody"], rows
+        s, b = await ahttp("PUT", c.url(0) + "/tenants/a", {"proxy-users": ["root"]},
+                           headers=t["ops"])
+        assert s == 400 and "not root" in b["errors"][0], b
+
+
 async def test_the_audit_log_can_be_neither_skipped_nor_flushed(tmp_path):
     """X-JM-Forwarded skips the audit entry only with the peer credential (the peer that
     passed the request on wrote it); requests without credentials are counted per source,

@@ -77,3 +77,29 @@ def test_usage_room_and_the_waiting_reason():
     (Credential("x", "read", "a"), None, False), (Credential("x", "admin", "a"), "b", True)])
 def test_who_sees_which_tenant_s_work(who, tenant, sees):
     assert who.may_see(tenant) is sees
+
+
+def test_a_tenant_s_proxy_users_survive_the_codec_and_are_checked():
+    from jm.policy.spec import proxy_refusal
+    from raft import tenants as T
+    from raft.protocol import PROTOCOL
+    st = state()
+    assert st.protocol == PROTOCOL  # (its one peer registered with this build's)
+    cmd = c.decode(c.encode(c.SetTenant("team-a", None, None, 1.0, proxy_users=(
+        "etl", "nobody", "etl"))))
+    assert cmd.proxy_users == ("etl", "nobody", "etl")  # a tuple again, not a list
+    assert st.apply(cmd).ok and T.proxy_users(st, "team-a") == ("etl", "nobody")
+    for bad in (("root",), ("Bad User",), ("x",) * 65, ["etl"]):
+        res = st.apply(c.SetTenant("team-a", None, None, 2.0, proxy_users=bad))
+        assert not res.ok and res.code == "invalid", bad
+    assert T.proxy_users(st, "team-b") == ()
+    allowed = ("etl", "nobody", "daemon")
+    assert proxy_refusal("etl", allowed, "proxy-user", "jobs", "team-a", ("etl",)) is None
+    assert "tenant team-b's jobs may not run as 'etl'" in proxy_refusal(
+        "etl", allowed, "proxy-user", "jobs", "team-b", ())
+    assert proxy_refusal("etl", allowed, "proxy-user") is None  # no tenant: the peers' list
+    assert "jobmanager.executor.proxy-users" in proxy_refusal(
+        "root", allowed, "proxy-user", "jobs", "team-a", ("root",))
+    # only proxy users kept: the record stays; none left: it goes
+    assert st.apply(c.SetTenant("team-a", None, None, 3.0, proxy_users=())).ok
+    assert "team-a" not in st.tenants
