@@ -98,7 +98,9 @@ class SqlJobExecutor:
         name, generation = self.sql.svc.engines.at(params.spark_remote)
         worker = self.sql.workers.get(params.spark_remote, name,
                                       params.run_as if name != "peer" else None,
-                                      params.spark_token)
+                                      params.spark_token,
+                                      *((params.memory, params.cpu) if name != "peer"
+                                        else (0, 0)))
         await worker._ensure()
         run = SqlRun(key, worker.proc.pid, loop.create_future())
         run.op = f"{params.session_id}-job"

@@ -62,6 +62,7 @@ class LocalSession:
         self.engine: Any = None               # the engine it is open on (acquired)
         self.engine_key: Any = None
         self.user: Optional[str] = None       # its tenant's OS user (None: the peer's)
+        self.bounds: tuple = (0, 0)           # its tenant's memory and CPU weight (0: none)
         self.worker: Any = None               # the SQL worker of that engine
         self.opening: Optional[asyncio.Future] = None
         self.ops: dict[str, Operation] = {}

@@ -114,6 +114,7 @@ class SqlSessions:
                 engines.release(key, self._holder(s))
                 raise ApiError(404, f"session {s.handle} does not exist")
             s.engine, s.engine_key, s.user = engine, key, runtime.os_user
+            s.bounds = (runtime.memory, runtime.cpu)
         return s.engine
 
     @staticmethod
@@ -191,7 +192,8 @@ class SqlSessions:
         own = bool(s.engine_key.owner)  # a tenant's engine (not the peer's): its own
         worker = s.worker = self.workers.get(engine.url, s.engine_key.name,
                                              s.user if own else None,
-                                             own_token(s.engine_key, engine))
+                                             own_token(s.engine_key, engine),
+                                             *(s.bounds if own else (0, 0)))
         # (an engine's restart loses its sessions: they are rebuilt)
         if (s.generation and s.generation == worker.generation and worker.alive
                 and s.server == engine.generation):

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 from typing import Callable, Mapping, Optional
 
 from jm.policy.runparams import TOKEN_ENV
+from jm.runtime.confine import TENANT_CPU, TENANT_MEMORY
+from jm.runtime.limits import from_conf as job_limits
 from jm.runtime.sqlclient import SqlWorker
 
 log = logging.getLogger("jm.sql")
@@ -26,9 +29,11 @@ class SqlWorkers:
         self.by_url: dict[str, SqlWorker] = {}
 
     def get(self, url: str, name: str = "peer", user: Optional[str] = None,
-            token: Optional[str] = None) -> SqlWorker:
+            token: Optional[str] = None, memory: int = 0, cpu: int = 0) -> SqlWorker:
         """The worker of the engine at `url` (made on first use, started on first call; as
-        OS user `user`: the tenant's of a tenant's engine, with that engine's `token`)."""
+        OS user `user`: the tenant's of a tenant's engine, with that engine's `token`,
+        within the tenant's `memory` and `cpu`). It runs users' SQL: confined as a job
+        process is (rlimits, oom_score_adj; a cgroup of its own for a tenant's bounds)."""
         worker = self.by_url.get(url)
         if worker is None:
             shared = name in ("peer", "remote")
@@ -40,7 +45,9 @@ class SqlWorkers:
                 on_start=lambda pid: self.guard(f"sql-worker{suffix}", pid),
                 env_pass=self.conf["jobmanager.executor.env-pass"],
                 env_add=dict(self.child_env, **({TOKEN_ENV: token} if token else {})))
-            worker.user = user
+            # (it switches to `user` itself, after making its tenant's cgroup as root)
+            worker.confine = dict(replace(job_limits(self.conf), user=user).to_dict(),
+                                  **{TENANT_MEMORY: memory, TENANT_CPU: cpu})
         return worker
 
     def find(self, url: Optional[str]) -> Optional[SqlWorker]:

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
 from jm.runtime import sqlconf
+from jm.runtime.confine import confine_self
 from jm.runtime import sqlproto as P
 
 MAX_ERROR = 16000
@@ -263,6 +264,7 @@ class Worker:
 def main(argv: Optional[list] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     remote, threads = argv[0], int(argv[1]) if len(argv) > 1 else 16
+    confine_self(os.environ)  # users' SQL runs here: a job process's limits, before any
     out = os.fdopen(os.dup(1), "wb")  # the protocol's; fd 1 becomes the log
     os.dup2(2, 1)
     sys.stdout = sys.stderr

@@ -335,6 +335,9 @@ async def test_sql_jobs_run_in_the_sql_worker(sqlc):
     for pid in [sqlc.peers[0].spark.proc.pid] + workers:
         names = environ_names(pid)
         assert "PATH" in names and not names & set(SECRETS), (pid, names & set(SECRETS))
+    for pid in workers:  # users' SQL runs there: confined as a job process is
+        with open(f"/proc/{pid}/oom_score_adj") as f:
+            assert int(f.read()) == 500, pid  # jobmanager.executor.limits.oom-score-adj
     slow = await submit({"sql": "SELECT count(*) FROM range(100000000000)"})
 
     async def running():
