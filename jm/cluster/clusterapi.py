@@ -176,7 +176,8 @@ class ClusterWrites(GatewayBase):
         return {"moves": done, "refused": refused}
 
 
-VOTER_WAIT = 30.0  # s the removal of a voter waits for a non-voter to take its place
+VOTER_WAIT = 10.0  # s the removal of a voter waits for a non-voter to take its place (within
+# a client's attempt: jm's is 15 s)
 
 
 def _core_json(core: CoreAfterRemoval) -> dict:
