@@ -68,6 +68,17 @@ def local_dirs_env(env: Any, conf: dict, scratch: Optional[str]) -> dict:
     return {"SPARK_LOCAL_DIRS": scratch}
 
 
+def jvm_tmp_env(env: Any, scratch: Optional[str]) -> dict:
+    """Pure: SPARK_SUBMIT_OPTS giving a JVM the peer starts its scratch folder as
+    java.io.tmpdir (Spark Connect's `artifacts-<uuid>` folders, extracted native
+    libraries), so a JVM killed by a fence leaves nothing in /tmp either. Nothing if the
+    operator chose one (java.io.tmpdir in SPARK_SUBMIT_OPTS)."""
+    opts = env.get("SPARK_SUBMIT_OPTS", "")
+    if not scratch or "-Djava.io.tmpdir=" in opts:
+        return {}
+    return {"SPARK_SUBMIT_OPTS": f"{opts} -Djava.io.tmpdir={scratch}".strip()}
+
+
 def _fence_gateway_launch() -> None:
     """Make pyspark's gateway launch give the driver JVM a parent-death signal (pyspark
     replaces any preexec_fn passed to it, so its Popen is wrapped)."""

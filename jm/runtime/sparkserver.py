@@ -24,7 +24,7 @@ import aiohttp
 from jm.policy.jobenv import child_environ
 from jm.policy.runparams import TOKEN_ENV
 from jm.runtime.cgroups import EngineCgroup
-from jm.runtime.sparkapp import IdleSince, local_dirs_env
+from jm.runtime.sparkapp import IdleSince, jvm_tmp_env, local_dirs_env
 from jm.runtime.sparkjvm import (free_port, log_tail, port_open, server_info, spark_conf_dir,
                                  spark_home)
 from jm.runtime.zygote import PARENT_ENV
@@ -171,6 +171,7 @@ class SparkConnectServer:
         conf_dir = spark_conf_dir(self.log_dir, self.log_level)
         env["SPARK_CONF_DIR"] = conf_dir
         env.update(local_dirs_env(env, self.extra_conf, self.scratch_dir))
+        env.update(jvm_tmp_env(env, self.scratch_dir))
         return env
 
     async def _supervise(self) -> None:
@@ -184,6 +185,7 @@ class SparkConnectServer:
             os.makedirs(self.log_dir, exist_ok=True)
             if self.scratch_dir:  # what a JVM before this one left (killed with its peer)
                 await asyncio.to_thread(shutil.rmtree, self.scratch_dir, True)
+                os.makedirs(self.scratch_dir, exist_ok=True)  # (its java.io.tmpdir)
             out = open(os.path.join(self.log_dir, "spark-connect.log"), "ab")
             started = time.monotonic()
             if self.on_cluster:

@@ -13,8 +13,8 @@ from jm.client.cli_http import UsageError
 from jm.client.cli_run import build_run_spec, parse_conf, split_app_args
 from jm.policy.runparams import RunParams
 from jm.wire import views
-from jm.runtime.sparkapp import (IdleSince, InfoWatcher, driver_conf, local_dirs_env,
-                                 submit_args, waiting)
+from jm.runtime.sparkapp import (IdleSince, InfoWatcher, driver_conf, jvm_tmp_env,
+                                 local_dirs_env, submit_args, waiting)
 from jm.runtime.sparkjvm import server_info
 from raft import commands as c
 from raft import state as S
@@ -285,3 +285,9 @@ def test_a_driver_the_peer_starts_keeps_its_scratch_in_a_folder_of_its_own():
     assert local_dirs_env({"SPARK_LOCAL_DIRS": "/fast"}, {}, "/x") == {}
     assert local_dirs_env({}, {"spark.local.dir": "/fast"}, "/x") == {}
     assert local_dirs_env({}, {}, None) == {}
+    # and its java.io.tmpdir (Spark Connect's artifacts-<uuid> folders), unless chosen
+    assert jvm_tmp_env({}, "/s") == {"SPARK_SUBMIT_OPTS": "-Djava.io.tmpdir=/s"}
+    assert jvm_tmp_env({"SPARK_SUBMIT_OPTS": "-Dx=1"}, "/s") == {
+        "SPARK_SUBMIT_OPTS": "-Dx=1 -Djava.io.tmpdir=/s"}
+    assert jvm_tmp_env({"SPARK_SUBMIT_OPTS": "-Djava.io.tmpdir=/big"}, "/s") == {}
+    assert jvm_tmp_env({}, None) == {}
