@@ -58,7 +58,9 @@ async def test_apply_keeps_upgrades_with_a_savepoint_and_rolls_back(tmp_path):
         rc, said, err = await jm("-a", c.url(1), "pipeline", "apply", str(conf / "clicks.json"),
                                  "--wait")
         assert rc == 0 and "clicks: upgraded (version 2" in said, (said, err)
-        v2 = await _pipeline(c, "clicks", 0, lambda b: b["state"] == "RUNNING")
+        # (the CLI's answer came through peer 1: peer 0's replica may still show version 1)
+        v2 = await _pipeline(c, "clicks", 0,
+                             lambda b: b["version"] == 2 and b["state"] == "RUNNING")
         assert v2["version"] == 2 and v2["jobid"] != v1["jobid"]
         old = (await ahttp("GET", c.url(0) + f"/jobs/{v1['jobid']}"))[1]
         assert old["state"] == "FINISHED" and old["savepoint"], old
@@ -74,7 +76,8 @@ async def test_apply_keeps_upgrades_with_a_savepoint_and_rolls_back(tmp_path):
         assert rc == 0 and [ln.split("\t")[0] for ln in said.splitlines()] == ["1", "2"], said
         rc, said, err = await jm("-a", c.url(0), "pipeline", "rollback", "clicks", "--wait")
         assert rc == 0 and "back to version 1's spec: upgraded (version 3" in said, (said, err)
-        v3 = await _pipeline(c, "clicks", 1, lambda b: b["state"] == "RUNNING")
+        v3 = await _pipeline(c, "clicks", 1,
+                             lambda b: b["version"] == 3 and b["state"] == "RUNNING")
         assert v3["spec"]["args"]["interval"] == 0.05
         await _bad_input_and_delete(c, conf, v3)
 
