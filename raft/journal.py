@@ -273,11 +273,10 @@ class DurableSyncObj(OwnAttributes, NoVoteUntilCaughtUp, PreVote, LazyReaders, p
                     f"{os.path.dirname(self._SyncObj__conf.fullDumpFile)} moved away, it starts "
                     "without Raft data and gets the state from the other members)") from exc
             journal = self._SyncObj__raftLog
-            if data is not None:
-                for k in range(1, len(journal) - 1):
-                    if journal[k] == data[2] and journal[k + 1] == data[1]:
-                        journal.deleteEntriesTo(k)
-                        break
+            for k in range(1, len(journal) - 1):
+                if journal[k] == data[2] and journal[k + 1] == data[1]:
+                    journal.deleteEntriesTo(k)
+                    break
         return super()._SyncObj__loadDumpFile(clearJournal)
 
     def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:

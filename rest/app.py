@@ -15,9 +15,8 @@ from aiohttp.http_exceptions import HttpProcessingError
 from rest.gateway import ApiError, Gateway
 from rest.middleware import (  # (the app's keys and auth_middleware: imported from here)
     CLIENT_SSL, DETAILS, GATEWAY, MAX_BODY, MAX_SPEC, METRICS, PEER_CREDENTIAL, PUBLIC_HEALTH,
-    add_index,
-    auth_middleware, caller, consistency_middleware, errors_middleware, metrics_middleware,
-    scope_middleware)
+    add_index, auth_middleware, caller, consistency_middleware, errors_middleware,
+    metrics_middleware, scope_middleware)
 from rest.requests import gw, int_param, json_body
 
 log = logging.getLogger("jm.rest")

@@ -23,6 +23,8 @@ log = logging.getLogger("jm.audit")
 
 MAX_BYTES = 16 * 1024 * 1024   # audit.log is rotated to audit.log.1 beyond it
 MAX_READ = 10_000              # entries one GET /audit may return
+
+
 @dataclass
 class _Tally:
     since: float  # when this source's window began

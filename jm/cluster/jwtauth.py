@@ -117,7 +117,7 @@ class FileKeys:
             self._seen = (st.st_mtime_ns, st.st_size, st.st_ino)
         return self
 
-    def find(self, kid: Optional[str]) -> Any:
+    async def find(self, kid: Optional[str]) -> Any:
         return _pick(self.current().keys, self.key, kid)
 
 
@@ -189,8 +189,7 @@ class JwtVerifier:
         import jwt
         try:
             kid = jwt.get_unverified_header(token).get("kid")
-            found = self.keys.find(kid)
-            key = await found if asyncio.iscoroutine(found) else found
+            key = await self.keys.find(kid)
             if key is None:
                 raise JwtRefused(f"no key {kid!r} of the identity provider" if kid
                                  else "the token names no key (kid) and there are several")

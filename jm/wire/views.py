@@ -71,18 +71,17 @@ def nodes(st: ClusterState, leader: Optional[str], members: Optional[list[str]] 
     JOINING. Each peer's job count, and the ids of its jobs of `tenant` (a tenant's
     caller; ALL_TENANTS: every job's)."""
     out = []
-
-    def own(ids: list) -> list:
-        return ids if tenant is ALL_TENANTS else [
-            j for j in ids if j in st.jobs and st.jobs[j].tenant == tenant]
     for p in st.peers.values():
+        ids = st.jobs_of(p.id)
+        shown = ids if tenant is ALL_TENANTS else [
+            j for j in ids if j in st.jobs and st.jobs[j].tenant == tenant]
         out.append({"id": p.id, "host": p.host, "rest-port": p.rest_port,
                     "raft-port": p.raft_port, "pid": p.pid, "leader": p.id == leader,
                     "raft-role": _role(p.id, leader, members),
                     "state": peer_state(st, p), "slots": p.slots,
                     "slots-used": st.slots_used(p.id), "weight": p.share_weight,
-                    "ready": p.ready, "jobs": own(st.jobs_of(p.id)),
-                    "job-count": len(st.jobs_of(p.id)),
+                    "ready": p.ready, "jobs": shown,
+                    "job-count": len(ids),
                     "drain-deadline": p.drain_deadline,
                     "disk-low": p.disk_low or None, "protocol": p.protocol,
                     "missing-os-users": list(p.lacks),
