@@ -106,9 +106,13 @@ def _peer_clock(url: str) -> float:
 
 def membership(c: ChaosCluster, i: int, log: Callable[[str], None]) -> tuple[float, float]:
     """Remove live peer i (drained, its jobs restart elsewhere after a 2 s deadline; it
-    stops by itself), then add it back and start it: it joins with no Raft data."""
+    stops by itself), then add it back and start it: it joins with no Raft data, as a
+    non-voter. The fault lasts until the voting core has as many voters as before (the
+    leader promotes a peer once it has caught up): until then the cluster has less than
+    its tolerance, and a second fault would be a double one."""
     node, line = c.nodes[i], c.lines[i]
     pid = c.pids[i]
+    core = len(c.voters())
     start = time.time()
     status, body = call("DELETE", c.alive_url(exclude=i) + f"/cluster/peers/{node}?deadline=2")
     if status != 202:
@@ -125,6 +129,8 @@ def membership(c: ChaosCluster, i: int, log: Callable[[str], None]) -> tuple[flo
     c.start_peer(i)
     c.wait_healthy(i, 60)
     log(f"{node} is a member again")
+    _wait(lambda: len(c.voters()) >= core, 60, f"a voting core of {core} again")
+    log(f"the voting core has {core} voters again")
     return start, end
 
 

@@ -10,7 +10,7 @@ from typing import Any, Mapping, Optional
 
 import aiohttp
 
-from rest.gateway import MIN_INDEX_HEADER
+from rest.gateway import INDEX_HEADER, MIN_INDEX_HEADER
 
 
 class PeerUnreachable(Exception):
@@ -23,6 +23,7 @@ class PeerAnswer:
     status: int
     body: Any                      # the JSON body (None when empty), or bytes for read()
     retry_after: Optional[str] = None
+    index: Optional[int] = None    # the Raft index the peer had applied (X-JM-Index)
 
     def errors(self) -> list[str]:
         """The peer's {"errors": [...]}, or one line naming the status."""
@@ -32,6 +33,13 @@ class PeerAnswer:
 
 
 _FAILURES = (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError)
+
+
+def _index(raw: Optional[str]) -> Optional[int]:
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
 
 
 class PeerClient:
@@ -57,7 +65,8 @@ class PeerClient:
                     method, url, json=json, params=params, headers=headers, ssl=self.ssl,
                     timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
                 return PeerAnswer(resp.status, await resp.json(content_type=None),
-                                  resp.headers.get("Retry-After"))
+                                  resp.headers.get("Retry-After"),
+                                  _index(resp.headers.get(INDEX_HEADER)))
         except _FAILURES as exc:
             raise PeerUnreachable(str(exc) or type(exc).__name__) from None
 

@@ -4,11 +4,15 @@ A promotion, on request (`POST /cluster/peers/{node}/promote`) or by the leader'
 when the core is short of `raft.voters` (a voter removed, or one dead for
 `raft.voter-replace-after` and taken out of the voters first):
 
-1. the promoter asks the peer to start its voting node (`POST /cluster/voter`, peers
+1. the promoter reads the peer's applied index (any answer's X-JM-Index) and refuses one
+   more than PROMOTE_MAX_LAG commands behind (409) without starting anything there: the
+   leader's rounds look again every LAG_RETRY seconds, so a peer added back becomes a
+   voter about as soon as it has caught up;
+2. the promoter asks the peer to start its voting node (`POST /cluster/voter`, peers
    only), which answers with its applied index; one that does not answer, or is more
    than PROMOTE_MAX_LAG commands behind the promoter, is not caught up: refused (409);
-2. the promoter adds it to the Raft membership (pysyncobj's change, made by the leader);
-3. the peer's voting node gets the leader's log and takes over from its read-only one
+3. the promoter adds it to the Raft membership (pysyncobj's change, made by the leader);
+4. the peer's voting node gets the leader's log and takes over from its read-only one
    (raft/promotion.py). A peer whose voting node was not added within PROMOTE_TIMEOUT
    stops it and stays a non-voter.
 """
@@ -28,12 +32,14 @@ log = logging.getLogger("jm.voting")
 
 PROMOTE_TIMEOUT = 30.0  # s a started voting node waits to be added before it gives up
 RETRY_AFTER = 10.0      # s before the leader tries to promote the same peer again
+LAG_RETRY = 1.0         # s before it looks again at a peer that was not caught up
 
 
 class PromotionRefused(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, behind: bool = False) -> None:
         super().__init__(message)
         self.status = status
+        self.behind = behind  # only not caught up yet: worth another look soon
 
 
 def peer_views(st) -> list[PeerView]:
@@ -53,12 +59,12 @@ class VotingCore:
         self.write_timeout = write_timeout
         self.url_of, self.client = url_of, client
         self.wall, self.mono = wall, mono
-        self._tried: dict[str, float] = {}  # node -> when the leader last tried it
+        self._tried: dict[str, float] = {}  # node -> when the leader may try it again
 
     # ---- the leader's rounds ---------------------------------------------------------------
     async def step(self) -> None:
         now = self.mono()
-        self._tried = {n: t for n, t in self._tried.items() if now - t < RETRY_AFTER}
+        self._tried = {n: t for n, t in self._tried.items() if now < t}
         voters = self.raft.members()
         with self.raft.read() as st:
             views = peer_views(st)
@@ -72,12 +78,18 @@ class VotingCore:
                         "(a non-voter takes its place)", node, self.replace_after)
             await self._change(False, node)
             return
-        self._tried[node] = now
+        self._tried[node] = now + RETRY_AFTER
         try:
             await self.promote(node)
             log.warning("non-voting member %s promoted: the voting core has %d voters",
                         node, len(self.raft.members()))
-        except (PromotionRefused, RaftUnavailable) as exc:
+        except PromotionRefused as exc:
+            if exc.behind:
+                self._tried[node] = now + LAG_RETRY
+                log.debug("promotion of %s not done yet: %s", node, exc)
+            else:
+                log.info("promotion of %s not done: %s", node, exc)
+        except RaftUnavailable as exc:
             log.info("promotion of %s not done: %s", node, exc)
 
     async def _change(self, add: bool, node: str) -> None:
@@ -99,12 +111,13 @@ class VotingCore:
         url = self.url_of(node)
         if url is None:
             raise PromotionRefused(409, f"{node} has no REST address yet")
+        self._refuse_behind(node, await self._applied(node, url))
         applied = await self._prepare(node, url, voters)
-        lag = self.raft.applied_index() - applied
-        if lag > PROMOTE_MAX_LAG:
+        try:
+            self._refuse_behind(node, applied)
+        except PromotionRefused:
             await self._abandon(url)
-            raise PromotionRefused(409, f"{node} is not caught up: {lag} commands behind "
-                                        f"(at most {PROMOTE_MAX_LAG})")
+            raise
         try:
             await self.raft.change_member(True, node, self.write_timeout)
         except MembershipRefused:
@@ -112,6 +125,24 @@ class VotingCore:
             raise PromotionRefused(409, "another membership change is not committed yet; "
                                         "try again") from None
         return {"id": node, "role": "voter", "members": self.raft.members()}
+
+    def _refuse_behind(self, node: str, applied: int) -> None:
+        lag = self.raft.applied_index() - applied
+        if lag > PROMOTE_MAX_LAG:
+            raise PromotionRefused(409, f"{node} is not caught up: {lag} commands behind "
+                                        f"(at most {PROMOTE_MAX_LAG})", behind=True)
+
+    async def _applied(self, node: str, url: str) -> int:
+        """The index the peer has applied, from a cheap read's X-JM-Index."""
+        try:
+            answer = await self.client.call("GET", url + "/healthz", 3.0)
+        except PeerUnreachable as exc:
+            raise PromotionRefused(409, f"{node} is not caught up: it did not answer "
+                                        f"({exc})") from None
+        if answer.index is None:
+            raise PromotionRefused(409, f"{node} did not say which Raft index it has "
+                                        f"applied ({answer.status})")
+        return answer.index
 
     async def _prepare(self, node: str, url: str, voters: list[str]) -> int:
         try:

@@ -50,6 +50,7 @@ LEASE_LOST = {"exception": "LeaseExpired: the job process was stopped because th
 
 class Phase(enum.Enum):
     NEW = "new"
+    STARTING = "starting"        # the INITIALIZING report is on its way
     PREPARING = "preparing"      # Spawn sent
     RUNNING = "running"          # a job process runs
     STOPPING = "stopping"        # asked to stop for a cancel, stop or move
@@ -108,11 +109,16 @@ class AttemptState:
     def _begin(self, ev: Begin, now: float, rnd: float) -> list:
         if self.phase is not Phase.NEW:
             return []
-        # not awaited: committed in order before RUNNING; a stale epoch fences it there
         out = [Report(S.INITIALIZING, self.restart)]
-        if len(self.losses) <= HOST_LOSSES or self.intents.kind() is not None:
-            return out + self._next()
-        return out + self._lost_peers(now, rnd)
+        if self.intents.kind() is not None:
+            return out + self._next()  # acted on without a process
+        if len(self.losses) > HOST_LOSSES:
+            return out + self._lost_peers(now, rnd)
+        # the process starts once the report is in: the attempt is then known to have
+        # started here, so its peer's loss counts as evidence against the job (a run of
+        # such losses, raft/jobs.py peer_losses), however soon the loss comes
+        self.phase = Phase.STARTING
+        return out
 
     def _intents(self, ev: IntentsChanged, now: float, rnd: float) -> list:
         self.intents = ev.intents
@@ -175,6 +181,8 @@ class AttemptState:
         return self._failed(ev.failure, now, rnd)
 
     def _reported(self, ev: Reported, now: float, rnd: float) -> list:
+        if self.phase is Phase.STARTING and ev.status == S.INITIALIZING:
+            return self._next()  # (refused as stale, it was fenced before this)
         if ev.status == S.RUNNING and ev.ok and ev.restart == self.restart \
                 and self.phase in (Phase.RUNNING, Phase.STOPPING):
             self.live = self.restart

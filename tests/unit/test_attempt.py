@@ -20,10 +20,16 @@ FAIL = {"exception": "ValueError: boom", "traceback": "t"}
 STOP = Intents(stop=("sp1", "/sp"))
 
 
+def begun(st_: AttemptState) -> AttemptState:
+    """Begun, and its INITIALIZING committed: its first process is to start."""
+    assert st_.handle(Begin(), 0.0, 0.5) == [Report(S.INITIALIZING, 0)]
+    assert st_.handle(Reported(S.INITIALIZING, 0, True), 0.0, 0.5) == [Spawn(0)]
+    return st_
+
+
 def running(strategy=FIXED, streaming=False) -> AttemptState:
     """A state whose first process (restart 0) runs and whose RUNNING is committed."""
-    st_ = AttemptState(strategy, streaming)
-    assert st_.handle(Begin(), 0.0, 0.5) == [Report(S.INITIALIZING, 0), Spawn(0)]
+    st_ = begun(AttemptState(strategy, streaming))
     assert st_.handle(Spawned(0), 0.0, 0.5) == [Report(S.RUNNING, 0)]
     assert st_.handle(Reported(S.RUNNING, 0, True), 0.0, 0.5) == []
     assert st_.live == 0
@@ -186,13 +192,25 @@ def test_a_streaming_job_killed_by_a_signal_has_its_session_cleaned_first():
 
 
 def test_an_attempt_that_cannot_start():
-    st_ = AttemptState(FIXED, False)
-    st_.handle(Begin(), 0.0, 0.5)
+    st_ = begun(AttemptState(FIXED, False))
     assert st_.handle(SpawnFailed(0, FAIL), 0.0, 0.5) == [Report(S.RESTARTING, 0, None, FAIL)]
-    st_ = AttemptState(FIXED, False)
-    st_.handle(Begin(), 0.0, 0.5)
+    st_ = begun(AttemptState(FIXED, False))
     [r] = st_.handle(SpawnFailed(0, dict(FAIL, final=True), final=True), 0.0, 0.5)
     assert r.status == S.FAILED
+
+
+def test_the_process_starts_only_once_its_attempt_is_known_to_have_started_here():
+    """A peer lost as the job's process starts is then always evidence against the job
+    (the attempt was reported here: raft/jobs.py peer_losses)."""
+    st_ = AttemptState(FIXED, False)
+    assert st_.handle(Begin(), 0.0, 0.5) == [Report(S.INITIALIZING, 0)]
+    assert st_.handle(Reported(S.RUNNING, 0, True), 0.0, 0.5) == []  # not that one
+    assert st_.handle(Reported(S.INITIALIZING, 0, False, "stale", "moved"), 0.0, 0.5) == \
+        [Done("INITIALIZING refused: moved", fenced=True)]
+    st_ = AttemptState(FIXED, False)
+    st_.handle(Begin(), 0.0, 0.5)
+    assert st_.handle(IntentsChanged(Intents(cancel=True)), 0.0, 0.5) == []
+    assert st_.handle(Reported(S.INITIALIZING, 0, True), 0.0, 0.5) == [Report(S.CANCELED, 0)]
 
 
 def test_a_request_before_the_first_spawn_is_acted_on_without_one():
@@ -206,8 +224,7 @@ LOST = tuple(S.PeerLoss(n, t) for n, t in (("n1", 10.0), ("n2", 14.0), ("n3", 18
 
 
 def test_two_peers_lost_as_the_job_started_are_hosts_lost_not_the_jobs_doing():
-    st_ = AttemptState(NONE, False, losses=LOST[:2])
-    assert st_.handle(Begin(), 0.0, 0.5) == [Report(S.INITIALIZING, 0), Spawn(0)]
+    begun(AttemptState(NONE, False, losses=LOST[:2]))
 
 
 def test_each_further_peer_lost_counts_against_the_restart_strategy():
