@@ -153,6 +153,12 @@ class JobMaster:
             self.job_id, self.epoch, self.env.node, status, self.env.clock(), result, failure,
             next_report_seq(), info, progress)))
 
+    def _peer_files(self, pyfiles: list[str], script: Optional[str]) -> tuple[str, ...]:
+        """The resolved pyfiles and script that are artifacts: the peer's copies."""
+        named = list(self.spec.get("pyfiles") or []) + [self.spec.get("script")]
+        return tuple(path for given, path in zip(named, list(pyfiles) + [script])
+                     if path and isinstance(given, str) and given.startswith("artifact:"))
+
     def _params(self, pyfiles: list[str], run_dir: str,
                 script: Optional[str] = None) -> RunParams:
         env = self.env
@@ -162,7 +168,7 @@ class JobMaster:
         params = attempt_params(self.spec, env.conf, AttemptPlace(
             self.job_id, self.epoch, self.restart_index, env.node, run_dir, env.log_dir,
             self.checkpoint_dir, env.spark_conf_dir, remote, ready, self.session_id,
-            tuple(pyfiles), script), self.streaming)
+            tuple(pyfiles), script, self._peer_files(pyfiles, script)), self.streaming)
         if self.runtime.os_user and not params.run_as:  # (a proxy-user allowed wins)
             params = replace(params, run_as=self.runtime.os_user)
         if self.runtime.memory or self.runtime.cpu:

@@ -44,6 +44,7 @@ from jm.policy.identity import NON_VOTER
 from jm.policy.voters import DEFAULT_VOTERS, NON_VOTING, VotersError, voter_count
 from jm.policy.security import peer_credential
 from jm.runtime.executor import Executor
+from jm.runtime.confine import passable
 from jm.runtime.limits import from_conf as job_limits
 from jm.cluster.sqlgateway import SqlGateway
 from jm.cluster.sqljobs import SqlJobExecutor
@@ -144,8 +145,13 @@ class Peer:
     # ---- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
         """Join (or form) the cluster, build every component, serve REST, run them."""
-        os.makedirs(self.data_dir, exist_ok=True)
-        os.makedirs(self.log_dir, exist_ok=True)
+        for d in (self.data_dir, self.log_dir, os.path.join(self.data_dir, "jobs")):
+            os.makedirs(d, exist_ok=True)
+        # the way (x, not r) to the folders given to job and engine users below them (the
+        # job processes open the way to their checkpoints in high-availability.storageDir)
+        for d in (os.path.dirname(self.data_dir), self.data_dir, os.path.join(
+                self.data_dir, "jobs"), os.path.dirname(self.log_dir), self.log_dir):
+            passable(d)
         os.makedirs(self.raft_dir, mode=0o700, exist_ok=True)
         # the journal, snapshots and identity (every tenant's specs, SQL and code) are the
         # peer's alone: job processes may run as other users of this host

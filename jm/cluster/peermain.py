@@ -17,6 +17,7 @@ from jm.cluster.peer import Peer
 from jm.cluster.peerlog import setup_logging
 from jm.cluster.stopdrain import drain_before_stop, end_stop_drain
 from jm.config import ConfigError, choose_self, load_config, parse_overrides, read_masters
+from jm.runtime.confine import PEER_UMASK
 from raft import compat
 
 log = logging.getLogger("jm.cluster.peer")
@@ -81,6 +82,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--rejoin", action="store_true",
                     help="this peer's Raft data was lost: catch up before voting again")
     args = ap.parse_args(argv)
+    # what the peer writes (journal, snapshots, audit, blobs, logs) is its user's alone;
+    # the processes that run users' code get USER_UMASK back (jm/runtime/confine.py)
+    os.umask(PEER_UMASK)
     try:
         compat.check()
     except compat.Incompatible as exc:

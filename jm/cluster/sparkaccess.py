@@ -19,6 +19,7 @@ from raft.tenants import TenantRuntime
 from jm.configvalues import parse_memory
 from jm.policy.runparams import TOKEN_ENV, RunParams, fence_interval
 from jm.runtime.cgroups import EngineCgroup, heap
+from jm.runtime.confine import passable
 from jm.runtime.executor import Executor
 from jm.runtime.sparkapp import SCRATCH
 from jm.runtime.sparkjvm import free_port, server_conf
@@ -75,6 +76,11 @@ class SparkAccess:
         data_dir = self.data_dir if peer else os.path.join(self.data_dir, "engines", key.name)
         log_dir = self.log_dir if peer else os.path.join(self.log_dir, "engines", key.name)
         os.makedirs(data_dir, exist_ok=True)
+        if rt.os_user and not peer:  # the way to its work dir and its Spark conf
+            os.makedirs(log_dir, exist_ok=True)
+            for d in (data_dir, log_dir):
+                passable(os.path.dirname(d))
+                passable(d)
         port = (conf["spark.connect.port"] if peer else 0) or free_port()
         name = _guard_name(key)
         return SparkConnectServer(

@@ -57,6 +57,9 @@ class RunParams:
     argv: tuple[str, ...] = ()
     args: Mapping[str, Any] = field(default_factory=dict)
     pyfiles: tuple[str, ...] = ()
+    # those of pyfiles and script that are the peer's own copies (its blob store, its
+    # user's alone): a job run as another user gets copies in its run folder
+    peer_files: tuple[str, ...] = ()
     restore_path: Optional[str] = None
     cleanup_session: Optional[str] = None  # stop the queries of this session, nothing else
     run_as: Optional[str] = None  # the OS user it runs as (its spec's proxy-user)
@@ -91,7 +94,7 @@ class RunParams:
 
     def __post_init__(self) -> None:
         # immutable whatever the caller passed (a list, a dict), and the numbers typed
-        for name in ("argv", "pyfiles"):
+        for name in ("argv", "pyfiles", "peer_files"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         for name in ("args", "spark_conf", "spark_defaults"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
@@ -155,6 +158,7 @@ class AttemptPlace:
     session_id: Optional[str] = None
     pyfiles: tuple[str, ...] = field(default=())
     script: Optional[str] = None
+    peer_files: tuple[str, ...] = field(default=())
 
 
 def attempt_params(spec: Mapping[str, Any], conf: Any, place: AttemptPlace,
@@ -173,7 +177,7 @@ def attempt_params(spec: Mapping[str, Any], conf: Any, place: AttemptPlace,
         driver_host=p.node.rsplit(":", 1)[0],
         spark_conf_dir=p.spark_conf_dir,
         spark_waiting_after=conf["spark.executor-wait-warning"],
-        args=spec.get("args") or {}, pyfiles=p.pyfiles,
+        args=spec.get("args") or {}, pyfiles=p.pyfiles, peer_files=p.peer_files,
         log_path=posixpath.join(p.log_dir, "jobs", p.job_id,
                                 f"attempt-{p.attempt}-{p.restart}.log"),
         result_path=posixpath.join(p.run_dir, "result.json"),
@@ -196,8 +200,10 @@ def attempt_params(spec: Mapping[str, Any], conf: Any, place: AttemptPlace,
 
 
 def cleanup_params(params: RunParams, run_dir: str, session_id: str) -> RunParams:
-    """The run that stops the streaming queries a killed attempt left in its session."""
-    return replace(params, entry=None, sql=None, cleanup_session=session_id,
+    """The run that stops the streaming queries a killed attempt left in its session (no
+    code of the job's: its run folder is its user's by now, nothing is handed over)."""
+    return replace(params, entry=None, sql=None, script=None, pyfiles=(), peer_files=(),
+                   cleanup_session=session_id,
                    log_path=params.log_path + ".cleanup",
                    result_path=posixpath.join(run_dir, "cleanup.json"),
                    error_path=posixpath.join(run_dir, "cleanup-error.json"))

@@ -12,8 +12,11 @@ import json
 import os
 import pwd
 import resource
+import shutil
 import signal
+import stat
 import sys
+import tempfile
 import threading
 import time
 from typing import Optional
@@ -21,10 +24,19 @@ from typing import Optional
 from jm.runtime import limits as L
 
 CGROUP_MOUNT = "/sys/fs/cgroup"
+PEER_UMASK = 0o077  # the peer's: its journal, snapshots, audit, blobs, logs are its alone
+USER_UMASK = 0o022  # what runs users' code (jobs, engines, SQL and Livy): Spark's usual
+HANDED = "files-"   # where a job's peer-held files are handed to its user (its run folder)
 
 
 def log(msg: str) -> None:
     print(f"[zygote] {msg}", file=sys.stderr, flush=True)
+
+
+def user_gid(name: str) -> int:
+    """The primary group of an existing user `name` (a name or a uid)."""
+    pw = pwd.getpwnam(name) if not name.isdigit() else pwd.getpwuid(int(name))
+    return pw.pw_gid
 
 
 def user_uid(name: Optional[str]) -> Optional[int]:
@@ -335,12 +347,48 @@ def drop_user(name: str, own: list[str], private: tuple = ()) -> None:
             pass
     for path in private:
         give_tree(path, pw.pw_uid, pw.pw_gid)
+    for path in list(own) + list(private):  # the way to them through the peer's folders
+        parent = os.path.dirname(os.path.abspath(path))  # (<jobs>/<job>, <storage>/<job>)
+        passable(parent)
+        passable(os.path.dirname(parent))
     os.initgroups(pw.pw_name, pw.pw_gid)
     os.setgid(pw.pw_gid)
     os.setuid(pw.pw_uid)
     home = pw.pw_dir if os.path.isdir(pw.pw_dir) and os.access(pw.pw_dir, os.W_OK) else None
     os.environ.update(USER=pw.pw_name, LOGNAME=pw.pw_name)
     os.environ["HOME"] = home or (own[0] if own else "/tmp")
+
+
+def passable(path: str) -> None:
+    """Let other users pass through directory `path` (x, never r: they cannot list it),
+    so that a job's user reaches its own folder below; only a directory this process
+    owns is changed."""
+    try:
+        st = os.stat(path)
+        if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) & 0o011 != 0o011:
+            os.chmod(path, stat.S_IMODE(st.st_mode) | 0o011)
+    except OSError:
+        pass
+
+
+def hand_over(paths: tuple, folder: str, uid: int, gid: int) -> dict[str, str]:
+    """Copies of the peer's own files `paths` (its blob store: the peer's user's alone)
+    in `folder` (the job's run folder), each under its own name, given to the job's
+    user once all are written: {path: copy}. Written into a folder made new here (0700,
+    the peer's user's until then), so that nothing a user left can redirect a write."""
+    top = tempfile.mkdtemp(prefix=HANDED, dir=folder)
+    out: dict[str, str] = {}
+    for i, path in enumerate(paths):
+        target_dir = os.path.join(top, str(i))
+        os.mkdir(target_dir)
+        target = os.path.join(target_dir, os.path.basename(path.rstrip("/")))
+        if os.path.isdir(path):
+            shutil.copytree(path, target, symlinks=True)
+        else:
+            shutil.copyfile(path, target)
+        out[path] = target
+    give_tree(top, uid, gid)
+    return out
 
 
 def give_tree(path: str, uid: int, gid: int) -> None:

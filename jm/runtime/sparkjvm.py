@@ -132,5 +132,8 @@ def spark_conf_dir(log_dir: str, log_level: str,
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         f.write(text)
+    # read by the JVMs of tenants' users (no secret in it): readable whatever the umask
+    os.chmod(tmp, 0o644)
+    os.chmod(conf_dir, 0o755)
     os.replace(tmp, path)
     return conf_dir

@@ -140,12 +140,16 @@ def _child(params: RunParams, fds_to_close: list[int], zygote_pid: int, peer_pid
         confine.apply_limits(limits, target if switch else os.getuid(), cgroup is not None)
         if switch:
             own = [os.path.dirname(p) for p in (params.result_path, params.error_path) if p]
+            if params.peer_files and own:  # the peer's copies are its user's alone
+                params = _handed(params, confine.hand_over(
+                    params.peer_files, own[0], target, confine.user_gid(limits.user)))
             confine.drop_user(limits.user, own,
                               (params.checkpoint_dir,) if params.checkpoint_dir else ())
             # a change of credentials clears the parent-death signal: arm it again
             if not die_with_parent(zygote_pid):
                 os._exit(1)
         confine.watch_fence([zygote_pid, peer_pid], params.fence_interval)
+        os.umask(confine.USER_UMASK)  # (the peer's is its own: what user code writes is not)
         if params.spark_log:  # where a connect-mode query's console output goes
             os.environ[SPARK_LOG_ENV] = params.spark_log  # (jm/policy/sinknote.py)
         if params.spark_token:  # its engine's (a tenant's or its own), not the peer's
@@ -161,6 +165,14 @@ def _child(params: RunParams, fds_to_close: list[int], zygote_pid: int, peer_pid
         code = 1
     finally:
         os._exit(code)
+
+
+def _handed(params: RunParams, copies: dict) -> RunParams:
+    """`params` with the job's user's copies of the peer's files in their places."""
+    return dataclasses.replace(
+        params, pyfiles=tuple(copies.get(p, p) for p in params.pyfiles),
+        script=copies.get(params.script, params.script) if params.script else None,
+        peer_files=())
 
 
 def _no_user(params: RunParams, user: str) -> None:

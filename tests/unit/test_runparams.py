@@ -21,6 +21,7 @@ def full() -> RunParams:
     return RunParams(
         **MINIMAL, name="n", streaming=True, entry="m:f", sql="SELECT 1", script="/s.py",
         argv=("a", "b"), args={"k": [1, {"x": None}]}, pyfiles=("/p/", "/q.zip"),
+        peer_files=("/q.zip",),
         restore_path="/sp", cleanup_session="s0", run_as="etl", memory=1 << 30, cpu=50,
         spark_mode="classic",
         spark_conf={"spark.a": "1"}, spark_defaults={"spark.b": "2"}, spark_master="local[1]",
@@ -123,10 +124,12 @@ def test_attempt_params_from_a_spec_and_the_peer():
         assert attempt_params(spec, _Conf(CONF, **other), place, True).spark_log is None
     c = cleanup_params(p, "/w/jobs/job1/4-2", "sess")
     assert (c.entry, c.sql, c.cleanup_session) == (None, None, "sess")
+    assert (c.script, c.pyfiles, c.peer_files) == (None, (), ())  # no code of the job's
     assert c.log_path == p.log_path + ".cleanup"
     assert (c.result_path, c.error_path) == ("/w/jobs/job1/4-2/cleanup.json",
                                              "/w/jobs/job1/4-2/cleanup-error.json")
     assert dataclasses.replace(c, entry=p.entry, sql=p.sql, cleanup_session=None,
+                               script=p.script, pyfiles=p.pyfiles, peer_files=p.peer_files,
                                log_path=p.log_path, result_path=p.result_path,
                                error_path=p.error_path) == p
 
