@@ -76,8 +76,9 @@ class VotingCore:
         if kind == "demote":
             log.warning("voter %s has been dead for %.0f s or more: it leaves the voters "
                         "(a non-voter takes its place)", node, self.replace_after)
-            await self._change(False, node)
-            return
+            if await self._change(False, node):
+                await self.step()  # its replacement in the same round: the core is even
+            return                 # no longer than the promotion takes
         self._tried[node] = now + RETRY_AFTER
         try:
             await self.promote(node)
@@ -92,13 +93,15 @@ class VotingCore:
         except RaftUnavailable as exc:
             log.info("promotion of %s not done: %s", node, exc)
 
-    async def _change(self, add: bool, node: str) -> None:
+    async def _change(self, add: bool, node: str) -> bool:
         try:
             await self.raft.change_member(add, node, self.write_timeout)
+            return True
         except MembershipRefused:
-            pass  # another change is not committed yet: the next round tries again
+            return False  # another change is not committed yet: the next round tries again
         except RaftUnavailable as exc:
             log.info("Raft membership change of %s not committed: %s", node, exc)
+            return False
 
     # ---- a promotion ----------------------------------------------------------------------
     async def promote(self, node: str) -> dict:

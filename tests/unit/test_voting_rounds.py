@@ -94,3 +94,20 @@ def test_a_peer_that_cannot_start_its_voting_node_waits_the_long_retry():
         assert len(client.calls) == 4 and raft.changes == []
 
     asyncio.run(rounds())
+
+
+def test_a_dead_voter_demoted_is_replaced_in_the_same_round():
+    raft, client, now = FakeRaft(), FakeClient(10_000), [100.0]
+    raft.voters = [A, B, "10.0.0.9:6123"]
+    dead = SimpleNamespace(id="10.0.0.9:6123", state="DEAD", declared_dead_at=1e9 - 120,
+                           leaving=False, draining=False)
+    raft.state.peers[dead.id] = dead
+
+    async def change(add, node, timeout):
+        raft.changes.append((add, node))
+        raft.voters = raft.voters + [node] if add else [v for v in raft.voters if v != node]
+    raft.change_member = change
+    core = VotingCore(raft, 3, 60.0, 5.0, lambda n: "http://x:8081", client,
+                      wall=lambda: 1e9, mono=lambda: now[0])
+    asyncio.run(core.step())
+    assert raft.changes == [(False, dead.id), (True, C)] and raft.voters == [A, B, C]
