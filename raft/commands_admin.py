@@ -56,3 +56,6 @@ class SetTenant:
     # the OS users its jobs and Livy sessions may run as (their proxy user; None: as it
     # is, (): none) (protocol 5)
     proxy_users: Optional[tuple] = None
+    # the directories (paths or URIs) its savepoints may be written to and restored from,
+    # besides state.savepoints.dir (None: as it is, (): none) (protocol 6)
+    savepoint_dirs: Optional[tuple] = None

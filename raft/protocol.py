@@ -32,7 +32,7 @@ import dataclasses
 from typing import Any, Callable, Iterable, Optional
 
 BASELINE = 1   # what a peer that names no protocol speaks (the builds before this module)
-PROTOCOL = 5   # this build's
+PROTOCOL = 6   # this build's
 
 # command types newer than the baseline -> the protocol they came with
 COMMANDS: dict[str, int] = {"SetTenant": 2, "PutPipeline": 2, "DeletePipeline": 2}
@@ -88,6 +88,8 @@ FIELDS: dict[tuple[str, str], tuple[int, Callable[[Any], bool]]] = {
     ("ForgetArtifacts", "tenant"): (5, _nobody),
     # the proxy users a tenant's work may run as (cut, a tenant would have none: refused)
     ("SetTenant", "proxy_users"): (5, _nobody_of),
+    # the savepoint directories granted a tenant (cut, it would have none: refused)
+    ("SetTenant", "savepoint_dirs"): (6, _nobody_of),
 }
 # an encoded command without these fields was sent by an older build: what they mean
 ABSENT: dict[tuple[str, str], Any] = {("RegisterPeer", "protocol"): BASELINE}
@@ -104,7 +106,8 @@ FEATURES = {"SetTenant": "tenants' quotas", "PutPipeline": "named pipelines",
             "tenants": "tenants' artifacts", "proxy_user": "proxy users",
             "proxy-user": "proxy users", "os_user": "tenants' OS users",
             "memory": "tenants' engine memory", "cpu": "tenants' engine CPU",
-            "proxy_users": "tenants' proxy users"}
+            "proxy_users": "tenants' proxy users",
+            "savepoint_dirs": "tenants' savepoint directories"}
 
 
 NEWEST = max([*COMMANDS.values(), *(rule[0] for rule in FIELDS.values()),

@@ -18,6 +18,8 @@ OS_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")  # a POSIX user name (useradd's)
 DEFAULT = "default"  # the tenant of jobs and sessions that name none
 MAX_TENANTS = 10_000
 MAX_PROXIES = 64  # proxy users a tenant may be given
+MAX_SAVEPOINT_DIRS = 16  # savepoint directories a tenant may be granted
+MAX_DIR = 1024           # characters of one
 MAX_QUOTA = 1_000_000
 MIN_MEMORY = 256 * 1024 * 1024   # an engine (a JVM) below this cannot start
 MAX_MEMORY = 1 << 40
@@ -34,6 +36,7 @@ class TenantRecord:
     memory: int = 0     # bytes each of its engines may use (its cgroup; 0: no limit)
     cpu: int = 0        # CPU weight of each of its engines (0: the default, 100)
     proxy_users: tuple = ()  # the proxy users its work may run as (none: none)
+    savepoint_dirs: tuple = ()  # where its savepoints may go besides state.savepoints.dir
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,13 @@ def set_tenant(state, cmd: c.SetTenant) -> Result:
                                            and u != "root" for u in proxies)):
         return Result.fail("invalid", f"proxy-users must be at most {MAX_PROXIES} user names "
                                       "(lower-case letters, digits, '_' or '-'; not root)")
+    dirs = getattr(cmd, "savepoint_dirs", None)
+    if dirs is not None and (not isinstance(dirs, tuple) or len(dirs) > MAX_SAVEPOINT_DIRS
+                             or not all(isinstance(d, str) and 1 < len(d) <= MAX_DIR
+                                        and (d.startswith("/") or "://" in d) for d in dirs)):
+        return Result.fail("invalid", f"savepoint-dirs must be at most {MAX_SAVEPOINT_DIRS} "
+                                      f"absolute paths (not /) or URIs of at most "
+                                      f"{MAX_DIR} characters")
     rec = state.tenants.get(cmd.name)
     if rec is None:
         if len(state.tenants) >= MAX_TENANTS:
@@ -106,9 +116,11 @@ def set_tenant(state, cmd: c.SetTenant) -> Result:
         rec.cpu = cpu
     if proxies is not None:
         rec.proxy_users = tuple(sorted(set(proxies)))
+    if dirs is not None:
+        rec.savepoint_dirs = tuple(sorted(set(dirs)))
     rec.updated = cmd.time
     if not (rec.slots or rec.sessions or rec.os_user or rec.memory or rec.cpu
-            or rec.proxy_users):
+            or rec.proxy_users or getattr(rec, "savepoint_dirs", ())):
         del state.tenants[cmd.name]  # no quota and no user left: nothing to keep
     return Result(True, cmd.name)
 
@@ -131,6 +143,12 @@ def proxy_users(state, tenant: Optional[str]) -> tuple:
     """The proxy users `tenant`'s work may run as (set with PUT /tenants; none: none)."""
     rec = state.tenants.get(key(tenant))
     return tuple(getattr(rec, "proxy_users", ()) or ()) if rec is not None else ()
+
+
+def savepoint_dirs(state, tenant: Optional[str]) -> tuple:
+    """The savepoint directories granted `tenant` (PUT /tenants savepoint-dirs)."""
+    rec = state.tenants.get(key(tenant))
+    return tuple(getattr(rec, "savepoint_dirs", ()) or ()) if rec is not None else ()
 
 
 def sessions_held(state, tenant: Optional[str]) -> int:

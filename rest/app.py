@@ -126,7 +126,7 @@ async def post_savepoint(request: web.Request) -> web.Response:
     from rest.flink import savepoint_request  # Flink's body: cancel-job, formatType, file://
     trigger, target, stop = savepoint_request(await json_body(request, optional=True), False)
     out = await gw(request).trigger_savepoint(request.match_info["job_id"], trigger, target,
-                                               stop)
+                                               stop, caller(request))
     return web.json_response(out, status=202)
 
 
@@ -134,7 +134,7 @@ async def post_stop(request: web.Request) -> web.Response:
     from rest.flink import savepoint_request
     trigger, target, _ = savepoint_request(await json_body(request, optional=True), True)
     out = await gw(request).trigger_savepoint(request.match_info["job_id"], trigger, target,
-                                               True)
+                                               True, caller(request))
     return web.json_response(out, status=202)
 
 

@@ -26,16 +26,16 @@ def cmd_tenant(client: Client, a: argparse.Namespace) -> int:
         return EXIT_OK
     if not a.name:
         raise UsageError("tenant set: missing TENANT")
-    proxies = None if a.proxy_users is None else [
-        u.strip() for u in a.proxy_users.split(",") if u.strip()]
+    proxies, dirs = (None if raw is None else [x.strip() for x in raw.split(",") if x.strip()]
+                     for raw in (a.proxy_users, a.savepoint_dirs))
     body = {k: v for k, v in (("slots", a.slots), ("sessions", a.sessions),
                               ("os-user", a.os_user), ("memory", a.memory), ("cpu", a.cpu),
-                              ("proxy-users", proxies))
+                              ("proxy-users", proxies), ("savepoint-dirs", dirs))
             if v is not None}
     if not body:
         raise UsageError("tenant set: give --slots N, --sessions M (0: no limit), "
-                         "--os-user USER ('' for none), --memory SIZE, --cpu WEIGHT and/or "
-                         "--proxy-users U1,U2 ('' for none)")
+                         "--os-user USER ('' for none), --memory SIZE, --cpu WEIGHT, "
+                         "--proxy-users U1,U2 and/or --savepoint-dirs D1,D2 ('' for none)")
     res = client.request("PUT", f"/tenants/{_q(a.name)}", body)
     if a.json:
         print_json(res)
@@ -47,7 +47,9 @@ def cmd_tenant(client: Client, a: argparse.Namespace) -> int:
             + (f", engines of {res['memory']} bytes" if res.get("memory") else "")
             + (f", CPU weight {res['cpu']}" if res.get("cpu") else "")
             + (f", proxy users {', '.join(res['proxy-users'])}" if res.get("proxy-users")
-               else ""))
+               else "")
+            + (f", savepoints also in {', '.join(res['savepoint-dirs'])}"
+               if res.get("savepoint-dirs") else ""))
     return EXIT_OK
 
 
@@ -88,6 +90,9 @@ def add_tenant(add) -> None:
     t.add_argument("--proxy-users", metavar="U1,U2",
                    help="the OS users its jobs and Livy sessions may run as (their "
                         "proxy-user; also in jobmanager.executor.proxy-users); '' for none")
+    t.add_argument("--savepoint-dirs", metavar="D1,D2",
+                   help="directories (paths or URIs) its savepoints may be written to and "
+                        "restored from besides state.savepoints.dir; '' for none")
     au = add("audit", "the audit log of every live peer: who did what to which job "
                       "(admin)", cmd_audit)
     au.add_argument("--limit", type=int, help="newest entries (default 100)")

@@ -29,7 +29,8 @@ from jm.policy.spec import SpecLimits, proxy_refusal, remote_refs, validate_spec
 from jm.wire import livy
 from raft.artifacts import named_by
 from raft.commands import AddArtifact, CancelJob, ForgetArtifacts, SubmitJob, TriggerSavepoint
-from raft.tenants import key as tenant_key, proxy_users as tenant_proxy_users
+from raft.tenants import key as tenant_key, proxy_users as tenant_proxy_users, \
+    savepoint_dirs as tenant_savepoint_dirs
 from rest.gateway import ANYONE, ApiError, Credential
 
 
@@ -94,6 +95,7 @@ class PeerGateway(PeerReads, ClusterWrites, TokenWrites, TenantAccess, PipelineW
         await self._known_artifacts([("pyfiles", p) for p in spec["pyfiles"]]
                                     + ([("script", script)] if script else []))
         if spec.get("savepoint-path"):
+            await self._savepoint_place(spec["savepoint-path"], "savepoint-path", who)
             await self._check_location(spec["savepoint-path"], "savepoint-path")
             try:
                 meta = await asyncio.wait_for(asyncio.to_thread(
@@ -107,6 +109,26 @@ class PeerGateway(PeerReads, ClusterWrites, TokenWrites, TenantAccess, PipelineW
             if not who.sees_all and not self._savepoint_of(meta, who):
                 raise ApiError(403, f"savepoint-path: {spec['savepoint-path']} is not a "
                                     f"savepoint of tenant {who.tenant}'s jobs")
+
+    async def _savepoint_place(self, loc: str, field: str, who: Credential) -> None:
+        """403 unless a tenant's savepoint is read or written under state.savepoints.dir
+        (written by the peers only) or a directory granted to its tenant: elsewhere the
+        peer (often root) would read or write any place on its host for it."""
+        if who.sees_all:
+            return
+        with self.raft.read() as st:
+            granted = tenant_savepoint_dirs(st, who.tenant)
+        roots = [fsuri.location(self.conf.savepoints_dir(), "state.savepoints.dir"),
+                 *granted]
+
+        def real(place: str) -> str:  # (a link below a granted directory leads elsewhere)
+            return place if fsuri.is_remote(place) else os.path.realpath(place)
+        where = await asyncio.to_thread(lambda: (real(loc), [real(r) for r in roots]))
+        if not fsuri.within(*where):
+            tenant = tenant_key(who.tenant)
+            raise ApiError(403, f"{field}: {loc} is neither under state.savepoints.dir nor "
+                                f"under a savepoint directory granted to tenant {tenant} "
+                                f"(an admin's PUT /tenants/{tenant} savepoint-dirs)")
 
     def _savepoint_of(self, meta: dict, who: Credential) -> bool:
         """Whether a savepoint (its _metadata) is of a job of `who`'s tenant: the tenant
@@ -167,12 +189,13 @@ class PeerGateway(PeerReads, ClusterWrites, TokenWrites, TenantAccess, PipelineW
 
     @api_errors
     async def trigger_savepoint(self, job_id: str, trigger_id: str, target: Optional[str],
-                                stop: bool) -> dict:
+                                stop: bool, who: Credential = ANYONE) -> dict:
         if target is not None:
             try:  # "/a", "file:///a", "s3a://bucket/a" ... -> one canonical spelling
                 target = fsuri.location(target, "target-directory")
             except ValueError as exc:
                 raise ApiError(400, str(exc))
+            await self._savepoint_place(target, "target-directory", who)
             await self._check_location(target, "target-directory")
         out = await self._write(TriggerSavepoint(job_id, trigger_id, target, stop, time.time()))
         return {"request-id": out["request-id"]}

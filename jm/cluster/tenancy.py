@@ -16,7 +16,7 @@ from jm.cluster.peerclient import PeerUnreachable
 from jm.cluster.reads import GatewayBase, api_errors
 from jm.cluster.resourcemanager import tenant_usage
 from jm.configvalues import parse_memory
-from jm.policy import quota
+from jm.policy import fsuri, quota
 from raft import tenants as T
 from raft.commands import SetTenant
 from raft.records import ALIVE, TERMINAL
@@ -83,14 +83,24 @@ class TenantAccess(GatewayBase):
     @api_errors
     async def set_tenant(self, name: str, body: Any) -> dict:
         if not isinstance(body, dict) or not body or set(body) - {
-                "slots", "sessions", "os-user", "memory", "cpu", "proxy-users"}:
+                "slots", "sessions", "os-user", "memory", "cpu", "proxy-users",
+                "savepoint-dirs"}:
             raise ApiError(400, 'the body is {"slots": N, "sessions": M, "os-user": U, '
-                                '"memory": "4 gb", "cpu": W, "proxy-users": [U, ...]} (any '
-                                'of them; 0: no limit, "": no user, []: no proxy user)')
+                                '"memory": "4 gb", "cpu": W, "proxy-users": [U, ...], '
+                                '"savepoint-dirs": [DIR, ...]} (any of them; 0: no limit, '
+                                '"": no user, []: none)')
         proxies = body.get("proxy-users")
         if proxies is not None and (not isinstance(proxies, list)
                                     or not all(isinstance(u, str) for u in proxies)):
             raise ApiError(400, "proxy-users must be a list of user names ([]: none)")
+        dirs = body.get("savepoint-dirs")
+        if dirs is not None:
+            if not isinstance(dirs, list):
+                raise ApiError(400, "savepoint-dirs must be a list of directories ([]: none)")
+            try:  # "/a", "file:///a/", "s3a://bucket/a" ... -> one canonical spelling
+                dirs = tuple(fsuri.location(d, "savepoint-dirs") for d in dirs)
+            except ValueError as exc:
+                raise ApiError(400, str(exc))
         memory = body.get("memory")
         if memory is not None:
             try:
@@ -106,7 +116,7 @@ class TenantAccess(GatewayBase):
                                 "root, or use jobmanager.executor.user for every job)")
         await self._write(SetTenant(name, body.get("slots"), body.get("sessions"),
                                     time.time(), user, memory, body.get("cpu"),
-                                    None if proxies is None else tuple(proxies)))
+                                    None if proxies is None else tuple(proxies), dirs))
         return self._tenant_rows([name])[0]
 
     def tenants(self, who: Credential) -> dict:
@@ -142,6 +152,8 @@ class TenantAccess(GatewayBase):
                              **_runtime_row(T.runtime(st, None if name == T.DEFAULT
                                                       else name)),
                              "proxy-users": list(T.proxy_users(
+                                 st, None if name == T.DEFAULT else name)),
+                             "savepoint-dirs": list(T.savepoint_dirs(
                                  st, None if name == T.DEFAULT else name))})
             return rows
 

@@ -85,6 +85,15 @@ def is_remote_ref(ref: str) -> bool:
     return "://" in ref and ref.split("://", 1)[0].lower() in REMOTE_SCHEMES
 
 
+def within(loc: str, roots) -> bool:
+    """Whether canonical location `loc` is one of the canonical `roots` or below one."""
+    for root in roots:
+        root = root.rstrip("/")
+        if loc == root or loc.startswith(root + "/"):
+            return True
+    return False
+
+
 def is_remote(loc: str) -> bool:
     """Whether a canonical location is a remote file system's URI."""
     return "://" in loc and not loc.startswith("/")

@@ -300,7 +300,7 @@ async def test_a_tenant_restores_only_its_own_tenant_s_savepoints(tmp_path):
     import json
     async with running(str(tmp_path), 1, {"rest.auth.token": ROOT}) as c:
         t = await _tokens(c)
-        sp = tmp_path / "sp-b"
+        sp = tmp_path / "ha" / "savepoints" / "sp-b"  # (state.savepoints.dir)
         (sp / "checkpoint").mkdir(parents=True)
         (sp / "_metadata").write_text(json.dumps({"job-id": "0" * 32, "tenant": "b",
                                                   "version": 1, "queries": {}}))
@@ -318,6 +318,60 @@ async def test_a_tenant_restores_only_its_own_tenant_s_savepoints(tmp_path):
         assert s == 202, b2
         for j in (b["jobid"], b2["jobid"]):
             await ahttp("PATCH", c.url(0) + f"/jobs/{j}", headers=t["b-sub"])
+
+
+async def test_a_tenant_s_savepoints_go_and_come_only_where_it_was_granted(tmp_path):
+    """A tenant's target-directory and savepoint-path: under state.savepoints.dir or a
+    directory an admin granted it (links resolved), else 403, so that the peer writes and
+    reads no other place of its host for it and restores no "savepoint" a tenant forged."""
+    import json
+    granted, elsewhere = tmp_path / "granted", tmp_path / "elsewhere"
+    for d in (granted, elsewhere):
+        d.mkdir()
+    forged = elsewhere / "sp"
+    (forged / "checkpoint").mkdir(parents=True)
+    (forged / "_metadata").write_text(json.dumps({"job-id": "0" * 32, "tenant": "a",
+                                                 "version": 1, "queries": {}}))
+    (granted / "link").symlink_to(forged)
+    async with running(str(tmp_path), 1, {"rest.auth.token": ROOT}) as c:
+        t = await _tokens(c)
+        for where in (forged, granted / "link"):
+            s, b = await ahttp("POST", c.url(0) + "/jobs", {**WAIT, **STREAMING,
+                                                            "savepoint-path": str(where)},
+                               headers=t["a-sub"])
+            assert s == 403 and "neither under state.savepoints.dir" in b["errors"][0], b
+        s, b = await ahttp("POST", c.url(0) + "/jobs", {**WAIT, **STREAMING},
+                           headers=t["a-sub"])
+        assert s == 202, b
+        jid = b["jobid"]
+        await _state(c, 0, jid, t["a-sub"], "RUNNING")
+        target = {"target-directory": f"file://{elsewhere}"}
+        s, b = await ahttp("POST", c.url(0) + f"/jobs/{jid}/savepoints", target,
+                           headers=t["a-sub"])
+        assert s == 403 and f"{elsewhere} is neither under" in b["errors"][0], b
+        s, b = await ahttp("POST", c.url(0) + f"/jobs/{jid}/stop", target, headers=t["a-sub"])
+        assert s == 403, b
+        rc, out, err = await jm("-a", c.url(0), "tenant", "set", "a", "--savepoint-dirs",
+                                f"file://{granted}/", env={"JM_TOKEN": ROOT})
+        assert rc == 0 and f"savepoints also in {granted}" in out, (out, err)
+        s, b = await ahttp("POST", c.url(0) + f"/jobs/{jid}/savepoints",
+                           {"target-directory": str(granted)}, headers=t["a-sub"])
+        assert s == 202, b
+        sp = await wait_savepoint_as(c, jid, b["request-id"], t["a-sub"])
+        assert sp["operation"]["location"].startswith(f"{granted}/"), sp
+        s, b = await ahttp("POST", c.url(0) + "/jobs", {
+            **WAIT, **STREAMING, "savepoint-path": sp["operation"]["location"]},
+            headers=t["a-sub"])
+        assert s == 202, b  # its own savepoint, where it was granted
+        restored = b["jobid"]
+        # an admin of no tenant names any place; tenant b was granted nothing
+        s, b = await ahttp("POST", c.url(0) + f"/jobs/{jid}/savepoints", target,
+                           headers=t["ops"])
+        assert s == 202, b
+        s, body = await ahttp("GET", c.url(0) + "/tenants", headers=t["a-read"])
+        assert body["tenants"][0]["savepoint-dirs"] == [str(granted)], body
+        for j in (jid, restored):
+            await ahttp("PATCH", c.url(0) + f"/jobs/{j}", headers=t["a-sub"])
 
 
 async def test_a_proxy_user_is_bound_to_the_tenants_granted_it(tmp_path):
@@ -403,6 +457,39 @@ async def test_the_audit_log_can_be_neither_skipped_nor_flushed(tmp_path):
         cut = [e for e in entries if e.get("path", "").startswith("/jobs/jjj")]
         assert len(cut) == 1 and len(cut[0]["path"]) == 256, cut
         assert all(len(v) <= 256 for v in cut[0]["ids"].values())
+
+
+async def test_audit_entries_are_shipped_to_syslog(tmp_path):
+    """rest.audit.syslog: each entry also goes to a syslog receiver (here a UDP socket of
+    the test's), facility auth, tag jobmanager-audit."""
+    import json
+    import socket
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.setblocking(False)
+    try:
+        async with running(str(tmp_path), 1, {
+                "rest.auth.token": ROOT,
+                "rest.audit.syslog": f"udp://127.0.0.1:{sock.getsockname()[1]}"}) as c:
+            s, b = await ahttp("POST", c.url(0) + "/tokens", {"name": "ops", "role": "admin"},
+                               headers=bearer(ROOT))
+            assert s == 201, b
+            seen = []
+
+            async def shipped():
+                while True:
+                    try:
+                        seen.append(sock.recv(65536).decode())
+                    except BlockingIOError:
+                        break
+                return next((m for m in seen if '"path":"/tokens"' in m), None)
+            msg = await apoll(shipped, 30, what="the audit entry at the syslog receiver")
+            # <PRI>: facility auth (4) * 8 + severity info (6) = 38
+            assert msg.startswith("<38>jobmanager-audit: "), msg
+            entry = json.loads(msg.split("jobmanager-audit: ", 1)[1].split("\x00")[0])
+            assert entry["status"] == 201 and entry["method"] == "POST", entry
+    finally:
+        sock.close()
 
 
 async def _secret(c, name, tenant="a"):

@@ -103,3 +103,26 @@ def test_a_tenant_s_proxy_users_survive_the_codec_and_are_checked():
     # only proxy users kept: the record stays; none left: it goes
     assert st.apply(c.SetTenant("team-a", None, None, 3.0, proxy_users=())).ok
     assert "team-a" not in st.tenants
+
+
+def test_a_tenant_s_savepoint_dirs_survive_the_codec_are_checked_and_need_protocol_6():
+    from jm.policy import fsuri
+    from raft import protocol as P, tenants as T
+    st = state()
+    cmd = c.decode(c.encode(c.SetTenant("team-a", None, None, 1.0, savepoint_dirs=(
+        "/sp/a", "s3://bucket/a", "/sp/a"))))
+    assert cmd.savepoint_dirs == ("/sp/a", "s3://bucket/a", "/sp/a")
+    assert st.apply(cmd).ok and T.savepoint_dirs(st, "team-a") == ("/sp/a", "s3://bucket/a")
+    for bad in (("relative",), ("/",), ("/x" * 600,), ("/d",) * 17, ["/sp"]):
+        res = st.apply(c.SetTenant("team-a", None, None, 2.0, savepoint_dirs=bad))
+        assert not res.ok and res.code == "invalid", bad
+    assert T.savepoint_dirs(st, "team-b") == ()
+    assert P.refusal(c.SetTenant("a", None, None, 1.0, savepoint_dirs=("/sp",)), 5)
+    assert P.masked(c.SetTenant("a", 1, None, 1.0, savepoint_dirs=("/sp",)), 5) == \
+        c.SetTenant("a", 1, None, 1.0)
+    # under a granted directory: the directory itself or below it, not a sibling's prefix
+    assert fsuri.within("/sp/a/savepoint-1", ["/sp/a"]) and fsuri.within("/sp/a", ["/sp/a/"])
+    assert not fsuri.within("/sp/ab/x", ["/sp/a"]) and not fsuri.within("/sp", ["/sp/a"])
+    assert fsuri.within("s3://bucket/a/x", ["/sp", "s3://bucket/a"])
+    assert st.apply(c.SetTenant("team-a", None, None, 3.0, savepoint_dirs=())).ok
+    assert "team-a" not in st.tenants
