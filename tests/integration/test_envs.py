@@ -1,0 +1,75 @@
+"""The peer's cache of per-job Python environments (jm/cluster/envs.py) with real pip from
+the index this machine reaches: one build per set however many ask at once, an
+environment over the peer's (its pyspark stays), two versions of one package side by
+side, pip's own error for a set that cannot be built, and the least recently used
+environment not in use deleted when the cache is over its bound."""
+import asyncio
+import os
+import subprocess
+
+import pytest
+
+from jm.cluster.envs import READY, EnvBuildError, EnvCache
+from jm.policy.envs import requirement_set
+
+OLD, NEW = "tabulate==0.8.10", "tabulate==0.9.0"  # small, pure Python, not the peer's
+
+
+def _run(env, code: str) -> str:
+    return subprocess.run([env.python, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=60).stdout.strip()
+
+
+class CountingCache(EnvCache):
+    builds = 0
+
+    async def _build(self, key, reqs):
+        self.builds += 1
+        await super()._build(key, reqs)
+
+
+async def test_one_build_per_set_over_the_peer_s_environment(tmp_path):
+    cache = CountingCache(str(tmp_path / "envs"), 1 << 40)
+    old = requirement_set([OLD])
+    a, b = await asyncio.gather(cache.acquire(old), cache.acquire(old))
+    assert a == b and cache.builds == 1 and cache.in_use(a.key) == 2
+    assert _run(a, "import tabulate; print(tabulate.__version__)") == "0.8.10"
+    # the peer's own packages stay: pyspark is not in the environment, yet imports
+    peer = _run(a, "import pyspark, jm; print(pyspark.__file__, jm.__file__)")
+    assert not peer.startswith(a.path) and str(tmp_path) not in peer, peer
+    assert not [n for n in os.listdir(a.site) if n.lower().startswith("pyspark")]
+    new = await cache.acquire(requirement_set([NEW]))
+    assert new.key != a.key and cache.builds == 2
+    assert _run(new, "import tabulate; print(tabulate.__version__)") == "0.9.0"
+    assert _run(a, "import tabulate; print(tabulate.__version__)") == "0.8.10"
+    again = await cache.acquire(requirement_set(["Tabulate == 0.8.10"]))  # the same set
+    assert again == a and cache.builds == 2
+    # readable by the jobs' users whatever the peer's umask
+    assert os.stat(os.path.join(a.site, "_jm_peer.pth")).st_mode & 0o004
+
+
+async def test_a_set_pip_cannot_build_fails_with_pip_s_error_and_leaves_nothing(tmp_path):
+    cache = EnvCache(str(tmp_path / "envs"), 1 << 40)
+    bad = requirement_set(["jm-no-such-package-for-tests==1.0"])
+    with pytest.raises(EnvBuildError) as exc:
+        await cache.acquire(bad)
+    assert str(exc.value).startswith("pip: ERROR:") and \
+        "jm-no-such-package-for-tests" in str(exc.value), exc.value
+    assert os.listdir(tmp_path / "envs") == [] and cache.in_use(bad.key("3.11")) == 0
+    # a requirement that would need another pyspark than the peer's fails the same way
+    with pytest.raises(EnvBuildError, match="pyspark"):
+        await cache.acquire(requirement_set(["delta-spark==3.2.0"]))
+
+
+async def test_the_least_recently_used_environment_not_in_use_makes_room(tmp_path):
+    clock = [1000.0]
+    cache = EnvCache(str(tmp_path / "envs"), 1, clock=lambda: clock[0])  # (over at once)
+    old = await cache.acquire(requirement_set([OLD]))
+    clock[0] += 10
+    new = await cache.acquire(requirement_set([NEW]))
+    assert os.path.exists(os.path.join(old.path, READY))  # in use: kept, over the bound
+    cache.release(old)
+    assert await cache.make_room() == [old.key]
+    assert not os.path.exists(old.path) and os.path.exists(os.path.join(new.path, READY))
+    cache.release(new)
+    assert await cache.make_room() == [new.key]
