@@ -73,6 +73,13 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # names or globs of the peer's environment variables its children (jobs, the Spark
     # Connect server, the SQL worker) see besides jm.policy.jobenv.DEFAULT_PASS
     "jobmanager.executor.env-pass": (_names, ()),
+    # jobs' own Python requirements (jm/cluster/envs.py): the cache of environments and
+    # the index pip uses (unset: pip's own configuration)
+    "jobmanager.envs.max-size": (parse_memory, "10 gb"),
+    "jobmanager.envs.index-url": (_opt_str, None),
+    "jobmanager.envs.extra-index-urls": (_names, ()),
+    "jobmanager.envs.find-links": (_names, ()),
+    "jobmanager.envs.build-timeout": (parse_duration, "10 min"),
     "jobmanager.weight": (_float(0.0), 0.0),  # 0: proportional to jobmanager.slots
     "high-availability.storageDir": (_str, "data/ha"),
     "state.savepoints.dir": (_savepoints_dir, None),  # default: <high-availability.storageDir>/savepoints

@@ -156,6 +156,21 @@ DESCRIPTIONS: dict[str, str] = {
         "`jm/policy/jobenv.py`). Everything else, cloud credentials (`AWS_*`, "
         "`GOOGLE_APPLICATION_CREDENTIALS`) included, stays with the peer; `JM_CONF_*` and "
         "`JM_PROPERTIES` (the peer's configuration, with its secrets) never pass."),
+    "jobmanager.envs.max-size": (
+        "Disk the peer's Python environments of jobs' `requirements` may take (under its data "
+        "dir, `envs/`): past it the least recently used environment no job runs with is "
+        "deleted (one in use never is; a later job with its set builds it again)."),
+    "jobmanager.envs.index-url": (
+        "The package index pip builds jobs' environments from (pip's `--index-url`); unset: "
+        "pip's own configuration (`pip.conf`, `PIP_INDEX_URL`)."),
+    "jobmanager.envs.extra-index-urls": (
+        "More indexes pip looks in (`--extra-index-url`), comma-separated."),
+    "jobmanager.envs.find-links": (
+        "Folders or pages of wheels pip looks in (`--find-links`), comma-separated: an "
+        "offline peer's wheelhouse."),
+    "jobmanager.envs.build-timeout": (
+        "How long one environment's build (pip's resolution, download and install) may take; "
+        "past it the jobs waiting for it fail their attempt, saying so."),
     "jobmanager.weight": (
         "This peer's share of the work when rebalancing: peers get used slots in proportion to "
         "their weights."),

@@ -180,9 +180,9 @@ def _savepoints_dir(v: Any) -> Optional[str]:
 
 def _names(v: Any) -> tuple:
     """A list of names: a YAML list, or one text with commas ("a, b")."""
-    if v in (None, ""):
+    if v is None or v == "" or v == ():  # (the keys' defaults are tuples)
         return ()
-    items = v if isinstance(v, list) else str(v).split(",")
+    items = v if isinstance(v, (list, tuple)) else str(v).split(",")
     out = []
     for item in items:
         if isinstance(item, (dict, list)):

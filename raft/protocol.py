@@ -99,7 +99,7 @@ ANNOUNCED: frozenset = frozenset({("RegisterPeer", "protocol")})
 
 # keys of a job's spec (SubmitJob.spec, kept whole by every replica) that an older peer
 # would not honour if it ran the job -> the protocol that honours them
-SPEC_KEYS: dict[str, int] = {"proxy-user": 2}
+SPEC_KEYS: dict[str, int] = {"proxy-user": 2, "requirements": 6}
 
 FEATURES = {"SetTenant": "tenants' quotas", "PutPipeline": "named pipelines",
             "DeletePipeline": "named pipelines", "tenant": "tenants' work",
@@ -107,7 +107,8 @@ FEATURES = {"SetTenant": "tenants' quotas", "PutPipeline": "named pipelines",
             "proxy-user": "proxy users", "os_user": "tenants' OS users",
             "memory": "tenants' engine memory", "cpu": "tenants' engine CPU",
             "proxy_users": "tenants' proxy users",
-            "savepoint_dirs": "tenants' savepoint directories"}
+            "savepoint_dirs": "tenants' savepoint directories",
+            "requirements": "jobs' Python requirements"}
 
 
 NEWEST = max([*COMMANDS.values(), *(rule[0] for rule in FIELDS.values()),

@@ -153,3 +153,13 @@ async def asubmit(url: str, spec: dict, timeout: float = 60.0) -> str:
     s, b = await awrite("POST", url + "/jobs", spec, timeout=timeout)
     assert s == 202, b
     return b["jobid"]
+
+
+async def aended(url: str, jid: str, timeout: float = 60.0) -> dict:
+    """The job once it is FINISHED, FAILED or CANCELED (GET /jobs/{id} on `url`)."""
+    from jm.policy.vocab import TERMINAL
+
+    async def check():
+        s, b = await ahttp("GET", url + f"/jobs/{jid}")
+        return b if s == 200 and b["state"] in TERMINAL else None
+    return await apoll(check, timeout, what=f"job {jid} ended")

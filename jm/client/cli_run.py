@@ -20,9 +20,11 @@ from jm.client.cli_http import (EXIT_OK, Client, UsageError, end_error, interrup
 from jm.client.cli_ops import follow_logs
 from jm.client.cli_spec import parse_pairs, parse_restart, post_job, print_submitted
 from jm.policy.fsuri import is_remote_ref
+from jm.policy.reqfile import MAX_REQUIREMENTS_FILE, RequirementsError, requirements_file
 
 # jm run's options after APP: name -> takes a value
-RUN_OPTIONS = {"--conf": True, "--py-files": True, "--name": True, "--mode": True,
+RUN_OPTIONS = {"--conf": True, "--py-files": True, "--requirements": True, "--name": True,
+               "--mode": True,
                "--jobid": True, "--slots": True, "--restart-strategy": True,
                "--proxy-user": True, "--tenant": True,
                "--streaming": False, "--wait": False, "--progress": False,
@@ -98,7 +100,24 @@ def build_run_spec(a: argparse.Namespace) -> dict:
         value = getattr(a, field.replace("-", "_"), None)
         if value:
             spec[field] = value
+    if a.requirements:
+        spec["requirements"] = read_requirements(a.requirements)
     return spec
+
+
+def read_requirements(path: str) -> list[str]:
+    """The entries of a requirements file (the peers check each one again)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_REQUIREMENTS_FILE + 1)
+    except OSError as exc:
+        raise UsageError(f"--requirements {path}: {exc.strerror or exc}") from None
+    try:
+        return requirements_file(raw.decode("utf-8"), f"--requirements {path}")
+    except UnicodeDecodeError:
+        raise UsageError(f"--requirements {path}: not UTF-8 text") from None
+    except RequirementsError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def cmd_run(client: Client, a: argparse.Namespace, upload: Callable[[Client, str], dict]
@@ -152,6 +171,9 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--py-files", action="append", default=[], metavar="A.py,B.zip",
                    help="modules for the driver and the executors (comma-separated; "
                         "local files are uploaded); repeatable")
+    p.add_argument("--requirements", metavar="FILE",
+                   help="a requirements.txt: the job's driver and UDFs import exactly these "
+                        "versions (an environment the peer builds once per set, over its own)")
     p.add_argument("--name", help="the job's name (and spark.app.name; default: APP's name)")
     p.add_argument("--mode", choices=("classic", "connect"),
                    help="classic: its own Spark application (default); connect: a session "
@@ -195,7 +217,7 @@ def _merge(parser: argparse.ArgumentParser, a: argparse.Namespace) -> argparse.N
     a.conf = list(a.conf) + later.conf
     a.py_files = list(a.py_files) + later.py_files
     for key in ("name", "mode", "jobid", "slots", "restart_strategy", "proxy_user",
-                "tenant"):
+                "tenant", "requirements"):
         if getattr(later, key) is not None:
             setattr(a, key, getattr(later, key))
     for key in ("streaming", "wait", "json"):

@@ -26,7 +26,6 @@ from importlib import metadata
 from typing import Callable, Optional
 
 from jm.policy.envs import CachedEnv, RequirementSet, to_evict
-from jm.runtime.confine import USER_UMASK
 
 log = logging.getLogger("jm.envs")
 
@@ -45,6 +44,13 @@ class PipOptions:
     extra_index_urls: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
     timeout: float = 600.0
+
+    @staticmethod
+    def from_conf(conf) -> "PipOptions":
+        return PipOptions(conf["jobmanager.envs.index-url"],
+                          tuple(conf["jobmanager.envs.extra-index-urls"]),
+                          tuple(conf["jobmanager.envs.find-links"]),
+                          conf["jobmanager.envs.build-timeout"])
 
     def args(self) -> list[str]:
         out = ["--index-url", self.index_url] if self.index_url else []
@@ -76,7 +82,8 @@ def _env(root: str, key: str) -> Env:
     return Env(key, path, os.path.join(path, "bin", "python"), _site_of(path))
 
 
-def _size(path: str) -> int:
+def dir_size(path: str) -> int:
+    """Bytes of the files under `path`."""
     total = 0
     for top, _, files in os.walk(path):
         for name in files:
@@ -176,13 +183,14 @@ class EnvCache:
         shutil.rmtree(path, ignore_errors=True)
 
     def _finish(self, path: str, key: str, reqs: RequirementSet) -> None:
-        self._sizes[key] = _size(path)
+        self._sizes[key] = dir_size(path)
         _write(os.path.join(path, READY), reqs.text())  # last: ready from now on
 
     async def _run(self, argv: list[str], what: str) -> None:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT, umask=USER_UMASK,
+        proc = await asyncio.create_subprocess_exec(  # (killed with the peer; umask 022)
+            sys.executable, "-m", "jm.runtime.pdeathsig", *argv,
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
             env=dict(os.environ, PIP_NO_INPUT="1", PYTHONNOUSERSITE="1"))
         try:
             out, _ = await asyncio.wait_for(proc.communicate(), self.pip.timeout)
@@ -192,7 +200,10 @@ class EnvCache:
             raise EnvBuildError(f"{what} did not finish within {self.pip.timeout:.0f} s "
                                 "(jobmanager.envs.build-timeout)") from None
         if proc.returncode != 0:
-            raise EnvBuildError(pip_error(out.decode(errors="replace"), what))
+            text = out.decode(errors="replace")
+            log.warning("%s failed (exit %s); its output ends:\n%s", what, proc.returncode,
+                        "\n".join(text.splitlines()[-40:]))
+            raise EnvBuildError(pip_error(text, what))
 
     # ---- room -----------------------------------------------------------------------------
     def entries(self) -> list[CachedEnv]:
@@ -209,7 +220,7 @@ class EnvCache:
                 continue
             size = self._sizes.get(name)
             if size is None:
-                size = self._sizes[name] = _size(os.path.join(self.root, name))
+                size = self._sizes[name] = dir_size(os.path.join(self.root, name))
             out.append(CachedEnv(name, size, used, 0))
         return out
 
@@ -255,5 +266,7 @@ def pip_error(output: str, what: str = "pip") -> str:
                 break
             causes.append(ln)
         errors = errors[:1] + causes
+    if "ERROR: Exception:" in errors and lines:  # pip's own crash: its exception's line
+        errors = errors + [lines[-1]]
     picked = errors or lines[-PIP_LINES:] or [f"{what} failed"]
     return f"{what}: " + " | ".join(picked)

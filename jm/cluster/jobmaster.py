@@ -20,7 +20,9 @@ from raft.commands import CompleteSavepoint, ReleaseJob, StatusReport
 from raft.node import RaftUnavailable
 from raft.tenants import NO_RUNTIME, TenantRuntime
 from jm.cluster.engines import NoEngine, own_token
+from jm.cluster.envs import EnvBuildError
 from jm.cluster.jobengine import JobEngine
+from jm.cluster.jobpython import JobPython
 from jm.cluster.jobservices import JobEnv, next_report_seq
 from jm.runtime.executor import ExecutorLost, JobProcess
 from jm.runtime.sparkapp import SCRATCH
@@ -78,6 +80,9 @@ class JobMaster:
             env.engines, env.engines.key_for(tenant, job_id), f"job:{job_id}:{epoch}",
             runtime, env.conf["spark.connect.startup-timeout"]
         ) if self.connect and env.engines is not None else None
+        # its own Python environment (jm/cluster/jobpython.py), when it names requirements
+        self.python = JobPython(env.envs, spec["requirements"]) \
+            if spec.get("requirements") else None
         self._helpers: set[asyncio.Task] = set()   # exit watchers, timers, report outcomes
         self._savepoint_tasks: dict[str, asyncio.Task] = {}
         self.log = logging.LoggerAdapter(log, {"job": job_id, "epoch": epoch})
@@ -123,8 +128,7 @@ class JobMaster:
         """Stop without reporting (the job moved away, or this peer is fenced/stopping)."""
         if self.process:
             self.env.executor.kill(self.process, signal.SIGKILL)
-        if self.engine is not None:
-            self.engine.release()
+        self._release()
         tasks = [t for t in [self.task, *self._savepoint_tasks.values(),
                              *self.spark_app.pending(), *self.progress.pending(),
                              *self.tee.pending(),
@@ -214,8 +218,14 @@ class JobMaster:
                 self.env.executor.kill(self.process, signal.SIGKILL)
             for t in self._helpers:
                 t.cancel()
-            if self.engine is not None:
-                self.engine.release()
+            self._release()
+
+    def _release(self) -> None:
+        """What the JobMaster held for its attempts: its engine, its Python environment."""
+        if self.engine is not None:
+            self.engine.release()
+        if self.python is not None:
+            self.python.release()
 
     async def _feed(self, event: Any) -> None:
         """One event into the state; its instructions performed in order."""
@@ -324,12 +334,15 @@ class JobMaster:
             if self.spec.get("script"):
                 script = (await self.env.resolve_pyfiles([self.spec["script"]]))[0]
             await self._restore()
+            python = await self.python.acquire() if self.python is not None else None
             if self.engine is not None:
                 await self.engine.acquire()
             self.session_id = str(uuid.uuid4())
             if self.engine is not None:  # (its queries live as long as this JVM does)
                 self.engine.note_spawn()
             params = self._params(pyfiles, run_dir, script)
+            if python is not None:
+                params = replace(params, python_env=python.site, python_exec=python.python)
             self.process = await self.env.executor.spawn(params)
         except (ExecutorLost, OSError, ValueError, LookupError, NoEngine) as exc:
             failure = {"exception": f"{type(exc).__name__}: {exc}", "traceback": ""}
@@ -338,6 +351,8 @@ class JobMaster:
             if missing:  # a restart on this peer finds it missing all the same
                 failure["hopeless"] = f"{missing} does not exist on this peer"
             return SpawnFailed(restart, failure)
+        except EnvBuildError as exc:  # no restart installs what pip could not
+            return SpawnFailed(restart, JobPython.failure(exc), final=True)
         except SavepointError as exc:  # no restart brings a missing savepoint back
             return SpawnFailed(restart, {"exception": f"SavepointError: {exc}", "traceback": "",
                                          "final": True,

@@ -57,6 +57,9 @@ class JobEnv:
     # the peer's engines (jm/cluster/engines.py): a connect-mode job acquires the one of
     # its share level; None: every job uses spark_remote()
     engines: Any = None
+    # the peer's Python environments (jm/cluster/envs.py EnvCache): a job with
+    # `requirements` runs with the one of its set
+    envs: Any = None
 
 
 async def _nothing() -> None:

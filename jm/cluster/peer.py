@@ -21,6 +21,7 @@ from jm.cluster.blobs import BlobStore
 from jm.cluster.dispatcher import Dispatcher
 from jm.cluster.gateway import PeerGateway
 from jm.cluster.janitor import Janitor, JanitorConfig
+from jm.cluster.envs import EnvCache, PipOptions
 from jm.cluster.jobservices import JobEnv, make_reporter
 from jm.cluster.lease import Lease
 from jm.cluster import tls
@@ -225,7 +226,9 @@ class Peer:
                      sparks.remote, sparks.ready_file, self.log_dir, self.data_dir, time.time,
                      self.wait_lease, self._commit, self.metrics,
                      spark_conf_dir(self.log_dir, conf["spark.log.level"]), sparks.info,
-                     engines=sparks.engines)
+                     engines=sparks.engines, envs=EnvCache(
+                         os.path.join(self.data_dir, "envs"), conf["jobmanager.envs.max-size"],
+                         PipOptions.from_conf(conf)))
         self.dispatcher = Dispatcher(raft, env)
         self.rm = ResourceManager(raft, conf["heartbeat.timeout"], conf["rest.write-timeout"],
                                   expiration=conf["jobstore.expiration-time"],

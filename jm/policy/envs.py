@@ -11,7 +11,6 @@ ask for the same thing in other words share one environment.
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 from urllib.parse import urlsplit
@@ -19,22 +18,14 @@ from urllib.parse import urlsplit
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from jm.policy.reqfile import RequirementsError
+
 MAX_REQUIREMENTS = 200           # entries in one set
 MAX_REQUIREMENT = 1000           # characters of one entry
-MAX_REQUIREMENTS_FILE = 64 * 1024  # bytes of a requirements file (jm run --requirements)
 # what stays the peer's: a job's environment layers over it (its runtime, its Spark client)
 PEER_OWNED = frozenset({"pyspark", "py4j", "pyspark-connect", "pyspark-client",
                         "jm-cluster"})
 URL_SCHEMES = ("https",)         # a requirement given as `name @ URL`
-_OPTION = re.compile(r"^\s*-")   # a requirements file's option line (-r, -e, --index-url)
-
-
-class RequirementsError(ValueError):
-    """What is wrong with a set, one line per entry (a 400's errors)."""
-
-    def __init__(self, errors: list[str]) -> None:
-        super().__init__("; ".join(errors))
-        self.errors = errors
 
 
 @dataclass(frozen=True)
@@ -99,43 +90,6 @@ def requirement_set(raw: Any, field: str = "requirements") -> RequirementSet:
     if errors:
         raise RequirementsError(errors)
     return RequirementSet(tuple(sorted(out)))
-
-
-def requirements_file(text: str, name: str = "requirements file") -> list[str]:
-    """The entries of a requirements.txt (comments and blank lines dropped, a trailing
-    backslash joins lines); RequirementsError for an option line or a file too large."""
-    if len(text.encode()) > MAX_REQUIREMENTS_FILE:
-        raise RequirementsError([f"{name}: larger than {MAX_REQUIREMENTS_FILE >> 10} KB"])
-    out, errors, pending = [], [], ""
-    for number, line in enumerate(text.splitlines(), 1):
-        line = pending + line
-        pending = ""
-        if line.endswith("\\"):
-            pending = line[:-1]
-            continue
-        line = re.sub(r"(^|\s)#.*$", "", line).strip()
-        if not line:
-            continue
-        if _OPTION.match(line):
-            errors.append(f"{name} line {number}: {line.split()[0]} is not taken here (the "
-                          "index is the peers' jobmanager.envs.* setting; name each "
-                          "requirement)")
-            continue
-        out.append(line)
-    if errors:
-        raise RequirementsError(errors)
-    return out
-
-
-def livy_requirements(value: Any) -> list[str]:
-    """Livy's `spark.jm.requirements` conf value: one requirement per line (a JSON list
-    is a list already)."""
-    if isinstance(value, list):
-        return value
-    if not isinstance(value, str):
-        raise RequirementsError(["spark.jm.requirements must be requirements, one per "
-                                 "line"])
-    return requirements_file(value, "spark.jm.requirements")
 
 
 # ---- the cache ------------------------------------------------------------------------

@@ -60,6 +60,10 @@ class RunParams:
     # those of pyfiles and script that are the peer's own copies (its blob store, its
     # user's alone): a job run as another user gets copies in its run folder
     peer_files: tuple[str, ...] = ()
+    # its own Python environment (its spec's requirements, jm/cluster/envs.py): the
+    # site-packages put first on its path, and the interpreter Spark's Python workers run
+    python_env: Optional[str] = None
+    python_exec: Optional[str] = None
     restore_path: Optional[str] = None
     cleanup_session: Optional[str] = None  # stop the queries of this session, nothing else
     run_as: Optional[str] = None  # the OS user it runs as (its spec's proxy-user)

@@ -9,11 +9,12 @@ from typing import Any
 
 from jm.policy import fsuri
 from jm.policy.bounds import json_size
+from jm.policy.envs import RequirementsError, requirement_set
 from jm.policy.restart import validate_override
 
 FIELDS = {"name", "entry", "pyfiles", "args", "sql", "jobid", "slots", "restart-strategy",
           "savepoint-path", "job-type", "script", "argv", "spark-mode", "spark-conf",
-          "tenant", "proxy-user"}
+          "tenant", "proxy-user", "requirements"}
 JOB_TYPES = ("batch", "streaming")
 SPARK_MODES = ("classic", "connect")
 # Spark properties a job may not set: where its driver runs and what fences it are the
@@ -124,9 +125,22 @@ def validate_spec(spec: Any, max_slots: int | None = None,
     sp, sp_errors = _savepoint_path(spec.get("savepoint-path"), job_type)
     rs, rs_errors = _restart_strategy(spec.get("restart-strategy"))
     errors += sp_errors + rs_errors
+    reqs = None
+    if spec.get("requirements") and spec.get("sql") is not None:
+        errors.append("requirements: a SQL job runs no Python of its own (give an entry or "
+                      "a script)")
+    elif spec.get("requirements") is not None:
+        try:
+            reqs = list(requirement_set(spec["requirements"]).requirements)
+        except RequirementsError as exc:
+            errors += exc.errors
     if errors:
         raise SpecError(errors)
-    return _normalised(spec, job_type, sp, rs)
+    out = _normalised(spec, job_type, sp, rs)
+    out.pop("requirements", None)
+    if reqs:
+        out["requirements"] = reqs  # (in one spelling: the same set, one environment)
+    return out
 
 
 def _code_errors(spec: dict) -> list[str]:

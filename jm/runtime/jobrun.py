@@ -25,6 +25,9 @@ from jm.policy.runparams import RunParams
 from jm.runtime.usercode import (Script, compile_script, failure_record, load_entry,
                                  run_script, spark_started)
 
+# a Connect session's Python for its UDFs (a job's own environment: its requirements)
+PYSPARK_PYTHON_CONF = "spark.sql.execution.pyspark.python"
+
 
 class JobContext:
     """Handed to `main(ctx)`; see DESIGN.md's job model."""
@@ -43,6 +46,7 @@ class JobContext:
         self._spark_wait: float = params.spark_wait
         self.spark_mode: str = params.spark_mode or "connect"
         self._pyfiles: list[str] = list(params.pyfiles)
+        self._python_exec: Optional[str] = params.python_exec
         self._spark = None
 
     @property
@@ -63,6 +67,8 @@ class JobContext:
             shipped = [p for p in self._pyfiles if p.endswith((".py", ".zip", ".egg"))]
             if shipped:  # as spark-submit --py-files: importable by UDFs on the executors
                 self._spark.addArtifacts(*shipped, pyfile=True)
+            if self._python_exec:  # its UDFs run in its own environment (its requirements)
+                self._spark.conf.set(PYSPARK_PYTHON_CONF, self._python_exec)
         return self._spark
 
     def _wait_for_spark(self) -> None:
@@ -258,7 +264,7 @@ def _connect_session(ctx: JobContext, conf: dict) -> None:
         return  # no Spark Connect for this peer (README, Known limits)
     ctx._wait_for_spark()
     os.environ["SPARK_REMOTE"] = with_session(ctx._spark_remote, ctx._session_id)
-    if not conf and not ctx._pyfiles:
+    if not conf and not ctx._pyfiles and not ctx._python_exec:
         return
     spark = ctx.spark  # the script's getOrCreate() returns it, pyfiles added
     for key, value in conf.items():

@@ -24,7 +24,6 @@ import aiohttp
 from jm.policy.jobenv import child_environ
 from jm.policy.runparams import TOKEN_ENV
 from jm.runtime.cgroups import EngineCgroup
-from jm.runtime.confine import USER_UMASK
 from jm.runtime.sparkapp import IdleSince, jvm_tmp_env, local_dirs_env
 from jm.runtime.sparkjvm import (free_port, log_tail, port_open, server_info, spark_conf_dir,
                                  spark_home)
@@ -197,7 +196,7 @@ class SparkConnectServer:
                 self.proc = await asyncio.create_subprocess_exec(
                     sys.executable, "-m", "jm.runtime.pdeathsig", *self._command(),
                     stdout=out, stderr=out, env=self._env(), cwd=self.work_dir,
-                    umask=USER_UMASK, **({"user": self.user} if self.user else {}))
+                    **({"user": self.user} if self.user else {}))
             except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
                 self.restarts += 1
                 log.error("Spark Connect server could not start: %s", exc)

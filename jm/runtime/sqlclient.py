@@ -16,8 +16,7 @@ from typing import Any, Callable, Optional
 from jm.policy.jobenv import child_environ
 from jm.runtime import sqlproto as P
 from jm.runtime.cgroups import remove_job_cgroup
-from jm.runtime.confine import CONFINE_ENV, TENANT_CPU, TENANT_MEMORY, USER_UMASK, \
-    own_cgroup_name
+from jm.runtime.confine import CONFINE_ENV, TENANT_CPU, TENANT_MEMORY, own_cgroup_name
 from jm.runtime.zygote import PARENT_ENV
 
 log = logging.getLogger("jm.sql.worker")
@@ -89,7 +88,7 @@ class ChildProcess:
                 sys.executable, "-m", "jm.runtime.pdeathsig", sys.executable, "-m",
                 *self.command(),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=err,
-                env=env, limit=self.proto.MAX_FRAME, umask=USER_UMASK,
+                env=env, limit=self.proto.MAX_FRAME,
                 **({"user": self.user} if self.user else {}))
         self.generation += 1
         self.on_start(self.proc.pid)

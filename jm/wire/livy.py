@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from jm.policy import fsuri
+from jm.policy.reqfile import RequirementsError, livy_requirements
 from raft.records import (CANCELED, CANCELLING, CREATED, FAILED, FINISHED, INITIALIZING,
                           RESTARTING, RUNNING, JobRecord)
 
@@ -64,6 +65,9 @@ def _path(field: str, url: Any, errors: list) -> Optional[str]:
     return None
 
 
+REQUIREMENTS_CONF = "spark.jm.requirements"  # conf: the job's pip requirements
+
+
 def batch_spec(body: Any) -> dict:
     """A Livy batch request -> our job spec (still validated as any spec is). ValueError
     with every problem found."""
@@ -107,6 +111,11 @@ def batch_spec(body: Any) -> dict:
                 errors.append(f"{field} must be a list of strings")
             else:
                 spark[key] = ",".join(value)
+    if spark.get(REQUIREMENTS_CONF) is not None:  # a job's own Python requirements
+        try:
+            spec["requirements"] = livy_requirements(spark.pop(REQUIREMENTS_CONF))
+        except RequirementsError as exc:
+            errors += exc.errors
     if spark:
         spec["spark-conf"] = spark
     if errors:

@@ -73,3 +73,58 @@ async def test_the_least_recently_used_environment_not_in_use_makes_room(tmp_pat
     assert not os.path.exists(old.path) and os.path.exists(os.path.join(new.path, READY))
     cache.release(new)
     assert await cache.make_room() == [new.key]
+
+
+async def test_jobs_run_with_their_own_requirements_side_by_side(tmp_path):
+    """Two jobs with two versions of one package at once on one peer each import theirs;
+    one whose requirement replaces a module the zygote imported (six) runs in a fresh
+    interpreter of its environment; a set pip cannot build fails the job at once, with
+    pip's error, its restart strategy untouched; a bad requirement is a 400."""
+    from tests.conftest import running
+    from tests.helpers import aended, ahttp, asubmit
+    fix = os.path.dirname(os.path.abspath(__file__)) + "/"
+    job = {"entry": "envs_jobs:versions", "pyfiles": [fix]}
+
+    # (the zygote imports pyspark, pandas and what they import, six among them)
+    async with running(str(tmp_path), 1, {"jobmanager.executor.preload": "pyspark"}) as c:
+        url = c.url(0)
+        old, new, six = [await asubmit(url, {**job, "requirements": r})
+                         for r in ([OLD], [NEW], ["six==1.16.0", OLD])]
+        bad = await asubmit(url, {
+            **job, "requirements": ["jm-no-such-package-for-tests==1.0"],
+            "restart-strategy": {"type": "fixed-delay", "attempts": 3, "delay": "1 s"}})
+        got = {jid: await aended(url, jid, 240) for jid in (old, new, six, bad)}
+        for jid in (old, new, six):
+            assert got[jid]["state"] == "FINISHED", (got[jid], (await ahttp(
+                "GET", c.url(0) + f"/jobs/{jid}/exceptions"))[1])
+        assert got[old]["result"]["tabulate"] == "0.8.10"
+        assert got[new]["result"]["tabulate"] == "0.9.0"
+        assert not got[old]["result"]["fresh"]  # forked from the zygote, as every job
+        assert got[six]["result"]["six"] == "1.16.0" and got[six]["result"]["fresh"], got[six]
+        assert got[six]["result"]["python"].startswith(str(tmp_path)), got[six]
+        assert got[bad]["state"] == "FAILED" and len(got[bad]["attempts"]) == 1, got[bad]
+        s, ex = await ahttp("GET", c.url(0) + f"/jobs/{bad}/exceptions")
+        assert ex["root-exception"].startswith("RequirementsError: pip: ERROR:"), ex
+        assert "jm-no-such-package-for-tests" in ex["root-exception"]
+        s, b = await ahttp("POST", c.url(0) + "/jobs", {**job, "requirements": ["pyspark"]})
+        assert s == 400 and "pyspark is the peers' own" in b["errors"][0], b
+
+
+async def test_jm_run_takes_a_requirements_file(tmp_path):
+    """`jm run APP --requirements FILE --wait`: the application imports the file's
+    versions; a file pip's options are in is refused by the CLI in one line."""
+    from tests.conftest import running
+    from tests.integration.test_cli import jm
+    app = tmp_path / "app.py"
+    app.write_text("import tabulate\nprint('tabulate', tabulate.__version__)\n")
+    reqs = tmp_path / "requirements.txt"
+    reqs.write_text(f"# the job's own\n{NEW}\n")
+    async with running(str(tmp_path / "c"), 1) as c:
+        rc, out, err = await jm("-a", c.url(0), "run", str(app), "--mode", "connect",
+                                "--requirements", str(reqs), "--wait", timeout=240)
+        assert rc == 0 and "tabulate 0.9.0" in out, (out, err)
+        reqs.write_text(f"{NEW}\n--index-url https://example.org/simple\n")
+        rc, out, err = await jm("-a", c.url(0), "run", str(app), "--requirements", str(reqs))
+        assert rc == 2 and err.strip().splitlines() == [
+            f"jm: --requirements {reqs} line 2: --index-url is not taken here (the index is "
+            "the peers' jobmanager.envs.* setting; name each requirement)"], err

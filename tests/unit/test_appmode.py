@@ -235,7 +235,8 @@ def test_parse_conf():
 
 def ns(**kw):
     base = dict(app="/x/app.py", app_args=[], conf=[], py_files=[], name=None, mode=None,
-                streaming=False, jobid=None, slots=None, restart_strategy=None)
+                streaming=False, jobid=None, slots=None, restart_strategy=None,
+                requirements=None)
     base.update(kw)
     return argparse.Namespace(**base)
 

@@ -473,3 +473,14 @@ def test_peer_addresses_of_every_usual_form_parse():
     for text in ("127.0.0.1:8081:6123", "jm-0.jm-peers.data.svc.cluster.local:8081:6123",
                  "my_host:1:2", "h:1:2"):
         assert C.parse_peer(text).rest_port in (8081, 1)
+
+
+def test_a_list_of_names_left_unset_is_empty_not_the_text_of_its_default(tmp_path):
+    """(A tuple default was read as the text "()": jobmanager.envs.extra-index-urls gave pip
+    an index named "()".)"""
+    conf = load_config(str(tmp_path), {})
+    for key in ("jobmanager.executor.env-pass", "jobmanager.executor.proxy-users",
+                "jobmanager.envs.extra-index-urls", "jobmanager.envs.find-links"):
+        assert conf[key] == (), key
+    conf = load_config(str(tmp_path), {"jobmanager.envs.find-links": "/w1, /w2"})
+    assert conf["jobmanager.envs.find-links"] == ("/w1", "/w2")

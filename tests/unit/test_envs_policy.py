@@ -2,8 +2,8 @@
 what stays the peers', requirements files, and which cached environments make room."""
 import pytest
 
-from jm.policy.envs import (MAX_REQUIREMENTS, CachedEnv, RequirementsError, livy_requirements,
-                            requirement_set, requirements_file, to_evict)
+from jm.policy.envs import MAX_REQUIREMENTS, CachedEnv, requirement_set, to_evict
+from jm.policy.reqfile import RequirementsError, livy_requirements, requirements_file
 
 
 def test_the_same_set_in_other_words_is_one_set_with_one_key():

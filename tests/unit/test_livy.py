@@ -76,3 +76,14 @@ def test_listing_and_log_pages():
     assert livy.log_page(text, None, None) == (50, 150, [f"l{i}" for i in range(50, 150)])
     assert livy.log_page(text, 10, 2) == (10, 150, ["l10", "l11"])
     assert livy.log_page("", None, None) == (0, 0, [])
+
+
+def test_a_batch_s_python_requirements_come_in_its_conf():
+    spec = livy.batch_spec({"file": "/apps/etl.py", "conf": {
+        "spark.jm.requirements": "tabulate==0.9.0\n# pinned\nsix", "spark.x": "1"}})
+    assert spec["requirements"] == ["tabulate==0.9.0", "six"]
+    assert spec["spark-conf"] == {"spark.x": "1"}  # (the key is ours, not Spark's)
+    with pytest.raises(ValueError) as exc:
+        livy.batch_spec({"file": "/apps/etl.py",
+                         "conf": {"spark.jm.requirements": "-r other.txt"}})
+    assert "spark.jm.requirements line 1: -r is not taken here" in exc.value.args[0][0]
