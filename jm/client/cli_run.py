@@ -21,11 +21,13 @@ from jm.client.cli_ops import follow_logs
 from jm.client.cli_spec import parse_pairs, parse_restart, post_job, print_submitted
 from jm.policy.fsuri import is_remote_ref
 from jm.policy.reqfile import MAX_REQUIREMENTS_FILE, RequirementsError, requirements_file
+from jm.policy.submitopts import FILE_PROPERTIES, SUBMIT_OPTIONS, entries, split_alias
 
 # jm run's options after APP: name -> takes a value
 RUN_OPTIONS = {"--conf": True, "--py-files": True, "--requirements": True, "--name": True,
                "--mode": True,
                "--jobid": True, "--slots": True, "--restart-strategy": True,
+               **{option: True for option in SUBMIT_OPTIONS},
                "--proxy-user": True, "--tenant": True,
                "--streaming": False, "--wait": False, "--progress": False,
                "--address": True, "-a": True, "--token": True, "--timeout": True,
@@ -61,8 +63,8 @@ def parse_conf(pairs: list[str]) -> dict:
     return parse_pairs(pairs, "--conf")
 
 
-def _code(client: Client, path: str, upload: Callable[[Client, str], dict],
-          what: str) -> str:
+def _code(client: Client, path: str, upload: Callable[..., dict],
+          what: str, code: bool = True) -> str:
     """An artifact id for a local file (uploaded), or the reference as given (an
     artifact id, or a URI of a remote file system the peer copies from, as spark-submit
     downloads s3://... applications)."""
@@ -70,7 +72,32 @@ def _code(client: Client, path: str, upload: Callable[[Client, str], dict],
         return path
     if not os.path.isfile(path):
         raise UsageError(f"{what} {path}: no such file")
-    return upload(client, path)["pyfile"]
+    return (upload(client, path) if code else upload(client, path, False))["pyfile"]
+
+
+def _submit_options(client: Client, a: argparse.Namespace,
+                    upload: Callable[[Client, str], dict]) -> dict:
+    """spark-submit's --jars, --files, --archives, --packages, --driver-memory ... as
+    their Spark properties; local files uploaded (an archive's '#name' kept)."""
+    out = {}
+    for option, prop in SUBMIT_OPTIONS.items():
+        value = getattr(a, _dest(option), None)
+        if value is None:
+            continue
+        if prop in FILE_PROPERTIES:
+            shipped = []
+            for entry in entries(value):
+                ref, alias = split_alias(entry)
+                if not ref.startswith(("https://", "http://")):
+                    ref = _code(client, ref, upload, option, code=False)
+                shipped.append(ref if alias is None else f"{ref}#{alias}")
+            value = ",".join(shipped)
+        out[prop] = value
+    return out
+
+
+def _dest(option: str) -> str:
+    return option.lstrip("-").replace("-", "_")
 
 
 def build_run_spec(a: argparse.Namespace) -> dict:
@@ -126,6 +153,9 @@ def cmd_run(client: Client, a: argparse.Namespace, upload: Callable[[Client, str
     pyfiles = [p for group in a.py_files for p in group.split(",") if p.strip()]
     spec["script"] = _code(client, a.app, upload, "application")
     spec["pyfiles"] = [_code(client, p, upload, "--py-files") for p in pyfiles]
+    submitted = _submit_options(client, a, upload)
+    if submitted:
+        spec["spark-conf"] = {**submitted, **spec.get("spark-conf", {})}
     res = post_job(client, spec)
     job_id = res["jobid"]
     if not a.wait:
@@ -171,6 +201,13 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--py-files", action="append", default=[], metavar="A.py,B.zip",
                    help="modules for the driver and the executors (comma-separated; "
                         "local files are uploaded); repeatable")
+    for option, prop in SUBMIT_OPTIONS.items():
+        many = prop in FILE_PROPERTIES or prop in ("spark.jars.packages",
+                                                   "spark.jars.repositories",
+                                                   "spark.jars.excludes")
+        p.add_argument(option, dest=_dest(option), metavar="A,B" if many else "VALUE",
+                       help=f"as spark-submit's: sets {prop}"
+                       + ("; local files are uploaded" if prop in FILE_PROPERTIES else ""))
     p.add_argument("--requirements", metavar="FILE",
                    help="a requirements.txt: the job's driver and UDFs import exactly these "
                         "versions (an environment the peer builds once per set, over its own)")
@@ -217,7 +254,7 @@ def _merge(parser: argparse.ArgumentParser, a: argparse.Namespace) -> argparse.N
     a.conf = list(a.conf) + later.conf
     a.py_files = list(a.py_files) + later.py_files
     for key in ("name", "mode", "jobid", "slots", "restart_strategy", "proxy_user",
-                "tenant", "requirements"):
+                "tenant", "requirements", *(_dest(o) for o in SUBMIT_OPTIONS)):
         if getattr(later, key) is not None:
             setattr(a, key, getattr(later, key))
     for key in ("streaming", "wait", "json"):

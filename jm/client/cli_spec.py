@@ -35,8 +35,10 @@ def _multipart(filename: str, content: bytes) -> tuple[bytes, str]:
     return body, f"multipart/form-data; boundary={boundary}"
 
 
-def upload(client: Client, path: str) -> dict:
-    if not path.endswith(CODE_SUFFIXES):
+def upload(client: Client, path: str, code: bool = True) -> dict:
+    """POST /artifacts of a local file: code (.py, .zip, .egg), or with `code` false any
+    file (spark-submit's --jars, --files, --archives)."""
+    if code and not path.endswith(CODE_SUFFIXES):
         raise UsageError(f"{path}: only .py, .zip and .egg files can be uploaded")
     data = _read_file(path)
     body, ctype = _multipart(os.path.basename(path), data)

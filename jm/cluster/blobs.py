@@ -15,7 +15,6 @@ from typing import Optional
 from jm.cluster.peerclient import PeerClient, PeerUnreachable
 
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
-ALLOWED_SUFFIXES = (".py", ".zip", ".egg")
 TMP_PREFIX = ".upload-"  # a file being written (jm/policy/cleanup.py TEMP_NAME)
 
 
@@ -24,13 +23,14 @@ class BlobError(ValueError):
 
 
 def safe_name(filename: str) -> str:
-    """The base name of `filename`, restricted to safe characters; checks the suffix."""
+    """The base name of `filename`, restricted to safe characters and 160 of them (code:
+    .py, .zip, .egg; or what spark-submit ships: jars, files, archives)."""
     base = os.path.basename(filename.replace("\\", "/")).strip()
     base = SAFE_NAME.sub("_", base).lstrip(".")
-    if not base or not base.endswith(ALLOWED_SUFFIXES):
-        raise BlobError(f"artifact file name {filename!r} must end in .py, .zip or .egg")
+    if not base:
+        raise BlobError(f"artifact file name {filename!r} has no name of a file")
     stem, dot, suffix = base.rpartition(".")
-    return stem[:120] + dot + suffix
+    return (stem[:120] + dot + suffix[:40]) if dot else base[:160]
 
 
 def newest_mtime(folder: str) -> float | None:

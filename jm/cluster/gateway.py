@@ -26,6 +26,7 @@ from jm.cluster.tenancy import TenantAccess, tenant_for
 from jm.cluster.tokens import TokenWrites
 from jm.policy import fsuri
 from jm.policy.spec import SpecLimits, proxy_refusal, remote_refs, validate_spec
+from jm.policy.submitopts import artifact_refs
 from jm.wire import livy
 from raft.artifacts import named_by
 from raft.commands import AddArtifact, CancelJob, ForgetArtifacts, SubmitJob, TriggerSavepoint
@@ -93,7 +94,9 @@ class PeerGateway(PeerReads, ClusterWrites, TokenWrites, TenantAccess, PipelineW
             if problem:
                 raise ApiError(400, f"script: {problem}")
         await self._known_artifacts([("pyfiles", p) for p in spec["pyfiles"]]
-                                    + ([("script", script)] if script else []))
+                                    + ([("script", script)] if script else [])
+                                    + [("spark-conf", r) for r in
+                                       artifact_refs(spec.get("spark-conf") or {})])
         if spec.get("savepoint-path"):
             await self._savepoint_place(spec["savepoint-path"], "savepoint-path", who)
             await self._check_location(spec["savepoint-path"], "savepoint-path")

@@ -37,6 +37,7 @@ from jm.policy.attemptio import (ArmStopTimer, Begin, CleanupSession, Committed,
 from jm.policy.intents import Intents
 from jm.policy.runparams import AttemptPlace, RunParams, attempt_params, cleanup_params
 from jm.policy.restart import RestartStrategy
+from jm.policy.submitopts import artifact_refs, with_local_files
 from jm.cluster import remotefs
 from jm.cluster.artifacts import missing_code
 from jm.cluster.jobfiles import StdoutTee, read_failure, read_json, read_result
@@ -156,6 +157,16 @@ class JobMaster:
         return asyncio.ensure_future(self.env.reporter.submit(StatusReport(
             self.job_id, self.epoch, self.env.node, status, self.env.clock(), result, failure,
             next_report_seq(), info, progress)))
+
+    async def _shipped_files(self, params: RunParams) -> RunParams:
+        """spark-submit's --jars, --files and --archives that are artifacts, as this
+        peer's copies (the peer's own files: handed to a job of another user)."""
+        refs = artifact_refs(dict(params.spark_conf))
+        if not refs:
+            return params
+        local = dict(zip(refs, await self.env.resolve_pyfiles(refs)))
+        return replace(params, spark_conf=with_local_files(dict(params.spark_conf), local),
+                       peer_files=params.peer_files + tuple(local.values()))
 
     def _peer_files(self, pyfiles: list[str], script: Optional[str]) -> tuple[str, ...]:
         """The resolved pyfiles and script that are artifacts: the peer's copies."""
@@ -340,7 +351,7 @@ class JobMaster:
             self.session_id = str(uuid.uuid4())
             if self.engine is not None:  # (its queries live as long as this JVM does)
                 self.engine.note_spawn()
-            params = self._params(pyfiles, run_dir, script)
+            params = await self._shipped_files(self._params(pyfiles, run_dir, script))
             if python is not None:
                 params = replace(params, python_env=python.site, python_exec=python.python)
             self.process = await self.env.executor.spawn(params)

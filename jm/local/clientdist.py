@@ -21,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # and the SQLAlchemy dialect (loaded by SQLAlchemy's entry point only, where it is installed)
 FILES = ["jm/__init__.py", "jm/client/*.py", "jm/client/sqla/*.py", "jm/policy/__init__.py",
          "jm/policy/sqlstmt.py", "jm/policy/fsuri.py", "jm/policy/vocab.py",
-         "jm/policy/reqfile.py",
+         "jm/policy/reqfile.py", "jm/policy/submitopts.py",
          "jm/policy/usertrace.py", "jm/policy/sparkerror.py"]
 
 

@@ -11,6 +11,7 @@ from jm.policy import fsuri
 from jm.policy.bounds import json_size
 from jm.policy.envs import RequirementsError, requirement_set
 from jm.policy.restart import validate_override
+from jm.policy.submitopts import submit_errors
 
 FIELDS = {"name", "entry", "pyfiles", "args", "sql", "jobid", "slots", "restart-strategy",
           "savepoint-path", "job-type", "script", "argv", "spark-mode", "spark-conf",
@@ -160,6 +161,9 @@ def _code_errors(spec: dict) -> list[str]:
         errors.append("sql must be a non-empty string")
     errors += _script_errors(script, spec.get("argv"))
     errors += _spark_errors(spec.get("spark-mode"), spec.get("spark-conf"))
+    if isinstance(spec.get("spark-conf"), dict):  # spark-submit's --jars, --packages...
+        mode = spec.get("spark-mode") or ("classic" if script is not None else "connect")
+        errors += submit_errors(spec["spark-conf"], mode)
     return errors
 
 

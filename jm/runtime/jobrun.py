@@ -22,6 +22,7 @@ from typing import Any, Optional
 from jm.policy.bounds import readable, truncate
 from jm.policy.hopeless import LOAD, RUN
 from jm.policy.runparams import RunParams
+from jm.policy.submitopts import FILE_PROPERTIES, entries
 from jm.runtime.usercode import (Script, compile_script, failure_record, load_entry,
                                  run_script, spark_started)
 
@@ -47,6 +48,8 @@ class JobContext:
         self.spark_mode: str = params.spark_mode or "connect"
         self._pyfiles: list[str] = list(params.pyfiles)
         self._python_exec: Optional[str] = params.python_exec
+        self._shipped = {k: params.spark_conf[k] for k in FILE_PROPERTIES
+                         if params.spark_conf.get(k)}  # spark-submit's --jars, --files...
         self._spark = None
 
     @property
@@ -69,6 +72,7 @@ class JobContext:
                 self._spark.addArtifacts(*shipped, pyfile=True)
             if self._python_exec:  # its UDFs run in its own environment (its requirements)
                 self._spark.conf.set(PYSPARK_PYTHON_CONF, self._python_exec)
+            _ship(self._spark, self._shipped)
         return self._spark
 
     def _wait_for_spark(self) -> None:
@@ -256,6 +260,16 @@ def _start_driver(params: RunParams, ctx: JobContext):
     return watcher
 
 
+def _ship(spark: Any, conf: dict) -> None:
+    """spark-submit's --jars, --files and --archives of a connect-mode job as its
+    session's artifacts (an archive's '#name' is the folder it is unpacked as)."""
+    for prop, kind in (("spark.jars", {}), ("spark.files", {"file": True}),
+                       ("spark.archives", {"archive": True})):
+        found = entries(conf.get(prop) or "")
+        if found:
+            spark.addArtifacts(*found, **kind)
+
+
 def _connect_session(ctx: JobContext, conf: dict) -> None:
     """Connect mode for a script: its `SparkSession.builder.getOrCreate()` returns this
     job's session on the peer's Spark Connect server (SPARK_REMOTE with the job's
@@ -268,6 +282,8 @@ def _connect_session(ctx: JobContext, conf: dict) -> None:
         return
     spark = ctx.spark  # the script's getOrCreate() returns it, pyfiles added
     for key, value in conf.items():
+        if key in FILE_PROPERTIES:  # (session artifacts: added with the session)
+            continue
         try:
             spark.conf.set(key, value)
         except Exception as exc:  # a static property: only a server start sets it

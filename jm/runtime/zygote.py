@@ -38,6 +38,7 @@ import time
 
 from jm.policy.runparams import RunParams
 from jm.policy.runparams import TOKEN_ENV
+from jm.policy.submitopts import with_local_files
 from jm.policy.sinknote import SPARK_LOG_ENV
 from jm.runtime import limits as L
 from jm.runtime.cgroups import remove_job_cgroup, tenant_cgroup_name
@@ -177,7 +178,7 @@ def _handed(params: RunParams, copies: dict) -> RunParams:
     return dataclasses.replace(
         params, pyfiles=tuple(copies.get(p, p) for p in params.pyfiles),
         script=copies.get(params.script, params.script) if params.script else None,
-        peer_files=())
+        spark_conf=with_local_files(dict(params.spark_conf), copies), peer_files=())
 
 
 def _no_user(params: RunParams, user: str) -> None:

@@ -28,3 +28,44 @@ async def test_udfs_import_their_own_job_s_versions_on_one_engine(tmp_path):
                 raise AssertionError((job, ex))
             version = "0.8.10" if want == "classic" else want
             assert job["result"] == {"driver": version, "udf": version}, (want, job)
+
+
+APP = '''import os, sys
+from pyspark import SparkFiles
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.getOrCreate()
+
+def seen(_):
+    from pyspark import SparkFiles as F
+    import os
+    data = open(F.get("data.txt")).read().strip()
+    dep = sorted(os.listdir(F.get("dep")))
+    return f"{data}|{','.join(dep)}"
+if sys.argv[1] == "classic":
+    out = spark.sparkContext.parallelize([0], 1).map(seen).collect()[0]
+else:
+    from pyspark.sql.functions import udf
+    out = spark.range(1).select(udf(seen, "string")("id")).collect()[0][0]
+print("SEEN", out)
+'''
+
+
+@pytest.mark.parametrize("mode", ["classic", "connect"])
+async def test_jm_run_ships_files_and_archives_as_spark_submit_does(tmp_path, mode):
+    """`jm run --files F --archives A.zip#dep`: local files uploaded, then the
+    application's Python code on Spark reads them where spark-submit puts them
+    (SparkFiles; an archive unpacked as its alias); in connect mode as the session's
+    artifacts."""
+    import zipfile
+    from tests.integration.test_cli import jm
+    app = tmp_path / "app.py"
+    app.write_text(APP)
+    (tmp_path / "data.txt").write_text("hello\n")
+    with zipfile.ZipFile(tmp_path / "dep.zip", "w") as z:
+        z.writestr("inner.txt", "x")
+    async with running(str(tmp_path / "c"), 1, spark=True) as c:
+        rc, out, err = await jm("-a", c.url(0), "run", str(app), mode, "--mode", mode,
+                                "--files", str(tmp_path / "data.txt"),
+                                "--archives", f"{tmp_path / 'dep.zip'}#dep", "--wait",
+                                timeout=300)
+        assert rc == 0 and "SEEN hello|inner.txt" in out, (out, err)
