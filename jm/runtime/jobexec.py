@@ -11,8 +11,10 @@ import sys
 def main() -> int:
     from jm.policy.runparams import RunParams
     from jm.runtime.confine import watch_fence
-    from jm.runtime.pyenv import FENCE_ENV, PARAMS_ENV
-    params = RunParams.from_wire(json.loads(os.environ.pop(PARAMS_ENV)))
+    from jm.runtime.pyenv import FENCE_ENV
+    with open(sys.argv[1]) as f:
+        params = RunParams.from_wire(json.load(f))
+    os.unlink(sys.argv[1])
     pids = [int(p) for p in os.environ.pop(FENCE_ENV, "").split(",") if p]
     if pids:
         watch_fence(pids, params.fence_interval)

@@ -20,7 +20,7 @@ import sys
 from jm.policy.runparams import RunParams
 
 PEER_PTH = "_jm_peer.pth"  # the environment's line to the peer's site-packages
-PARAMS_ENV = "JM_RUN_PARAMS"
+PARAMS_FILE = "exec-params.json"  # in its run folder: its RunParams for the new interpreter
 FENCE_ENV = "JM_FENCE_PIDS"
 
 
@@ -60,10 +60,15 @@ def activate(site_dir: str) -> list[str]:
 
 
 def exec_fresh(params: RunParams, fence_pids: list[int]) -> None:
-    """Become a fresh interpreter of the job's environment running it (never returns)."""
-    os.environ[PARAMS_ENV] = json.dumps(params.to_wire())
+    """Become a fresh interpreter of the job's environment running it (never returns).
+    Its RunParams go in a file of its run folder (an environment variable holds at most
+    128 KB: a job's args may be larger)."""
+    path = os.path.join(os.path.dirname(params.result_path), PARAMS_FILE)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(params.to_wire(), f)
     os.environ[FENCE_ENV] = ",".join(str(p) for p in fence_pids)
     sys.stdout.flush()
     sys.stderr.flush()
     python = params.python_exec or sys.executable
-    os.execv(python, [python, "-m", "jm.runtime.jobexec"])
+    os.execv(python, [python, "-m", "jm.runtime.jobexec", path])

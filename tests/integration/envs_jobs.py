@@ -7,7 +7,8 @@ def versions(ctx):
     import six
     # (a job run by a fresh interpreter of its environment: python -m jm.runtime.jobexec)
     return {"tabulate": tabulate.__version__, "six": six.__version__,
-            "fresh": sys.argv[0].endswith("jobexec.py"), "python": sys.executable}
+            "fresh": sys.argv[0].endswith("jobexec.py"), "python": sys.executable,
+            "args": len(ctx.args.get("big", ""))}
 
 
 def udf_versions(ctx):

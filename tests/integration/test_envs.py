@@ -88,8 +88,10 @@ async def test_jobs_run_with_their_own_requirements_side_by_side(tmp_path):
     # (the zygote imports pyspark, pandas and what they import, six among them)
     async with running(str(tmp_path), 1, {"jobmanager.executor.preload": "pyspark"}) as c:
         url = c.url(0)
-        old, new, six = [await asubmit(url, {**job, "requirements": r})
-                         for r in ([OLD], [NEW], ["six==1.16.0", OLD])]
+        old, new = [await asubmit(url, {**job, "requirements": r}) for r in ([OLD], [NEW])]
+        # (its args larger than an environment variable holds: the new interpreter gets them)
+        six = await asubmit(url, {**job, "requirements": ["six==1.16.0", OLD],
+                                  "args": {"big": "x" * 200_000}})
         bad = await asubmit(url, {
             **job, "requirements": ["jm-no-such-package-for-tests==1.0"],
             "restart-strategy": {"type": "fixed-delay", "attempts": 3, "delay": "1 s"}})
@@ -102,6 +104,7 @@ async def test_jobs_run_with_their_own_requirements_side_by_side(tmp_path):
         assert not got[old]["result"]["fresh"]  # forked from the zygote, as every job
         assert got[six]["result"]["six"] == "1.16.0" and got[six]["result"]["fresh"], got[six]
         assert got[six]["result"]["python"].startswith(str(tmp_path)), got[six]
+        assert got[six]["result"]["args"] == 200_000
         assert got[bad]["state"] == "FAILED" and len(got[bad]["attempts"]) == 1, got[bad]
         s, ex = await ahttp("GET", c.url(0) + f"/jobs/{bad}/exceptions")
         assert ex["root-exception"].startswith("RequirementsError: pip: ERROR:"), ex
