@@ -80,6 +80,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "jobmanager.envs.extra-index-urls": (_names, ()),
     "jobmanager.envs.find-links": (_names, ()),
     "jobmanager.envs.build-timeout": (parse_duration, "10 min"),
+    "jobmanager.envs.source-builds": (_bool, False),  # else wheels only
     "jobmanager.weight": (_float(0.0), 0.0),  # 0: proportional to jobmanager.slots
     "high-availability.storageDir": (_str, "data/ha"),
     "state.savepoints.dir": (_savepoints_dir, None),  # default: <high-availability.storageDir>/savepoints

@@ -171,6 +171,11 @@ DESCRIPTIONS: dict[str, str] = {
     "jobmanager.envs.build-timeout": (
         "How long one environment's build (pip's resolution, download and install) may take; "
         "past it the jobs waiting for it fail their attempt, saying so."),
+    "jobmanager.envs.source-builds": (
+        "Let pip build a requirement from its source distribution. Building one runs the "
+        "package's own setup code as the peer's user (root where tenants run as their OS "
+        "users), so by default pip takes wheels only (`--only-binary :all:`) and a "
+        "requirement with no wheel for this platform fails its job, pip saying so."),
     "jobmanager.weight": (
         "This peer's share of the work when rebalancing: peers get used slots in proportion to "
         "their weights."),

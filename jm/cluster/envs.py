@@ -44,16 +44,21 @@ class PipOptions:
     extra_index_urls: tuple[str, ...] = ()
     find_links: tuple[str, ...] = ()
     timeout: float = 600.0
+    # a source distribution runs its own setup code when pip builds it, as the peer's
+    # user (root where tenants run as their users): wheels only unless allowed
+    source_builds: bool = False
 
     @staticmethod
     def from_conf(conf) -> "PipOptions":
         return PipOptions(conf["jobmanager.envs.index-url"],
                           tuple(conf["jobmanager.envs.extra-index-urls"]),
                           tuple(conf["jobmanager.envs.find-links"]),
-                          conf["jobmanager.envs.build-timeout"])
+                          conf["jobmanager.envs.build-timeout"],
+                          conf["jobmanager.envs.source-builds"])
 
     def args(self) -> list[str]:
-        out = ["--index-url", self.index_url] if self.index_url else []
+        out = [] if self.source_builds else ["--only-binary", ":all:"]
+        out += ["--index-url", self.index_url] if self.index_url else []
         for url in self.extra_index_urls:
             out += ["--extra-index-url", url]
         for where in self.find_links:

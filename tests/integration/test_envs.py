@@ -131,3 +131,15 @@ async def test_jm_run_takes_a_requirements_file(tmp_path):
         assert rc == 2 and err.strip().splitlines() == [
             f"jm: --requirements {reqs} line 2: --index-url is not taken here (the index is "
             "the peers' jobmanager.envs.* setting; name each requirement)"], err
+
+
+async def test_wheels_only_unless_source_builds_are_allowed(tmp_path):
+    """A source distribution runs its setup code as the peer's user when pip builds it:
+    by default a requirement with no wheel fails, pip saying so; allowed, it builds."""
+    from jm.cluster.envs import PipOptions
+    sdist_only = requirement_set(["docopt==0.6.2"])  # (published as a source archive only)
+    with pytest.raises(EnvBuildError, match="docopt"):
+        await EnvCache(str(tmp_path / "a"), 1 << 40).acquire(sdist_only)
+    env = await EnvCache(str(tmp_path / "b"), 1 << 40,
+                         PipOptions(source_builds=True)).acquire(sdist_only)
+    assert _run(env, "import docopt; print(docopt.__version__)") == "0.6.2"
