@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from jm.policy.enginedeath import OomSuspects, engine_death, oom_suspects
 from jm.policy.engines import (PEER_ENGINE, Acquire, EngineKey, EnginePool, Granted, Release,
-                               ShareLevel, Start, Stop, Stopped, Tick, engine_death,
-                               engine_for, oom_suspects)
+                               ShareLevel, Start, Stop, Stopped, Tick, engine_for)
 from jm.runtime.sparkserver import SparkConnectServer
 from raft.tenants import NO_RUNTIME, TenantRuntime
 
@@ -65,7 +65,7 @@ class Engines:
         self.on_stopped: list[Callable[[EngineKey, SparkConnectServer], None]] = []
         # who hears of an engine's JVM that died (it restarts): (key, why in one line, the
         # Connect sessions whose statement ran when it ran out of memory)
-        self.on_lost: list[Callable[[EngineKey, str, frozenset], None]] = []
+        self.on_lost: list[Callable[[EngineKey, str, OomSuspects], None]] = []
         self.clock = clock
         self.pool = EnginePool(idle_timeout, max_engines,
                                pinned=(PEER_ENGINE,) if self.level == ShareLevel.PEER else ())
@@ -179,12 +179,15 @@ class Engines:
 
     def lost(self, key: EngineKey, code: Optional[int], log_tail: str,
              over_limit: int = 0) -> None:
-        """The JVM of engine `key` died (its server restarts it): its work is lost."""
-        why = engine_death(key.name, code, log_tail, over_limit)
-        suspects = (oom_suspects(log_tail, at_end=bool(over_limit)) if code is not None
-                    else frozenset())
-        log.error("engine %s: %s%s", key.name, why, f" (statements of sessions "
-                  f"{', '.join(sorted(suspects))} were running)" if suspects else "")
+        """The JVM of engine `key` died (its server restarts it): its work is lost. Its
+        log is read in a thread (megabytes of it: not on the event loop)."""
+        asyncio.ensure_future(self._lost(key, code, log_tail, over_limit))
+
+    async def _lost(self, key: EngineKey, code: Optional[int], log_tail: str,
+                    over_limit: int) -> None:
+        why, suspects = await asyncio.to_thread(_death, key.name, code, log_tail, over_limit)
+        log.error("engine %s: %s%s", key.name, why,
+                  f" ({suspects.describe()} running)" if suspects else "")
         for hook in self.on_lost:
             try:
                 hook(key, why, suspects)
@@ -215,3 +218,11 @@ class Engines:
             await asyncio.gather(*(s.close() for s in servers), return_exceptions=True)
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=15)
+
+
+def _death(name: str, code: Optional[int], log: str, over_limit: int
+           ) -> tuple[str, OomSuspects]:
+    """Why engine `name` died and whose work ran it out of memory, from its log."""
+    why = engine_death(name, code, log, over_limit)
+    return why, (oom_suspects(log, at_end=bool(over_limit)) if code is not None
+                 else OomSuspects())

@@ -5,9 +5,11 @@ what the engine's deaths mean for the job's attempts (jm/policy/engines.py decid
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any, Callable, Iterable, Optional
 
-from jm.policy.engines import EngineKey, engine_killer, oom_suspects, ran_out_of_memory
+from jm.policy.enginedeath import (DEATH_LOG, OomSuspects, engine_killer, oom_suspects,
+                                   ran_out_of_memory)
+from jm.policy.engines import EngineKey
 from jm.runtime.sparkjvm import log_tail
 from raft.tenants import TenantRuntime
 
@@ -21,8 +23,9 @@ class JobEngine:
         self.runtime = runtime    # its tenant's OS user, its engines' memory and CPU
         self.timeout = timeout    # spark.connect.startup-timeout: the longest wait for one
         self.server: Any = None   # the engine once acquired (url, ready_file, generation)
-        self.kills = 0            # its deaths in a row at which the job's statement ran
-        self.lost: dict[int, dict] = {}  # restart -> the failure its engine's death made
+        self.kills = 0            # its engine's deaths in a row that its work caused
+        # restart -> its engine's death under that attempt: why, and whose work was running
+        self.lost: dict[int, tuple[str, OomSuspects]] = {}
         self.spawned_in = 0       # the engine's generation its last attempt started in
         self.died_since = False   # its engine died since its last attempt started
 
@@ -47,32 +50,39 @@ class JobEngine:
         self.server = None
         self.engines.release(self.key, self.holder)
 
-    def died(self, restart: int, why: str, culprit: bool) -> str:
-        """The engine died under attempt `restart`: its failure, and whether its restart
-        strategy still decides (a job that keeps taking its engine down is hopeless)."""
-        self.kills = self.kills + 1 if culprit else 0
+    def died(self, restart: int, why: str, suspects: OomSuspects) -> None:
+        """The engine died under attempt `restart` (`why`, with `suspects` running when it
+        ran out of memory): the attempt's failure says so once it is read."""
         self.died_since = True
-        failure = {"exception": why + ("; this job's statement was running when it ran out "
-                                       "of memory" if culprit else "")}
+        self.lost[restart] = (why, suspects)
+
+    def failure(self, restart: int, read: dict, session_id: Optional[str] = None,
+                query_ids: Callable[[], Iterable[str]] = frozenset) -> dict:
+        """The failure of attempt `restart` as read from the job (`read`), or its engine's
+        death when that is what ended it (what the job saw of it kept as the detail);
+        whether its work (a statement of its session `session_id`, a micro-batch of one of
+        its streaming queries `query_ids()`) is what ran the engine out of memory, and
+        whether its restart strategy still decides (a job that keeps taking its engine
+        down is hopeless). An attempt whose work ran its engine out of memory often fails
+        before the JVM exits: the engine's log says so then. Blocking (it reads the log
+        and the job's checkpoints): in a thread."""
+        lost = self.lost.pop(restart, None)
+        if lost is None:
+            if not getattr(self.server, "log_dir", None):
+                return read
+            tail = log_tail(os.path.join(self.server.log_dir, "spark-connect.log"), DEATH_LOG)
+            run = self.spawned_in or None  # (the JVM its attempt ran in: a new one may run)
+            blame = oom_suspects(tail, generation=run).blame(session_id, query_ids())
+            if blame is None:
+                return read
+            why = ran_out_of_memory(self.key.name, tail, run)
+        else:
+            why, suspects = lost
+            blame = suspects.blame(session_id, query_ids()) if suspects else None
+        self.kills = self.kills + 1 if blame else 0
+        failure = {"exception": why + (f"; {blame}" if blame else "")}
         hopeless = engine_killer(self.kills)
         if hopeless:
             failure["hopeless"] = hopeless
-        self.lost[restart] = failure
-        return failure["exception"]
-
-    def failure(self, restart: int, read: dict, session_id: Optional[str] = None) -> dict:
-        """The failure of attempt `restart` as read from the job (`read`), or its engine's
-        death when that is what ended it (what the job saw of it kept as the detail). An
-        attempt whose statement ran its engine out of memory often fails before the JVM
-        exits: its session named at the OutOfMemoryError in the engine's log says so.
-        Blocking (it may read the log): in a thread."""
-        lost = self.lost.pop(restart, None)
-        if lost is None and session_id and getattr(self.server, "log_dir", None):
-            tail = log_tail(os.path.join(self.server.log_dir, "spark-connect.log"))
-            if session_id in oom_suspects(tail):
-                self.died(restart, ran_out_of_memory(self.key.name, tail), True)
-                lost = self.lost.pop(restart)
-        if lost is None:
-            return read
         detail = f"{read.get('exception', '')}\n{read.get('traceback', '')}".strip()
-        return dict(read, **lost, traceback=detail)
+        return dict(read, **failure, traceback=detail)

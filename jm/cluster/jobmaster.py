@@ -26,6 +26,7 @@ from jm.cluster.jobpython import JobPython
 from jm.cluster.jobservices import JobEnv, next_report_seq
 from jm.runtime.executor import ExecutorLost, JobProcess
 from jm.runtime.sparkapp import SCRATCH
+from jm.policy.enginedeath import OomSuspects
 from jm.policy.bounds import bounded_failure, readable, storable, truncate
 from jm.policy.attempt import AttemptState
 from jm.policy.attemptio import (ArmStopTimer, Begin, CleanupSession, Committed, CompleteStop,
@@ -42,8 +43,8 @@ from jm.cluster import remotefs
 from jm.cluster.artifacts import missing_code
 from jm.cluster.jobfiles import StdoutTee, read_failure, read_json, read_result
 from jm.cluster.sparkreports import MAX_INFO_SIZE, ProgressReports, SparkReports
-from jm.cluster.savepoint import (SavepointError, new_location, restore, snapshot,
-                                  sweep_temporaries)
+from jm.cluster.savepoint import (SavepointError, checkpoint_query_ids, new_location,
+                                  restore, snapshot, sweep_temporaries)
 
 log = logging.getLogger("jm.cluster.jobmaster")
 
@@ -303,8 +304,9 @@ class JobMaster:
             limit = self.env.conf["jobmanager.failure.max-size"]
             failure = await asyncio.to_thread(read_failure, run_dir, ins.code, ins.signal, limit)
             if self.engine is not None:  # its engine's death, when that ended it
-                failure = await asyncio.to_thread(self.engine.failure, ins.restart, failure,
-                                                  self.session_id)
+                failure = await asyncio.to_thread(
+                    self.engine.failure, ins.restart, failure, self.session_id,
+                    lambda: checkpoint_query_ids(self.checkpoint_dir))
             return FailureRead(ins.restart, failure)
         if isinstance(ins, TakeSavepoint):
             return SavepointTaken(*await self._take_savepoint(ins.trigger_id, ins.target))
@@ -390,13 +392,14 @@ class JobMaster:
             await asyncio.to_thread(shutil.rmtree, os.path.join(run_dir, SCRATCH), True)
         return Exited(restart, code, sig, lease_expired)
 
-    def lose_engine(self, why: str, culprit: bool) -> None:
-        """This job's engine died: its running attempt lost its Spark session. It is
-        killed and fails with the engine's death (jm/cluster/jobengine.py)."""
+    def lose_engine(self, why: str, suspects: OomSuspects) -> None:
+        """This job's engine died (`why`; `suspects`: whose work ran it out of memory): its
+        running attempt lost its Spark session. It is killed and fails with the engine's
+        death (jm/cluster/jobengine.py)."""
         if self.process is None or self.engine is None:
             return
-        self.log.warning("job %s: %s", self.job_id,
-                         self.engine.died(self.state.restart, why, culprit))
+        self.log.warning("job %s: %s", self.job_id, why)
+        self.engine.died(self.state.restart, why, suspects)
         self.env.executor.kill(self.process, signal.SIGKILL)
 
     def note_server(self, info: Optional[dict]) -> None:

@@ -40,6 +40,7 @@ from jm.cluster.looplag import LoopMonitor
 from jm.cluster.metrics import PeerMetrics
 from jm.cluster.resourcemanager import RebalanceConfig, ResourceManager
 from jm.config import Config, ConfigError, PeerAddress, rest_base_url
+from jm.policy.enginedeath import OomSuspects
 from jm.policy.engines import EngineKey
 from jm.policy.identity import NON_VOTER
 from jm.policy.voters import DEFAULT_VOTERS, NON_VOTING, VotersError, voter_count
@@ -339,13 +340,13 @@ class Peer:
                 if master.engine_key == key:
                     master.note_server(info)
 
-    def _engine_lost(self, key: EngineKey, why: str, suspects: frozenset) -> None:
+    def _engine_lost(self, key: EngineKey, why: str, suspects: OomSuspects) -> None:
         """An engine's JVM died: the jobs on it (and only those) lose their attempt; those
-        whose statement ran when it ran out of memory are told so."""
+        whose work ran it out of memory are told so (jm/cluster/jobengine.py)."""
         if self.dispatcher is not None:
             for master in list(self.dispatcher.masters.values()):
                 if master.engine_key == key:
-                    master.lose_engine(why, master.session_id in suspects)
+                    master.lose_engine(why, suspects)
 
     def lease_valid(self) -> bool:
         return self.lease is not None and self.lease.valid()

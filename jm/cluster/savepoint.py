@@ -99,6 +99,26 @@ def sweep_temporaries(checkpoint_dir: str) -> list[str]:
     return gone
 
 
+def checkpoint_query_ids(checkpoint_dir: str, depth: int = 3) -> frozenset:
+    """The ids of the streaming queries checkpointed in a job's checkpoint dir, at most
+    `depth` folders down (Spark keeps a query's id in its checkpoint's `metadata` file, the
+    same across the query's restarts)."""
+    ids = set()
+    top = checkpoint_dir.rstrip(os.sep).count(os.sep)
+    for root, dirs, _ in os.walk(checkpoint_dir):
+        if _is_query_dir(root):
+            dirs[:] = []  # a query checkpoint holds no other query
+            try:
+                with open(os.path.join(root, "metadata"), "rb") as f:
+                    meta = json.loads(f.read(4096))
+                ids.add(str(meta["id"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+        elif root.count(os.sep) - top >= depth:
+            dirs[:] = []
+    return frozenset(ids)
+
+
 def _is_query_dir(path: str) -> bool:
     return os.path.isdir(os.path.join(path, "offsets")) and \
         os.path.isdir(os.path.join(path, "commits"))

@@ -115,10 +115,14 @@ def server_info(master: str, ui_url: str, apps: Any, executors: Any) -> Optional
 
 
 def spark_conf_dir(log_dir: str, log_level: str,
-                   info_logger: str = "org.apache.spark.sql.connect") -> str:
+                   info_logger: str = "org.apache.spark.sql.connect",
+                   engine: bool = False) -> str:
     """A SPARK_CONF_DIR for the JVMs a peer starts (its Connect server, jobs' drivers):
-    Spark's log at `spark.log.level`, on stderr, with `info_logger` at INFO."""
-    conf_dir = os.path.join(log_dir, "spark-conf")
+    Spark's log at `spark.log.level`, on stderr, with `info_logger` at INFO. An `engine`'s
+    (a Connect server's, in a folder of its own) also keeps the scheduler's lines that
+    map a task to its streaming query and say it was lost (jm/policy/enginedeath.py reads
+    them when the engine runs out of memory), not its other INFO lines."""
+    conf_dir = os.path.join(log_dir, "spark-engine-conf" if engine else "spark-conf")
     os.makedirs(conf_dir, exist_ok=True)
     path = os.path.join(conf_dir, "log4j2.properties")
     text = (f"rootLogger.level = {log_level.lower()}\n"
@@ -129,6 +133,15 @@ def spark_conf_dir(log_dir: str, log_level: str,
             "appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n\n"
             f"logger.info.name = {info_logger}\n"
             "logger.info.level = info\n")
+    if engine:
+        # (a logger takes one filter: it drops each task's end and the start of a task of
+        # no streaming query, the lines a busy engine would write most)
+        text += ("logger.tasks.name = org.apache.spark.scheduler.TaskSetManager\n"
+                 "logger.tasks.level = info\n"
+                 "logger.tasks.filter.quiet.type = RegexFilter\n"
+                 "logger.tasks.filter.quiet.regex = (?s)(?:.*Finished task |Starting task ).*\n"
+                 "logger.tasks.filter.quiet.onMatch = DENY\n"
+                 "logger.tasks.filter.quiet.onMismatch = NEUTRAL\n")
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         f.write(text)

@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional
 
 import aiohttp
 
+from jm.policy.enginedeath import DEATH_LOG, run_mark
 from jm.policy.jobenv import child_environ
 from jm.policy.runparams import TOKEN_ENV
 from jm.runtime.cgroups import EngineCgroup
@@ -168,7 +169,7 @@ class SparkConnectServer:
         env["JM_NICE"] = str(self.nice)
         env[PARENT_ENV] = str(os.getpid())  # jm.runtime.pdeathsig: the JVM dies with this peer
         env.setdefault("SPARK_LOG_DIR", self.log_dir)
-        conf_dir = spark_conf_dir(self.log_dir, self.log_level)
+        conf_dir = spark_conf_dir(self.log_dir, self.log_level, engine=True)
         env["SPARK_CONF_DIR"] = conf_dir
         env.update(local_dirs_env(env, self.extra_conf, self.scratch_dir))
         env.update(jvm_tmp_env(env, self.scratch_dir))
@@ -187,6 +188,9 @@ class SparkConnectServer:
                 await asyncio.to_thread(shutil.rmtree, self.scratch_dir, True)
                 os.makedirs(self.scratch_dir, exist_ok=True)  # (its java.io.tmpdir)
             out = open(os.path.join(self.log_dir, "spark-connect.log"), "ab")
+            # (an engine's death is read from its last JVM's lines, a job's from its own's)
+            out.write(run_mark(self.generation, time.strftime("%y/%m/%d %H:%M:%S")).encode())
+            out.flush()
             started = time.monotonic()
             if self.on_cluster:
                 self.ui_port = free_port()
@@ -244,7 +248,7 @@ class SparkConnectServer:
             over = self.cgroup.memory if self.cgroup is not None and await asyncio.to_thread(
                 self.cgroup.oom_kills) > oom_kills else 0
             self._exited(code, await asyncio.to_thread(
-                log_tail, os.path.join(self.log_dir, "spark-connect.log")), over)
+                log_tail, os.path.join(self.log_dir, "spark-connect.log"), DEATH_LOG), over)
             await asyncio.sleep(min(5.0, 0.5 * self.restarts))
 
     def _confine(self, pid: int) -> int:

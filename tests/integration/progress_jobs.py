@@ -55,3 +55,21 @@ def console_rates(ctx):
     ctx.stop_requested.wait()
     q.stop()
     return {"stopped": name}
+
+
+def hog(ctx):
+    """A streaming job whose every micro-batch with input runs its engine out of memory: each
+    row of a rate source becomes 200,000 strings of 100 KB, all collected into one list.
+    Restarted from its checkpoint, it runs the same micro-batch again."""
+    from pyspark.sql import functions as F
+    rows = int(ctx.args.get("rows", 200_000))
+    df = (ctx.spark.readStream.format("rate").option("rowsPerSecond", 1).load()
+          .select(F.explode(F.sequence(F.lit(1), F.lit(rows))).alias("i"))
+          .select(F.repeat(F.lit("x"), 100_000).alias("s"))
+          .groupBy().agg(F.size(F.collect_list("s")).alias("n")))
+    q = (df.writeStream.queryName("hog").outputMode("complete").format("noop")
+         .option("checkpointLocation", f"{ctx.checkpoint_dir}/hog")
+         .trigger(processingTime="1 second").start())
+    print(f"hog query {q.id} started", flush=True)
+    ctx.await_termination(q)
+    return "stopped"

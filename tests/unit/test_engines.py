@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from hypothesis import given, settings, strategies as hs
 
-from jm.cluster.jobengine import JobEngine
 from jm.policy.engines import (PEER_ENGINE, Acquire, EngineKey, EnginePool, Granted, Release,
-                               ShareLevel, Start, Stop, Stopped, Tick, engine_death,
-                               engine_for, engine_killer, oom_suspects)
+                               ShareLevel, Start, Stop, Stopped, Tick, engine_for)
 
 T, J = ShareLevel.TENANT, ShareLevel.JOB
 
@@ -122,60 +120,6 @@ def test_the_pool_never_holds_more_engines_than_its_bound(evs, bound):
         assert set(pool.engines) == running
 
 
-# ---- an engine's death: what it says, who ran it out of memory ---------------------------
-LOG = """\
-26/11/28 18:35:48 INFO SparkConnectExecutionManager: ExecuteHolder ExecuteKey(,s-pipe,op-1) is created.
-26/11/28 18:35:48 INFO SparkConnectExecutionManager: ExecuteHolder ExecuteKey(,s-pipe,op-1) is removed.
-26/11/28 18:35:49 INFO SparkConnectExecutionManager: ExecuteHolder ExecuteKey(,s-oom,op-2) is created.
-26/11/28 18:35:50 INFO SparkConnectExecutionManager: ExecuteHolder ExecuteKey(alice,s-other,op-3) is created.
-26/11/28 18:35:51 INFO SparkConnectExecutionManager: ExecuteHolder ExecuteKey(alice,s-other,op-3) is removed.
-26/11/28 18:35:52 INFO SparkConnectExecutionManager: ExecuteHolder ExecuteKey(,s-quick,op-4) is created.
-26/11/28 18:35:52 INFO ExecuteGrpcResponseSender: Stream finished for opId=op-4, sent all responses up to last index 2. totalTime=0.6 ms
-26/11/28 18:36:03 ERROR SparkUncaughtExceptionHandler: Uncaught exception in thread Thread[Executor task launch worker for task 0.0 in stage 0.0 (TID 0),5,main]
-java.lang.OutOfMemoryError: Java heap space
-26/11/28 18:36:03 INFO SparkConnectExecutionManager: ExecuteHolder ExecuteKey(,s-oom,op-2) is removed.
-"""
-
-
-def test_the_statements_running_at_the_out_of_memory_error_are_the_suspects():
-    assert oom_suspects(LOG) == {"s-oom"}  # (s-quick's results were sent: not its holder)
-    assert oom_suspects(LOG.replace("java.lang.OutOfMemoryError", "java.lang.Error")) == set()
-    assert oom_suspects("") == set()
-
-
-def test_an_engine_s_death_says_why_in_one_line():
-    why = engine_death("tenant-a", 52, LOG)
-    assert why.startswith("EngineLost: the Spark engine tenant-a that ran this job died "
-                          "(exit code 52: java.lang.OutOfMemoryError: Java heap space)")
-    assert "\n" not in why
-    assert "(exit code 52: out of memory)" in engine_death("peer", 52, "")
-    assert "(killed by signal 9)" in engine_death("peer", -9, "")
-    assert "could not start: UserNotFound: x" in engine_death("tenant-a", None, "UserNotFound: x")
-
-
-def test_a_job_that_keeps_running_its_engine_out_of_memory_is_hopeless_its_neighbours_not():
-    assert engine_killer(0) is None and engine_killer(1) is None
-    assert "out of memory" in engine_killer(2)
-
-    class Engines:
-        def release(self, key, holder):
-            self.released = (key, holder)
-    key = EngineKey(T, "a")
-    culprit, neighbour = (JobEngine(Engines(), key, h, None, 10) for h in ("j1", "j2"))
-    for restart in (0, 1):
-        culprit.died(restart, "EngineLost: x", culprit=True)
-        neighbour.died(restart, "EngineLost: x", culprit=False)
-    first = culprit.failure(0, {"exception": "SparkException: stopped", "traceback": "t"})
-    assert "hopeless" not in first and first["exception"].endswith("ran out of memory")
-    assert first["traceback"] == "SparkException: stopped\nt"
-    second = culprit.failure(1, {"exception": "y"})
-    assert "hopeless" in second
-    assert all("hopeless" not in neighbour.failure(r, {}) for r in (0, 1))
-    assert neighbour.failure(2, {"exception": "own"}) == {"exception": "own"}  # not its engine
-    culprit.died(2, "EngineLost: x", culprit=False)  # a death it did not cause: a new count
-    assert culprit.kills == 0
-
-
 # ---- an engine's cgroup ------------------------------------------------------------------
 def test_an_engine_s_cgroup_holds_its_tenant_s_memory_and_cpu_weight_on_v1_and_v2():
     from jm.runtime import cgroups
@@ -190,10 +134,6 @@ def test_an_engine_s_cgroup_holds_its_tenant_s_memory_and_cpu_weight_on_v1_and_v
     assert cgroups.heap(1024 * mb, 4096 * mb) == 768 * mb  # 3/4 of the limit
     assert cgroups.heap(1024 * mb, 512 * mb) == 512 * mb
     assert cgroups.heap(0, 512 * mb) == 512 * mb
-    assert "over its tenant's engine memory of 512 MB" in engine_death("tenant-a", -9, "",
-                                                                        512 * mb)
-    # killed by the kernel: no OutOfMemoryError in its log, what ran at its end is named
-    assert oom_suspects(LOG.split("java.lang")[0], at_end=True) == {"s-oom"}
 
 
 def test_a_made_cgroup_gets_its_files_and_the_process_and_goes(tmp_path):
@@ -240,20 +180,3 @@ def test_a_job_s_cgroup_of_its_tenant_s_limits_is_removed_when_empty(tmp_path):
         f.unlink()
     assert remove_job_cgroup(name, mount=str(tmp_path)) and not d.exists()
     assert remove_job_cgroup(name, mount=str(tmp_path))  # gone already: fine
-
-
-def test_a_job_that_failed_before_its_engine_died_is_named_by_the_engine_s_log(tmp_path):
-    (tmp_path / "spark-connect.log").write_text(LOG)
-
-    class Server:
-        log_dir = str(tmp_path)
-    job = JobEngine(None, EngineKey(T, "a"), "j1", None, 10)
-    job.server = Server()
-    read = {"exception": "UnknownException: Cannot call methods on a stopped SparkContext."}
-    failure = job.failure(0, read, "s-oom")
-    assert failure["exception"] == (
-        "EngineLost: the Spark engine tenant-a that ran this job ran out of memory "
-        "(java.lang.OutOfMemoryError: Java heap space); this job's statement was running "
-        "when it ran out of memory"), failure
-    assert failure["traceback"].startswith("UnknownException") and job.kills == 1
-    assert job.failure(1, read, "s-other") == read  # another session: its own failure
