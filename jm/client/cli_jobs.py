@@ -303,6 +303,9 @@ def add_submit(add: Callable[..., argparse.ArgumentParser]) -> None:
     s.add_argument("--restart-strategy", metavar="TYPE|JSON",
                    help="none, fixed-delay, exponential-delay, failure-rate, or a JSON object "
                         "like '{\"type\": \"fixed-delay\", \"attempts\": 3, \"delay\": \"1 s\"}'")
+    s.add_argument("--requirements", metavar="FILE",
+                   help="a requirements.txt: the job's code and UDFs import exactly these "
+                        "versions (an environment the peer builds once and caches)")
     s.add_argument("--jobid", metavar="ID", help="a fixed job id")
     s.add_argument("--from-savepoint", "--savepoint-path", dest="savepoint_path", metavar="PATH",
                    help="resume a streaming job from this savepoint (implies --streaming)")

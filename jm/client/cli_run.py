@@ -18,9 +18,9 @@ from typing import Any, Callable
 from jm.client.cli_http import (EXIT_OK, Client, UsageError, end_error, interrupted,
                                 print_json, root_exception)
 from jm.client.cli_ops import follow_logs
-from jm.client.cli_spec import parse_pairs, parse_restart, post_job, print_submitted
+from jm.client.cli_spec import (parse_pairs, parse_restart, post_job, print_submitted,
+                                 read_requirements)
 from jm.policy.fsuri import is_remote_ref
-from jm.policy.reqfile import MAX_REQUIREMENTS_FILE, RequirementsError, requirements_file
 from jm.policy.submitopts import FILE_PROPERTIES, SUBMIT_OPTIONS, entries, split_alias
 
 # jm run's options after APP: name -> takes a value
@@ -130,21 +130,6 @@ def build_run_spec(a: argparse.Namespace) -> dict:
     if a.requirements:
         spec["requirements"] = read_requirements(a.requirements)
     return spec
-
-
-def read_requirements(path: str) -> list[str]:
-    """The entries of a requirements file (the peers check each one again)."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_REQUIREMENTS_FILE + 1)
-    except OSError as exc:
-        raise UsageError(f"--requirements {path}: {exc.strerror or exc}") from None
-    try:
-        return requirements_file(raw.decode("utf-8"), f"--requirements {path}")
-    except UnicodeDecodeError:
-        raise UsageError(f"--requirements {path}: not UTF-8 text") from None
-    except RequirementsError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def cmd_run(client: Client, a: argparse.Namespace, upload: Callable[[Client, str], dict]

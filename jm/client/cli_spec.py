@@ -15,6 +15,7 @@ from jm.client.cli_http import (ApiError, CliError, Client, UsageError, one_line
 
 CODE_SUFFIXES = (".py", ".zip", ".egg")
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+from jm.policy.reqfile import MAX_REQUIREMENTS_FILE, RequirementsError, requirements_file
 from jm.policy.vocab import ENTRY_RE  # (package.module:function)
 
 
@@ -188,6 +189,21 @@ def _path_spec(path: str, entry: Optional[str]) -> dict:
     raise UsageError(f"{path}: submit a .py, .zip or .egg file")
 
 
+def read_requirements(path: str) -> list[str]:
+    """The entries of a requirements file (the peers check each one again)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_REQUIREMENTS_FILE + 1)
+    except OSError as exc:
+        raise UsageError(f"--requirements {path}: {exc.strerror or exc}") from None
+    try:
+        return requirements_file(raw.decode("utf-8"), f"--requirements {path}")
+    except UnicodeDecodeError:
+        raise UsageError(f"--requirements {path}: not UTF-8 text") from None
+    except RequirementsError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _apply_options(spec: dict, a: argparse.Namespace) -> None:
     """The options that add to any spec: --pyfile, --arg(s), --name, --slots, --jobid,
     --restart-strategy, --from-savepoint and --streaming."""
@@ -217,6 +233,8 @@ def _apply_options(spec: dict, a: argparse.Namespace) -> None:
         spec["proxy-user"] = a.proxy_user
     if getattr(a, "tenant", None):
         spec["tenant"] = a.tenant
+    if getattr(a, "requirements", None):
+        spec["requirements"] = read_requirements(a.requirements)
 
 
 def post_job(client: Client, spec: dict) -> dict:

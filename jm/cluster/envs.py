@@ -20,6 +20,7 @@ import os
 import shutil
 import site
 import sys
+import tarfile
 import time
 from dataclasses import dataclass
 from importlib import metadata
@@ -30,6 +31,7 @@ from jm.policy.envs import CachedEnv, RequirementSet, to_evict
 log = logging.getLogger("jm.envs")
 
 READY = ".jm-ready"       # in a finished environment: its requirements (mtime: last used)
+PACKED = "jm-packed.tar.gz"  # in an environment shipped to a cluster's executors
 PIP_LINES = 4             # lines of pip's error a failed build keeps
 PEER_PINNED = ("pyspark", "py4j")
 
@@ -106,6 +108,7 @@ class EnvCache:
         self._builds: dict[str, asyncio.Future] = {}
         self._in_use: dict[str, int] = {}
         self._sizes: dict[str, int] = {}
+        self._packs: dict[str, asyncio.Future] = {}  # archives being made, per key
 
     async def acquire(self, reqs: RequirementSet) -> Env:
         """The environment of `reqs`, built if the cache has none (EnvBuildError with
@@ -136,6 +139,25 @@ class EnvCache:
 
     def in_use(self, key: str) -> int:
         return self._in_use.get(key, 0)
+
+    async def packed(self, env: Env) -> str:
+        """Environment `env` (in use) as one archive, made once: what Spark unpacks in each
+        executor's folder on a cluster (spark.archives `<it>#<alias>`, the workers'
+        interpreter `./<alias>/bin/python`, Spark's documented way to ship a venv). Its
+        interpreter links to the peer's base Python and its layer names the peer's
+        site-packages: a worker host needs those paths (the peers' image)."""
+        path = os.path.join(env.path, PACKED)
+        if os.path.exists(path):
+            return path
+        build = self._packs.get(env.key)
+        if build is None:
+            build = asyncio.ensure_future(asyncio.to_thread(_pack, env.path, path))
+            self._packs[env.key] = build
+            build.add_done_callback(lambda _f, k=env.key: self._packs.pop(k, None))
+        size = await asyncio.shield(build)
+        if env.key in self._sizes:
+            self._sizes[env.key] += size
+        return path
 
     def _touch(self, env: Env) -> None:
         now = self.clock()
@@ -250,6 +272,26 @@ class EnvCache:
         for key in gone:
             await asyncio.to_thread(shutil.rmtree, os.path.join(self.root, key), True)
         return gone
+
+
+def _pack(folder: str, path: str) -> int:
+    """`folder` as a gzipped tar of its contents (links kept as links; the archive itself
+    left out) at `path`, written whole or not at all: its size."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with tarfile.open(tmp, "w:gz", compresslevel=1) as tar:
+            for name in sorted(os.listdir(folder)):
+                if name != PACKED and not name.startswith(PACKED + "."):
+                    tar.add(os.path.join(folder, name), arcname=name)
+        os.chmod(tmp, 0o644)  # (read by the job's user's driver)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return os.path.getsize(path)
 
 
 def _write(path: str, text: str) -> None:

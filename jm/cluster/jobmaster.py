@@ -347,15 +347,16 @@ class JobMaster:
             if self.spec.get("script"):
                 script = (await self.env.resolve_pyfiles([self.spec["script"]]))[0]
             await self._restore()
-            python = await self.python.acquire() if self.python is not None else None
+            if self.python is not None:
+                await self.python.acquire()
             if self.engine is not None:
                 await self.engine.acquire()
             self.session_id = str(uuid.uuid4())
             if self.engine is not None:  # (its queries live as long as this JVM does)
                 self.engine.note_spawn()
             params = await self._shipped_files(self._params(pyfiles, run_dir, script))
-            if python is not None:
-                params = replace(params, python_env=python.site, python_exec=python.python)
+            if self.python is not None:
+                params = await self.python.run_in(params, self.connect)
             self.process = await self.env.executor.spawn(params)
         except (ExecutorLost, OSError, ValueError, LookupError, NoEngine) as exc:
             failure = {"exception": f"{type(exc).__name__}: {exc}", "traceback": ""}

@@ -3,10 +3,13 @@ peer's cache, or built there once (jm/cluster/envs.py), for every attempt of the
 JobMaster, and given back when the JobMaster ends."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Optional
 
 from jm.cluster.envs import Env, EnvBuildError
 from jm.policy.envs import RequirementSet
+from jm.policy.runparams import RunParams
+from jm.policy.submitopts import with_packed_env
 
 NOT_RETRIED = "its requirements could not be installed"  # a final failure's reason
 
@@ -24,6 +27,18 @@ class JobPython:
                 raise EnvBuildError("this peer builds no Python environments")
             self.env = await self.envs.acquire(self.reqs)
         return self.env
+
+    async def run_in(self, params: RunParams, connect: bool) -> RunParams:
+        """An attempt's parameters with the acquired environment: the job process puts it
+        first on its path, its UDFs run its interpreter; a classic-mode job on a cluster
+        ships it to its executors packed (spark.archives) and they run it from there."""
+        env = self.env
+        assert env is not None
+        params = replace(params, python_env=env.site, python_exec=env.python)
+        if connect or (params.spark_master or "local").startswith("local"):
+            return params
+        conf, workers = with_packed_env(dict(params.spark_conf), await self.envs.packed(env))
+        return replace(params, spark_conf=conf, executor_python=workers)
 
     def release(self) -> None:
         env, self.env = self.env, None

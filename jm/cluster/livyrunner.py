@@ -163,9 +163,12 @@ class LivyRunner:
             try:
                 state, output = await self._run(lv, st)
             except ApiError as exc:  # the session is moving, or this peer lost its lease
-                log.info("Livy statement %d/%d not run here: %s", lv.number, st.id, exc)
-                await asyncio.sleep(RETRY)
-                continue
+                if exc.status != 400:
+                    log.info("Livy statement %d/%d not run here: %s", lv.number, st.id, exc)
+                    await asyncio.sleep(RETRY)
+                    continue
+                # (what the session brings cannot be had: its requirements, its files)
+                state, output = "available", W.error_output(st.id, "SessionError", str(exc))
             except Exception as exc:  # (its Spark session could not be opened...)
                 log.exception("Livy statement %d/%d failed", lv.number, st.id)
                 state, output = "available", W.error_output(st.id, type(exc).__name__,
@@ -330,20 +333,27 @@ class LivyRunner:
         conf, svc = self.svc.conf, self.svc
         if lv.repl is not None:
             await lv.repl.close()
+        # the user's code runs confined as a job's (rlimits, oom_score_adj), as its proxy
+        # user, else its tenant's OS user, else jobmanager.executor.user: never as the
+        # peer's user when one of them is set
+        proxy = self._proxy_user(lv)
+        limits, rt = job_limits(conf), self._tenant_runtime(lv)
+        user = proxy or rt.os_user or limits.user
+        # in its environment (spark.jm.requirements), its pyFiles on its path
+        with self.raft.read() as state:
+            rec = state.sessions.get(lv.handle)
+            props = dict(rec.properties) if rec is not None else {}
+        shipped = await self.sql.shipped(lv.handle, props, user)
         lv.repl = LivyProcess(s.engine.url, lv.handle,
                            os.path.join(svc.log_dir, f"livy-session-{lv.number}.log"),
                            conf["jobmanager.executor.nice"],
                            on_start=lambda pid: svc.guard(f"livy-session-{lv.number}", pid),
                            env_pass=conf["jobmanager.executor.env-pass"],
-                           env_add=dict(svc.child_env, **_token_of(s)))
-        # the user's code runs confined as a job's (rlimits, oom_score_adj), as its proxy
-        # user, else its tenant's OS user, else jobmanager.executor.user: never as the
-        # peer's user when one of them is set
-        proxy = lv.repl.user = self._proxy_user(lv)
-        limits, rt = job_limits(conf), self._tenant_runtime(lv)
+                           env_add=dict(svc.child_env, **_token_of(s)),
+                           pyfiles=shipped.pyfiles)
+        lv.repl.user, lv.repl.python = proxy, shipped.python
         # (and within its tenant's memory and CPU: a cgroup of its own)
-        lv.repl.confine = dict(replace(limits, user=proxy or rt.os_user
-                                       or limits.user).to_dict(),
+        lv.repl.confine = dict(replace(limits, user=user).to_dict(),
                                **{TENANT_MEMORY: rt.memory, TENANT_CPU: rt.cpu})
 
     async def _keep_state(self, lv: LocalLivy, items) -> list:

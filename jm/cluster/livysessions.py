@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Optional
 
 from jm.cluster.livyrunner import LivyRunner
 from jm.cluster.services import SqlServices
-from jm.cluster.sqlsessions import check_properties_size
+from jm.cluster.sqlsessions import check_deps, check_properties_size
 from jm.cluster.tenancy import tenant_for
 from jm.policy.spec import proxy_refusal
 from jm.wire import livysessions as W
@@ -114,6 +114,7 @@ class LivySessions:
         except ValueError as exc:
             raise ApiError(400, *exc.args[0])
         check_properties_size(req.conf, req.name, req.proxy_user or "")
+        check_deps(req.conf)
         tenant = tenant_for(who, None)
         with self.raft.read() as st:
             granted = T.proxy_users(st, tenant)

@@ -21,6 +21,7 @@ from jm.cluster.blobs import BlobStore
 from jm.cluster.dispatcher import Dispatcher
 from jm.cluster.gateway import PeerGateway
 from jm.cluster.janitor import Janitor, JanitorConfig
+from jm.cluster.sessiondeps import SessionDepsHolder
 from jm.cluster.envs import EnvCache, PipOptions
 from jm.cluster.jobservices import JobEnv, make_reporter
 from jm.cluster.lease import Lease
@@ -212,24 +213,26 @@ class Peer:
         sparks.build(self.executor, self.guard,
                      on_ready_change=lambda: self.lease and self.lease.now.set(),
                      on_info=self._spark_info_changed, unguard=self.unguard)
+        fetcher = ArtifactFetcher(self.node, raft, self.blobs, self.ha_blobs, self.peer_client,
+                                  self.url_of, conf["rest.write-timeout"])
+        envs = EnvCache(os.path.join(self.data_dir, "envs"), conf["jobmanager.envs.max-size"],
+                        PipOptions.from_conf(conf))  # jobs' and sessions' Python
         self.sql = SqlGateway(SqlServices(
             self.node, conf, raft, self.lease_valid, sparks.engines,
-            self.url_of, self.log_dir, self.guard, sparks.child_env))
+            self.url_of, self.log_dir, self.guard, sparks.child_env,
+            SessionDepsHolder(fetcher.resolve_pyfiles, envs,
+                              os.path.join(self.data_dir, "session-files"))))
         sparks.engines.on_lost.append(self._engine_lost)
         sparks.engines.on_stopped.append(  # an engine stopped for good: its SQL worker too
             lambda key, server: asyncio.ensure_future(self.sql.workers.drop(server.url)))
         self.reporter = make_reporter(raft, conf["rest.write-timeout"])
         self.submitter = Batcher(raft, SubmitJobs, conf["rest.write-timeout"], retry=False)
         jobs_executor = SqlJobExecutor(self.executor, self.sql, self.lease_valid)
-        fetcher = ArtifactFetcher(self.node, raft, self.blobs, self.ha_blobs, self.peer_client,
-                                  self.url_of, conf["rest.write-timeout"])
         env = JobEnv(self.node, conf, jobs_executor, self.reporter, fetcher.resolve_pyfiles,
                      sparks.remote, sparks.ready_file, self.log_dir, self.data_dir, time.time,
                      self.wait_lease, self._commit, self.metrics,
                      spark_conf_dir(self.log_dir, conf["spark.log.level"]), sparks.info,
-                     engines=sparks.engines, envs=EnvCache(
-                         os.path.join(self.data_dir, "envs"), conf["jobmanager.envs.max-size"],
-                         PipOptions.from_conf(conf)))
+                     engines=sparks.engines, envs=envs)
         self.dispatcher = Dispatcher(raft, env)
         self.rm = ResourceManager(raft, conf["heartbeat.timeout"], conf["rest.write-timeout"],
                                   expiration=conf["jobstore.expiration-time"],

@@ -3,7 +3,7 @@ once every component exists; neither sees the peer itself)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
 if TYPE_CHECKING:
     from jm.cluster.batcher import Batcher
@@ -59,3 +59,4 @@ class SqlServices:
     log_dir: str
     guard: Callable[[str, int], None]       # (name, pid): killed with the job processes
     child_env: Mapping[str, str]            # what the SQL worker's environment adds
+    deps: Any = None                        # SessionDepsHolder: sessions' files, Python

@@ -17,10 +17,13 @@ from typing import Any, Mapping, Optional
 from jm.cluster.batcher import Batcher
 from jm.cluster.services import SqlServices
 from jm.cluster.engines import NoEngine, own_token
+from jm.cluster.envs import EnvBuildError
+from jm.cluster.sessiondeps import ShippedDeps
 from jm.cluster.sqlops import LocalSession
 from jm.cluster.sqlworkers import SqlWorkers
 from jm.cluster.tenancy import tenant_for
 from jm.cluster.waits import wait_event
+from jm.policy.sessiondeps import session_deps, spark_settings
 from jm.policy.sqlop import OpStatus
 from jm.runtime import sqlproto as P
 from jm.runtime.sqlclient import SqlWorker
@@ -33,6 +36,15 @@ log = logging.getLogger("jm.sql")
 
 RUNNING, CLOSED = OpStatus.RUNNING, OpStatus.CLOSED
 MAX_PROPERTIES_SIZE = 64 * 1024  # bytes of a session's name and properties
+
+
+def check_deps(props: Mapping[str, str]) -> None:
+    """400 naming each dependency property of a session that is wrong
+    (jm/policy/sessiondeps.py)."""
+    try:
+        session_deps(props)
+    except ValueError as exc:
+        raise ApiError(400, *exc.args[0])
 
 
 def check_properties_size(props: Mapping[str, str], *names: str) -> None:
@@ -169,6 +181,28 @@ class SqlSessions:
         if s.worker is not None and s.worker.alive and s.generation:
             asyncio.ensure_future(self._quiet(s.worker, P.CloseSession(handle, release)))
         self._release_engine(s)
+        if self.svc.deps is not None:
+            self.svc.deps.release(handle)
+
+    async def shipped(self, handle: str, props: Mapping[str, str], user: Optional[str]
+                      ) -> ShippedDeps:
+        """Session `handle`'s dependencies (its properties name them) for a process of this
+        peer running as `user`: fetched, handed over, its environment built. An ApiError
+        (400) naming what could not be had."""
+        try:
+            deps = session_deps(props)
+        except ValueError as exc:  # (checked at its opening: a peer of an older build's)
+            raise ApiError(400, *exc.args[0])
+        if not deps or self.svc.deps is None:
+            return ShippedDeps()
+        try:
+            return await self.svc.deps.prepare(handle, deps, user)
+        except EnvBuildError as exc:
+            raise ApiError(400, f"RequirementsError: the session's spark.jm.requirements "
+                                f"could not be installed: {exc}")
+        except (LookupError, OSError) as exc:
+            raise ApiError(400, f"the session's files could not be had on this peer: "
+                                f"{type(exc).__name__}: {exc}")
 
     @staticmethod
     async def _quiet(worker: Any, message: Any) -> None:
@@ -199,11 +233,11 @@ class SqlSessions:
                 and s.server == engine.generation):
             return s
         if s.opening is None or s.opening.done():
-            s.opening = asyncio.ensure_future(self._open(s, worker))
+            s.opening = asyncio.ensure_future(self._open(s, worker, s.user if own else None))
         await asyncio.shield(s.opening)
         return s
 
-    async def _open(self, s: LocalSession, worker: SqlWorker) -> None:
+    async def _open(self, s: LocalSession, worker: SqlWorker, user: Optional[str]) -> None:
         server = s.engine.generation
         if s.generation == worker.generation and worker.alive:  # open in a lost server
             await worker.call(P.CloseSession(s.handle, release=False))
@@ -212,7 +246,9 @@ class SqlSessions:
             if rec is None:
                 raise ApiError(404, f"session {s.handle} does not exist")
             props, replay = dict(rec.properties), tuple(rec.statements)
-        res = await worker.call(P.OpenSession(s.handle, props, replay))
+        shipped = await self.shipped(s.handle, props, user)
+        res = await worker.call(P.OpenSession(s.handle, spark_settings(props), replay,
+                                              shipped.artifacts, shipped.python))
         s.generation, s.server = worker.generation, server
         if res.get("errors"):
             log.warning("SQL session %s rebuilt with errors: %s", s.handle, res["errors"])
@@ -291,6 +327,7 @@ class SqlSessions:
             raise ApiError(400, "sessionName must be a string")
         props = {k: str(v) for k, v in props.items()}
         check_properties_size(props, name)
+        check_deps(props)
         tenant = tenant_for(who, None)
         handle, node, limit = str(uuid.uuid4()), *self.place()
         await self.open_checked(OpenSqlSession(handle, name, props, node, time.time(), limit,

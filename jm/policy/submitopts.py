@@ -11,7 +11,7 @@ own Ivy resolution fetches (classic mode: a Connect session cannot load them).
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 # spark-submit's option -> the Spark property it sets (as SparkSubmitArguments does)
 SUBMIT_OPTIONS = {
@@ -44,7 +44,7 @@ def split_alias(entry: str) -> tuple[str, Optional[str]]:
     return ref, (alias if hash_ else None)
 
 
-def _file_error(prop: str, entry: str, mode: str) -> Optional[str]:
+def file_error(prop: str, entry: str, mode: str) -> Optional[str]:
     ref, alias = split_alias(entry)
     if alias is not None and (prop != "spark.archives" or not _ALIAS.fullmatch(alias)):
         return (f"spark-conf {prop}: {entry!r}: only an archive takes '#name' (letters, "
@@ -59,17 +59,20 @@ def _file_error(prop: str, entry: str, mode: str) -> Optional[str]:
             "uploads a local file), an absolute path every peer reads, or an https:// URL")
 
 
+def checked_files(conf: Mapping[str, Any], prop: str, mode: str) -> tuple[list, list]:
+    """(the good entries, what is wrong with the others) of file property `prop`."""
+    found = entries(conf.get(prop) or "")
+    if len(found) > MAX_ENTRIES:
+        return [], [f"spark-conf {prop}: at most {MAX_ENTRIES} entries"]
+    checked = [(x, file_error(prop, x, mode)) for x in found]
+    return [x for x, e in checked if not e], [e for _, e in checked if e]
+
+
 def submit_errors(conf: dict, mode: str) -> list[str]:
     """What is wrong with a job's dependency properties, one line each."""
     errors = []
     for prop in FILE_PROPERTIES:
-        if conf.get(prop) is None:
-            continue
-        found = entries(conf[prop])
-        if len(found) > MAX_ENTRIES:
-            errors.append(f"spark-conf {prop}: at most {MAX_ENTRIES} entries")
-            continue
-        errors += [e for e in (_file_error(prop, x, mode) for x in found) if e]
+        errors += checked_files(conf, prop, mode)[1]
     packages = [p for p in PACKAGE_PROPERTIES if conf.get(p) is not None]
     if packages and mode != "classic":
         errors.append(f"spark-conf {packages[0]}: packages are resolved when a Spark "
@@ -111,6 +114,19 @@ def with_local_files(conf: dict, local: dict) -> dict:
             done.append(path if alias is None else f"{path}#{alias}")
         out[prop] = ",".join(done)
     return out
+
+
+ENV_ALIAS = "jm-python"  # the folder a job's packed environment is unpacked as
+
+
+def with_packed_env(conf: dict, archive: str) -> tuple[dict, str]:
+    """A classic-mode job's properties with its packed environment among its archives,
+    and the interpreter its executors run (spark-submit's way for a venv on a cluster:
+    `--archives env.tar.gz#env`, `PYSPARK_PYTHON=./env/bin/python`)."""
+    out = dict(conf)
+    out["spark.archives"] = ",".join([*entries(conf.get("spark.archives") or ""),
+                                      f"{archive}#{ENV_ALIAS}"])
+    return out, f"./{ENV_ALIAS}/bin/python"
 
 
 def local_files(conf: dict, props: Iterable[str] = FILE_PROPERTIES) -> list[str]:

@@ -25,13 +25,14 @@ class LivyProcess(ChildProcess):
 
     def __init__(self, remote: str, session_id: str, log_path: str, nice: int = 0,
                  on_start: Callable[[int], None] = lambda pid: None, env_pass: tuple = (),
-                 env_add: Optional[dict] = None) -> None:
+                 env_add: Optional[dict] = None, pyfiles: tuple = ()) -> None:
         super().__init__(log_path, nice, on_start, env_pass, env_add)
         self.remote = remote          # the Spark Connect URL (its token: in env_add)
         self.session_id = session_id  # the Spark Connect session the code's `spark` uses
+        self.pyfiles = pyfiles        # the session's Python modules (local paths)
 
     def command(self) -> list:
-        return ["jm.runtime.livyrepl", self.remote, self.session_id]
+        return ["jm.runtime.livyrepl", self.remote, self.session_id, *self.pyfiles]
 
     async def start(self) -> None:
         """Start the process now (else the first request does)."""

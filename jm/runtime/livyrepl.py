@@ -2,7 +2,10 @@
 one at a time in arrival order, in one namespace holding `spark`, a Spark Connect session
 attached to the session's id (made at the first statement, so the process starts fast).
 
-    python -m jm.runtime.livyrepl SPARK_CONNECT_URL SESSION_ID
+    python -m jm.runtime.livyrepl SPARK_CONNECT_URL SESSION_ID [PYFILE ...]
+
+(run by the session's environment's interpreter when its conf names requirements; its
+pyFiles, the peer's local copies, first on sys.path).
 
 Requests (jm/runtime/livyproto.py) come as frames on stdin and are read by a thread of
 their own, so that an Interrupt reaches a running statement; the code runs in the main
@@ -38,6 +41,7 @@ from jm.policy import connectplan
 from jm.runtime import livyproto as P
 from jm.runtime.confine import confine_self
 from jm.runtime.livyexec import NoSparkContext, capture, execute
+from jm.runtime.usercode import add_pyfiles
 
 CANCELLED = "the statement was cancelled"
 SIGNAL_AFTER = 1.5   # s between cancelling a statement's Spark operations and SIGINT
@@ -288,6 +292,7 @@ def main(argv: Optional[list] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     remote, session_id = argv[0], argv[1]
     confine_self(os.environ)  # the job processes' limits and user, before any user code
+    add_pyfiles(argv[2:])  # the session's pyFiles: its code imports them
     out = os.fdopen(os.dup(1), "wb")  # the protocol's; fd 1 becomes the log
     stdin = os.fdopen(os.dup(0), "rb", buffering=0)
     os.dup2(2, 1)

@@ -41,6 +41,7 @@ class ChildProcess:
     proto: Any = P
     user: Optional[str] = None  # the OS user it runs as (a Livy session's proxyUser)
     confine: Optional[dict] = None  # JobLimits.to_dict(): applied by the child itself
+    python: Optional[str] = None  # the interpreter it runs in (None: the peer's)
 
     def __init__(self, log_path: str, nice: int = 0,
                  on_start: Callable[[int], None] = lambda pid: None, env_pass: tuple = (),
@@ -85,7 +86,8 @@ class ChildProcess:
             env[CONFINE_ENV] = json.dumps(self.confine)
         with open(self.log_path, "ab") as err:
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "jm.runtime.pdeathsig", sys.executable, "-m",
+                sys.executable, "-m", "jm.runtime.pdeathsig", self.python or sys.executable,
+                "-m",
                 *self.command(),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=err,
                 env=env, limit=self.proto.MAX_FRAME,

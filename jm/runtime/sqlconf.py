@@ -8,11 +8,13 @@
   same key)."""
 from __future__ import annotations
 
+import os
 import re
-from typing import Any
+from typing import Any, Optional
 
 _BARE_RESET = re.compile(r"\s*RESET\s*;?\s*", re.I)
 _UNSET = object()
+UDF_PYTHON = "spark.sql.execution.pyspark.python"  # a Connect session's UDF interpreter
 
 
 def is_bare_reset(statement: str) -> bool:
@@ -27,6 +29,21 @@ def set_properties(spark: Any, properties: dict, error_text=str) -> list:
             spark.conf.set(str(key), str(value))
         except Exception as exc:
             errors.append(f"property {key}: {error_text(exc)[:500]}")
+    return errors
+
+
+def add_deps(spark: Any, artifacts: tuple, python: Optional[str], error_text=str) -> list:
+    """A session's dependencies (jm/cluster/sessiondeps.py): its UDFs' interpreter, and
+    its files as its Spark Connect session's artifacts (`kind`: addArtifacts' keyword, ""
+    for a jar; an archive's `#name` is the folder it is unpacked as). The errors."""
+    errors = []
+    if python:
+        errors += set_properties(spark, {UDF_PYTHON: python}, error_text)
+    for kind, path in artifacts:
+        try:
+            spark.addArtifacts(path, **({kind: True} if kind else {}))
+        except Exception as exc:
+            errors.append(f"artifact {os.path.basename(path)}: {error_text(exc)[:500]}")
     return errors
 
 

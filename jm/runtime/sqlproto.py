@@ -17,10 +17,15 @@ MAX_FRAME = 256 * 1024 * 1024
 @dataclass(frozen=True)
 class OpenSession:
     """Attach to (or create) the Spark Connect session `session` and rebuild its state:
-    `properties` set, then the state-defining statements in `replay` run in order."""
+    `properties` set, its `artifacts` added and its `python` given to its UDFs, then the
+    state-defining statements in `replay` run in order."""
     session: str
     properties: dict = field(default_factory=dict)
     replay: tuple = ()
+    # what the session brings (jm/cluster/sessiondeps.py): files added to its Spark
+    # session as artifacts, [kind, local path] each; its UDFs' interpreter (None: ours)
+    artifacts: tuple = ()
+    python: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,8 @@ def unpack(body: bytes, types: Optional[dict] = None) -> tuple[int, Any]:
     if cls is None or not isinstance(fields, dict):
         raise ValueError(f"unknown SQL worker message {name!r}")
     known = {f.name for f in dataclasses.fields(cls)}
-    kwargs = {k: tuple(v) if k == "replay" else v for k, v in fields.items() if k in known}
+    kwargs = {k: tuple(tuple(x) if isinstance(x, list) else x for x in v)
+              if k in ("replay", "artifacts") else v for k, v in fields.items() if k in known}
     return request_id, cls(**kwargs)
 
 

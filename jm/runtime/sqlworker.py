@@ -152,6 +152,7 @@ class Worker:
             spark = connect_builder(with_session(self.remote, m.session)).create()
             props = dict(m.properties or {})
             errors = sqlconf.set_properties(spark, props, error_text)
+            errors += sqlconf.add_deps(spark, m.artifacts, m.python, error_text)
             for statement in m.replay:
                 try:
                     replay(spark, statement)

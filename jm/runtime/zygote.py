@@ -153,7 +153,8 @@ def _child(params: RunParams, fds_to_close: list[int], zygote_pid: int, peer_pid
         os.umask(confine.USER_UMASK)  # (the peer's is its own: what user code writes is not)
         if params.python_env:  # its own requirements (jm/runtime/pyenv.py)
             from jm.runtime import pyenv
-            os.environ["PYSPARK_PYTHON"] = params.python_exec or sys.executable
+            os.environ["PYSPARK_PYTHON"] = (params.executor_python or params.python_exec
+                                            or sys.executable)
             if pyenv.activate(params.python_env):  # a module the zygote imported: its own
                 pyenv.exec_fresh(params, [zygote_pid, peer_pid])
         if params.spark_log:  # where a connect-mode query's console output goes

@@ -6,14 +6,18 @@ A session's `kind` is the default kind of its statements; a statement may give i
 (`pyspark` or `sql`; a `shared` session, Livy's session without a kind, needs it). Python
 code runs in a Python process of the session on its peer, with `spark` a Spark Connect
 session on the peer's Spark server; SQL runs in the same Spark session through the SQL
-gateway. Resource fields (`driverMemory`, `numExecutors`, ...) have no effect here: the
-sessions share their peer's Spark, and the session's log says so."""
+gateway. `jars`, `pyFiles`, `files` and `archives` become the session's properties as
+Livy maps them (`spark.jars`, ...: jm/policy/sessiondeps.py), and `conf`'s
+`spark.jm.requirements` its Python environment. Resource fields (`driverMemory`,
+`numExecutors`, ...) have no effect here: the sessions share their engine, and the
+session's log says so."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from jm.policy.sessiondeps import LIVY_FIELDS, livy_fields
 from jm.policy.spec import USER_RE
 from raft.records import LivyRecord, LivyStatementRecord
 
@@ -21,9 +25,9 @@ SESSION_KINDS = ("pyspark", "sql", "shared")
 STATEMENT_KINDS = ("pyspark", "sql")
 REFUSED_KINDS = {"spark": "Scala", "sparkr": "R", "pyspark3": None}
 RESOURCE_FIELDS = ("driverMemory", "driverCores", "executorMemory", "executorCores",
-                   "numExecutors", "queue", "jars", "pyFiles", "files", "archives")
+                   "numExecutors", "queue")
 KNOWN = {"kind", "name", "conf", "proxyUser", "heartbeatTimeoutInSecond", "ttl",
-         *RESOURCE_FIELDS}
+         *RESOURCE_FIELDS, *LIVY_FIELDS}
 MAX_OUTPUT = 512 * 1024          # bytes of a statement's output kept (in the replicated state)
 SQL_ROWS = 1000                  # rows of a SQL statement's output (livy.rsc.sql.num-rows)
 JSON_TYPE, TEXT_TYPE = "application/json", "text/plain"
@@ -81,13 +85,16 @@ def session_request(body: Any) -> SessionRequest:
     if not isinstance(conf, dict):
         errors.append("conf must be an object of Spark properties")
         conf = {}
+    files, problems = livy_fields(body)
+    errors += problems
     if errors:
         raise ValueError(errors)
     given = [f for f in RESOURCE_FIELDS if body.get(f) not in (None, [], "")]
-    notes = (f"{', '.join(given)}: not applied (interactive sessions share their peer's "
-             "Spark; size it with the peer's spark.* settings)",) if given else ()
-    return SessionRequest(kind, name or "", {str(k): str(v) for k, v in conf.items()}, notes,
-                          proxy_user)
+    notes = (f"{', '.join(given)}: not applied (interactive sessions share their engine; "
+             "size it with the peers' spark.* settings)",) if given else ()
+    props = {str(k): str(v) for k, v in conf.items()}
+    props.update(files)
+    return SessionRequest(kind, name or "", props, notes, proxy_user)
 
 
 def statement_request(body: Any, session_kind: str) -> tuple[str, str]:

@@ -107,6 +107,36 @@ def test_etl_udf_from_py_files_runs_on_the_executors(cluster, spark, tmp_path):
     assert spark.executors_of(info["attempts"][-1]["spark-app-id"])
 
 
+REQS_APP = """from pyspark.sql import SparkSession
+spark = SparkSession.builder.appName("reqs").getOrCreate()
+
+def where(_):
+    import sys, tabulate
+    return f"{tabulate.__version__}|{tabulate.__file__}|{sys.executable}"
+print("DRIVER", __import__("tabulate").__version__)
+print("EXECUTOR", spark.sparkContext.parallelize([0], 1).map(where).collect()[0])
+"""
+
+
+def test_a_job_s_requirements_reach_a_cluster_s_executors_packed(cluster, spark, tmp_path):
+    """Issue 42: on a cluster, a classic-mode job's environment goes to its executors as
+    spark-submit ships a venv (spark.archives `env.tar.gz#jm-python`, the workers' Python
+    `./jm-python/bin/python`): its UDF imports the job's version from the unpacked copy in
+    the executor's folder, not from the peer's cache."""
+    app = tmp_path / "reqs_app.py"
+    app.write_text(REQS_APP)
+    reqs = tmp_path / "requirements.txt"
+    reqs.write_text("tabulate==0.8.10\n")
+    r = jm(cluster, "run", str(app), "--requirements", str(reqs), "--wait")
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-2000:])
+    assert "DRIVER 0.8.10" in r.stdout, r.stdout[-3000:]
+    [line] = [ln for ln in r.stdout.splitlines() if ln.startswith("EXECUTOR ")]
+    version, path, exe = line[len("EXECUTOR "):].split("|")
+    assert version == "0.8.10", line
+    assert "/jm-python/" in path and "/envs/" not in path, line  # the executor's copy
+    assert path.startswith(spark.base) and "/jm-python/bin/python" in exe, (line, spark.base)
+
+
 def test_an_entry_job_in_classic_mode_has_its_own_application(cluster, spark):
     s, b = http("POST", cluster.urls[2] + "/jobs", {
         "entry": "rdd_entry:main", "spark-mode": "classic", "name": "rdd-entry",

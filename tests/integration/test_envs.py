@@ -4,6 +4,7 @@ environment over the peer's (its pyspark stays), two versions of one package sid
 side, pip's own error for a set that cannot be built, and the least recently used
 environment not in use deleted when the cache is over its bound."""
 import asyncio
+import json
 import os
 import subprocess
 
@@ -126,6 +127,12 @@ async def test_jm_run_takes_a_requirements_file(tmp_path):
         rc, out, err = await jm("-a", c.url(0), "run", str(app), "--mode", "connect",
                                 "--requirements", str(reqs), "--wait", timeout=240)
         assert rc == 0 and "tabulate 0.9.0" in out, (out, err)
+        # `jm submit` of an entry job takes the same file (its environment: cached now)
+        entry = tmp_path / "reqjob.py"
+        entry.write_text("def main(ctx):\n    import tabulate\n    return tabulate.__version__\n")
+        rc, out, err = await jm("-a", c.url(0), "submit", str(entry), "--requirements",
+                                str(reqs), "--wait", "--json", timeout=240)
+        assert rc == 0 and json.loads(out)["result"] == "0.9.0", (out, err)
         reqs.write_text(f"{NEW}\n--index-url https://example.org/simple\n")
         rc, out, err = await jm("-a", c.url(0), "run", str(app), "--requirements", str(reqs))
         assert rc == 2 and err.strip().splitlines() == [

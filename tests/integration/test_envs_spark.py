@@ -1,12 +1,13 @@
 """Jobs' own requirements on real Spark: two connect-mode jobs with two versions of one
 package at once on one engine, each UDF importing its job's; a classic-mode job's UDF
 (its own driver's Python workers) the same."""
+import asyncio
 import os
 
 import pytest
 
 from tests.conftest import running
-from tests.helpers import aended, ahttp, asubmit
+from tests.helpers import aended, ahttp, asubmit, multipart
 
 pytestmark = pytest.mark.slow  # Spark JVMs: the peer's Connect server, a classic driver
 
@@ -28,6 +29,42 @@ async def test_udfs_import_their_own_job_s_versions_on_one_engine(tmp_path):
                 raise AssertionError((job, ex))
             version = "0.8.10" if want == "classic" else want
             assert job["result"] == {"driver": version, "udf": version}, (want, job)
+        # a Livy session brings its own too, through the Livy client: its pyFiles (its
+        # code imports them), its files (its UDFs read them), its requirements (the
+        # environment the jobs' 0.9.0 built, from the peer's cache)
+        mod = await _upload(url, "sessmod.py", "WHO = 'sessmod'\n")
+        data = await _upload(url, "sessdata.txt", "from-a-file\n")
+        out = await asyncio.to_thread(_livy_run, url, mod, data, SESSION_CODE)
+        assert out.strip() == "sessmod 0.9.0 0.9.0|from-a-file", out
+
+
+SESSION_CODE = """import sessmod, tabulate
+from pyspark.sql.functions import udf
+
+def seen(_):
+    import tabulate
+    from pyspark import SparkFiles
+    return tabulate.__version__ + "|" + open(SparkFiles.get("sessdata.txt")).read().strip()
+print(sessmod.WHO, tabulate.__version__, spark.range(1).select(udf(seen, "string")("id"))
+      .collect()[0][0])
+"""
+
+
+async def _upload(url, name, text):
+    s, b = await ahttp("POST", url + "/artifacts", raw=multipart(name, text.encode())[0],
+                       headers={"Content-Type": multipart(name, b"")[1]})
+    assert s == 201, b
+    return b["pyfile"]
+
+
+def _livy_run(url, mod, data, code):
+    from livy import LivySession, SessionKind
+    with LivySession.create(url, kind=SessionKind.PYSPARK, py_files=[mod], files=[data],
+                            spark_conf={"spark.jm.requirements": "tabulate==0.9.0"},
+                            echo=False, check=False) as py:
+        out = py.run(code)
+        assert out.status.value == "ok", (out.ename, out.evalue, out.traceback)
+        return out.text
 
 
 APP = '''import os, sys

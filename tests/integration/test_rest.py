@@ -316,3 +316,22 @@ async def test_result_the_state_cannot_hold_fails_the_job_and_reporting_goes_on(
     s, b = await ahttp("POST", c.url(1) + "/jobs", raw=b'{"entry": "m:f", "args": {"n": 1180591620717411303424}}',
                        headers={"Content-Type": "application/json"})
     assert s == 400 and b["errors"]
+
+
+async def test_a_session_s_bad_dependencies_are_refused_each_named(cluster3):
+    """A SQL gateway or Livy session's files and requirements are checked at its opening:
+    a 400 naming each bad one, and no session opened."""
+    c = cluster3
+    s, b = await ahttp("POST", c.url(0) + "/sessions", {
+        "kind": "pyspark", "jars": ["lib/a.jar"], "pyFiles": ["/m.zip#m"],
+        "conf": {"spark.jm.requirements": "pyspark==4.0", "spark.jars.packages": "a:b:1"}})
+    assert s == 400, b
+    text = " ".join(b["errors"])
+    for word in ("'lib/a.jar' is not an artifact", "spark.submit.pyFiles",
+                 "spark.jm.requirements[0]: pyspark", "spark.jars.packages"):
+        assert word in text, b
+    s, b = await ahttp("POST", c.url(0) + "/v1/sessions", {
+        "properties": {"spark.files": "https://example.org/x.csv"}})
+    assert s == 400 and "local files only" in " ".join(b["errors"]), b
+    s, b = await ahttp("GET", c.url(0) + "/sessions")
+    assert s == 200 and b["total"] == 0, b

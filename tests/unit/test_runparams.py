@@ -22,6 +22,7 @@ def full() -> RunParams:
         **MINIMAL, name="n", streaming=True, entry="m:f", sql="SELECT 1", script="/s.py",
         argv=("a", "b"), args={"k": [1, {"x": None}]}, pyfiles=("/p/", "/q.zip"),
         peer_files=("/q.zip",), python_env="/e/site", python_exec="/e/bin/python",
+        executor_python="./jm-python/bin/python",
         restore_path="/sp", cleanup_session="s0", run_as="etl", memory=1 << 30, cpu=50,
         spark_mode="classic",
         spark_conf={"spark.a": "1"}, spark_defaults={"spark.b": "2"}, spark_master="local[1]",

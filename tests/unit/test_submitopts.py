@@ -60,3 +60,32 @@ def test_good_dependencies_pass_and_artifacts_become_local_paths():
         validate_spec({"entry": "m:f", "spark-conf": {"spark.jars.packages": "a:b:1"}})
     spec = validate_spec({"script": "/a.py", "spark-conf": {"spark.jars.packages": "a:b:1"}})
     assert spec["spark-mode"] == "classic"
+
+
+def test_a_packed_environment_joins_the_archives_and_is_the_workers_python():
+    from jm.policy.submitopts import with_packed_env
+    conf, python = with_packed_env({"spark.archives": "/a/dep.zip#dep", "x": "1"},
+                                   "/envs/k/jm-packed.tar.gz")
+    assert conf == {"spark.archives": "/a/dep.zip#dep,/envs/k/jm-packed.tar.gz#jm-python",
+                    "x": "1"}
+    assert python == "./jm-python/bin/python"
+    assert with_packed_env({}, "/p.tgz")[0] == {"spark.archives": "/p.tgz#jm-python"}
+
+
+def test_an_environment_packs_whole_with_its_links_and_without_itself(tmp_path):
+    import os
+    import tarfile
+    from jm.cluster.envs import PACKED, _pack
+    env = tmp_path / "env"
+    (env / "bin").mkdir(parents=True)
+    (env / "lib" / "site").mkdir(parents=True)
+    (env / "lib" / "site" / "m.py").write_text("X = 1\n")
+    os.symlink("/usr/bin/python3", env / "bin" / "python")
+    (env / PACKED).write_text("an older one")
+    size = _pack(str(env), str(tmp_path / "out.tar.gz"))
+    assert size == (tmp_path / "out.tar.gz").stat().st_size
+    with tarfile.open(tmp_path / "out.tar.gz") as tar:
+        members = {m.name: m for m in tar.getmembers()}
+    assert "lib/site/m.py" in members and PACKED not in members
+    assert members["bin/python"].issym() and members["bin/python"].linkname == "/usr/bin/python3"
+    assert not list(tmp_path.glob("*.tmp"))
