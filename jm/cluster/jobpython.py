@@ -28,14 +28,19 @@ class JobPython:
             self.env = await self.envs.acquire(self.reqs)
         return self.env
 
-    async def run_in(self, params: RunParams, connect: bool) -> RunParams:
+    async def run_in(self, params: RunParams, connect: bool, own_engine: bool) -> RunParams:
         """An attempt's parameters with the acquired environment: the job process puts it
-        first on its path, its UDFs run its interpreter; a classic-mode job on a cluster
-        ships it to its executors packed (spark.archives) and they run it from there."""
+        first on its path, its UDFs run its interpreter where Spark runs on this host (an
+        engine of this peer, a local master); else it goes to them packed, as Spark's
+        documentation ships a venv: a classic-mode job's executors on a cluster get it
+        in spark.archives, a connect-mode job's session on an endpoint of spark.remote as
+        an archive artifact, and they run `./jm-python/bin/python` from there."""
         env = self.env
         assert env is not None
         params = replace(params, python_env=env.site, python_exec=env.python)
-        if connect or (params.spark_master or "local").startswith("local"):
+        here = own_engine if connect else \
+            (params.spark_master or "local").startswith("local")
+        if here:
             return params
         conf, workers = with_packed_env(dict(params.spark_conf), await self.envs.packed(env))
         return replace(params, spark_conf=conf, executor_python=workers)

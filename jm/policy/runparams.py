@@ -64,8 +64,9 @@ class RunParams:
     # site-packages put first on its path, and the interpreter Spark's Python workers run
     python_env: Optional[str] = None
     python_exec: Optional[str] = None
-    # the interpreter a cluster's executors run its UDFs in: its environment unpacked
-    # from spark.archives in each executor's folder (None: python_exec, on a local master)
+    # the interpreter its UDFs run in where Spark is not on this host (a cluster's
+    # executors, a spark.remote endpoint): its environment unpacked from spark.archives
+    # (None: python_exec)
     executor_python: Optional[str] = None
     restore_path: Optional[str] = None
     cleanup_session: Optional[str] = None  # stop the queries of this session, nothing else

@@ -48,6 +48,8 @@ class JobContext:
         self.spark_mode: str = params.spark_mode or "connect"
         self._pyfiles: list[str] = list(params.pyfiles)
         self._python_exec: Optional[str] = params.python_exec
+        # the interpreter its UDFs run (its environment's, or its unpacked archive's)
+        self._udf_python: Optional[str] = params.executor_python or params.python_exec
         self._shipped = {k: params.spark_conf[k] for k in FILE_PROPERTIES
                          if params.spark_conf.get(k)}  # spark-submit's --jars, --files...
         self._spark = None
@@ -70,8 +72,8 @@ class JobContext:
             shipped = [p for p in self._pyfiles if p.endswith((".py", ".zip", ".egg"))]
             if shipped:  # as spark-submit --py-files: importable by UDFs on the executors
                 self._spark.addArtifacts(*shipped, pyfile=True)
-            if self._python_exec:  # its UDFs run in its own environment (its requirements)
-                self._spark.conf.set(PYSPARK_PYTHON_CONF, self._python_exec)
+            if self._udf_python:  # its UDFs run in its own environment (its requirements)
+                self._spark.conf.set(PYSPARK_PYTHON_CONF, self._udf_python)
             _ship(self._spark, self._shipped)
         return self._spark
 

@@ -350,30 +350,6 @@ def test_a_streaming_job_killed_while_writing_its_first_batch_runs_again(cluster
     assert wait_job(cluster.urls[0], jid)["state"] == "CANCELED"
 
 
-def test_cancel_and_whole_cluster_restart_keeps_jobs(cluster):
-    fix = os.path.join(ROOT, "tests", "integration") + "/"
-    s, b = http("POST", cluster.urls[1] + "/jobs", {"entry": "jobs_fixture:sleepy",
-                                                    "pyfiles": [fix], "args": {"seconds": 300}})
-    sleepy = b["jobid"]
-    poll(lambda: http("GET", cluster.urls[0] + f"/jobs/{sleepy}")[1]["state"] == "RUNNING", 60)
-    s, _ = http("PATCH", cluster.urls[2] + f"/jobs/{sleepy}?mode=cancel")
-    assert s == 202
-    assert wait_job(cluster.urls[0], sleepy, 60)["state"] == "CANCELED"
-    s, before = http("GET", cluster.urls[0] + "/jobs")
-    assert len(before["jobs"]) >= 5
-    old_pids = cluster.pids()
-    cluster.stop()
-    for pid in old_pids:
-        poll(lambda p=pid: not os.path.exists(f"/proc/{p}"), 30, what=f"peer {pid} gone")
-    cluster.start()
-    for url in cluster.urls:
-        s, after = http("GET", url + "/jobs")
-        assert [(j["id"], j["status"]) for j in after["jobs"]] == \
-            [(j["id"], j["status"]) for j in before["jobs"]]
-    s, job = http("GET", cluster.urls[2] + f"/jobs/{sleepy}")
-    assert job["state"] == "CANCELED"
-
-
 async def test_spark_remote_uses_an_existing_connect_endpoint(cluster, tmp_path):
     """A peer configured with spark.remote starts no JVM and runs jobs on that endpoint."""
     from tests.conftest import InProcessCluster
@@ -393,6 +369,16 @@ async def test_spark_remote_uses_an_existing_connect_endpoint(cluster, tmp_path)
         res = await apoll(done, 120, interval=0.2, what="remote SQL job")
         assert res["state"] == "FINISHED", res
         assert res["result"]["rows"] == [[42]]
+        # a job's own requirements reach that endpoint's Python workers as Spark's docs
+        # ship a venv to a Connect session: an archive artifact, unpacked there
+        s, b = await ahttp("POST", c.url(0) + "/jobs", {
+            "entry": "envs_jobs:udf_versions", "requirements": ["tabulate==0.9.0"],
+            "pyfiles": [os.path.join(ROOT, "tests", "integration") + "/"]})
+        assert s == 202, b
+        res = await apoll(done, 240, interval=0.2, what="remote job with requirements")
+        assert res["state"] == "FINISHED", res
+        assert (res["result"]["driver"], res["result"]["udf"]) == ("0.9.0", "0.9.0"), res
+        assert "/jm-python/" in res["result"]["udf-file"], res  # the unpacked archive's
     finally:
         await c.stop()
 
@@ -446,3 +432,28 @@ def test_a_notebook_s_livy_session_goes_on_after_its_peer_is_sigkilled(cluster):
         assert_gone([pid], "the killed peer")
         restart_peer(cluster, i)
     assert http("DELETE", via + f"/sessions/{n}")[0] == 200
+
+
+# last: the whole cluster restarts (the tests before use its warm Spark servers)
+def test_cancel_and_whole_cluster_restart_keeps_jobs(cluster):
+    fix = os.path.join(ROOT, "tests", "integration") + "/"
+    s, b = http("POST", cluster.urls[1] + "/jobs", {"entry": "jobs_fixture:sleepy",
+                                                    "pyfiles": [fix], "args": {"seconds": 300}})
+    sleepy = b["jobid"]
+    poll(lambda: http("GET", cluster.urls[0] + f"/jobs/{sleepy}")[1]["state"] == "RUNNING", 60)
+    s, _ = http("PATCH", cluster.urls[2] + f"/jobs/{sleepy}?mode=cancel")
+    assert s == 202
+    assert wait_job(cluster.urls[0], sleepy, 60)["state"] == "CANCELED"
+    s, before = http("GET", cluster.urls[0] + "/jobs")
+    assert len(before["jobs"]) >= 5
+    old_pids = cluster.pids()
+    cluster.stop()
+    for pid in old_pids:
+        poll(lambda p=pid: not os.path.exists(f"/proc/{p}"), 30, what=f"peer {pid} gone")
+    cluster.start()
+    for url in cluster.urls:
+        s, after = http("GET", url + "/jobs")
+        assert [(j["id"], j["status"]) for j in after["jobs"]] == \
+            [(j["id"], j["status"]) for j in before["jobs"]]
+    s, job = http("GET", cluster.urls[2] + f"/jobs/{sleepy}")
+    assert job["state"] == "CANCELED"

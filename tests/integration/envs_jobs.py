@@ -20,6 +20,7 @@ def udf_versions(ctx):
     @udf("string")
     def version(_):
         import tabulate as in_worker
-        return in_worker.__version__
+        return f"{in_worker.__version__}|{in_worker.__file__}"
     row = spark.range(1).select(version("id").alias("v")).collect()[0]
-    return {"driver": tabulate.__version__, "udf": row["v"]}
+    udf_version, udf_file = row["v"].split("|", 1)
+    return {"driver": tabulate.__version__, "udf": udf_version, "udf-file": udf_file}
