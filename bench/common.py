@@ -103,3 +103,12 @@ class BenchCluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def report(out: dict, path: "str | None" = None) -> None:
+    """Print a bench's figures as JSON, and write them to `path` too (--out)."""
+    text = json.dumps(out, indent=1)
+    print(text)
+    if path:
+        with open(path, "w") as f:
+            f.write(text + "\n")

@@ -11,7 +11,6 @@ job's time minus the baseline), and the disk the cache takes. Medians over --run
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -19,7 +18,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.common import BenchCluster, median, wait_until  # noqa: E402
+from bench.common import BenchCluster, median, report, wait_until  # noqa: E402
 from bench.density import call  # noqa: E402
 from jm.cluster.envs import dir_size  # noqa: E402
 from jm.policy.vocab import TERMINAL  # noqa: E402
@@ -73,11 +72,7 @@ def main() -> None:
                                         for d in os.listdir(data)) / 2 ** 20, 1)
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    text = json.dumps(out, indent=1)
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
+    report(out, a.out)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from pysyncobj import SyncObj
 from pysyncobj.monotonic import monotonic as monotonic_time
 
 from raft.fanout import LazyReaders
+from raft.leaving import Leaving
 from raft.prevote import PreVote
 
 log = logging.getLogger("jm.raft")
@@ -82,6 +83,7 @@ class NoVoteUntilCaughtUp:
         super()._onTick(timeToWait)  # type: ignore[misc]
 
 
-class GuardedSyncObj(OwnAttributes, NoVoteUntilCaughtUp, PreVote, LazyReaders, SyncObj):
+class GuardedSyncObj(OwnAttributes, Leaving, NoVoteUntilCaughtUp, PreVote, LazyReaders,
+                     SyncObj):
     """pysyncobj's SyncObj with the guard, pre-votes and batched sends to non-voting
     members (raft.fsync off; on: raft/journal.py)."""

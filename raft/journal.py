@@ -33,6 +33,7 @@ from pysyncobj import syncobj as ps
 from raft.amnesia import NoVoteUntilCaughtUp, OwnAttributes
 from raft.durablefiles import _DURABLE_DUMPS, fsync_dir, fsync_file
 from raft.fanout import LazyReaders
+from raft.leaving import Leaving
 from raft.prevote import PRE_VOTE, PRE_VOTE_RESPONSE, PreVote
 from raft.syncer import JournalFailed, JournalSyncer  # noqa: F401  (JournalFailed: re-exported)
 from raft.transport import WireTransport
@@ -249,7 +250,8 @@ class SyncingTransport(WireTransport):
         return super().send(node, message)
 
 
-class DurableSyncObj(OwnAttributes, NoVoteUntilCaughtUp, PreVote, LazyReaders, ps.SyncObj):
+class DurableSyncObj(OwnAttributes, Leaving, NoVoteUntilCaughtUp, PreVote, LazyReaders,
+                     ps.SyncObj):
     """A tick's messages are held and sent after one sync. pysyncobj's tick ends waiting
     for socket events: here the tick runs without waiting, its messages go out, and then
     the wait (whose handlers' answers are held and sent after one sync in turn), so that

@@ -97,6 +97,63 @@ class MembershipMixin:
             return False
         return error == FAIL_REASON.SUCCESS
 
+    def leave_elections(self) -> None:
+        """From now on this member never campaigns, votes or answers a pre-vote or a
+        TimeoutNow (its peer is stopping: raft/leaving.py)."""
+        self.syncobj._leaving = True
+
+    async def hand_off(self, timeout: float) -> Optional[str]:
+        """A stopping leader hands leadership over (Raft thesis 3.10): it appends nothing
+        new meanwhile, asks the most caught-up connected member to take over at once
+        (TimeoutNow), the next one if none has within an election timeout, and returns
+        the new leader's id once it is known (None: none took over within `timeout`;
+        this member goes on leading then)."""
+        so, loop = self.syncobj, self.loop
+        if not [m for m in self.members() if m != self.self_addr]:
+            return None  # (a member alone: nobody to hand over to)
+        deadline = loop.time() + timeout
+        own = self.addr_to_node.get(self.self_addr, self.self_addr)
+        tried: list[str] = []
+        so._holding = True
+        try:
+            while loop.time() < deadline:
+                leader = self.leader()
+                if leader is not None and leader != own:
+                    return leader
+                if not self.is_leader():  # stepped down: the winner is on its way
+                    await asyncio.sleep(0.01)
+                    continue
+                targets = self._hand_off_targets(tried)
+                if not targets:
+                    if not tried:
+                        return None  # (every other member is gone or leaving too)
+                    tried.clear()  # every one tried: again, from the most caught up
+                    await asyncio.sleep(0.02)
+                    continue
+                so._vote_for = targets[0]  # (a leaving member's one vote)
+                if not await self.transfer_leadership(targets[0]):
+                    await asyncio.sleep(0.02)  # not caught up yet (the log is held now)
+                    continue
+                tried.append(targets[0])
+                log.info("handing Raft leadership over to %s", targets[0])
+                until = min(deadline, loop.time() + self.settings.max_timeout)
+                while loop.time() < until and self.is_leader():
+                    await asyncio.sleep(0.01)
+                if self.is_leader():
+                    log.warning("%s did not take Raft leadership over within %.1f s: asking "
+                                "the next member", targets[0], self.settings.max_timeout)
+            return None
+        finally:
+            so._holding, so._vote_for = False, None
+
+    def _hand_off_targets(self, tried: list[str]) -> list[str]:
+        """The connected members not tried yet and not leaving themselves, the most caught
+        up first."""
+        left = getattr(self.syncobj, "_left", frozenset())
+        others = [m for m in self.members() if m != self.self_addr and m not in tried
+                  and m not in left and self.connected(m)]
+        return sorted(others, key=lambda m: -(self.match_index(m) or 0))
+
     def voting(self) -> bool:
         """False on a non-voting member, and while a member whose data was lost catches
         up (raft/amnesia.py)."""

@@ -213,7 +213,7 @@ class Membership:
     async def _remove(self, node: str, dead: bool) -> None:
         if node == self.raft.self_addr:  # the leader cannot remove itself: hand over first
             log.info("this peer is being removed: handing leadership over")
-            await self.raft.transfer_leadership()
+            await self.raft.hand_off(self.raft.settings.max_timeout * 2)
             return
         now = self.mono()
         seen, index = self._removal_seen.setdefault(node, (now, self.raft.commit_index()))

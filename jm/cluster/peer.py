@@ -367,9 +367,13 @@ class Peer:
         log.info("peer %s stopping", self.node)
         self.started = False  # new writes get 503 at once (another peer takes them)
         deadline = time.monotonic() + timeout
-        if self.raft is not None and self.raft.is_leader():
-            await bounded(self._hand_over(), min(deadline, time.monotonic() + 3.0),
-                           f"peer {self.node}: handing Raft leadership over")
+        if self.raft is not None:
+            # out of elections from now on: it can neither depose the leader the others
+            # elect nor be elected and stop under them (raft/leaving.py)
+            self.raft.leave_elections()
+            if self.raft.is_leader():
+                await bounded(self._hand_over(min(3.0, timeout / 2)), deadline,
+                               f"peer {self.node}: handing Raft leadership over")
         for t in self._tasks:
             t.cancel()
         if self._warming is not None:
@@ -401,14 +405,17 @@ class Peer:
                            f"peer {self.node}: stopping Raft")
         log.info("peer %s stopped", self.node)
 
-    async def _hand_over(self) -> None:
-        """A stopping leader asks a caught-up member to take over at once (Raft's
-        TimeoutNow), so the cluster does not wait an election timeout for it."""
-        if not await self.raft.transfer_leadership():
-            return
-        while self.raft.leader() == self.node:
-            await asyncio.sleep(0.02)
-        log.info("Raft leadership handed over to %s", self.raft.leader())
+    async def _hand_over(self, timeout: float) -> None:
+        """A stopping leader has a caught-up member take over at once (Raft's
+        TimeoutNow, its log held meanwhile), so the cluster neither waits an election
+        timeout for it nor lets the peers' leases run out."""
+        started = time.monotonic()
+        leader = await self.raft.hand_off(timeout)
+        if leader is None:
+            log.warning("no member took Raft leadership over within %.1f s", timeout)
+        else:
+            log.info("Raft leadership handed over to %s in %.2f s", leader,
+                     time.monotonic() - started)
 
     def kill_processes(self) -> None:
         """SIGKILL the processes this peer started that are still alive (by pid); the job
