@@ -8,18 +8,20 @@ import pwd
 import sys
 
 import pytest
+import pytest_asyncio
 import requests
 
 from tests.conftest import running
 from tests.helpers import ahttp, apoll, poll
 from tests.integration.test_retention import age
 
-pytestmark = pytest.mark.slow
+# one 2-peer cluster with Spark servers for the tests that take it, on the module's loop
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 
-@pytest.fixture
-async def cluster(tmp_path):
-    async with running(str(tmp_path), 2, {"spark.driver.memory": "512m",
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def cluster(tmp_path_factory):
+    async with running(str(tmp_path_factory.mktemp("livy")), 2, {"spark.driver.memory": "512m",
                                            "jobmanager.executor.proxy-users": "nobody"},
                        spark=True) as c:
         yield c

@@ -5,13 +5,16 @@ import asyncio
 import os
 
 import pytest
+import pytest_asyncio
 
 from jm.policy.vocab import TERMINAL
 
 from tests.conftest import running
 from tests.helpers import ahttp, apoll
 
-pytestmark = pytest.mark.slow
+# one cluster for the tests that share it (a Spark server per peer takes ~15 s to start),
+# on one event loop for the whole module
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 
 SECRETS = {"JM_CONF_JOBMANAGER_WEIGHT": "1", "AWS_SECRET_ACCESS_KEY": "peer-only"}
@@ -22,15 +25,18 @@ def environ_names(pid: int) -> set:
         return {v.split(b"=", 1)[0].decode() for v in f.read().split(b"\0") if v}
 
 
-@pytest.fixture
-async def sqlc(tmp_path, monkeypatch):
-    for k, v in SECRETS.items():  # (the peer's own: its Spark server and SQL worker lack them)
-        monkeypatch.setenv(k, v)
-    async with running(str(tmp_path), 3, {"sql-gateway.page-rows": 4,
-                                          "sql-gateway.fetch-wait": "200 ms",
-                                          "sql-gateway.max-statement-size": "64 kb",
-                                          "spark.driver.memory": "512m"}, spark=True) as c:
-        yield c
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def sqlc(tmp_path_factory):
+    """3 peers with their Spark servers, shared by the tests that take it: each opens
+    its own sessions and runs its own jobs."""
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in SECRETS.items():  # (the peer's own: its Spark server and SQL worker lack them)
+            mp.setenv(k, v)
+        async with running(str(tmp_path_factory.mktemp("sqlc")), 3, {
+                "sql-gateway.page-rows": 4, "sql-gateway.fetch-wait": "200 ms",
+                "sql-gateway.max-statement-size": "64 kb",
+                "spark.driver.memory": "512m"}, spark=True) as c:
+            yield c
 
 
 async def open_session(c, peer=0, **body):
