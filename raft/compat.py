@@ -22,7 +22,8 @@ PYSYNCOBJ_VERSION = "0.3.17"
 # (module, class) -> the private members we override or read, without the `_Class__`
 PRIVATES: dict[tuple[str, str], tuple[str, ...]] = {
     ("pysyncobj.syncobj", "SyncObj"): (
-        "conf", "connectedToAnyone", "enabledCodeVersion", "generateRaftTimeout",
+        "conf", "connectedNodes", "connectedToAnyone", "enabledCodeVersion",
+        "generateRaftTimeout",
         "getCurrentLogIndex", "getCurrentLogTerm", "loadDumpFile", "onMessageReceived",
         "otherNodes", "properies", "raftCommitIndex", "raftCurrentTerm",
         "raftElectionDeadline", "raftLog", "raftMatchIndex", "raftNextIndex", "raftState",
