@@ -181,7 +181,9 @@ class Engines:
              over_limit: int = 0) -> None:
         """The JVM of engine `key` died (its server restarts it): its work is lost. Its
         log is read in a thread (megabytes of it: not on the event loop)."""
-        asyncio.ensure_future(self._lost(key, code, log_tail, over_limit))
+        task = asyncio.ensure_future(self._lost(key, code, log_tail, over_limit))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _lost(self, key: EngineKey, code: Optional[int], log_tail: str,
                     over_limit: int) -> None:
