@@ -356,7 +356,8 @@ class JobMaster:
                 self.engine.note_spawn()
             params = await self._shipped_files(self._params(pyfiles, run_dir, script))
             if self.python is not None:
-                params = await self.python.run_in(params, self.connect, self.engine is not None)
+                params = await self.python.run_in(  # (spark.remote: not this host's)
+                    params, self.connect, bool(self.env.engines and self.env.engines.embedded))
             self.process = await self.env.executor.spawn(params)
         except (ExecutorLost, OSError, ValueError, LookupError, NoEngine) as exc:
             failure = {"exception": f"{type(exc).__name__}: {exc}", "traceback": ""}
