@@ -23,8 +23,8 @@ PYSYNCOBJ_VERSION = "0.3.17"
 PRIVATES: dict[tuple[str, str], tuple[str, ...]] = {
     ("pysyncobj.syncobj", "SyncObj"): (
         "conf", "connectedNodes", "connectedToAnyone", "enabledCodeVersion",
-        "generateRaftTimeout",
-        "getCurrentLogIndex", "getCurrentLogTerm", "loadDumpFile", "onMessageReceived",
+        "generateRaftTimeout", "getCurrentLogIndex", "getCurrentLogTerm", "loadDumpFile",
+        "onMessageReceived",
         "otherNodes", "properies", "raftCommitIndex", "raftCurrentTerm",
         "raftElectionDeadline", "raftLog", "raftMatchIndex", "raftNextIndex", "raftState",
         "readonlyNodes", "selfNode", "sendAppendEntries", "serializer",
