@@ -16,11 +16,10 @@ from pysyncobj import SyncObj
 from pysyncobj.monotonic import monotonic as monotonic_time
 
 from raft.fanout import LazyReaders
-from raft.leaving import Leaving
+from raft.leaving import FAR, Leaving
 from raft.prevote import PreVote
 
 log = logging.getLogger("jm.raft")
-_FAR = 10 ** 9  # seconds: an election deadline that never comes
 
 
 REPLICATED_ATTRIBUTES = frozenset({"_SyncObj__enabledCodeVersion"})
@@ -79,7 +78,7 @@ class NoVoteUntilCaughtUp:
                 self._SyncObj__raftElectionDeadline = monotonic_time() + 1.0
                 log.warning("caught up (applied index %d): this member votes again", target)
             else:
-                self._SyncObj__raftElectionDeadline = monotonic_time() + _FAR
+                self._SyncObj__raftElectionDeadline = monotonic_time() + FAR
         super()._onTick(timeToWait)  # type: ignore[misc]
 
 

@@ -34,7 +34,7 @@ from pysyncobj.syncobj import _RAFT_STATE
 
 _ELECTION_MESSAGES = frozenset({"request_vote", "timeout_now", "pre_vote"})
 LEAVING = "leaving"  # a member's word that it leaves (raft/wire.py lets it through)
-_FAR = 10.0 ** 9  # s: an election deadline never reached
+FAR = 10 ** 9  # s: an election deadline never reached
 
 
 class Leaving:
@@ -64,7 +64,7 @@ class Leaving:
             for node in list(self._SyncObj__otherNodes):
                 self._SyncObj__transport.send(node, {"type": LEAVING})
         if self._leaving and self._SyncObj__raftState != _RAFT_STATE.LEADER:
-            self._SyncObj__raftElectionDeadline = monotonic_time() + _FAR
+            self._SyncObj__raftElectionDeadline = monotonic_time() + FAR
         super()._onTick(timeToWait)  # type: ignore[misc]
 
     def _checkCommandsToApply(self) -> None:

@@ -412,7 +412,8 @@ class Peer:
         started = time.monotonic()
         leader = await self.raft.hand_off(timeout)
         if leader is None:
-            log.warning("no member took Raft leadership over within %.1f s", timeout)
+            log.warning("no other member took Raft leadership over (none that is not "
+                        "stopping too, or none within %.1f s)", timeout)
         else:
             log.info("Raft leadership handed over to %s in %.2f s", leader,
                      time.monotonic() - started)

@@ -10,7 +10,6 @@ its path."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import pwd
 import shutil
@@ -21,8 +20,6 @@ from jm.cluster.jobpython import JobPython
 from jm.policy.sessiondeps import SessionDeps
 from jm.policy.submitopts import split_alias
 from jm.runtime.confine import hand_over, passable
-
-log = logging.getLogger("jm.sql")
 
 
 @dataclass(frozen=True)

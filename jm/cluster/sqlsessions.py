@@ -23,7 +23,7 @@ from jm.cluster.sqlops import LocalSession
 from jm.cluster.sqlworkers import SqlWorkers
 from jm.cluster.tenancy import tenant_for
 from jm.cluster.waits import wait_event
-from jm.policy.sessiondeps import session_deps, spark_settings
+from jm.policy.sessiondeps import SessionDeps, session_deps, spark_settings
 from jm.policy.sqlop import OpStatus
 from jm.runtime import sqlproto as P
 from jm.runtime.sqlclient import SqlWorker
@@ -38,11 +38,11 @@ RUNNING, CLOSED = OpStatus.RUNNING, OpStatus.CLOSED
 MAX_PROPERTIES_SIZE = 64 * 1024  # bytes of a session's name and properties
 
 
-def check_deps(props: Mapping[str, str]) -> None:
-    """400 naming each dependency property of a session that is wrong
+def check_deps(props: Mapping[str, str]) -> SessionDeps:
+    """A session's dependencies; 400 naming each dependency property that is wrong
     (jm/policy/sessiondeps.py)."""
     try:
-        session_deps(props)
+        return session_deps(props)
     except ValueError as exc:
         raise ApiError(400, *exc.args[0])
 
@@ -189,10 +189,7 @@ class SqlSessions:
         """Session `handle`'s dependencies (its properties name them) for a process of this
         peer running as `user`: fetched, handed over, its environment built. An ApiError
         (400) naming what could not be had."""
-        try:
-            deps = session_deps(props)
-        except ValueError as exc:  # (checked at its opening: a peer of an older build's)
-            raise ApiError(400, *exc.args[0])
+        deps = check_deps(props)  # (checked at its opening too: by an older build?)
         if not deps or self.svc.deps is None:
             return ShippedDeps()
         try:

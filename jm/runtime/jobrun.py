@@ -23,11 +23,11 @@ from jm.policy.bounds import readable, truncate
 from jm.policy.hopeless import LOAD, RUN
 from jm.policy.runparams import RunParams
 from jm.policy.submitopts import FILE_PROPERTIES, entries
+from jm.runtime.sqlconf import UDF_PYTHON
 from jm.runtime.usercode import (Script, compile_script, failure_record, load_entry,
                                  run_script, spark_started)
 
 # a Connect session's Python for its UDFs (a job's own environment: its requirements)
-PYSPARK_PYTHON_CONF = "spark.sql.execution.pyspark.python"
 
 
 class JobContext:
@@ -73,7 +73,7 @@ class JobContext:
             if shipped:  # as spark-submit --py-files: importable by UDFs on the executors
                 self._spark.addArtifacts(*shipped, pyfile=True)
             if self._udf_python:  # its UDFs run in its own environment (its requirements)
-                self._spark.conf.set(PYSPARK_PYTHON_CONF, self._udf_python)
+                self._spark.conf.set(UDF_PYTHON, self._udf_python)
             _ship(self._spark, self._shipped)
         return self._spark
 
