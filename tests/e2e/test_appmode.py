@@ -109,6 +109,9 @@ def test_etl_udf_from_py_files_runs_on_the_executors(cluster, spark, tmp_path):
 
 REQS_APP = """from pyspark.sql import SparkSession
 spark = SparkSession.builder.appName("reqs").getOrCreate()
+jar = spark._jvm.java.lang.Thread.currentThread().getContextClassLoader().getResource(
+    "jm-hello.txt")
+print("JAR", jar.toString() if jar is not None else None)
 
 def where(_):
     import sys, tabulate
@@ -118,17 +121,55 @@ print("EXECUTOR", spark.sparkContext.parallelize([0], 1).map(where).collect()[0]
 """
 
 
-def test_a_job_s_requirements_reach_a_cluster_s_executors_packed(cluster, spark, tmp_path):
+@pytest.fixture
+def maven_repo(tmp_path):
+    """A Maven repository served over HTTP on loopback holding com.example.jm:hello:1.0,
+    a jar with one resource (jm-hello.txt): its URL."""
+    import functools
+    import hashlib
+    import http.server
+    import zipfile
+    root = tmp_path / "maven"
+    d = root / "com" / "example" / "jm" / "hello" / "1.0"
+    d.mkdir(parents=True)
+    with zipfile.ZipFile(d / "hello-1.0.jar", "w") as z:
+        z.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n\r\n")
+        z.writestr("jm-hello.txt", "hello from a package\n")
+    (d / "hello-1.0.pom").write_text(
+        '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0'
+        '</modelVersion><groupId>com.example.jm</groupId><artifactId>hello</artifactId>'
+        '<version>1.0</version><packaging>jar</packaging></project>\n')
+    for f in list(d.iterdir()):
+        (d / (f.name + ".sha1")).write_text(hashlib.sha1(f.read_bytes()).hexdigest())
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(
+        http.server.SimpleHTTPRequestHandler, directory=str(root)))
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+        t.join(10)
+
+
+def test_a_job_s_requirements_and_packages_reach_a_cluster(cluster, spark, tmp_path,
+                                                           maven_repo):
     """Issue 42: on a cluster, a classic-mode job's environment goes to its executors as
     spark-submit ships a venv (spark.archives `env.tar.gz#jm-python`, the workers' Python
     `./jm-python/bin/python`): its UDF imports the job's version from the unpacked copy in
-    the executor's folder, not from the peer's cache."""
+    the executor's folder, not from the peer's cache. Its --packages are resolved by
+    Spark's own Ivy resolution from the --repositories given, onto the driver's classpath."""
     app = tmp_path / "reqs_app.py"
     app.write_text(REQS_APP)
     reqs = tmp_path / "requirements.txt"
     reqs.write_text("tabulate==0.8.10\n")
-    r = jm(cluster, "run", str(app), "--requirements", str(reqs), "--wait")
+    r = jm(cluster, "run", str(app), "--requirements", str(reqs),
+           "--packages", "com.example.jm:hello:1.0", "--repositories", maven_repo,
+           "--conf", f"spark.jars.ivy={tmp_path / 'ivy'}", "--wait")
     assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-2000:])
+    [jar] = [ln for ln in r.stdout.splitlines() if ln.startswith("JAR ")]
+    assert "com.example.jm_hello-1.0.jar!/jm-hello.txt" in jar, jar
     assert "DRIVER 0.8.10" in r.stdout, r.stdout[-3000:]
     [line] = [ln for ln in r.stdout.splitlines() if ln.startswith("EXECUTOR ")]
     version, path, exe = line[len("EXECUTOR "):].split("|")
