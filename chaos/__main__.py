@@ -3,6 +3,7 @@
     python -m chaos run                        # ~2 min: kills, pauses, partitions (root)
     python -m chaos run --duration 900 --jobs 30 --seed 7 --out /tmp/chaos-long
     python -m chaos run --faults kill,kill-leader,pause   # no namespaces needed
+    python -m chaos run --peers 9 --faults stop-leader --min-faults 5   # graceful stops
     python -m chaos run --streaming 1 --faults kill-owner,pause   # a real Spark streaming
         job fed known events; its peer is killed again and again; its sink is checked
 
@@ -248,7 +249,8 @@ def _inject_faults(c: ChaosCluster, sc: Scenario, rnd: random.Random,
             # be starting its JVM; not every peer's is needed
             c.wait_spark(enough=2)
         injected += 1
-        hold = rnd.uniform(timeout + 1, timeout + 4) if kind != "pause" else \
+        hold = 0.0 if kind == "stop-leader" else \
+            rnd.uniform(timeout + 1, timeout + 4) if kind != "pause" else \
             rnd.uniform(lease + 0.5, timeout + 4)
         faults.extend(inject(c, kind, rnd, hold, log, owner))
         _wait(lambda: len(c.pids) == sc.peers and c.leader_index() is not None, 60,

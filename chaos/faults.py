@@ -1,16 +1,22 @@
 """The faults of a chaos scenario, one at a time (python -m chaos run: chaos/__main__.py):
-a kill, pause, partition or host fault of one peer, a partition of a minority, a power cut
-of every host; each returns its fault records for the checks (chaos/checks.py)."""
+a kill, graceful stop, pause, partition or host fault of one peer, a partition of a
+minority, a power cut of every host; each returns its fault records for the checks
+(chaos/checks.py)."""
 from __future__ import annotations
 
 import random
+import signal
 import time
 from typing import Callable, Optional
 
 from chaos import hostfaults
 from chaos.harness import ChaosCluster
+from chaos.peers import send, wait_gone
 
-FAULTS = ("kill", "kill-leader", "kill-owner", "pause", "partition")
+# stop-leader: SIGTERM to the Raft leader (bin/jobmanager.sh stop), started again once it
+# is gone: it hands leadership over and drains, so no other peer may fence its jobs
+FAULTS = ("kill", "kill-leader", "kill-owner", "stop-leader", "pause", "partition")
+STOP_WAIT = 120.0  # s: a graceful stop's bound here (drain deadline + Peer.stop + margin)
 # partition-minority: a minority of the voters with a third of the non-voting members, each
 # cut off (on request: --faults; with 3 peers and 3 voters it is a plain partition)
 GROUP_FAULTS = ("partition-minority",)
@@ -40,7 +46,7 @@ def inject(c: ChaosCluster, kind: str, rnd: random.Random, hold: float, log,
     if kind in HOST_FAULTS:  # a follower: the leader's own cases are in the e2e tests
         leader = c.leader_index()
         i = rnd.choice([k for k in sorted(c.pids) if k != leader] or sorted(c.pids))
-    if kind == "kill-leader":
+    if kind in ("kill-leader", "stop-leader"):
         i = c.leader_index()
     elif kind == "kill-owner" and owner is not None:
         i = owner()
@@ -57,6 +63,11 @@ def inject(c: ChaosCluster, kind: str, rnd: random.Random, hold: float, log,
         end = time.time()
         c.start_peer(i)
         log(f"restarted {node}")
+    elif kind == "stop-leader":
+        graceful_stop(c, i, log)
+        end = time.time()
+        c.start_peer(i)  # at once, as an operator restarting it
+        log(f"started {node} again")
     elif kind == "pause":
         c.freeze(i)  # SIGSTOP
         time.sleep(hold)  # fault schedule
@@ -75,6 +86,18 @@ def inject(c: ChaosCluster, kind: str, rnd: random.Random, hold: float, log,
         log(f"healed {node}")
     return [{"kind": "kill" if kind.startswith("kill") else kind, "node": node, "start": start,
             "end": end, "jobs": jobs}]
+
+
+def graceful_stop(c: ChaosCluster, i: int, log) -> None:
+    """SIGTERM to peer i (what bin/jobmanager.sh stop sends) and its end awaited: it
+    hands leadership over, drains (jobmanager.stop.drain-deadline) and stops."""
+    t = time.time()
+    pid = c.kill(i, signal.SIGTERM)
+    left = wait_gone([pid], STOP_WAIT)
+    if left:
+        send(left, signal.SIGKILL)
+        raise RuntimeError(f"{c.nodes[i]} (pid {pid}) still ran {STOP_WAIT:g} s after SIGTERM")
+    log(f"{c.nodes[i]} stopped in {time.time() - t:.1f} s")
 
 
 def partition_minority(c: ChaosCluster, rnd: random.Random, hold: float, log) -> list[dict]:

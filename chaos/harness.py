@@ -105,7 +105,9 @@ class ChaosCluster(PeerProcesses):
         conf_dir = write_conf(self.base, lines, {
             **spark, "jobmanager.slots": 32, "restart-strategy.type": "fixed-delay",
             "restart-strategy.fixed-delay.attempts": 1000,
-            "restart-strategy.fixed-delay.delay": "200 ms", **extra, **sc.settings})
+            "restart-strategy.fixed-delay.delay": "200 ms",
+            # a graceful stop (stop-leader) moves the probe jobs, which never end, after this
+            "jobmanager.stop.drain-deadline": "1 s", **extra, **sc.settings})
         super().__init__(self.base, lines, conf_dir)
         self.before_start: list = []       # callables run before the peers start (mounts)
         self.after_stop: list = []         # and after they stopped (unmounts)

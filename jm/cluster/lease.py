@@ -57,6 +57,9 @@ class Lease:
         self.now = asyncio.Event()  # set: send a heartbeat at once (a change to tell)
         self.renewed = asyncio.Event()  # set at each renewal (wait_valid waits for one)
         self.lease_from: Optional[float] = None  # monotonic send time of the newest ack
+        # the oldest this peer's lease ever got before a renewal (s): how close it came to
+        # fencing (a leader change, a slow commit); jm_lease_age_max_seconds
+        self.age_max = 0.0
         self._incarnation = 0  # answers to heartbeats of an earlier registration are void
         self._fence_first = False  # declared dead: stop everything before registering again
         self._in_flight: set[asyncio.Task] = set()
@@ -85,6 +88,8 @@ class Lease:
             await self.renewed.wait()
 
     def _renew(self, sent_mono: float) -> None:
+        if self.lease_from is not None and sent_mono > self.lease_from:
+            self.age_max = max(self.age_max, time.monotonic() - self.lease_from)
         self.lease_from = max(self.lease_from or 0.0, sent_mono)
         self.executor.set_lease(self.lease_from + self.timeout)
         self.renewed.set()

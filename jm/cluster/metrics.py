@@ -145,6 +145,9 @@ def peer_gauges(svc: Any, leader: Optional[str]) -> Gauges:
         "jm_slots": one("Slots of this peer", conf["jobmanager.slots"]),
         "jm_spark_connect_up": one("1 if this peer's Spark Connect is ready", int(spark_up)),
         "jm_lease_valid": one("1 if this peer holds a valid lease", int(svc.lease.valid())),
+        "jm_lease_age_max_seconds": one("The oldest this peer's lease got before a renewal, "
+                                        "since it started (it fences at "
+                                        "jobmanager.lease-timeout)", svc.lease.age_max),
         "jm_disk_free_bytes": ("Room left for this peer on the file system of its data "
                                "or log folder", ("dir",), [((k,), f) for k, f, _ in disk]),
         "jm_disk_size_bytes": ("Size of the file system of this peer's data or log folder",

@@ -1,5 +1,6 @@
 """Real peer processes started with bin/jobmanager.sh for end-to-end tests: the shared
 process harness (chaos/peers.py) with the tests' requests and waits."""
+import contextlib
 import signal
 
 from chaos.peers import PeerProcesses, running, send
@@ -54,6 +55,21 @@ class ProcessCluster(PeerProcesses):
         finally:
             end_session(self.urls)
             send(pids, signal.SIGKILL)  # never leave a peer behind, also when stop failed
+
+
+@contextlib.contextmanager
+def running(c: ProcessCluster, spark: bool = False):
+    """c started (and every peer's Spark ready with `spark`); at the end stopped, every
+    peer it ever started (the pid files and those it noted) gone."""
+    try:
+        c.start()
+        if spark:
+            c.wait_spark()
+        yield c
+    finally:
+        pids = c.pids() + list(c.all_pids)  # known before the stop (it removes the files)
+        c.stop()
+        assert_gone(pids, "peers")
 
 
 def assert_gone(pids: list[int], what: str, timeout: float = 30.0) -> None:

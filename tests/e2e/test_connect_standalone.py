@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from jm.local.standalone import StandaloneCluster
-from tests.e2e.procs import ProcessCluster, assert_gone
+from tests.e2e.procs import ProcessCluster, assert_gone, running
 from tests.helpers import ROOT, http, poll
 
 pytestmark = pytest.mark.slow
@@ -38,14 +38,8 @@ def cluster(spark, tmp_path_factory):
         "spark.driver.memory": "512m", "spark.executor-wait-warning": "2 s",
         "spark.conf.spark.executor.memory": "512m",
         "spark.conf.spark.sql.shuffle.partitions": 2})
-    try:
-        c.start()
-        c.wait_spark()
+    with running(c, spark=True):
         yield c
-    finally:
-        pids = c.pids()
-        c.stop()
-        assert_gone(pids, "peers")
 
 
 def job(c, jid, peer=0):

@@ -5,9 +5,9 @@ through it as a non-voting member: the voting core of 3 is full), a live peer is
 deadline, the peer stops by itself; a voter removed is replaced by promoting the
 non-voter), a dead peer is removed at once and replaced by a new host, the removed peer
 cannot come back unasked, an added peer restarts from its own members file, and the
-leader itself is removed. A dead voter removed leaves the Raft voters at once (no wait
-for the peer) and the core heals by promotion: a second voter lost then does not take the
-majority with it."""
+leader itself is removed (it hands leadership over first: no other peer's job restarts).
+A dead voter removed leaves the Raft voters at once (no wait for the peer) and the core
+heals by promotion: a second voter lost then does not take the majority with it."""
 import os
 import signal
 import subprocess
@@ -223,6 +223,11 @@ def test_grow_remove_replace_and_remove_the_leader_online(cluster, tmp_path):
     # ---- remove the leader itself: leadership moves, it leaves and stops ---------------
     old = leader_line(url, live)
     pid = peer_pid(c, old)
+    # the others' jobs: the removed leader hands leadership over before it leaves, so no
+    # peer's lease runs out and none of them restarts
+    stay = {j: (v["node"], v["attempt"], v["restarts"])
+            for j in [ticker, *sleepy] if (v := job(url, j))["node"] != node_id(old)
+            and v["state"] == "RUNNING"}
     live.remove(old)
     url = url_of(live[0])
     rc, out, err = jm(url, "cluster", "remove-peer", node_id(old), "--deadline", "0s",
@@ -236,3 +241,6 @@ def test_grow_remove_replace_and_remove_the_leader_online(cluster, tmp_path):
     poll(lambda: job(url, quick)["state"] == "FINISHED", 60, what="a job afterwards")
     for j in [ticker, *sleepy]:  # no job was lost on the way
         assert job(url, j)["state"] in KEPT
+    for j, was in stay.items():
+        v = job(url, j)
+        assert (v["node"], v["attempt"], v["restarts"]) == was, (j, was, v)

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from tests.e2e.procs import ProcessCluster, assert_gone
+from tests.e2e.procs import ProcessCluster, assert_gone, running
 from tests.helpers import ROOT, http, multipart, poll
 
 pytestmark = pytest.mark.slow
@@ -35,14 +35,8 @@ def cluster(tmp_path_factory):
                                  "spark.connect.token": CONNECT_TOKEN,  # (to share one)
                                  "spark.driver.memory": "512m",
                                  "spark.conf.spark.sql.shuffle.partitions": 2})
-    try:
-        c.start()
-        c.wait_spark()
+    with running(c, spark=True):
         yield c
-    finally:
-        pids = c.pids()  # known before the stop (it removes the pid files)
-        c.stop()
-        assert_gone(pids, "peers")
 
 
 def expected_counts() -> collections.Counter:

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from tests.e2e.procs import ProcessCluster, assert_gone
+from tests.e2e.procs import ProcessCluster, running
 from tests.helpers import ROOT, http, poll
 from tests.integration.test_savepoints_moves import batches
 
@@ -21,13 +21,8 @@ FIX = os.path.join(ROOT, "tests", "integration") + "/"
 def cluster(tmp_path):
     c = ProcessCluster(str(tmp_path), 3, {"jobmanager.slots": 4, "rebalance.strategy": "none",
                                           "restart-strategy.type": "none"})
-    try:
-        c.start()
+    with running(c):
         yield c
-    finally:
-        pids = c.pids()
-        c.stop()
-        assert_gone(pids, "peers")
 
 
 class Submitter(threading.Thread):

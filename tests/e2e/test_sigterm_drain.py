@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.e2e.procs import ProcessCluster, _running, assert_gone, node_id, submit
+from tests.e2e.procs import ProcessCluster, _running, node_id, running, submit
 from tests.helpers import ROOT, http, local_lines, poll
 from tests.integration.test_savepoints_moves import batches
 
@@ -30,13 +30,8 @@ def cluster(tmp_path_factory):
     c = ProcessCluster(str(base), 3, {"jobmanager.slots": 4, "rebalance.strategy": "none",
                                       "restart-strategy.type": "none",
                                       "jobmanager.stop.drain-deadline": f"{DEADLINE:g} s"})
-    try:
-        c.start()
+    with running(c):
         yield c
-    finally:
-        pids = c.pids() + list(c.all_pids)
-        c.stop()
-        assert_gone(pids, "peers")
 
 
 def nodes(c, avoid=None):

@@ -65,6 +65,10 @@ async def test_leader_alone_exports_cluster_series_and_openmetrics(tmp_path):
                          "jm_job_restarts_total", "jm_disk_free_bytes", "python_info",
                          "jm_raft_snapshots_total", "jm_raft_snapshot_seconds"):
                 assert [x for x in own if x.name == name], (name, nodes[i])
+            # renewed every heartbeat interval: its lease aged about that much, far from
+            # the lease timeout (a leader change would show here)
+            ages = [x.value for x in own if x.name == "jm_lease_age_max_seconds"]
+            assert ages and 0 <= ages[0] < 3.0, (ages, nodes[i])
         assert "jm_jobs" not in {x.name for x in lt + ft}  # the old per-replica name is gone
 
         ctype, text = await scrape(c.url(follower))

@@ -78,6 +78,8 @@ async def test_a_stuck_heartbeat_does_not_hold_back_the_next_ones():
         second[1].set_result(Result(True))
         await until(lambda: lease.lease_from != before)
         assert lease.lease_from > before
+        # the lease had aged since the registration's send time (jm_lease_age_max_seconds)
+        assert 0 < lease.age_max <= time.monotonic() - before
         # never more than MAX_IN_FLIGHT unanswered at once
         await asyncio.sleep(INTERVAL * 10)  # let the loop try to send more (a bound, not a wait)
         unanswered = [f for _, f in raft.of(Heartbeat) if not f.done()]
