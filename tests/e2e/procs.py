@@ -58,7 +58,7 @@ class ProcessCluster(PeerProcesses):
 
 
 @contextlib.contextmanager
-def running(c: ProcessCluster, spark: bool = False):
+def started(c: ProcessCluster, spark: bool = False):
     """c started (and every peer's Spark ready with `spark`); at the end stopped, every
     peer it ever started (the pid files and those it noted) gone."""
     try:

@@ -15,7 +15,7 @@ import pytest
 
 from jm.local.standalone import StandaloneCluster
 from tests.e2e.procs import ProcessCluster, assert_gone
-from tests.helpers import ROOT, http, poll
+from tests.helpers import FAST_JVM, ROOT, http, poll
 
 pytestmark = pytest.mark.slow
 EXAMPLES = os.path.join(ROOT, "examples")
@@ -40,7 +40,8 @@ def cluster(spark, tmp_path_factory):
     c = ProcessCluster(str(tmp_path_factory.mktemp("appmode")), 3, {
         "spark.master": spark.master_url, "spark.connect.embedded": False,
         "restart-strategy.type": "none", "spark.executor-wait-warning": "3 s",
-        "spark.conf.spark.executor.memory": "512m"})
+        "spark.conf.spark.executor.memory": "512m",
+        "spark.conf.spark.executor.extraJavaOptions": FAST_JVM})
     try:
         c.start()
         yield c

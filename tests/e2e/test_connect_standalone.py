@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from jm.local.standalone import StandaloneCluster
-from tests.e2e.procs import ProcessCluster, assert_gone, running
-from tests.helpers import ROOT, http, poll
+from tests.e2e.procs import ProcessCluster, assert_gone, started
+from tests.helpers import FAST_JVM, ROOT, http, poll
 
 pytestmark = pytest.mark.slow
 from jm.policy.vocab import TERMINAL  # the states a job ends in
@@ -37,8 +37,9 @@ def cluster(spark, tmp_path_factory):
         "spark.master": spark.master_url, "spark.connect.embedded": True,
         "spark.driver.memory": "512m", "spark.executor-wait-warning": "2 s",
         "spark.conf.spark.executor.memory": "512m",
+        "spark.conf.spark.executor.extraJavaOptions": FAST_JVM,
         "spark.conf.spark.sql.shuffle.partitions": 2})
-    with running(c, spark=True):
+    with started(c, spark=True):
         yield c
 
 

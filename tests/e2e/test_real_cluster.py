@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from tests.e2e.procs import ProcessCluster, assert_gone, running
+from tests.e2e.procs import ProcessCluster, assert_gone, started
 from tests.helpers import ROOT, http, multipart, poll
 
 pytestmark = pytest.mark.slow
@@ -35,7 +35,7 @@ def cluster(tmp_path_factory):
                                  "spark.connect.token": CONNECT_TOKEN,  # (to share one)
                                  "spark.driver.memory": "512m",
                                  "spark.conf.spark.sql.shuffle.partitions": 2})
-    with running(c, spark=True):
+    with started(c, spark=True):
         yield c
 
 

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from tests.e2e.procs import ProcessCluster, running
+from tests.e2e.procs import ProcessCluster, started
 from tests.helpers import ROOT, http, poll
 from tests.integration.test_savepoints_moves import batches
 
@@ -21,7 +21,7 @@ FIX = os.path.join(ROOT, "tests", "integration") + "/"
 def cluster(tmp_path):
     c = ProcessCluster(str(tmp_path), 3, {"jobmanager.slots": 4, "rebalance.strategy": "none",
                                           "restart-strategy.type": "none"})
-    with running(c):
+    with started(c):
         yield c
 
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from tests.e2e.procs import ProcessCluster, _running, node_id, running, submit
+from tests.e2e.procs import ProcessCluster, _running, node_id, started, submit
 from tests.helpers import ROOT, http, local_lines, poll
 from tests.integration.test_savepoints_moves import batches
 
@@ -30,7 +30,7 @@ def cluster(tmp_path_factory):
     c = ProcessCluster(str(base), 3, {"jobmanager.slots": 4, "rebalance.strategy": "none",
                                       "restart-strategy.type": "none",
                                       "jobmanager.stop.drain-deadline": f"{DEADLINE:g} s"})
-    with running(c):
+    with started(c):
         yield c
 
 

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from tests.e2e.procs import ProcessCluster, assert_gone, job, node_id, running, submit
+from tests.e2e.procs import ProcessCluster, assert_gone, job, node_id, started, submit
 from tests.helpers import ROOT, http, poll
 from tests.integration.test_savepoints_moves import batches
 
@@ -28,7 +28,7 @@ def cluster(tmp_path):
                                           "rebalance.strategy": "on-join",
                                           "rebalance.interval": "500 ms",
                                           "jobmanager.stop.drain-deadline": "30 s"})
-    with running(c):
+    with started(c):
         yield c
 
 

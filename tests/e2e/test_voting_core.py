@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from tests.e2e.procs import ProcessCluster, _running, assert_gone, job, node_id, running, submit
+from tests.e2e.procs import ProcessCluster, _running, assert_gone, job, node_id, started, submit
 from tests.helpers import ROOT, http, poll
 
 pytestmark = pytest.mark.slow
@@ -27,7 +27,7 @@ def cluster(tmp_path):
     c = ProcessCluster(str(tmp_path), 5, {"jobmanager.slots": 4, "raft.voters": 3,
                                           "raft.voter-replace-after": "2 s",
                                           "rebalance.strategy": "none"})
-    with running(c):
+    with started(c):
         yield c
 
 
