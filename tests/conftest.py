@@ -6,12 +6,6 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tests.helpers import FAST_JVM  # noqa: E402
-
-# Every Spark JVM the suite starts (the peers' Connect servers, classic drivers: spark-submit
-# reads SPARK_SUBMIT_OPTS, and the peers pass SPARK_* on) runs with FAST_JVM; one set in
-# the environment wins.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", FAST_JVM)
 
 from jm.testing import MiniCluster  # noqa: E402
 

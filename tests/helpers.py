@@ -13,10 +13,12 @@ from jm.local.localcluster import free_ports, local_lines, wait_until, write_con
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-# JVM options for the suite's small queries: C1 only and the serial GC take about half the
-# CPU of a Spark JVM's start and first queries (24 -> 14 s on 2 cores). tests/conftest.py
-# gives them to every spark-submit (SPARK_SUBMIT_OPTS); executors on a standalone cluster
-# get them as spark.executor.extraJavaOptions.
+# JVM options for the e2e tests' small queries: C1 only and the serial GC take about half
+# the CPU of a Spark JVM's start and first queries (24 -> 14 s on 2 cores). The e2e peer
+# processes and the chaos runs pass them to every spark-submit (SPARK_SUBMIT_OPTS); executors
+# on a standalone cluster get them as spark.executor.extraJavaOptions. Not in the in-process
+# integration tests: there the SQL gateway's worker exited (code 255) under them, a job of
+# its session then never ended (left to look into).
 FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 def make_conf(base: str, n: int, settings: dict | None = None) -> tuple[str, list[str]]:

@@ -228,11 +228,13 @@ class Peer:
         self.reporter = make_reporter(raft, conf["rest.write-timeout"])
         self.submitter = Batcher(raft, SubmitJobs, conf["rest.write-timeout"], retry=False)
         jobs_executor = SqlJobExecutor(self.executor, self.sql, self.lease_valid)
-        env = JobEnv(self.node, conf, jobs_executor, self.reporter, fetcher.resolve_pyfiles,
-                     sparks.remote, sparks.ready_file, self.log_dir, self.data_dir, time.time,
-                     self.wait_lease, self._commit, self.metrics,
-                     spark_conf_dir(self.log_dir, conf["spark.log.level"]), sparks.info,
-                     engines=sparks.engines, envs=envs)
+        env = JobEnv(node=self.node, conf=conf, executor=jobs_executor,
+                     reporter=self.reporter, resolve_pyfiles=fetcher.resolve_pyfiles,
+                     spark_remote=sparks.remote, spark_ready_file=sparks.ready_file,
+                     log_dir=self.log_dir, work_dir=self.data_dir, clock=time.time,
+                     wait_lease=self.wait_lease, commit=self._commit, metrics=self.metrics,
+                     spark_conf_dir=spark_conf_dir(self.log_dir, conf["spark.log.level"]),
+                     spark_info=sparks.info, engines=sparks.engines, envs=envs)
         self.dispatcher = Dispatcher(raft, env)
         self.rm = ResourceManager(raft, conf["heartbeat.timeout"], conf["rest.write-timeout"],
                                   expiration=conf["jobstore.expiration-time"],
@@ -255,11 +257,13 @@ class Peer:
                            conf["rest.write-timeout"], self.executor, self.dispatcher,
                            send=self.beats.send)
         self.gateway = PeerGateway(GatewayServices(
-            self.node, conf, raft, self.lease, self.rounds, self.submitter, self.executor,
-            self.sql, sparks.server, sparks.remote, self.blobs, self.ha_blobs, self.voting,
-            self.candidate, self.peer_client, self.url_of, self.lists, self.data_dir,
-            self.log_dir, self.janitor.disk_low, lambda: self.started, self.had_data,
-            sparks.engines))
+            node=self.node, conf=conf, raft=raft, lease=self.lease, rounds=self.rounds,
+            submitter=self.submitter, executor=self.executor, sql=self.sql,
+            spark=sparks.server, spark_remote=sparks.remote, blobs=self.blobs,
+            shared_blobs=self.ha_blobs, voting=self.voting, candidate=self.candidate,
+            peer_client=self.peer_client, url_of=self.url_of, lists=self.lists,
+            data_dir=self.data_dir, log_dir=self.log_dir, disk_low=self.janitor.disk_low,
+            started=lambda: self.started, had_data=self.had_data, engines=sparks.engines))
 
     async def _run(self) -> None:
         """Start the components, in the order they need each other."""

@@ -15,7 +15,7 @@ from typing import Optional
 
 from jm.cluster.peer import Peer
 from jm.cluster.peerlog import setup_logging
-from jm.cluster.stopdrain import drain_before_stop, end_stop_drain
+from jm.cluster.stopdrain import StopDrainParts, drain_before_stop, end_stop_drain
 from jm.config import ConfigError, choose_self, load_config, parse_overrides, read_masters
 from jm.runtime.confine import PEER_UMASK
 from raft import compat
@@ -45,8 +45,10 @@ async def _serve(peer: Peer) -> None:
     undrain: Optional[asyncio.Task] = None
     try:
         await peer.start()
+        drains = StopDrainParts(peer.raft, peer.node, peer.data_dir, peer.lease_valid,
+                                peer.conf["rest.write-timeout"])
         # the drain its last stop began ends once it is registered (jm/cluster/stopdrain.py)
-        undrain = asyncio.create_task(end_stop_drain(peer))
+        undrain = asyncio.create_task(end_stop_drain(drains, peer.registered, peer.removed))
         removed = asyncio.create_task(peer.removed.wait())
         removed.add_done_callback(lambda _: stop.set())
         failed = asyncio.create_task(peer.raft.failed.wait())  # fail-stop: raft/journal.py
@@ -63,7 +65,7 @@ async def _serve(peer: Peer) -> None:
         if signalled and not peer.removed.is_set() and not peer.raft.failed.is_set() \
                 and not peer.lease.refused.is_set():
             # told to stop: drain first (jobmanager.stop.drain-deadline), then stop
-            await drain_before_stop(peer, peer.conf["jobmanager.stop.drain-deadline"],
+            await drain_before_stop(drains, peer.conf["jobmanager.stop.drain-deadline"],
                                     peer.conf["jobmanager.cancel-timeout"], hurry)
     finally:
         if undrain is not None:

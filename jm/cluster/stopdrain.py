@@ -20,7 +20,8 @@ import json
 import logging
 import os
 import time
-from typing import Any, Awaitable, Optional
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Optional
 
 from jm.cluster.jobfiles import read_json
 from jm.policy import stopdrain as policy
@@ -36,6 +37,18 @@ MARKER_MAX = 4096  # bytes: a marker is {"deadline": <a number>}
 MARKER = "stop-drain.json"  # in the peer's data dir: a stop's drain the record cannot tell
 
 
+@dataclass(frozen=True)
+class StopDrainParts:
+    """What a peer's stop drain uses of it: its Raft member (read, leader, subscribe,
+    submit), its node id, its data dir (the marker), whether it holds its lease, and the
+    commit timeout of its writes."""
+    raft: Any
+    node: str
+    data_dir: str
+    lease_valid: Callable[[], bool]
+    write_timeout: float
+
+
 def self_view(st: Any, node: str) -> Optional[SelfView]:
     p = st.peers.get(node)
     if p is None:
@@ -44,17 +57,14 @@ def self_view(st: Any, node: str) -> Optional[SelfView]:
                     p.leaving, len(st.jobs_of(node)), p.drain_deadline)
 
 
-def _marker_path(peer: Any) -> str:
-    return os.path.join(peer.data_dir, MARKER)
-
-
-def read_marker(peer: Any) -> Optional[StopMarker]:
+def read_marker(data_dir: str) -> Optional[StopMarker]:
     """The marker of this peer's last stop (None: none, or unreadable: also one that is
     no small regular file, a FIFO or /dev/zero put there, which would hang the start or
     run it out of memory)."""
-    body, refused = read_json(_marker_path(peer), MARKER_MAX)
+    path = os.path.join(data_dir, MARKER)
+    body, refused = read_json(path, MARKER_MAX)
     if refused is not None:
-        log.warning("%s %s: ignored", _marker_path(peer), refused)
+        log.warning("%s %s: ignored", path, refused)
     try:
         deadline = body["deadline"]
         return StopMarker(None if deadline is None else float(deadline))
@@ -62,8 +72,8 @@ def read_marker(peer: Any) -> Optional[StopMarker]:
         return None
 
 
-def _write_marker(peer: Any, deadline: float) -> None:
-    path = _marker_path(peer)
+def _write_marker(data_dir: str, deadline: float) -> None:
+    path = os.path.join(data_dir, MARKER)
     with open(path + ".tmp", "w") as f:
         json.dump({"deadline": deadline}, f)
         f.flush()
@@ -71,20 +81,20 @@ def _write_marker(peer: Any, deadline: float) -> None:
     os.replace(path + ".tmp", path)
 
 
-def _drop_marker(peer: Any) -> None:
+def _drop_marker(data_dir: str) -> None:
     try:
-        os.unlink(_marker_path(peer))
+        os.unlink(os.path.join(data_dir, MARKER))
     except FileNotFoundError:
         pass
 
 
-def _needs_marker(peer: Any) -> bool:
+def _needs_marker(raft: Any) -> bool:
     """The cluster's protocol drops `DrainPeer.by_stop`: only a marker tells the drain."""
-    with peer.raft.read() as st:
+    with raft.read() as st:
         return not protocol.keeps("DrainPeer", "by_stop", st.protocol)
 
 
-def read_view(peer: Any) -> StopView:
+def read_view(peer: StopDrainParts) -> StopView:
     """The stopping peer's view of the replicated state (its local replica)."""
     with peer.raft.read() as st:
         me = self_view(st, peer.node)
@@ -118,12 +128,10 @@ async def _either(a: asyncio.Event, b: asyncio.Event, timeout: float) -> None:
             w.cancel()
 
 
-async def drain_before_stop(peer: Any, deadline: float, cancel_timeout: float,
+async def drain_before_stop(peer: StopDrainParts, deadline: float, cancel_timeout: float,
                             hurry: asyncio.Event) -> str:
     """Drain this peer before it stops; return how it ended ("skipped: ...",
     "drained", or why it stops with jobs still on it)."""
-    if peer.raft is None:
-        return "skipped: Raft not started"
     if hurry.is_set():  # (bin/jobmanager.sh stop --no-drain: two signals at once)
         log.info("peer %s stops without draining: a second signal came first", peer.node)
         return "hurried"
@@ -136,15 +144,14 @@ async def drain_before_stop(peer: Any, deadline: float, cancel_timeout: float,
     changed = peer.raft.subscribe()
     if decision.action == DRAIN:
         command = DrainPeer(peer.node, True, time.time(), deadline, by_stop=True)
-        if _needs_marker(peer):  # (written first: a drain committed is always marked)
+        if _needs_marker(peer.raft):  # (written first: a drain committed is always marked)
             try:
-                await asyncio.to_thread(_write_marker, peer, deadline)
+                await asyncio.to_thread(_write_marker, peer.data_dir, deadline)
             except OSError as exc:
                 log.warning("peer %s: cannot mark its stop's drain (%s): it stays drained "
                             "when it starts again, until `jm drain %s --undo`", peer.node,
                             exc, peer.node)
-        submit = asyncio.ensure_future(peer.raft.submit(command,
-                                                        peer.conf["rest.write-timeout"]))
+        submit = asyncio.ensure_future(peer.raft.submit(command, peer.write_timeout))
         try:
             if not await _unless(submit, hurry):
                 log.warning("peer %s: second signal, stopping at once", peer.node)
@@ -181,29 +188,31 @@ async def drain_before_stop(peer: Any, deadline: float, cancel_timeout: float,
         view = read_view(peer)
 
 
-async def end_stop_drain(peer: Any) -> None:
+async def end_stop_drain(peer: StopDrainParts, registered: asyncio.Event,
+                         removed: asyncio.Event) -> None:
     """Once this (restarted) peer is registered: end the drain its last stop began, so
-    that it takes work again. Cancelled when this incarnation is told to stop."""
+    that it takes work again (until `removed`). Cancelled when this incarnation is told
+    to stop."""
     changed = peer.raft.subscribe()
-    marker = read_marker(peer)
+    marker = read_marker(peer.data_dir)
     while True:
-        await peer.registered.wait()
+        await registered.wait()
         with peer.raft.read() as st:
             me = self_view(st, peer.node)
         if not policy.should_undrain(me, marker):
             if me is not None and me.draining:
                 log.info("peer %s is drained by an operator; it stays drained", peer.node)
-            _drop_marker(peer)
+            _drop_marker(peer.data_dir)
             return
         try:
             # by_stop: an operator's drain since is left as it is, by the state machine;
             # a drain only the marker tells is ended as an operator ends one
             command = DrainPeer(peer.node, False, time.time(), by_stop=me.by_stop)
-            res = await peer.raft.submit(command, peer.conf["rest.write-timeout"])
+            res = await peer.raft.submit(command, peer.write_timeout)
             if res.ok:
                 log.info("peer %s: the drain of its last stop ended; it takes work again",
                          peer.node)
-                _drop_marker(peer)
+                _drop_marker(peer.data_dir)
                 return
             log.warning("peer %s: could not end the drain of its last stop: %s", peer.node,
                         res.error)
@@ -212,4 +221,4 @@ async def end_stop_drain(peer: Any) -> None:
             log.info("peer %s: ending the drain of its last stop: %s; trying again",
                      peer.node, exc)
         changed.clear()
-        await _either(changed, peer.removed, RECHECK)
+        await _either(changed, removed, RECHECK)

@@ -4,7 +4,7 @@ import contextlib
 import signal
 
 from chaos.peers import PeerProcesses, running, send
-from tests.helpers import consistent_session, end_session, http, make_conf, poll
+from tests.helpers import FAST_JVM, consistent_session, end_session, http, make_conf, poll
 
 _running = running  # (the tests' name for it)
 
@@ -13,6 +13,7 @@ class ProcessCluster(PeerProcesses):
     def __init__(self, base: str, n: int, settings: dict) -> None:
         conf_dir, lines = make_conf(base, n, settings)
         super().__init__(base, lines, conf_dir)
+        self.env.setdefault("SPARK_SUBMIT_OPTS", FAST_JVM)  # (the peers pass it on)
         # the tests' requests read what any peer acknowledged (X-JM-Min-Index), as the
         # jm CLI and the web UI do
         consistent_session(self.urls)

@@ -9,9 +9,10 @@ import sys
 import pytest
 
 from chaos.netns import available
-from tests.helpers import ROOT
+from tests.helpers import FAST_JVM, ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1000)]  # chaos runs + Spark
+CHAOS_ENV = {**os.environ, "SPARK_SUBMIT_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", FAST_JVM)}
 
 
 def _report(out, r) -> dict:
@@ -33,7 +34,7 @@ def test_short_chaos_scenario_keeps_every_invariant(tmp_path):
     r = subprocess.run([sys.executable, "-m", "chaos", "run", "--peers", "9", "--duration",
                         "45", "--jobs", "18", "--fault-every", "10", "--seed", "11",
                         "--faults", faults, "--min-faults", "6", "--out", str(out)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+                       cwd=ROOT, env=CHAOS_ENV, capture_output=True, text=True, timeout=600)
     report = _report(out, r)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert report["ok"] is True
@@ -64,7 +65,7 @@ def test_streaming_job_survives_chaos_exactly_once(tmp_path):
     r = subprocess.run([sys.executable, "-m", "chaos", "run", "--duration", "22",
                         "--jobs", "3", "--fault-every", "12", "--seed", "5", "--streaming", "1",
                         "--faults", "kill-owner", "--min-faults", "2", "--out", str(out)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=900)
+                       cwd=ROOT, env=CHAOS_ENV, capture_output=True, text=True, timeout=900)
     report = _report(out, r)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     streaming = report["checks"]["streaming exactly-once"]
@@ -89,7 +90,7 @@ def test_chaos_on_hosts_keeps_every_invariant(tmp_path):
                         "--jobs", "9", "--fault-every", "8", "--seed", "3",
                         "--faults", "kill-leader,partition,membership,disk-full,power-loss,"
                         "clock", "--min-faults", "6", "--out", str(out)],
-                       cwd=ROOT, capture_output=True, text=True, timeout=900)
+                       cwd=ROOT, env=CHAOS_ENV, capture_output=True, text=True, timeout=900)
     report = _report(out, r)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert all(c["ok"] for c in report["checks"].values()), report["checks"]

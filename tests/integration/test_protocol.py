@@ -9,7 +9,7 @@ import asyncio
 import os
 import sys
 
-from jm.cluster.stopdrain import MARKER, drain_before_stop, end_stop_drain
+from jm.cluster.stopdrain import MARKER, StopDrainParts, drain_before_stop, end_stop_drain
 from raft.protocol import PROTOCOL
 from tests.conftest import InProcessCluster
 from tests.helpers import ahttp, apoll, awrite
@@ -107,15 +107,19 @@ async def _stop_drain_ends_at_the_next_start(c, i):
     drain its marker names, and takes work again."""
     peer = c.peers[i]
 
+    def parts(p):
+        return StopDrainParts(p.raft, p.node, p.data_dir, p.lease_valid, 10.0)
+
     async def drained():  # (skipped, saying why, while a busy machine holds an election)
-        return await drain_before_stop(peer, 60.0, 5.0, asyncio.Event()) == "drained"
+        return await drain_before_stop(parts(peer), 60.0, 5.0, asyncio.Event()) == "drained"
     await apoll(drained, 60, what=f"{peer.node} drained for its stop")
     with peer.raft.read() as st:
         me = st.peers[peer.node]
         assert me.draining and not me.drain_by_stop and me.drain_deadline == 60.0
     assert os.path.exists(os.path.join(peer.data_dir, MARKER))
     await _restart(c, i)
-    await asyncio.wait_for(end_stop_drain(c.peers[i]), 60)
+    back = c.peers[i]
+    await asyncio.wait_for(end_stop_drain(parts(back), back.registered, back.removed), 60)
 
     def undrained():
         for p in c.peers:
