@@ -108,8 +108,9 @@ def test_twenty_graceful_stops_of_the_leader_fence_nobody(cluster, tmp_path):
                    if a["end-time"] not in (None, -1)), v["attempts"]
         n = len(batches(str(out)))  # each batch exactly once, attempts never interleave
         poll(lambda: len(batches(str(out))) > n, 30, what="the ticker goes on")
-    s, ex = http("GET", c.urls[0] + f"/jobs/{tickers[0]}/exceptions")
-    assert s == 200 and "LeaseExpired" not in str(ex), ex
+    for jid in tickers:
+        s, ex = http("GET", c.urls[0] + f"/jobs/{jid}/exceptions")
+        assert s == 200 and "LeaseExpired" not in str(ex), ex
     for path in glob.glob(os.path.join(c.base, "log", "*.log")):
         with open(path, errors="replace") as f:
             fenced = [ln for ln in f if FENCED in ln or "LeaseExpired" in ln]
