@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import time
@@ -20,6 +21,23 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # integration tests: there the SQL gateway's worker exited (code 255) under them, a job of
 # its session then never ended (left to look into).
 FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+@contextlib.contextmanager
+def http_server(handler):
+    """A threading HTTP server on a free loopback port serving `handler` (a
+    BaseHTTPRequestHandler class or factory): its port; shut down and closed at the end."""
+    import http.server
+    import threading
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        t.join(10)
+
 
 def make_conf(base: str, n: int, settings: dict | None = None) -> tuple[str, list[str]]:
     """Write conf/config.yaml and conf/masters for n local peers; return (conf dir, lines)."""

@@ -15,7 +15,7 @@ import pytest
 
 from jm.local.standalone import StandaloneCluster
 from tests.e2e.procs import ProcessCluster, assert_gone
-from tests.helpers import FAST_JVM, ROOT, http, poll
+from tests.helpers import FAST_JVM, ROOT, http, http_server, poll
 
 pytestmark = pytest.mark.slow
 EXAMPLES = os.path.join(ROOT, "examples")
@@ -142,16 +142,9 @@ def maven_repo(tmp_path):
         '<version>1.0</version><packaging>jar</packaging></project>\n')
     for f in list(d.iterdir()):
         (d / (f.name + ".sha1")).write_text(hashlib.sha1(f.read_bytes()).hexdigest())
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(
-        http.server.SimpleHTTPRequestHandler, directory=str(root)))
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-        t.join(10)
+    with http_server(functools.partial(http.server.SimpleHTTPRequestHandler,
+                                       directory=str(root))) as port:
+        yield f"http://127.0.0.1:{port}/"
 
 
 def test_a_job_s_requirements_and_packages_reach_a_cluster(cluster, spark, tmp_path,

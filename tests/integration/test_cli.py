@@ -6,11 +6,10 @@ import json
 import os
 import signal
 import sys
-import threading
 
 import pytest
 
-from tests.helpers import ROOT, ahttp, apoll, free_ports
+from tests.helpers import ROOT, ahttp, apoll, free_ports, http_server
 
 FIX = os.path.dirname(os.path.abspath(__file__))
 QUICK = ["--entry", "jobs_fixture:quick", "--pyfile", FIX + "/"]
@@ -343,14 +342,8 @@ class _StubApi(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def stub_api():
     _StubApi.seen = []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StubApi)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_server(_StubApi) as port:
+        yield f"127.0.0.1:{port}"
 
 
 async def test_submit_retries_with_the_same_request_id(stub_api):

@@ -2,9 +2,9 @@
 answered by one peer and a submission answered by another see the same history."""
 import http.server
 import json
-import threading
 
 from jm.client.cli import main
+from tests.helpers import http_server
 
 
 class _Peer(http.server.BaseHTTPRequestHandler):
@@ -35,19 +35,13 @@ class _Peer(http.server.BaseHTTPRequestHandler):
 
 
 def test_submit_sends_the_index_of_its_upload(tmp_path, capsys):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Peer)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    try:
+    with http_server(_Peer) as port:
         job = tmp_path / "j.py"
         job.write_text("def main(ctx):\n    return 1\n")
-        rc = main(["--address", f"127.0.0.1:{server.server_address[1]}", "submit", str(job)])
+        rc = main(["--address", f"127.0.0.1:{port}", "submit", str(job)])
         assert rc == 0, capsys.readouterr().err
         assert capsys.readouterr().out.strip() == "j1"
         assert _Peer.seen == [("POST", "/artifacts", None), ("POST", "/jobs", "7")]
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_savepoint_locations_on_the_command_line():
