@@ -170,6 +170,31 @@ def class_shape(mods: dict, name: str, mod: str) -> dict:
             "external-bases": [k[1] for k in line if k[0] == "ext"]}
 
 
+def roles(mods: dict, name: str, mod: str) -> dict:
+    """A class made of role objects (a dataclass of annotated fields): each field whose
+    annotation names a repository class -> that class's methods (its own and its bases')."""
+    key = find_class(mods, name, mod)
+    if not key:
+        return {"found": False}
+    out = {}
+    for node in classes_of(mods, key[1])[key[2]].body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            ann = node.annotation
+            ann = ann.value if isinstance(ann, ast.Constant) else getattr(ann, "id", None)
+            role = resolve(mods, key[1], ast.Name(ann)) if isinstance(ann, str) else None
+            if role and role[0] == "repo":
+                out[node.target.id] = sum(methods(mods, k) for k in mro(mods, role)
+                                          if k[0] == "repo")
+    return {"roles": len(out), "methods": sum(out.values()),
+            "largest": max(out.values(), default=0), "per-role": out}
+
+
+def protocols(mods: dict, mod: str) -> dict:
+    """Every Protocol class of a module -> its methods."""
+    return {n: methods(mods, ("repo", mod, n)) for n, c in classes_of(mods, mod).items()
+            if any(getattr(b, "id", None) == "Protocol" for b in c.bases)}
+
+
 def peer_attributes(mods: dict) -> int:
     """Distinct `self.X` assigned (plain, annotated, augmented, unpacked) in Peer's methods."""
     key = find_class(mods, "Peer", "jm.cluster.peer")
@@ -329,10 +354,10 @@ def main() -> None:
     ap.add_argument("--out", help="also write the JSON here")
     args = ap.parse_args()
     mods = load()
-    protos = {n: find_class(mods, n, "rest.gateway") for n in ("Gateway", "SqlGatewayApi")}
     out = {
         "peer-gateway": class_shape(mods, "PeerGateway", "jm.cluster.gateway"),
-        "gateway-protocol-methods": {n: k and methods(mods, k) for n, k in protos.items()},
+        "peer-gateway-roles": roles(mods, "PeerGateway", "jm.cluster.gateway"),
+        "gateway-protocol-methods": protocols(mods, "rest.gateway"),
         "sql-gateway": class_shape(mods, "SqlGateway", "jm.cluster.sqlgateway"),
         "raft-host": class_shape(mods, "RaftHost", "raft.node"),
         "peer-attributes": peer_attributes(mods),

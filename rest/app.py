@@ -12,7 +12,8 @@ from typing import Any, Callable, Optional
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from rest.gateway import ApiError, Gateway
+from jm.api import ApiError
+from rest.gateway import Gateway
 from rest.middleware import (  # (the app's keys and auth_middleware: imported from here)
     CLIENT_SSL, DETAILS, GATEWAY, MAX_BODY, MAX_SPEC, METRICS, PEER_CREDENTIAL, PUBLIC_HEALTH,
     add_index, auth_middleware, caller, consistency_middleware, errors_middleware,
@@ -29,7 +30,7 @@ HEALTH_EXTRA: web.AppKey[list] = web.AppKey("health_extra", list)
 
 
 async def healthz(request: web.Request) -> web.Response:
-    h = gw(request).health()
+    h = gw(request).health.report()
     for extra in request.app.get(HEALTH_EXTRA, ()):
         h.update({k: v for k, v in extra().items() if k not in h})
     if not request.get(DETAILS, True):  # (paths, addresses: not for whoever can connect)
@@ -48,39 +49,39 @@ async def readyz(request: web.Request) -> web.Response:
     """Readiness (a Kubernetes readinessProbe, a load balancer's check): the peer has
     joined the cluster (its registration is committed) and its lease is valid. Unlike
     /healthz it stays ready through a leader election shorter than the lease."""
-    r = gw(request).readiness()
+    r = gw(request).health.readiness()
     return web.json_response(r, status=200 if r.get("ready") else 503)
 
 
 async def get_overview(request: web.Request) -> web.Response:
-    return web.json_response(gw(request).overview())
+    return web.json_response(gw(request).views.overview())
 
 
 async def get_nodes(request: web.Request) -> web.Response:
     """The peers (every one by default: a cluster's peers are a short list)."""
-    return web.json_response(gw(request).list_page("nodes", request.query, caller(request)))
+    return web.json_response(gw(request).views.list_page("nodes", request.query, caller(request)))
 
 
 async def post_job(request: web.Request) -> web.Response:
     spec_limit, body_limit = request.app[MAX_SPEC], request.app[MAX_BODY]
     spec = await json_body(request, limit=("jobmanager.spec.max-size", spec_limit)
-                            if spec_limit <= body_limit else None)
+                           if spec_limit <= body_limit else None)
     request_id = request.headers.get("X-Request-Id", "")
     if len(request_id) > 128:
         raise ApiError(400, "X-Request-Id must be at most 128 characters")
-    out = await gw(request).submit_job(spec, request_id, None, caller(request))
+    out = await gw(request).jobs.submit(spec, request_id, None, caller(request))
     return web.json_response(out, status=202)
 
 
 async def get_jobs(request: web.Request) -> web.Response:
     """A page of jobs, newest first (pages.DEFAULT_LIMIT by default; jm/policy/pages.py)."""
-    return web.json_response(gw(request).list_page("jobs", request.query, caller(request)))
+    return web.json_response(gw(request).views.list_page("jobs", request.query, caller(request)))
 
 
 async def get_jobs_overview(request: web.Request) -> web.Response:
     """Flink's complete overview (its tools read every job); filters and a page on ask."""
-    return await json_blocks(request, await gw(request).jobs_overview(request.query, None,
-                                                                      caller(request)))
+    return await json_blocks(request, await gw(request).views.jobs_overview(request.query, None,
+                                                                            caller(request)))
 
 
 async def json_blocks(request: web.Request, blocks: list[bytes]) -> web.StreamResponse:
@@ -104,48 +105,48 @@ def _job_view(request: web.Request, view: Callable[[str], Optional[dict]]) -> di
 
 
 async def get_job(request: web.Request) -> web.Response:
-    return web.json_response(_job_view(request, gw(request).job_detail))
+    return web.json_response(_job_view(request, gw(request).views.job_detail))
 
 
 async def get_job_exceptions(request: web.Request) -> web.Response:
-    return web.json_response(_job_view(request, gw(request).job_exceptions))
+    return web.json_response(_job_view(request, gw(request).views.job_exceptions))
 
 
 async def get_job_result(request: web.Request) -> web.Response:
-    return web.json_response(_job_view(request, gw(request).job_result))
+    return web.json_response(_job_view(request, gw(request).views.job_result))
 
 
 async def patch_job(request: web.Request) -> web.Response:
     from rest.flink import termination_mode
     termination_mode(request.query.get("mode"))  # Flink's: any case; 400 unless cancel
-    state = await gw(request).cancel_job(request.match_info["job_id"])
+    state = await gw(request).jobs.cancel(request.match_info["job_id"])
     return web.json_response({"state": state}, status=202)
 
 
 async def post_savepoint(request: web.Request) -> web.Response:
     from rest.flink import savepoint_request  # Flink's body: cancel-job, formatType, file://
     trigger, target, stop = savepoint_request(await json_body(request, optional=True), False)
-    out = await gw(request).trigger_savepoint(request.match_info["job_id"], trigger, target,
-                                               stop, caller(request))
+    out = await gw(request).jobs.savepoint(request.match_info["job_id"], trigger, target,
+                                           stop, caller(request))
     return web.json_response(out, status=202)
 
 
 async def post_stop(request: web.Request) -> web.Response:
     from rest.flink import savepoint_request
     trigger, target, _ = savepoint_request(await json_body(request, optional=True), True)
-    out = await gw(request).trigger_savepoint(request.match_info["job_id"], trigger, target,
-                                               True, caller(request))
+    out = await gw(request).jobs.savepoint(request.match_info["job_id"], trigger, target,
+                                           True, caller(request))
     return web.json_response(out, status=202)
 
 
 async def get_savepoints(request: web.Request) -> web.Response:
-    return web.json_response(_job_view(request, gw(request).job_savepoints))
+    return web.json_response(_job_view(request, gw(request).views.job_savepoints))
 
 
 async def get_savepoint(request: web.Request) -> web.Response:
     job_id, rid = request.match_info["job_id"], request.match_info["request_id"]
-    _job_view(request, gw(request).job_savepoints)  # 404 for an unknown job first
-    out = gw(request).savepoint_status(job_id, rid)
+    _job_view(request, gw(request).views.job_savepoints)  # 404 for an unknown job first
+    out = gw(request).views.savepoint_status(job_id, rid)
     if out is None:
         raise ApiError(404, f"job {job_id} has no savepoint request {rid}")
     return web.json_response(out)
@@ -163,8 +164,8 @@ async def get_job_logs(request: web.Request) -> web.Response:
     tail = int_param(request, "tail", 0)
     if tail is not None and request.query.get("offset"):
         raise ApiError(400, "give tail or offset, not both")
-    out = await gw(request).job_logs(request.match_info["job_id"], attempt, offset, tail,
-                                      "local" in request.query)
+    out = await gw(request).views.job_logs(request.match_info["job_id"], attempt, offset, tail,
+                                           "local" in request.query)
     if fmt == "text":
         return web.Response(text=out.get("text", ""), content_type="text/plain",
                             headers={"X-Log-Next-Offset": str(out.get("next-offset", 0)),
@@ -195,7 +196,7 @@ async def post_artifact(request: web.Request) -> web.Response:
     except (ValueError, HttpProcessingError) as exc:
         why = getattr(exc, "message", None) or str(exc)
         raise ApiError(400, f"the upload is not valid multipart/form-data: {why}"[:300])
-    out = await gw(request).add_artifact(filename, data, caller(request))
+    out = await gw(request).artifacts.add(filename, data, caller(request))
     return web.json_response(out, status=201)
 
 
@@ -218,19 +219,19 @@ async def _read_upload(request: web.Request, limit: int) -> tuple[str, bytes]:
 
 
 async def get_artifacts(request: web.Request) -> web.Response:
-    return web.json_response(gw(request).list_page("artifacts", request.query,
-                                                   caller(request)))
+    return web.json_response(gw(request).views.list_page("artifacts", request.query,
+                                                         caller(request)))
 
 
 async def get_artifact_content(request: web.Request) -> web.StreamResponse:
-    path = gw(request).artifact_file(request.match_info["artifact_id"])
+    path = gw(request).artifacts.file(request.match_info["artifact_id"])
     if path is None:
         raise ApiError(404, f"artifact {request.match_info['artifact_id']} is not stored here")
     return web.FileResponse(path)
 
 
 async def delete_artifact(request: web.Request) -> web.Response:
-    return web.json_response(await gw(request).delete_artifact(
+    return web.json_response(await gw(request).artifacts.delete(
         request.match_info["artifact_id"], caller(request)))
 
 

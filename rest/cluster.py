@@ -6,12 +6,12 @@ from typing import Any, Optional
 
 from aiohttp import web
 
-from rest.gateway import ApiError
+from jm.api import ApiError
 from rest.requests import gw, json_body
 
 
 async def post_rebalance(request: web.Request) -> web.Response:
-    return web.json_response(await gw(request).rebalance())
+    return web.json_response(await gw(request).cluster.rebalance())
 
 
 def _deadline(request: web.Request, body: Any) -> Optional[float]:
@@ -32,21 +32,21 @@ def _deadline(request: web.Request, body: Any) -> Optional[float]:
 
 async def post_drain(request: web.Request) -> web.Response:
     deadline = _deadline(request, await json_body(request, optional=True))
-    return web.json_response(await gw(request).drain_node(request.match_info["node"], True,
-                                                           deadline), status=202)
+    return web.json_response(await gw(request).cluster.drain_node(request.match_info["node"], True,
+                                                                  deadline), status=202)
 
 
 async def get_cluster_identity(request: web.Request) -> web.Response:
-    return web.json_response(gw(request).identity())
+    return web.json_response(gw(request).cluster.identity())
 
 
 async def get_cluster_peers(request: web.Request) -> web.Response:
-    return web.json_response(await gw(request).members())
+    return web.json_response(await gw(request).cluster.members())
 
 
 async def post_cluster_beat(request: web.Request) -> web.Response:
     """A peer's heartbeat to the leader (peers only: the peer credential)."""
-    return web.json_response(await gw(request).beat(await json_body(request)))
+    return web.json_response(await gw(request).cluster.beat(await json_body(request)))
 
 
 async def post_cluster_peer(request: web.Request) -> web.Response:
@@ -54,30 +54,31 @@ async def post_cluster_peer(request: web.Request) -> web.Response:
     peer = body.get("peer") if isinstance(body, dict) else None
     if not isinstance(peer, str) or not peer.strip():
         raise ApiError(400, 'the body must be {"peer": "HOST:REST-PORT:RAFT-PORT"}')
-    return web.json_response(await gw(request).add_peer(peer.strip()), status=201)
+    return web.json_response(await gw(request).cluster.add_peer(peer.strip()), status=201)
 
 
 async def post_promote(request: web.Request) -> web.Response:
-    return web.json_response(await gw(request).promote_peer(request.match_info["node"]))
+    return web.json_response(await gw(request).cluster.promote_peer(request.match_info["node"]))
 
 
 async def post_cluster_voter(request: web.Request) -> web.Response:
     """The promoter asks this peer to start its voting node (peers only)."""
-    return web.json_response(await gw(request).prepare_voter(await json_body(request)))
+    return web.json_response(await gw(request).cluster.prepare_voter(await json_body(request)))
 
 
 async def delete_cluster_voter(request: web.Request) -> web.Response:
-    return web.json_response(await gw(request).abandon_voter())
+    return web.json_response(await gw(request).cluster.abandon_voter())
 
 
 async def delete_cluster_peer(request: web.Request) -> web.Response:
     deadline = _deadline(request, await json_body(request, optional=True))
-    return web.json_response(await gw(request).remove_peer(request.match_info["node"],
-                                                            deadline), status=202)
+    return web.json_response(await gw(request).cluster.remove_peer(request.match_info["node"],
+                                                                   deadline), status=202)
 
 
 async def delete_drain(request: web.Request) -> web.Response:
-    return web.json_response(await gw(request).drain_node(request.match_info["node"], False))
+    return web.json_response(await gw(request).cluster.drain_node(request.match_info["node"],
+                                                                  False))
 
 
 def add_routes(app: web.Application) -> None:

@@ -27,7 +27,7 @@ from typing import Any, Optional
 from aiohttp import web
 from aiohttp.web_urldispatcher import MatchInfoError
 
-from rest.gateway import ApiError
+from jm.api import ApiError
 from rest.middleware import caller
 from rest.requests import gw as _gw
 
@@ -107,7 +107,7 @@ def dashboard_config(version: str, commit: str, offset_s: int, zone: str) -> dic
 
 # ---- handlers --------------------------------------------------------------------------
 async def get_config(request: web.Request) -> web.Response:
-    ov = _gw(request).overview()
+    ov = _gw(request).views.overview()
     lt = time.localtime()
     return web.json_response(dashboard_config(ov.get("flink-version", ""),
                                               ov.get("flink-commit", ""), lt.tm_gmtoff or 0,
@@ -116,7 +116,7 @@ async def get_config(request: web.Request) -> web.Response:
 
 async def get_job_status(request: web.Request) -> web.Response:
     job_id = request.match_info["job_id"]
-    out = _gw(request).job_detail(job_id)
+    out = _gw(request).views.job_detail(job_id)
     if out is None:
         raise ApiError(404, f"job {job_id} not found")
     return web.json_response({"status": out["state"]})
@@ -125,7 +125,7 @@ async def get_job_status(request: web.Request) -> web.Response:
 async def get_jobs_overview_v1(request: web.Request) -> web.Response:
     """GET /v1/jobs/overview (Flink's MultipleJobsDetails): the jobs with Flink job ids."""
     from rest.app import json_blocks
-    return await json_blocks(request, await _gw(request).jobs_overview(
+    return await json_blocks(request, await _gw(request).views.jobs_overview(
         request.query, JOB_ID_RE.match, caller(request)))
 
 

@@ -1,86 +1,11 @@
-"""What the REST layer may ask of a peer, and the one error type it answers with.
-`rest/` imports nothing else of ours: the peer's implementation is jm/cluster/gateway.py."""
+"""What the REST layer may ask of a peer: one protocol per role (the peer's implementation
+is jm/cluster/gateway.py). `rest/` imports nothing else of ours but the vocabulary both
+sides share (jm/api.py)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Protocol
 
-
-INDEX_HEADER = "X-JM-Index"          # answers: the Raft index this peer has applied
-MIN_INDEX_HEADER = "X-JM-Min-Index"  # requests: answer only once you have applied this
-FORWARDED = "X-JM-Forwarded"  # a request a peer passed on to the peer that carries it out
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, *errors: str, headers: dict | None = None) -> None:
-        super().__init__("; ".join(errors))
-        self.status = status
-        self.errors = list(errors)
-        self.headers = headers or {}
-
-
-class Forward(Exception):
-    """The request is for a SQL session another peer holds: proxy it to `url`."""
-    def __init__(self, url: str) -> None:
-        super().__init__(url)
-        self.url = url
-
-
-class UnknownSession(ApiError):
-    """404 for a SQL session handle this peer has no record of (yet: rest/sql.py looks
-    again after `catch_up()`, since it may have been opened through another peer an
-    instant ago)."""
-
-
-ROW_FORMATS = ("JSON", "PLAIN_TEXT")  # a fetch's rowFormat
-
-
-@dataclass(frozen=True)
-class SessionInfo:
-    """A SQL session as its replicated record has it."""
-    properties: Mapping[str, str]
-    name: str
-    node: Optional[str]
-    url: Optional[str]         # its holder's REST URL, None while it has none
-    state_statements: int      # statements that define it, replayed where it opens
-    moves: int
-
-
-@dataclass(frozen=True)
-class ResultPage:
-    """What a fetch of an operation's result gives (rest/sql.py shapes it as Flink's
-    FetchResultsResponseBody). `ready` False: the statement still runs, ask for `token`
-    again; otherwise the page of `token`, the last one if `end`."""
-    token: int
-    ready: bool
-    is_query: bool             # a statement that reads (Flink's isQueryResult)
-    has_content: bool = True   # SUCCESS_WITH_CONTENT, or SUCCESS (no columns, no rows)
-    columns: tuple = ()        # Flink column infos
-    rows: tuple = ()           # each a list of the columns' JSON values
-    end: bool = False
-
-
-@dataclass(frozen=True)
-class Credential:
-    """Who a request is (rest/middleware.py puts it on the request as CALLER): a named
-    credential (POST /tokens) or a JWT, the root credential (ROOT), or anybody when the
-    cluster has no rest.auth.token (ANYONE). `tenant` None: every tenant."""
-    name: str
-    role: str
-    tenant: Optional[str]
-
-    @property
-    def sees_all(self) -> bool:
-        """An admin, or a credential of no one tenant, sees every tenant's work."""
-        return self.role == "admin" or self.tenant is None
-
-    def may_see(self, tenant: Optional[str]) -> bool:
-        """Whether work of `tenant` (None: the default tenant) is this caller's."""
-        return self.sees_all or tenant == self.tenant
-
-
-ROOT = Credential("root", "admin", None)   # rest.auth.token
-ANYONE = Credential("", "admin", None)     # no rest.auth.token: every caller is an admin
+from jm.api import ANYONE, Credential, ResultPage, SessionInfo
 
 
 class SqlGatewayApi(Protocol):
@@ -126,70 +51,119 @@ class SqlGatewayApi(Protocol):
 
 
 
-class Gateway(Protocol):
-    """What the REST layer may ask of a peer."""
-    async def credential(self, bearer: str) -> Optional[Credential]:
-        """The credential a bearer (not the root one) is, or None; an exception with
-        `bearer_refused` set and a text saying why for a JWT that is none (401)."""
-    async def create_token(self, name: Any, role: Any, tenant: Any) -> dict: ...
-    def list_tokens(self) -> list: ...
-    async def revoke_token(self, name: str) -> None: ...
-    async def submit_job(self, spec: Any, request_id: str, names: Optional[dict] = None,
+class JobsApi(Protocol):
+    """Jobs written: a submission, a cancel, a savepoint."""
+    async def submit(self, spec: Any, request_id: str, names: Optional[dict] = None,
                          who: Credential = ANYONE) -> dict:
         """`who`: the caller, whose tenant the job is (a spec's `tenant` another's: 403)."""
-    async def cancel_job(self, job_id: str) -> str: ...
-    async def trigger_savepoint(self, job_id: str, trigger_id: str, target: Optional[str],
+    async def cancel(self, job_id: str) -> str: ...
+    async def savepoint(self, job_id: str, trigger_id: str, target: Optional[str],
                                 stop: bool, who: Credential = ANYONE) -> dict:
         """`who`: the caller (a tenant's target-directory only where it was granted)."""
-    async def drain_node(self, node: str, drain: bool, deadline: Optional[float] = None
-                         ) -> dict: ...
-    async def members(self) -> dict: ...
-    async def beat(self, body: Any) -> dict: ...
-    async def promote_peer(self, node: str) -> dict: ...
-    async def prepare_voter(self, body: Any) -> dict: ...
-    async def abandon_voter(self) -> dict: ...
-    def identity(self) -> dict: ...
-    def readiness(self) -> dict: ...
-    async def livy_submit(self, body: Any, request_id: str, who: Credential) -> dict: ...
-    async def livy_log(self, job_id: str, start: Optional[int], size: Optional[int]) -> dict: ...
-    async def add_peer(self, peer: str) -> dict: ...
-    async def remove_peer(self, node: str, deadline: Optional[float]) -> dict: ...
-    async def rebalance(self) -> dict: ...
-    async def job_logs(self, job_id: str, attempt: Optional[int], offset: int,
-                       tail: Optional[int], local: bool) -> dict: ...
-    async def add_artifact(self, filename: str, data: bytes, who: Credential) -> dict: ...
-    def artifact_file(self, artifact_id: str) -> str | None: ...
-    async def delete_artifact(self, artifact_id: str, who: Credential = ANYONE) -> dict: ...
-    # views of the replicated state; None: no such job (or savepoint request, batch)
+
+
+class JobViewsApi(Protocol):
+    """Views of the replicated state; None: no such job (or savepoint request)."""
     def overview(self) -> dict: ...
     def job_detail(self, job_id: str) -> Optional[dict]: ...
     def job_exceptions(self, job_id: str) -> Optional[dict]: ...
     def job_result(self, job_id: str) -> Optional[dict]: ...
     def job_savepoints(self, job_id: str) -> Optional[dict]: ...
     def savepoint_status(self, job_id: str, request_id: str) -> Optional[dict]: ...
-    def livy_version(self) -> dict: ...
-    def livy_batches(self, start: int, size: int, who: Credential) -> dict: ...
-    def livy_batch(self, number: int) -> Optional[tuple[str, dict]]: ...
-    def list_page(self, name: str, query: Mapping[str, str], who: Credential) -> dict: ...
+    def list_page(self, name: str, query: Mapping[str, str], who: Credential) -> dict:
+        """A page of jobs, nodes or artifacts, of what `who` may see."""
     async def jobs_overview(self, query: Mapping[str, str],
                             id_ok: Optional[Callable[[str], bool]], who: Credential
                             ) -> list[bytes]: ...
-    # tenants (lists above show only what `who` may see)
+    async def job_logs(self, job_id: str, attempt: Optional[int], offset: int,
+                       tail: Optional[int], local: bool) -> dict: ...
+
+
+class BatchesApi(Protocol):
+    """Apache Livy's batches."""
+    async def submit(self, body: Any, request_id: str, who: Credential) -> dict: ...
+    def version(self) -> dict: ...
+    def list(self, start: int, size: int, who: Credential) -> dict: ...
+    def get(self, number: int) -> Optional[tuple[str, dict]]: ...
+    async def log(self, job_id: str, start: Optional[int], size: Optional[int]) -> dict: ...
+
+
+class ArtifactsApi(Protocol):
+    async def add(self, filename: str, data: bytes, who: Credential) -> dict: ...
+    def file(self, artifact_id: str) -> str | None: ...
+    async def delete(self, artifact_id: str, who: Credential = ANYONE) -> dict: ...
+
+
+class PipelinesApi(Protocol):
+    async def put(self, name: str, body: Any, who: Credential) -> tuple[int, dict]:
+        """(status, answer): 201 created, 200 unchanged or upgraded, 202 upgrading."""
+    def list(self, who: Credential) -> dict: ...
+    def get(self, name: str) -> Optional[dict]: ...
+    async def delete(self, name: str) -> dict: ...
+
+
+class ClusterApi(Protocol):
+    """Membership, promotions, drains, the peers' heartbeats, rebalancing."""
+    async def drain_node(self, node: str, drain: bool, deadline: Optional[float] = None
+                         ) -> dict: ...
+    async def members(self) -> dict: ...
+    def identity(self) -> dict: ...
+    async def beat(self, body: Any) -> dict: ...
+    async def promote_peer(self, node: str) -> dict: ...
+    async def prepare_voter(self, body: Any) -> dict: ...
+    async def abandon_voter(self) -> dict: ...
+    async def add_peer(self, peer: str) -> dict: ...
+    async def remove_peer(self, node: str, deadline: Optional[float]) -> dict: ...
+    async def rebalance(self) -> dict: ...
+
+
+class HealthApi(Protocol):
+    def report(self) -> dict: ...
+    def readiness(self) -> dict: ...
+
+
+class ReplicaApi(Protocol):
+    """This peer's replica: what it has applied (X-JM-Index, X-JM-Min-Index)."""
+    def applied_index(self) -> int: ...
+    async def wait_applied(self, index: int, timeout: float) -> bool: ...
+
+
+class TokensApi(Protocol):
+    async def credential(self, bearer: str) -> Optional[Credential]:
+        """The credential a bearer (not the root one) is, or None; an exception with
+        `bearer_refused` set and a text saying why for a JWT that is none (401)."""
+    async def create(self, name: Any, role: Any, tenant: Any) -> dict: ...
+    def list(self) -> list: ...
+    async def revoke(self, name: str) -> None: ...
+
+
+class TenantsApi(Protocol):
     def visible(self, param: str, value: str, who: Credential) -> Optional[bool]:
         """Whether `who` may see the job, batch, session, pipeline or artifact a path
         parameter names (another tenant's: the same 404 as for none); None when this
         replica does not know it."""
-    async def set_tenant(self, name: str, body: Any) -> dict: ...
-    # named pipelines (jm/cluster/pipelines.py)
-    async def put_pipeline(self, name: str, body: Any, who: Credential) -> tuple[int, dict]:
-        """(status, answer): 201 created, 200 unchanged or upgraded, 202 upgrading."""
-    def pipelines(self, who: Credential) -> dict: ...
-    def pipeline(self, name: str) -> Optional[dict]: ...
-    async def delete_pipeline(self, name: str) -> dict: ...
-    def tenants(self, who: Credential) -> dict: ...
-    def audit(self, entry: Mapping[str, Any]) -> None: ...
-    async def audit_entries(self, query: Mapping[str, str]) -> dict: ...
-    def health(self) -> dict: ...
-    def applied_index(self) -> int: ...
+    async def set(self, name: str, body: Any) -> dict: ...
+    def list(self, who: Credential) -> dict: ...
+
+
+class AuditApi(Protocol):
+    def record(self, entry: Mapping[str, Any]) -> None: ...
+    async def entries(self, query: Mapping[str, str]) -> dict: ...
+
+
+class Gateway(Protocol):
+    """What the REST layer may ask of a peer: one object per role (lists above show only
+    what the caller may see)."""
+    jobs: JobsApi
+    views: JobViewsApi
+    batches: BatchesApi
+    artifacts: ArtifactsApi
+    pipelines: PipelinesApi
+    cluster: ClusterApi
+    health: HealthApi
+    replica: ReplicaApi
+    tokens: TokensApi
+    tenants: TenantsApi
+    audit: AuditApi
     sql: SqlGatewayApi
-    async def wait_applied(self, index: int, timeout: float) -> bool: ...
+    max_spec_size: int

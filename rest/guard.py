@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from rest.gateway import ApiError
+from jm.api import ApiError
 
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
 UNSAFE = ("POST", "PUT", "PATCH", "DELETE")

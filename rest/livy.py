@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from rest.gateway import ApiError
+from jm.api import ApiError
 from rest.middleware import MAX_BODY, MAX_SPEC, caller
 from rest.requests import gw as _gw, int_or, json_body
 
@@ -23,7 +23,7 @@ def _batch(request: web.Request) -> tuple[str, dict]:
         number = int(raw)
     except ValueError:
         raise ApiError(404, f"batch {raw!r} not found (batch ids are integers)")
-    found = _gw(request).livy_batch(number)
+    found = _gw(request).batches.get(number)
     if found is None:
         raise ApiError(404, f"batch {number} not found")
     return found
@@ -32,20 +32,20 @@ def _batch(request: web.Request) -> tuple[str, dict]:
 async def post_batch(request: web.Request) -> web.Response:
     spec_limit = request.app[MAX_SPEC]  # (a batch becomes a job spec: read no more)
     body = await json_body(request, limit=("jobmanager.spec.max-size", spec_limit)
-                            if spec_limit <= request.app[MAX_BODY] else None)
-    out = await _gw(request).livy_submit(body, request.headers.get("X-Request-Id", ""),
-                                         caller(request))
+                           if spec_limit <= request.app[MAX_BODY] else None)
+    out = await _gw(request).batches.submit(body, request.headers.get("X-Request-Id", ""),
+                                            caller(request))
     return web.json_response(out, status=201)
 
 
 async def get_batches(request: web.Request) -> web.Response:
     start, size = int_or(request, "from", 0), int_or(request, "size", 20)
-    return web.json_response(_gw(request).livy_batches(start, size, caller(request)))
+    return web.json_response(_gw(request).batches.list(start, size, caller(request)))
 
 
 async def get_batch(request: web.Request) -> web.Response:
     job_id, batch = _batch(request)
-    batch["log"] = (await _gw(request).livy_log(job_id, None, 10))["log"]
+    batch["log"] = (await _gw(request).batches.log(job_id, None, 10))["log"]
     return web.json_response(batch)
 
 
@@ -56,20 +56,20 @@ async def get_state(request: web.Request) -> web.Response:
 
 async def get_log(request: web.Request) -> web.Response:
     job_id, batch = _batch(request)
-    out = await _gw(request).livy_log(job_id, int_or(request, "from", None),
-                                      int_or(request, "size", None))
+    out = await _gw(request).batches.log(job_id, int_or(request, "from", None),
+                                         int_or(request, "size", None))
     return web.json_response({"id": batch["id"], **out})
 
 
 async def delete_batch(request: web.Request) -> web.Response:
     job_id, batch = _batch(request)
     if batch["state"] not in ("success", "dead", "killed"):
-        await _gw(request).cancel_job(job_id)
+        await _gw(request).jobs.cancel(job_id)
     return web.json_response({"msg": "deleted"})
 
 
 async def version(request: web.Request) -> web.Response:
-    return web.json_response(_gw(request).livy_version())
+    return web.json_response(_gw(request).batches.version())
 
 
 def add_routes(app: web.Application) -> None:

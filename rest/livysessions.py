@@ -21,7 +21,7 @@ from typing import Any, Callable
 from aiohttp import web
 
 from rest import sql as proxy
-from rest.gateway import ApiError, UnknownSession
+from jm.api import ApiError, UnknownSession
 from rest.middleware import caller
 from rest.requests import int_or, int_param
 

@@ -13,8 +13,8 @@ from aiohttp import web
 from aiohttp.web_urldispatcher import MatchInfoError
 
 from rest import roles
-from rest.gateway import (ANYONE, FORWARDED, INDEX_HEADER, MIN_INDEX_HEADER, ROOT,
-                          ApiError, Credential, Gateway)
+from jm.api import ANYONE, FORWARDED, INDEX_HEADER, MIN_INDEX_HEADER, ROOT, ApiError, Credential
+from rest.gateway import Gateway
 
 log = logging.getLogger("jm.rest")
 
@@ -164,12 +164,12 @@ async def _hidden(request: web.Request, params: dict, who: Credential) -> Option
     unknown (a name a PUT creates may be unknown), else None."""
     gw = request.app[GATEWAY]
     for param, value in params.items():
-        seen = gw.visible(param, value, who)
+        seen = gw.tenants.visible(param, value, who)
         if seen is None and (request.method, param) in CREATED_BY_PATH:
             continue
         if seen is None and FORWARDED not in request.headers:
             await gw.sql.catch_up()  # (a forwarded request waited for its sender's index)
-            seen = gw.visible(param, value, who)
+            seen = gw.tenants.visible(param, value, who)
         if not seen:
             return HIDDEN[param].format(value)
     return None
@@ -199,7 +199,7 @@ async def _named(request: web.Request) -> Optional[Credential]:
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not given.strip():
         return None
-    return await request.app[GATEWAY].credential(given.strip())
+    return await request.app[GATEWAY].tokens.credential(given.strip())
 
 
 async def _route(request: web.Request) -> tuple[Optional[str], dict]:
@@ -279,8 +279,9 @@ def consistency_middleware(wait_timeout: float):
                 raise ApiError(400, f"{MIN_INDEX_HEADER} must be a non-negative integer "
                                     f"(an {INDEX_HEADER} you were sent), not {raw!r}")
             gw = request.app[GATEWAY]
-            if not await gw.wait_applied(want, wait_timeout):
-                raise ApiError(503, f"this peer has applied index {gw.applied_index()}, not yet "
+            if not await gw.replica.wait_applied(want, wait_timeout):
+                applied = gw.replica.applied_index()
+                raise ApiError(503, f"this peer has applied index {applied}, not yet "
                                     f"{want} ({MIN_INDEX_HEADER}); retry, or ask another peer",
                                headers={"Retry-After": "1"})
         return await handler(request)
@@ -290,4 +291,4 @@ def consistency_middleware(wait_timeout: float):
 async def add_index(request: web.Request, response: web.StreamResponse) -> None:
     gw = request.app.get(GATEWAY)
     if gw is not None:
-        response.headers[INDEX_HEADER] = str(gw.applied_index())
+        response.headers[INDEX_HEADER] = str(gw.replica.applied_index())

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from rest.gateway import ApiError
+from jm.api import ApiError
 from rest.middleware import MAX_BODY, MAX_SPEC, caller
 from rest.requests import gw, json_body
 
@@ -15,25 +15,25 @@ async def put_pipeline(request: web.Request) -> web.Response:
     spec_limit, body_limit = request.app[MAX_SPEC], request.app[MAX_BODY]
     body = await json_body(request, limit=("jobmanager.spec.max-size", spec_limit)
                            if spec_limit <= body_limit else None)
-    status, out = await gw(request).put_pipeline(request.match_info["pipeline"], body,
-                                                 caller(request))
+    status, out = await gw(request).pipelines.put(request.match_info["pipeline"], body,
+                                                  caller(request))
     return web.json_response(out, status=status)
 
 
 async def get_pipelines(request: web.Request) -> web.Response:
-    return web.json_response(gw(request).pipelines(caller(request)))
+    return web.json_response(gw(request).pipelines.list(caller(request)))
 
 
 async def get_pipeline(request: web.Request) -> web.Response:
     name = request.match_info["pipeline"]
-    out = gw(request).pipeline(name)
+    out = gw(request).pipelines.get(name)
     if out is None:
         raise ApiError(404, f"pipeline {name} not found")
     return web.json_response(out)
 
 
 async def delete_pipeline(request: web.Request) -> web.Response:
-    return web.json_response(await gw(request).delete_pipeline(request.match_info["pipeline"]))
+    return web.json_response(await gw(request).pipelines.delete(request.match_info["pipeline"]))
 
 
 def add_routes(app: web.Application) -> None:

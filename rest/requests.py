@@ -8,7 +8,9 @@ from typing import Any, Optional
 
 from aiohttp import web
 
-from rest.gateway import ApiError, Gateway
+from jm.api import ApiError
+
+from rest.gateway import Gateway
 from rest.middleware import GATEWAY, MAX_BODY
 
 

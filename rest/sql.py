@@ -13,8 +13,8 @@ from typing import Any, Awaitable, Callable
 import aiohttp
 from aiohttp import web
 
-from rest.gateway import (FORWARDED, ApiError, Forward, ResultPage, SessionInfo,
-                          UnknownSession)
+from jm.api import (FORWARDED, MIN_INDEX_HEADER, ApiError, Forward, ResultPage, SessionInfo,
+                    UnknownSession)
 from rest.middleware import CLIENT_SSL, GATEWAY, MAX_BODY, caller, forward_mark
 from rest.requests import body_bytes, json_body
 
@@ -115,9 +115,8 @@ class _Unreachable(Exception):
 
 
 async def _proxy(request: web.Request, url: str) -> web.StreamResponse:
-    from rest.gateway import MIN_INDEX_HEADER
     headers = {FORWARDED: forward_mark(request.app),
-               MIN_INDEX_HEADER: str(request.app[GATEWAY].applied_index())}
+               MIN_INDEX_HEADER: str(request.app[GATEWAY].replica.applied_index())}
     for name in ("Authorization", "Content-Type"):
         if name in request.headers:
             headers[name] = request.headers[name]

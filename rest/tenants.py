@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 from aiohttp import web
 
-from rest.gateway import FORWARDED
+from jm.api import FORWARDED
 from rest.middleware import CALLER, GATEWAY, PEERS_ONLY, caller, forwarded_by_peer
 from rest.requests import gw, json_body
 
@@ -28,16 +28,16 @@ def cut(text: str, limit: int = MAX_FIELD) -> str:
 
 async def put_tenant(request: web.Request) -> web.Response:
     body = await json_body(request)
-    return web.json_response(await gw(request).set_tenant(request.match_info["tenant"],
-                                                          body))
+    return web.json_response(await gw(request).tenants.set(request.match_info["tenant"],
+                                                           body))
 
 
 async def get_tenants(request: web.Request) -> web.Response:
-    return web.json_response(gw(request).tenants(caller(request)))
+    return web.json_response(gw(request).tenants.list(caller(request)))
 
 
 async def get_audit(request: web.Request) -> web.Response:
-    return web.json_response(await gw(request).audit_entries(request.query))
+    return web.json_response(await gw(request).audit.entries(request.query))
 
 
 def _entry(request: web.Request, status: int, body: bytes | None) -> dict:
@@ -88,7 +88,7 @@ async def audit_middleware(request: web.Request, handler):
         entry["ms"] = round((time.monotonic() - start) * 1000, 1)
         gateway = request.app.get(GATEWAY)
         if gateway is not None:
-            gateway.audit(entry)
+            gateway.audit.record(entry)
 
 
 def add_routes(app: web.Application) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from rest.gateway import ApiError
+from jm.api import ApiError
 from rest.requests import gw, json_body
 
 FIELDS = {"name", "role", "tenant"}
@@ -18,18 +18,18 @@ async def post_token(request: web.Request) -> web.Response:
     unknown = sorted(set(body) - FIELDS)
     if unknown:
         raise ApiError(400, f"unknown field(s): {', '.join(unknown)}")
-    out = await gw(request).create_token(body.get("name"), body.get("role"),
-                                         body.get("tenant"))
+    out = await gw(request).tokens.create(body.get("name"), body.get("role"),
+                                          body.get("tenant"))
     return web.json_response(out, status=201)
 
 
 async def get_tokens(request: web.Request) -> web.Response:
-    return web.json_response({"tokens": gw(request).list_tokens()})
+    return web.json_response({"tokens": gw(request).tokens.list()})
 
 
 async def delete_token(request: web.Request) -> web.Response:
     name = request.match_info["name"]
-    await gw(request).revoke_token(name)
+    await gw(request).tokens.revoke(name)
     return web.json_response({"name": name, "revoked": True})
 
 

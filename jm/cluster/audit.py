@@ -1,5 +1,5 @@
 """The audit log of one peer: who did what to which job, session or artifact, through
-this peer (jm/cluster/tenancy.py writes an entry for every write request the REST layer
+this peer (jm/cluster/auditapi.py writes an entry for every write request the REST layer
 took, accepted or refused; requests without valid credentials are counted per source,
 `RefusedTally`). Each entry is a JSON line in `<log dir>/audit.log` (rotated at
 MAX_BYTES, `rest.audit.max-files` old files kept), a line of the peer's log (logger

@@ -12,7 +12,7 @@ from jm.policy import pages
 from jm.wire import views
 from raft.commands import CancelJob, ReportStatuses
 from raft.records import TERMINAL
-from rest.gateway import ApiError
+from jm.api import ApiError
 
 log = logging.getLogger("jm.cluster.joblists")
 

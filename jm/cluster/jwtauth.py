@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Union
 
 from raft.tokens import ROLES as TOKEN_ROLES
-from rest.gateway import Credential
+from jm.api import Credential
 
 log = logging.getLogger("jm.rest")
 

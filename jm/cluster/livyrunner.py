@@ -31,7 +31,7 @@ from jm.wire import livysessions as W
 from raft import livy as L, tenants as T
 from raft.commands import AddSqlStatement, EndLivyStatement
 from raft.node import RaftUnavailable
-from rest.gateway import ApiError
+from jm.api import ApiError
 
 if TYPE_CHECKING:
     from jm.cluster.sqlgateway import SqlGateway

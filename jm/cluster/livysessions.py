@@ -21,7 +21,7 @@ from raft import livy as L
 from raft import tenants as T
 from raft.commands import (AddLivyStatement, CloseSqlSessions, EndLivyStatement,
                            OpenLivySession)
-from rest.gateway import ANYONE, ApiError, Credential, UnknownSession
+from jm.api import ANYONE, ApiError, Credential, UnknownSession
 
 if TYPE_CHECKING:
     from jm.cluster.sqlgateway import SqlGateway

@@ -19,7 +19,7 @@ from jm.cluster.artifacts import ArtifactFetcher
 from jm.cluster.batcher import Batcher
 from jm.cluster.blobs import BlobStore
 from jm.cluster.dispatcher import Dispatcher
-from jm.cluster.gateway import PeerGateway
+from jm.cluster.gateway import PeerGateway, build_gateway
 from jm.cluster.janitor import Janitor, JanitorConfig
 from jm.cluster.sessiondeps import SessionDepsHolder
 from jm.cluster.envs import EnvCache, PipOptions
@@ -256,7 +256,7 @@ class Peer:
                            conf["heartbeat.interval"], conf["jobmanager.lease-timeout"],
                            conf["rest.write-timeout"], self.executor, self.dispatcher,
                            send=self.beats.send)
-        self.gateway = PeerGateway(GatewayServices(
+        self.gateway = build_gateway(GatewayServices(
             node=self.node, conf=conf, raft=raft, lease=self.lease, rounds=self.rounds,
             submitter=self.submitter, executor=self.executor, sql=self.sql,
             spark=sparks.server, spark_remote=sparks.remote, blobs=self.blobs,
@@ -289,7 +289,7 @@ class Peer:
                 self._warm_overview()
 
     def _gauges(self) -> dict:
-        return self.gateway.gauges() if self.gateway is not None else {}
+        return self.gateway.health.gauges() if self.gateway is not None else {}
 
     def _warm_overview(self) -> None:
         """Fill the overview's row cache in the background."""

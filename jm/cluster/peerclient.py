@@ -10,7 +10,7 @@ from typing import Any, Mapping, Optional
 
 import aiohttp
 
-from rest.gateway import INDEX_HEADER, MIN_INDEX_HEADER
+from jm.api import INDEX_HEADER, MIN_INDEX_HEADER
 
 
 class PeerUnreachable(Exception):

@@ -7,12 +7,16 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from jm.cluster.reads import GatewayBase, api_errors
+from jm.api import ANYONE, ApiError, Credential
+from jm.cluster.apiwrites import Writes, api_errors
+from jm.cluster.resolver import SubmissionResolver
 from raft import pipelines as P
 from raft.commands import DeletePipeline, PutPipeline
-from rest.gateway import ANYONE, ApiError, Credential
+
+if TYPE_CHECKING:
+    from raft.node import RaftHost
 
 STATUS = {"created": 201, "upgrading": 202}  # else 200 (unchanged, upgraded)
 
@@ -37,9 +41,13 @@ def view(p: P.PipelineRecord, jobs: dict, history: bool) -> dict:
     return out
 
 
-class PipelineWrites(GatewayBase):
+class Pipelines:
+    def __init__(self, raft: "RaftHost", writes: Writes, resolver: SubmissionResolver
+                 ) -> None:
+        self.raft, self.writes, self.resolver = raft, writes, resolver
+
     @api_errors
-    async def put_pipeline(self, name: str, body: Any, who: Credential = ANYONE
+    async def put(self, name: str, body: Any, who: Credential = ANYONE
                            ) -> tuple[int, dict]:
         """(status, answer): 201 created, 200 unchanged or upgraded at once, 202 upgrading
         (the running version stops with a savepoint first)."""
@@ -48,28 +56,29 @@ class PipelineWrites(GatewayBase):
         if "jobid" in body:
             raise ApiError(400, "jobid: a pipeline's jobs get their ids from it (leave it "
                                 "out)")
-        spec, tenant = self._owned_spec(dict(body, name=body.get("name") or name), None, who)
+        spec, tenant = self.resolver.owned_spec(dict(body, name=body.get("name") or name),
+                                                None, who)
         spec.pop("jobid", None)
-        self._writable()
-        await self._check_spec(spec, None, who)
+        self.writes.writable()
+        await self.resolver.check_spec(spec, None, who)
         job_id = re.sub(r"[^A-Za-z0-9_-]", "-", name[:40]) + "-" + uuid.uuid4().hex[:16]
-        out = await self._write(PutPipeline(name, spec, job_id, time.time(), tenant,
-                                            who.name))
+        out = await self.writes.write(PutPipeline(name, spec, job_id, time.time(), tenant,
+                                                  who.name))
         return STATUS.get(out["outcome"], 200), out
 
-    def pipelines(self, who: Credential) -> dict:
+    def list(self, who: Credential) -> dict:
         with self.raft.read() as st:
             return {"pipelines": [view(p, st.jobs, False) for _, p in
                                   sorted(st.pipelines.items()) if who.may_see(p.tenant)]}
 
-    def pipeline(self, name: str) -> Optional[dict]:
+    def get(self, name: str) -> Optional[dict]:
         with self.raft.read() as st:
             p = st.pipelines.get(name)
             return view(p, st.jobs, True) if p is not None else None
 
     @api_errors
-    async def delete_pipeline(self, name: str) -> dict:
-        out = await self._write(DeletePipeline(name, time.time()))
+    async def delete(self, name: str) -> dict:
+        out = await self.writes.write(DeletePipeline(name, time.time()))
         with self.raft.read() as st:
             job = st.jobs.get(out["jobid"])
             out["state"] = job.status if job is not None else None

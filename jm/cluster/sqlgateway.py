@@ -24,7 +24,7 @@ from jm.runtime.sqlclient import StatementError, WorkerLost
 from jm.wire import sqlresult
 from raft.commands import AddSqlStatement, SqlOperation
 from raft.node import RaftUnavailable
-from rest.gateway import ROW_FORMATS, ApiError, ResultPage
+from jm.api import ROW_FORMATS, ApiError, ResultPage
 
 log = logging.getLogger("jm.sql")
 

@@ -30,7 +30,7 @@ from jm.runtime.sqlclient import SqlWorker
 from raft import sessions as S, tenants as T
 from raft.commands import CloseSqlSessions, OpenSqlSession, StartSqlOperations
 from raft.node import RaftUnavailable
-from rest.gateway import ANYONE, ApiError, Credential, Forward, SessionInfo, UnknownSession
+from jm.api import ANYONE, ApiError, Credential, Forward, SessionInfo, UnknownSession
 
 log = logging.getLogger("jm.sql")
 

@@ -1,31 +1,25 @@
 """Tenants on a peer: which job, batch, session or artifact a caller may see (the REST
-layer answers 404 for another tenant's, as for one that does not exist), the tenants'
-quotas (`PUT /tenants/{t}`, `GET /tenants`, `jm tenant`) and the audit log (`GET /audit`:
-this peer's entries and every other live peer's). The quotas are kept by raft/tenants.py
-(sessions) and the ResourceManager's placement (slots, jm/policy/quota.py)."""
+layer answers 404 for another tenant's, as for one that does not exist) and the tenants'
+quotas (`PUT /tenants/{t}`, `GET /tenants`, `jm tenant`). The quotas are kept by
+raft/tenants.py (sessions) and the ResourceManager's placement (slots, jm/policy/quota.py).
+The audit log is jm/cluster/auditapi.py's."""
 from __future__ import annotations
 
-import asyncio
-import logging
 import os
 import time
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
-from jm.cluster.audit import AuditLog, RefusedTally, merge_newest, syslog_sink
-from jm.cluster.peerclient import PeerUnreachable
-from jm.cluster.reads import GatewayBase, api_errors
+from jm.api import ApiError, Credential
+from jm.cluster.apiwrites import Writes, api_errors
 from jm.cluster.resourcemanager import tenant_usage
 from jm.configvalues import parse_memory
 from jm.policy import fsuri, quota
 from raft import tenants as T
 from raft.commands import SetTenant
-from raft.records import ALIVE, TERMINAL
-from rest.gateway import ApiError, Credential
+from raft.records import TERMINAL
 
-log = logging.getLogger("jm.audit")
-
-
-AUDIT_WAIT = 5.0  # s GET /audit waits for each other peer's entries
+if TYPE_CHECKING:
+    from raft.node import RaftHost
 
 
 def _int(raw: Any) -> Optional[int]:
@@ -51,9 +45,9 @@ def tenant_for(who: Credential, asked: Any) -> Optional[str]:
     return None if chosen == T.DEFAULT else chosen
 
 
-class TenantAccess(GatewayBase):
-    _audit_log: Optional[AuditLog] = None
-    _refused: RefusedTally
+class Tenants:
+    def __init__(self, raft: "RaftHost", writes: Writes) -> None:
+        self.raft, self.writes = raft, writes
 
     def visible(self, param: str, value: str, who: Credential) -> Optional[bool]:
         """Whether `who` may see the job (job_id), batch (batch_id), Livy session
@@ -81,7 +75,7 @@ class TenantAccess(GatewayBase):
 
     # ---- quotas ----------------------------------------------------------------------
     @api_errors
-    async def set_tenant(self, name: str, body: Any) -> dict:
+    async def set(self, name: str, body: Any) -> dict:
         if not isinstance(body, dict) or not body or set(body) - {
                 "slots", "sessions", "os-user", "memory", "cpu", "proxy-users",
                 "savepoint-dirs"}:
@@ -114,12 +108,12 @@ class TenantAccess(GatewayBase):
             raise ApiError(409, f"os-user: this peer runs as uid {os.geteuid()}, not root: it "
                                 "cannot run a tenant's work as another user (run the peers as "
                                 "root, or use jobmanager.executor.user for every job)")
-        await self._write(SetTenant(name, body.get("slots"), body.get("sessions"),
-                                    time.time(), user, memory, body.get("cpu"),
-                                    None if proxies is None else tuple(proxies), dirs))
+        await self.writes.write(SetTenant(name, body.get("slots"), body.get("sessions"),
+                                          time.time(), user, memory, body.get("cpu"),
+                                          None if proxies is None else tuple(proxies), dirs))
         return self._tenant_rows([name])[0]
 
-    def tenants(self, who: Credential) -> dict:
+    def list(self, who: Credential) -> dict:
         with self.raft.read() as st:
             names = set(st.tenants)
             names.update(T.key(j.tenant) for owned in st.assigned.values()
@@ -167,66 +161,6 @@ class TenantAccess(GatewayBase):
                 return None
             return quota.waiting_reason(job.tenant, job.slots,
                                         {rec.name: rec.slots}, tenant_usage(st))
-
-    # ---- the audit log ---------------------------------------------------------------
-    def _audit(self) -> AuditLog:
-        if self._audit_log is None:
-            sink, address = None, self.conf["rest.audit.syslog"]
-            if address:
-                try:
-                    sink = syslog_sink(address)
-                except OSError as exc:
-                    log.error("audit entries not sent to syslog %s: %s", address, exc)
-            self._audit_log = AuditLog(self.log_dir, self.conf["rest.audit.max-files"], sink)
-            self._refused = RefusedTally()
-        return self._audit_log
-
-    def audit(self, entry: Mapping[str, Any]) -> None:
-        """An entry of a request this peer took; one refused for want of credentials (401)
-        is counted per source instead (RefusedTally)."""
-        audit_log, now = self._audit(), time.monotonic()
-        if entry.get("status") == 401:
-            counts, entries = self._refused.refused(entry.get("remote"), now), []
-        else:
-            counts, entries = self._refused.due(now), [entry]
-        for e in [{"time": entry.get("time"), **c} for c in counts] + entries:
-            audit_log.write({"peer": self.node, **e})
-
-    async def audit_entries(self, query: Mapping[str, str]) -> dict:
-        """The newest entries of every live peer's audit log (`local`: this peer's only),
-        and which peers answered; a peer that does not answer in AUDIT_WAIT s is named
-        in `unreachable` (its entries are left out, the answer is still a 200)."""
-        limit = _int(query.get("limit", "100"))
-        if limit is None or limit < 1:
-            raise ApiError(400, "limit must be a positive integer")
-        wanted = {k: v for k, v in query.items() if k in ("job", "who", "tenant")}
-
-        def keep(e: dict) -> bool:
-            return all(str(e.get(k) or "") == v or (k == "job" and v in e.get("ids", {})
-                                                     .values()) for k, v in wanted.items())
-        own = await asyncio.to_thread(self._audit().read, limit, keep)  # (files: off the loop)
-        with self.raft.read() as st:
-            others = [] if "local" in query else sorted(
-                (p.id, self.svc.url_of(p.host, p.rest_port)) for p in st.peers.values()
-                if p.state == ALIVE and p.id != self.node)
-        params = {**wanted, "limit": str(limit), "local": "1"}
-        answers = await asyncio.gather(*(self._peer_audit(url, params) for _, url in others))
-        logs = [own] + [a for a in answers if a is not None]
-        return {"peers": [self.node] + [n for (n, _), a in zip(others, answers)
-                                        if a is not None],
-                "unreachable": [n for (n, _), a in zip(others, answers) if a is None],
-                "entries": merge_newest(logs, limit)}
-
-    async def _peer_audit(self, url: str, params: Mapping[str, str]) -> Optional[list]:
-        try:
-            answer = await self.svc.peer_client.call("GET", url + "/audit", AUDIT_WAIT,
-                                                     params=params)
-        except PeerUnreachable:
-            return None
-        entries = answer.body.get("entries") if isinstance(answer.body, dict) else None
-        if answer.status != 200 or not isinstance(entries, list):
-            return None
-        return [e for e in entries if isinstance(e, dict)]
 
 
 def _runtime_row(rt: T.TenantRuntime) -> dict:

@@ -9,19 +9,25 @@ import hashlib
 import secrets
 import time
 import logging
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from jm.cluster.jwtauth import FileKeys, JwtPolicy, JwtVerifier, UrlKeys, looks_like_jwt
-from jm.cluster.reads import GatewayBase, api_errors
+from jm.cluster.apiwrites import Writes, api_errors
 from raft.commands import CreateToken, RevokeToken
-from rest.gateway import ApiError, Credential
+
+if TYPE_CHECKING:
+    from jm.config import Config
+    from raft.node import RaftHost
+from jm.api import ApiError, Credential
 
 log = logging.getLogger("jm.rest")
 PREFIX = "jmt_"  # a token's secret starts with it (easy to find in a leaked file)
 
 
-class TokenWrites(GatewayBase):
-    _jwt: Any = None  # jm/cluster/jwtauth.py's verifier, made at the first JWT bearer
+class Tokens:
+    def __init__(self, conf: "Config", raft: "RaftHost", writes: Writes) -> None:
+        self.conf, self.raft, self.writes = conf, raft, writes
+        self._jwt: Any = None  # (jm/cluster/jwtauth.py) made at the first JWT bearer
 
     async def credential(self, bearer: str) -> Optional[Credential]:
         """The credential a bearer that is not the root one is: a JWT (with
@@ -47,7 +53,7 @@ class TokenWrites(GatewayBase):
         return self._jwt
 
     @api_errors
-    async def create_token(self, name: Any, role: Any, tenant: Any) -> dict:
+    async def create(self, name: Any, role: Any, tenant: Any) -> dict:
         for field, value in (("name", name), ("role", role)):
             if not isinstance(value, str) or not value:
                 raise ApiError(400, f"{field} must be a non-empty string")
@@ -55,20 +61,19 @@ class TokenWrites(GatewayBase):
             raise ApiError(400, "tenant must be a string (or absent: every tenant)")
         secret = PREFIX + secrets.token_urlsafe(32)
         digest = hashlib.sha256(secret.encode()).hexdigest()
-        self._writable()
-        res = await self.raft.submit(CreateToken(name, role, tenant or None, digest,
-                                                 time.time()),
-                                     self.conf["rest.write-timeout"])
+        self.writes.writable()
+        res = await self.writes.submit(CreateToken(name, role, tenant or None, digest,
+                                                   time.time()))
         if not res.ok:
             raise ApiError(409 if res.code == "exists" else 400, res.error)
         return {"name": name, "role": role, "tenant": tenant or None, "token": secret}
 
-    def list_tokens(self) -> list:
+    def list(self) -> list:
         with self.raft.read() as st:
             return [{"name": t.name, "role": t.role, "tenant": t.tenant,
                      "created": t.created} for t in sorted(st.tokens.values(),
                                                            key=lambda t: t.name)]
 
     @api_errors
-    async def revoke_token(self, name: str) -> None:
-        await self._write(RevokeToken(name, time.time()))
+    async def revoke(self, name: str) -> None:
+        await self.writes.write(RevokeToken(name, time.time()))

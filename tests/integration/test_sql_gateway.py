@@ -431,7 +431,7 @@ async def test_a_peer_that_has_not_applied_a_new_session_yet_catches_up(sqlc, mo
     applied it yet (no X-JM-Min-Index, as a Flink client behind a load balancer sends):
     that peer looks again after a Raft barrier instead of answering 404."""
     from jm.cluster.sqlgateway import SqlGateway
-    from rest.gateway import UnknownSession
+    from jm.api import UnknownSession
     sh = await open_session(sqlc, 0)
     lagging = sqlc.peers[1].sql
     real_record, real_catch_up = SqlGateway._record, SqlGateway.catch_up

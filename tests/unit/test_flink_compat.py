@@ -13,7 +13,7 @@ from raft import commands as c
 from raft import state as S
 from raft.state import ClusterState
 from rest import flink as F
-from rest.gateway import ApiError
+from jm.api import ApiError
 
 # the bodies Flink 2.3's RestClusterClient sends (SavepointTriggerRequestBody,
 # StopWithSavepointRequestBody): every field, nulls included

@@ -8,7 +8,9 @@
   jm/policy/ (pure; what a policy module imports is checked the same way); the one
   exception is the SQLAlchemy dialect (jm/client/sqla/), which may import sqlalchemy
   and which no other client module imports;
-* rest/ imports nothing of ours but its gateway protocol (rest/gateway.py);
+* rest/ imports nothing of ours but its gateway protocols (rest/gateway.py) and the
+  vocabulary it shares with the peer (jm/api.py, the standard library only);
+* jm/cluster/ imports nothing of rest/ but where the peer is assembled (the REST app);
 * pyspark is imported only by the job runtime (jm/runtime/).
 """
 import ast
@@ -117,8 +119,23 @@ def test_client_is_standard_library_only(module):
 
 @pytest.mark.parametrize("module", _in("rest"))
 def test_rest_imports_only_its_gateway_protocol(module):
-    bad = {n for n in closure(module) if _top(n) in OURS and not _under(n, ["rest"])}
+    bad = {n for n in closure(module) if _top(n) in OURS and not _under(n, ["rest", "jm.api"])}
     assert not bad, f"{module} imports {sorted(bad)}"
+
+
+def test_the_shared_vocabulary_is_standard_library_only():
+    bad = {n for n in closure("jm.api") if _top(n) not in sys.stdlib_module_names}
+    assert not bad, f"jm.api imports {sorted(bad)}"
+
+
+# where a peer is put together: the only modules of jm/cluster/ that build REST's app
+ASSEMBLY = ("jm.cluster.peer", "jm.cluster.restserve")
+
+
+@pytest.mark.parametrize("module", [m for m in _in("jm.cluster") if m not in ASSEMBLY])
+def test_the_peer_s_parts_import_nothing_of_rest(module):
+    bad = {n for n in imports_of(module) if _top(n) == "rest"}
+    assert not bad, f"{module} imports {sorted(bad)} (the shared words are in jm/api.py)"
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if not _under(m, ["jm.runtime"])))
@@ -129,10 +146,10 @@ def test_pyspark_only_in_the_job_runtime(module):
 
 def test_the_checker_sees_what_it_must():
     """Imports through our own modules count (peer -> raft.node -> pysyncobj), and so do
-    imports inside functions (the gateway's reads import the metrics only for gauges)."""
+    imports inside functions (the health role imports the metrics only for gauges)."""
     assert "pysyncobj" in closure("jm.cluster.peer")
     assert "pysyncobj" not in imports_of("jm.cluster.peer")
-    assert "jm.cluster.metrics" in imports_of("jm.cluster.reads")
+    assert "jm.cluster.metrics" in imports_of("jm.cluster.health")
     assert _under("aiohttp.web", POLICY_FORBIDDEN) and not _under("aiohttpx", ["aiohttp"])
 
 

@@ -8,9 +8,11 @@ from rest.app import make_app
 
 
 class FakeGateway:
+    """The replica and job-views roles of a gateway, in one object."""
     def __init__(self) -> None:
         self.applied = 5
         self._moved = asyncio.Event()
+        self.replica = self.views = self
 
     def applied_index(self) -> int:
         return self.applied

@@ -8,7 +8,7 @@ import pytest
 from jm.cluster import jwtauth as J
 from jm.config import load_config
 from jm.configvalues import ConfigError
-from rest.gateway import Credential
+from jm.api import Credential
 
 NOW = 1_000_000.0
 P = J.JwtPolicy(issuer="i", max_lifetime=3600.0,

@@ -55,20 +55,16 @@ def test_tokens_in_the_state():
 def test_a_jwt_key_file_that_is_no_key_refuses_jwts_without_failing(tmp_path):
     import asyncio
     from jm.cluster.jwtauth import JwtRefused
-    from jm.cluster.tokens import TokenWrites
+    from jm.cluster.tokens import Tokens
     bad = tmp_path / "jwks.json"
     bad.write_text('{"keys": [{"kty": "nonsense"}]}')
-
-    class Gateway(TokenWrites):
-        def __init__(self):  # (only what credential() reads of a gateway)
-            self.conf = {"rest.auth.jwt.key-file": str(bad), "rest.auth.jwt.jwks-url": None,
-                         "rest.auth.jwt.issuer": "i", "rest.auth.jwt.audience": None,
-                         "rest.auth.jwt.role-claim": "role",
-                         "rest.auth.jwt.tenant-claim": "tenant",
-                         "rest.auth.jwt.default-tenant": None,
-                         "rest.auth.jwt.max-lifetime": 3600.0, "rest.auth.jwt.role-map": {}}
-    gw = Gateway()
+    conf = {"rest.auth.jwt.key-file": str(bad), "rest.auth.jwt.jwks-url": None,
+            "rest.auth.jwt.issuer": "i", "rest.auth.jwt.audience": None,
+            "rest.auth.jwt.role-claim": "role", "rest.auth.jwt.tenant-claim": "tenant",
+            "rest.auth.jwt.default-tenant": None, "rest.auth.jwt.max-lifetime": 3600.0,
+            "rest.auth.jwt.role-map": {}}
+    tokens = Tokens(conf, raft=None, writes=None)  # (credential() of a JWT reads neither)
     token = "eyJhbGciOiJSUzI1NiJ9.e30.c2ln"  # {"alg": "RS256"}, {}, "sig"
     for _ in range(2):
         with pytest.raises(JwtRefused, match="cannot be verified|does not verify"):
-            asyncio.run(gw.credential(token))
+            asyncio.run(tokens.credential(token))

@@ -10,7 +10,7 @@ from jm.runtime import sqlproto as P
 from jm.wire.sqlresult import columns, logical_type
 from raft import commands as c
 from raft.state import ClusterState
-from rest.gateway import ResultPage
+from jm.api import ResultPage
 from rest.sql import result_json, results
 
 

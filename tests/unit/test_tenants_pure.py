@@ -9,7 +9,7 @@ from jm.policy import quota
 from jm.policy.placement import PeerLoad, Waiting, place
 from raft import commands as c
 from raft.state import ClusterState
-from rest.gateway import ANYONE, ROOT, Credential
+from jm.api import ANYONE, ROOT, Credential
 
 A = "127.0.0.1:1"
 

@@ -99,7 +99,7 @@ def test_jobs_pages_newest_first_with_filters(st):
     import contextlib
     import json
     from jm.cluster.joblists import JobLists
-    from rest.gateway import ApiError
+    from jm.api import ApiError
     lists = JobLists(lambda: contextlib.nullcontext(st), clock=lambda: 100.0)
     page = lists.jobs_page({"limit": "2"})
     assert [r["id"] for r in page["jobs"]] == ["asg", "cing"]
