@@ -19,16 +19,17 @@ from jm.configpeers import (MAX_PEER_ADDRESS, PeerAddress, choose_self,  # noqa:
                             parse_peer, read_masters, rest_base_url)
 from jm.policy.engines import MIN_IDLE_TIMEOUT
 from jm.configvalues import RESTART_TYPES  # noqa: F401
-from jm.configvalues import (ConfigError, _bool, _choice, _float, _int, _log_cap, _log_level,
-                             _names, _opt_bool, _opt_duration, _opt_str, _opt_syslog,
-                             _restart_type, _role_map, _savepoints_dir, _size_or_percent, _str,
-                             parse_duration, parse_memory)
+from jm.configvalues import (ConfigError, bool_value, choice_value, float_value, int_value,
+                             log_cap_value, log_level_value, names_value, opt_bool_value,
+                             opt_duration_value, opt_str_value, opt_syslog_value,
+                             restart_type_value, role_map_value, savepoints_dir_value,
+                             size_or_percent_value, str_value, parse_duration, parse_memory)
 from jm.policy import fsuri
 from raft.protocol import PROTOCOL
 
 
 def _protocol_version(v: Any) -> int:
-    n = _int(1)(v)
+    n = int_value(1)(v)
     if n > PROTOCOL:
         raise ValueError(f"this build speaks protocols 1 to {PROTOCOL}, not {n}")
     return n
@@ -37,14 +38,14 @@ def _protocol_version(v: Any) -> int:
 # key -> (parser, default); what each key means is in jm/configkeys.py (a new key needs a
 # description there: tests/unit/test_docgen.py), docs/reference/config.md shows both
 KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
-    "rest.bind-address": (_opt_str, None),  # default: the peer's host in conf/masters
+    "rest.bind-address": (opt_str_value, None),  # default: the peer's host in conf/masters
     "rest.max-body-size": (parse_memory, "100 mb"),
     "rest.write-timeout": (parse_duration, "5 s"),
-    "rest.max-connections": (_int(0), 1000),  # open REST connections per peer; 0: no limit
-    "rest.max-connections-per-source": (_int(0), 250),  # ... from one address; 0: no limit
+    "rest.max-connections": (int_value(0), 1000),  # open REST connections per peer; 0: no limit
+    "rest.max-connections-per-source": (int_value(0), 250),  # ... from one address; 0: no limit
     "rest.keepalive-timeout": (parse_duration, "30 s"),  # idle connection (or first request)
-    "jobmanager.slots": (_int(1), 8),
-    "jobmanager.data-dir": (_str, "data"),
+    "jobmanager.slots": (int_value(1), 8),
+    "jobmanager.data-dir": (str_value, "data"),
     "jobmanager.lease-timeout": (parse_duration, "2 s"),
     "jobmanager.cancel-timeout": (parse_duration, "3 s"),
     # SIGTERM: drain this long first (0: stop at once); jm/cluster/stopdrain.py
@@ -55,112 +56,113 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "jobmanager.spec.max-args-size": (parse_memory, "256 kb"),  # its args, as JSON
     "jobmanager.spec.max-sql-size": (parse_memory, "256 kb"),   # its sql text
     "jobmanager.failure.max-size": (parse_memory, "16 kb"),     # each failure text
-    "jobmanager.log.level": (_log_level, "INFO"),
-    "jobmanager.log.format": (_choice("text", "json"), "text"),
-    "jobmanager.executor.preload": (_choice("pyspark", "none"), "pyspark"),
-    "jobmanager.placement": (_choice("spread", "pack", "leader-only", "by-tenant"), "spread"),
-    "jobmanager.executor.nice": (_int(0), 10),
+    "jobmanager.log.level": (log_level_value, "INFO"),
+    "jobmanager.log.format": (choice_value("text", "json"), "text"),
+    "jobmanager.executor.preload": (choice_value("pyspark", "none"), "pyspark"),
+    "jobmanager.placement": (choice_value("spread", "pack", "leader-only", "by-tenant"), "spread"),
+    "jobmanager.executor.nice": (int_value(0), 10),
     # job processes: the user they run as (None: the peer's), their limits (0: none)
-    "jobmanager.executor.user": (_opt_str, None),
-    "jobmanager.executor.proxy-users": (_names, ()),  # users a job may ask to run as
-    "jobmanager.executor.limits.nproc": (_int(0), 4096),
+    "jobmanager.executor.user": (opt_str_value, None),
+    "jobmanager.executor.proxy-users": (names_value, ()),  # users a job may ask to run as
+    "jobmanager.executor.limits.nproc": (int_value(0), 4096),
     "jobmanager.executor.limits.address-space": (parse_memory, 0),
     "jobmanager.executor.limits.memory": (parse_memory, 0),
-    "jobmanager.executor.limits.open-files": (_int(0), 65536),
+    "jobmanager.executor.limits.open-files": (int_value(0), 65536),
     "jobmanager.executor.limits.file-size": (parse_memory, 0),
-    "jobmanager.executor.limits.oom-score-adj": (_int(-1000), 500),
-    "jobmanager.executor.cgroup": (_bool, True),  # a cgroup v2 per job where possible
+    "jobmanager.executor.limits.oom-score-adj": (int_value(-1000), 500),
+    "jobmanager.executor.cgroup": (bool_value, True),  # a cgroup v2 per job where possible
     # names or globs of the peer's environment variables its children (jobs, the Spark
     # Connect server, the SQL worker) see besides jm.policy.jobenv.DEFAULT_PASS
-    "jobmanager.executor.env-pass": (_names, ()),
+    "jobmanager.executor.env-pass": (names_value, ()),
     # jobs' own Python requirements (jm/cluster/envs.py): the cache of environments and
     # the index pip uses (unset: pip's own configuration)
     "jobmanager.envs.max-size": (parse_memory, "10 gb"),
-    "jobmanager.envs.index-url": (_opt_str, None),
-    "jobmanager.envs.extra-index-urls": (_names, ()),
-    "jobmanager.envs.find-links": (_names, ()),
+    "jobmanager.envs.index-url": (opt_str_value, None),
+    "jobmanager.envs.extra-index-urls": (names_value, ()),
+    "jobmanager.envs.find-links": (names_value, ()),
     "jobmanager.envs.build-timeout": (parse_duration, "10 min"),
-    "jobmanager.envs.source-builds": (_bool, False),  # else wheels only
-    "jobmanager.weight": (_float(0.0), 0.0),  # 0: proportional to jobmanager.slots
-    "high-availability.storageDir": (_str, "data/ha"),
-    "state.savepoints.dir": (_savepoints_dir, None),  # default: <high-availability.storageDir>/savepoints
+    "jobmanager.envs.source-builds": (bool_value, False),  # else wheels only
+    "jobmanager.weight": (float_value(0.0), 0.0),  # 0: proportional to jobmanager.slots
+    "high-availability.storageDir": (str_value, "data/ha"),
+    # default: <high-availability.storageDir>/savepoints
+    "state.savepoints.dir": (savepoints_dir_value, None),
     # savepoints on S3 (s3:// targets, jm/cluster/remotefs.py); unset: the AWS defaults
-    "s3.endpoint": (_opt_str, None),  # e.g. http://minio:9000 (S3-compatible stores)
-    "s3.access-key": (_opt_str, None),
-    "s3.secret-key": (_opt_str, None),
-    "s3.secret-key-file": (_opt_str, None),
-    "s3.region": (_opt_str, None),
-    "s3.path.style.access": (_opt_bool, None),  # unset: path style with s3.endpoint
+    "s3.endpoint": (opt_str_value, None),  # e.g. http://minio:9000 (S3-compatible stores)
+    "s3.access-key": (opt_str_value, None),
+    "s3.secret-key": (opt_str_value, None),
+    "s3.secret-key-file": (opt_str_value, None),
+    "s3.region": (opt_str_value, None),
+    "s3.path.style.access": (opt_bool_value, None),  # unset: path style with s3.endpoint
     # gs:// (jm/cluster/remotefs.py); unset: Google's endpoint and default credentials
-    "gs.endpoint": (_opt_str, None),  # e.g. http://127.0.0.1:4443 (an emulator)
-    "gs.anonymous": (_bool, False),   # no credentials (an emulator, public buckets)
-    "rebalance.strategy": (_choice("none", "on-join", "continuous"), "on-join"),
+    "gs.endpoint": (opt_str_value, None),  # e.g. http://127.0.0.1:4443 (an emulator)
+    "gs.anonymous": (bool_value, False),   # no credentials (an emulator, public buckets)
+    "rebalance.strategy": (choice_value("none", "on-join", "continuous"), "on-join"),
     "rebalance.interval": (parse_duration, "10 s"),
-    "rebalance.max-moves-per-round": (_int(1), 2),
-    "rebalance.threshold": (_float(0.0), 1.0),
+    "rebalance.max-moves-per-round": (int_value(1), 2),
+    "rebalance.threshold": (float_value(0.0), 1.0),
     "jobstore.expiration-time": (parse_duration, "1 h"),
-    "jobstore.max-capacity": (_int(0), 10000),
+    "jobstore.max-capacity": (int_value(0), 10000),
     # retention of files (jm/cluster/janitor.py, jm/policy/cleanup.py)
     "jobmanager.cleanup.interval": (parse_duration, "1 min"),  # 0: no cleanup
     "jobmanager.blob.grace-period": (parse_duration, "1 h"),  # unreferenced blobs kept
-    "state.savepoints.num-retained": (_int(0), 10),  # per job in state.savepoints.dir; 0: all
-    "jobmanager.job-log.max-size": (_log_cap, "64 mb"),  # per run's log file; 0: no cap
+    "state.savepoints.num-retained": (int_value(0), 10),  # per job in state.savepoints.dir; 0: all
+    "jobmanager.job-log.max-size": (log_cap_value, "64 mb"),  # per run's log file; 0: no cap
     "jobmanager.job-log.check-interval": (parse_duration, "5 s"),
-    "jobmanager.job-log.stdout": (_bool, False),  # tee job output to the peer's stdout
+    "jobmanager.job-log.stdout": (bool_value, False),  # tee job output to the peer's stdout
     "jobmanager.streaming.progress-interval": (parse_duration, "5 s"),  # per job, to Raft
-    "jobmanager.disk.min-free": (_size_or_percent, "1 gb"),  # else /healthz disk-low
+    "jobmanager.disk.min-free": (size_or_percent_value, "1 gb"),  # else /healthz disk-low
     "heartbeat.interval": (parse_duration, "500 ms"),
     "heartbeat.timeout": (parse_duration, "3 s"),
-    "restart-strategy.type": (_restart_type, None),  # unset: by job type (policy/restart.py)
-    "restart-strategy.fixed-delay.attempts": (_int(0), 3),
+    "restart-strategy.type": (restart_type_value, None),  # unset: by job type (policy/restart.py)
+    "restart-strategy.fixed-delay.attempts": (int_value(0), 3),
     "restart-strategy.fixed-delay.delay": (parse_duration, "1 s"),
     "restart-strategy.exponential-delay.initial-backoff": (parse_duration, "1 s"),
     "restart-strategy.exponential-delay.max-backoff": (parse_duration, "1 min"),
-    "restart-strategy.exponential-delay.backoff-multiplier": (_float(1.0, 100.0), 1.5),
+    "restart-strategy.exponential-delay.backoff-multiplier": (float_value(1.0, 100.0), 1.5),
     "restart-strategy.exponential-delay.reset-backoff-threshold": (parse_duration, "1 h"),
-    "restart-strategy.exponential-delay.jitter-factor": (_float(0.0, 1.0), 0.1),
-    "restart-strategy.exponential-delay.attempts-before-reset-backoff": (_int(1), 2 ** 31 - 1),
-    "restart-strategy.failure-rate.max-failures-per-interval": (_int(1), 1),
+    "restart-strategy.exponential-delay.jitter-factor": (float_value(0.0, 1.0), 0.1),
+    "restart-strategy.exponential-delay.attempts-before-reset-backoff": (int_value(1), 2 ** 31 - 1),
+    "restart-strategy.failure-rate.max-failures-per-interval": (int_value(1), 1),
     "restart-strategy.failure-rate.failure-rate-interval": (parse_duration, "1 min"),
     "restart-strategy.failure-rate.delay": (parse_duration, "1 s"),
-    "env.pid.dir": (_str, "/tmp"),
-    "env.log.dir": (_str, "log"),
-    "env.log.max-size": (_log_cap, "100 mb"),  # the peer's own log rotates; 0: never
-    "env.log.max-files": (_int(1), 10),  # rotated peer log files kept
-    "env.ssh.opts": (_str, ""),  # options bin/cluster.sh gives ssh for remote peers
-    "spark.master": (_str, "local[*]"),
-    "spark.remote": (_opt_str, None),
-    "spark.connect.embedded": (_bool, True),
-    "spark.connect.port": (_int(0), 0),
+    "env.pid.dir": (str_value, "/tmp"),
+    "env.log.dir": (str_value, "log"),
+    "env.log.max-size": (log_cap_value, "100 mb"),  # the peer's own log rotates; 0: never
+    "env.log.max-files": (int_value(1), 10),  # rotated peer log files kept
+    "env.ssh.opts": (str_value, ""),  # options bin/cluster.sh gives ssh for remote peers
+    "spark.master": (str_value, "local[*]"),
+    "spark.remote": (opt_str_value, None),
+    "spark.connect.embedded": (bool_value, True),
+    "spark.connect.port": (int_value(0), 0),
     # the bearer token the embedded Connect server requires (unset: a random one per peer
     # start, which only the peer's own jobs and SQL worker get)
-    "spark.connect.token": (_opt_str, None),
-    "spark.connect.token-file": (_opt_str, None),
+    "spark.connect.token": (opt_str_value, None),
+    "spark.connect.token-file": (opt_str_value, None),
     # cores the peer's Connect server takes from a Spark cluster (its application's
     # spark.cores.max; 0: no limit); with local[...] masters it does not apply
-    "spark.connect.cores": (_int(0), 1),
+    "spark.connect.cores": (int_value(0), 1),
     "spark.connect.startup-timeout": (parse_duration, "180 s"),
     # engines (jm/policy/engines.py): one per peer, per tenant or per connect-mode job
-    "spark.connect.share-level": (_choice("peer", "tenant", "job"), "peer"),
+    "spark.connect.share-level": (choice_value("peer", "tenant", "job"), "peer"),
     "spark.connect.engine.idle-timeout": (parse_duration, "5 min"),
-    "spark.connect.engine.max-per-peer": (_int(1), 8),
-    "spark.driver.memory": (_str, "1g"),
-    "spark.log.level": (_str, "WARN"),
+    "spark.connect.engine.max-per-peer": (int_value(1), 8),
+    "spark.driver.memory": (str_value, "1g"),
+    "spark.log.level": (str_value, "WARN"),
     # a classic job's application with no executor for this long says so (GET /jobs/{id})
     "spark.executor-wait-warning": (parse_duration, "30 s"),
-    "sql.max-result-rows": (_int(0), 1000),
+    "sql.max-result-rows": (int_value(0), 1000),
     # the SQL gateway (Flink SQL Gateway REST API on every peer)
     "sql-gateway.session.idle-timeout": (parse_duration, "10 min"),
     "sql-gateway.livy-session.idle-timeout": (parse_duration, "1 h"),  # Livy's default
-    "sql-gateway.livy-session.max-waiting-statements": (_int(0), 100),  # 0: no limit
-    "sql-gateway.livy-session.statement-timeout": (_opt_duration, None),
-    "sql-gateway.max-sessions": (_int(0), 200),      # per peer; 0: no limit
+    "sql-gateway.livy-session.max-waiting-statements": (int_value(0), 100),  # 0: no limit
+    "sql-gateway.livy-session.statement-timeout": (opt_duration_value, None),
+    "sql-gateway.max-sessions": (int_value(0), 200),      # per peer; 0: no limit
     "sql-gateway.max-statement-size": (parse_memory, "1 mb"),  # a statement's bytes
-    "sql-gateway.worker-threads": (_int(1), 16),    # statements run at once per peer
-    "sql-gateway.page-rows": (_int(1), 1000),       # rows per result page
+    "sql-gateway.worker-threads": (int_value(1), 16),    # statements run at once per peer
+    "sql-gateway.page-rows": (int_value(1), 1000),       # rows per result page
     "sql-gateway.fetch-wait": (parse_duration, "1 s"),  # a fetch waits this long for rows
     # Raft voters (jm/policy/voters.py): odd, at most the members; unset: 3 (or fewer)
-    "raft.voters": (_int(1), None),
+    "raft.voters": (int_value(1), None),
     # a voter dead this long is replaced by a live non-voting member
     "raft.voter-replace-after": (parse_duration, "30 s"),
     "raft.min-timeout": (parse_duration, "400 ms"),
@@ -168,28 +170,29 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "raft.append-entries-period": (parse_duration, "50 ms"),
     "raft.leader-fallback-timeout": (parse_duration, "1400 ms"),
     "raft.connection-retry-time": (parse_duration, "500 ms"),
-    "raft.use-batch": (_bool, False),
-    "raft.fsync": (_bool, True),  # an acknowledged write is on disk on a majority
-    "raft.password": (_opt_str, None),  # default: cluster.secret
-    "raft.password-file": (_opt_str, None),
+    "raft.use-batch": (bool_value, False),
+    "raft.fsync": (bool_value, True),  # an acknowledged write is on disk on a majority
+    "raft.password": (opt_str_value, None),  # default: cluster.secret
+    "raft.password-file": (opt_str_value, None),
     "raft.max-message-size": (parse_memory, "256 mb"),  # a Raft frame from another member
-    "raft.max-connections": (_int(0), 0),  # inbound Raft connections; 0: 4 per voter and peer, >= 16
-    "rest.auth.token": (_opt_str, None),
-    "rest.auth.token-file": (_opt_str, None),
+    # inbound Raft connections; 0: 4 per voter and peer, >= 16
+    "raft.max-connections": (int_value(0), 0),
+    "rest.auth.token": (opt_str_value, None),
+    "rest.auth.token-file": (opt_str_value, None),
     # JWT bearers (jm/cluster/tokens.py): verified with this public key (PEM) or JWKS file
-    "rest.auth.jwt.key-file": (_opt_str, None),
-    "rest.auth.jwt.issuer": (_opt_str, None),
-    "rest.auth.jwt.audience": (_opt_str, None),
-    "rest.auth.jwt.role-claim": (_str, "role"),
-    "rest.auth.jwt.tenant-claim": (_str, "tenant"),
-    "rest.auth.jwt.jwks-url": (_opt_str, None),
-    "rest.auth.jwt.default-tenant": (_opt_str, None),
+    "rest.auth.jwt.key-file": (opt_str_value, None),
+    "rest.auth.jwt.issuer": (opt_str_value, None),
+    "rest.auth.jwt.audience": (opt_str_value, None),
+    "rest.auth.jwt.role-claim": (str_value, "role"),
+    "rest.auth.jwt.tenant-claim": (str_value, "tenant"),
+    "rest.auth.jwt.jwks-url": (opt_str_value, None),
+    "rest.auth.jwt.default-tenant": (opt_str_value, None),
     "rest.auth.jwt.max-lifetime": (parse_duration, "24 h"),
-    "rest.auth.jwt.role-map": (_role_map, ""),
-    "rest.audit.max-files": (_int(1), 5),
-    "rest.audit.syslog": (_opt_syslog, None),
-    "cluster.secret": (_opt_str, None),
-    "cluster.secret-file": (_opt_str, None),
+    "rest.auth.jwt.role-map": (role_map_value, ""),
+    "rest.audit.max-files": (int_value(1), 5),
+    "rest.audit.syslog": (opt_syslog_value, None),
+    "cluster.secret": (opt_str_value, None),
+    "cluster.secret-file": (opt_str_value, None),
     # the Raft protocol this peer registers with (raft/protocol.py): lower during a
     # rolling upgrade to hold the new build's features back, as Kafka's
     # inter.broker.protocol.version
@@ -199,13 +202,13 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "cluster.seed-wait": (parse_duration, "60 s"),
     # security (README "Security"): a peer listening beyond loopback needs rest.auth.token
     # and cluster.secret unless this says the network is private
-    "security.insecure": (_bool, False),
-    "rest.allowed-hosts": (_names, ()),    # Host names REST answers to besides its own
-    "rest.allowed-origins": (_names, ()),  # web origins whose pages may write
-    "rest.ssl.enabled": (_bool, False),     # HTTPS for REST and for peer-to-peer calls
-    "rest.ssl.certificate": (_opt_str, None),  # PEM certificate chain of this peer
-    "rest.ssl.key": (_opt_str, None),          # PEM private key of that certificate
-    "rest.ssl.ca": (_opt_str, None),           # PEM CA bundle peers verify each other with
+    "security.insecure": (bool_value, False),
+    "rest.allowed-hosts": (names_value, ()),    # Host names REST answers to besides its own
+    "rest.allowed-origins": (names_value, ()),  # web origins whose pages may write
+    "rest.ssl.enabled": (bool_value, False),     # HTTPS for REST and for peer-to-peer calls
+    "rest.ssl.certificate": (opt_str_value, None),  # PEM certificate chain of this peer
+    "rest.ssl.key": (opt_str_value, None),          # PEM private key of that certificate
+    "rest.ssl.ca": (opt_str_value, None),           # PEM CA bundle peers verify each other with
 }
 PASS_THROUGH_PREFIXES = ("spark.conf.",)
 

@@ -67,7 +67,7 @@ def parse_memory(value: Any) -> int:
     return int(float(m.group(1)) * _MEMORY_UNITS[unit])
 
 
-def _int(min_value: int) -> Callable[[Any], int]:
+def int_value(min_value: int) -> Callable[[Any], int]:
     def parse(v: Any) -> int:
         if isinstance(v, bool) or not isinstance(v, (int, str)):
             raise ValueError(f"expected an integer, got {v!r}")
@@ -81,7 +81,7 @@ def _int(min_value: int) -> Callable[[Any], int]:
     return parse
 
 
-def _float(min_value: float, max_value: float = float("inf")) -> Callable[[Any], float]:
+def float_value(min_value: float, max_value: float = float("inf")) -> Callable[[Any], float]:
     def parse(v: Any) -> float:
         if isinstance(v, bool):
             raise ValueError(f"expected a number, got {v!r}")
@@ -99,7 +99,7 @@ def _float(min_value: float, max_value: float = float("inf")) -> Callable[[Any],
     return parse
 
 
-def _bool(v: Any) -> bool:
+def bool_value(v: Any) -> bool:
     if isinstance(v, bool):
         return v
     s = str(v).strip().lower()
@@ -110,14 +110,14 @@ def _bool(v: Any) -> bool:
     raise ValueError(f"expected true or false, got {v!r}")
 
 
-def _str(v: Any) -> str:
+def str_value(v: Any) -> str:
     if v is None or isinstance(v, (dict, list)):
         raise ValueError(f"expected a text value, got {v!r}")
     return str(v)
 
 
-def _opt_str(v: Any) -> Optional[str]:
-    return None if v in (None, "") else _str(v)
+def opt_str_value(v: Any) -> Optional[str]:
+    return None if v in (None, "") else str_value(v)
 
 
 def syslog_address(address: str) -> Any:
@@ -134,12 +134,12 @@ def syslog_address(address: str) -> Any:
                      "(/dev/log)")
 
 
-def _role_map(v: Any) -> dict:
+def role_map_value(v: Any) -> dict:
     """`rest.auth.jwt.role-map`: "claim value=role,..." (an identity provider's group or
     role names) -> {value: role}."""
     from raft.tokens import ROLES
     out: dict = {}
-    for item in ("" if v is None else _str(v)).split(","):
+    for item in ("" if v is None else str_value(v)).split(","):
         if not item.strip():
             continue
         value, sep, role = item.rpartition("=")
@@ -149,7 +149,7 @@ def _role_map(v: Any) -> dict:
     return out
 
 
-def _opt_duration(v: Any) -> Optional[float]:
+def opt_duration_value(v: Any) -> Optional[float]:
     """A positive duration, or None (unset)."""
     if v in (None, ""):
         return None
@@ -159,26 +159,26 @@ def _opt_duration(v: Any) -> Optional[float]:
     return seconds
 
 
-def _opt_syslog(v: Any) -> Optional[str]:
-    text = _opt_str(v)
+def opt_syslog_value(v: Any) -> Optional[str]:
+    text = opt_str_value(v)
     if text is not None:
         syslog_address(text)
     return text
 
 
-def _opt_bool(v: Any) -> Optional[bool]:
-    return None if v in (None, "") else _bool(v)
+def opt_bool_value(v: Any) -> Optional[bool]:
+    return None if v in (None, "") else bool_value(v)
 
 
-def _savepoints_dir(v: Any) -> Optional[str]:
+def savepoints_dir_value(v: Any) -> Optional[str]:
     """A path (relative: to the installation) or a URI (file://, s3://, gs://, hdfs://)."""
-    v = _opt_str(v)
+    v = opt_str_value(v)
     if v is not None and ("://" in v or v.startswith("file:")):
         return fsuri.location(v, "the directory")
     return v
 
 
-def _names(v: Any) -> tuple:
+def names_value(v: Any) -> tuple:
     """A list of names: a YAML list, or one text with commas ("a, b")."""
     if v is None or v == "" or v == ():  # (the keys' defaults are tuples)
         return ()
@@ -200,31 +200,31 @@ RESTART_TYPES = {
 }
 
 
-def _restart_type(v: Any) -> str:
-    s = _str(v).strip().lower()
+def restart_type_value(v: Any) -> str:
+    s = str_value(v).strip().lower()
     if s not in RESTART_TYPES:
         raise ValueError(f"unknown restart strategy {v!r} (use none, fixed-delay, "
                          "exponential-delay or failure-rate)")
     return RESTART_TYPES[s]
 
 
-def _choice(*options: str) -> Callable[[Any], str]:
+def choice_value(*options: str) -> Callable[[Any], str]:
     def parse(v: Any) -> str:
-        s = _str(v).strip().lower()
+        s = str_value(v).strip().lower()
         if s not in options:
             raise ValueError(f"expected one of {', '.join(options)}, got {v!r}")
         return s
     return parse
 
 
-def _log_level(v: Any) -> str:
-    s = _str(v).upper()
+def log_level_value(v: Any) -> str:
+    s = str_value(v).upper()
     if s not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ValueError(f"expected DEBUG, INFO, WARNING or ERROR, got {v!r}")
     return s
 
 
-def _size_or_percent(v: Any) -> tuple:
+def size_or_percent_value(v: Any) -> tuple:
     """'1 gb' (a size) or '5%' (of the file system): (bytes, percent), one of them 0."""
     text = str(v).strip()
     if text.endswith("%"):
@@ -238,7 +238,7 @@ def _size_or_percent(v: Any) -> tuple:
     return (parse_memory(v), 0.0)
 
 
-def _log_cap(v: Any) -> int:
+def log_cap_value(v: Any) -> int:
     """A log size cap: 0 (none) or at least 16 kb (a cut keeps a quarter and a half)."""
     n = parse_memory(v)
     if 0 < n < 16 * 1024:

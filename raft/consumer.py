@@ -14,7 +14,7 @@ from raft.state import ClusterState, Result
 log = logging.getLogger("jm.raft")
 
 
-class _StateConsumer(SyncObjConsumer):
+class StateConsumer(SyncObjConsumer):
     def __init__(self, on_applied: Callable[[Any, Any, Result], None],
                  on_loaded: Callable[[Any], None], gate: threading.RLock) -> None:
         # attributes set before SyncObjConsumer.__init__ are not part of snapshots

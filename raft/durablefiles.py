@@ -1,13 +1,13 @@
 """Files made durable for raft.fsync (raft/journal.py): fsync of a file or a directory,
 and the rename of a new snapshot over the old one, patched into pysyncobj's serializer
-on import, which for a durable member's snapshot (`_DURABLE_DUMPS`) is on disk first."""
+on import, which for a durable member's snapshot (`DURABLE_DUMPS`) is on disk first."""
 from __future__ import annotations
 
 import os
 
 from pysyncobj import serializer as pser
 
-_DURABLE_DUMPS: set[str] = set()  # snapshots of members with raft.fsync (absolute paths)
+DURABLE_DUMPS: set[str] = set()  # snapshots of members with raft.fsync (absolute paths)
 _plain_replace = pser.atomicReplace
 
 
@@ -15,7 +15,7 @@ def _durable_replace(src: str, dst: str) -> None:
     """pysyncobj renames a new snapshot (written by its forked serializer, or received
     from the leader) over the old one: for a durable member the new one is on disk before
     it replaces the old, and the rename is on disk before the journal is compacted."""
-    if os.path.abspath(dst) in _DURABLE_DUMPS:
+    if os.path.abspath(dst) in DURABLE_DUMPS:
         fsync_file(src)
         _plain_replace(src, dst)
         fsync_dir(os.path.dirname(os.path.abspath(dst)))

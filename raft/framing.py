@@ -1,7 +1,7 @@
 """Raft frames on a pysyncobj connection (raft/transport.py): `WireConnection` writes
 and reads length-prefixed frames through raft/wire.py (the restricted unpickler, the
 frame size limits) and drops a connection that sends a refused one, with a log line
-(`_Throttle`: at most one such line per kind every 10 s)."""
+(`Throttle`: at most one such line per kind every 10 s)."""
 from __future__ import annotations
 
 import logging
@@ -18,7 +18,7 @@ log = logging.getLogger("jm.raft.wire")
 DEFAULT_MAX_MESSAGE = 256 * 1024 * 1024
 
 
-class _Throttle:
+class Throttle:
     """One log line per `every` seconds per key, with the count of those left out."""
 
     def __init__(self, every: float = 10.0) -> None:
@@ -37,7 +37,7 @@ class _Throttle:
         log.log(level, msg, *args)
 
 
-_say = _Throttle()
+_say = Throttle()
 
 
 def _peer_of(sock: Optional[socket.socket]) -> str:

@@ -41,8 +41,8 @@ def peer_losses(attempts: list) -> tuple[PeerLoss, ...]:
     return tuple(reversed(out))
 
 
-def _requeue_jobs_of(state, node: str, time: float, reason: str,
-                     lost: Optional[PeerRecord] = None) -> list[str]:
+def requeue_jobs_of(state, node: str, time: float, reason: str,
+                    lost: Optional[PeerRecord] = None) -> list[str]:
     """`lost`: the peer lost (its last heartbeat and beat count as they were then)."""
     moved = []
     for job_id in list(state.incoming.get(node, {})):  # moves coming here go elsewhere
@@ -90,7 +90,7 @@ def _submit(state, cmd: c.SubmitJob) -> Result:
 
 
 def _submit_many(state, cmd: c.SubmitJobs) -> Result:
-    return _each(state, cmd.jobs, c.SubmitJob, _submit)
+    return each_item(state, cmd.jobs, c.SubmitJob, _submit)
 
 
 def _assign(state, cmd: c.AssignJobs) -> Result:
@@ -184,7 +184,7 @@ def _attempt_info(job: JobRecord, r: c.StatusReport) -> None:
     attempt.spark = (apps + [info])[-MAX_SPARK_APPS:]
 
 
-def _each(state, items: Any, kind: type, handler) -> Result:
+def each_item(state, items: Any, kind: type, handler) -> Result:
     """Apply a group-committed batch: one Result per item; a bad item loses no other."""
     out = []
     for item in items:
@@ -198,7 +198,7 @@ def _each(state, items: Any, kind: type, handler) -> Result:
 
 
 def _report(state, cmd: c.ReportStatuses) -> Result:
-    return _each(state, cmd.reports, c.StatusReport, _report_one)
+    return each_item(state, cmd.reports, c.StatusReport, _report_one)
 
 
 def _cancel(state, cmd: c.CancelJob) -> Result:
@@ -233,7 +233,7 @@ def _purge(state, cmd: c.PurgeJobs) -> Result:
     return Result(True, purged)
 
 
-def _owner_check(job: Optional[JobRecord], job_id: str, epoch: int, node: str) -> Optional[Result]:
+def owner_check(job: Optional[JobRecord], job_id: str, epoch: int, node: str) -> Optional[Result]:
     if job is None:
         return Result.fail("not-found", f"unknown job {job_id}")
     if job.node is None or epoch != job.epoch or node != job.node:
@@ -273,12 +273,12 @@ def _move_one(state, m: c.Move) -> Result:
 
 
 def _move_jobs(state, cmd: c.MoveJobs) -> Result:
-    return _each(state, cmd.moves, c.Move, _move_one)
+    return each_item(state, cmd.moves, c.Move, _move_one)
 
 
 def _release_job(state, cmd: c.ReleaseJob) -> Result:
     job = state.jobs.get(cmd.job_id)
-    bad = _owner_check(job, cmd.job_id, cmd.epoch, cmd.node)
+    bad = owner_check(job, cmd.job_id, cmd.epoch, cmd.node)
     if bad is not None:
         return bad
     target = job.move_to

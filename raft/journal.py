@@ -31,7 +31,7 @@ from pysyncobj import journal as pj
 from pysyncobj import syncobj as ps
 
 from raft.amnesia import NoVoteUntilCaughtUp, OwnAttributes
-from raft.durablefiles import _DURABLE_DUMPS, fsync_dir, fsync_file
+from raft.durablefiles import DURABLE_DUMPS, fsync_dir, fsync_file
 from raft.fanout import LazyReaders
 from raft.leaving import Leaving
 from raft.prevote import PRE_VOTE, PRE_VOTE_RESPONSE, PreVote
@@ -343,7 +343,7 @@ def durable_syncobj(self_addr: str, other_addrs: list, conf: Any, consumers: lis
             return pj.MemoryJournal()
         return DurableJournal(path, dump_path)
     if dump_path:
-        _DURABLE_DUMPS.add(os.path.abspath(dump_path))
+        DURABLE_DUMPS.add(os.path.abspath(dump_path))
     with _factory_lock:  # pysyncobj creates its journal through this module-level name
         original = ps.createJournal
         ps.createJournal = create

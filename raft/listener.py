@@ -12,7 +12,7 @@ from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.tcp_server import TcpServer
 
 from raft import wire
-from raft.framing import WireConnection, _Throttle
+from raft.framing import WireConnection, Throttle
 
 log = logging.getLogger("jm.raft.wire")
 LISTEN_BACKLOG = 128
@@ -28,7 +28,7 @@ class WireServer(TcpServer):
         self.paused_until: Optional[float] = None
         self.backoff = 0.0
         self.failed = False  # the listening socket itself failed: bind again
-        self._say = _Throttle()
+        self._say = Throttle()
 
     def bind(self) -> None:
         super().bind()

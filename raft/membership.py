@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 from pysyncobj import FAIL_REASON
 
-from raft.outcomes import _NAMES, MembershipRefused, RaftUnavailable, _settle
+from raft.outcomes import FAIL_NAMES, MembershipRefused, RaftUnavailable, settle
 
 log = logging.getLogger("jm.raft")
 
@@ -66,7 +66,7 @@ class MembershipMixin:
         fut = self.loop.create_future()
 
         def done(result: Any, error: int) -> None:
-            self.loop.call_soon_threadsafe(_settle, fut, error)
+            self.loop.call_soon_threadsafe(settle, fut, error)
 
         change = self.syncobj.addNodeToCluster if add else self.syncobj.removeNodeFromCluster
         change(node, callback=done)
@@ -79,7 +79,7 @@ class MembershipMixin:
             raise MembershipRefused("the leader refused the change (another one is not "
                                     "committed yet, or it changes nothing)")
         if error != FAIL_REASON.SUCCESS:
-            raise RaftUnavailable(f"membership change failed: {_NAMES.get(error, error)}")
+            raise RaftUnavailable(f"membership change failed: {FAIL_NAMES.get(error, error)}")
 
     async def transfer_leadership(self, to: Optional[str] = None) -> bool:
         """Ask a caught-up member (`to`, or the most caught-up one) to take over leadership
@@ -87,7 +87,7 @@ class MembershipMixin:
         fut = self.loop.create_future()
 
         def done(result: Any, error: int) -> None:
-            self.loop.call_soon_threadsafe(_settle, fut, error)
+            self.loop.call_soon_threadsafe(settle, fut, error)
 
         try:
             self.syncobj.transferLeadership(to, callback=done)

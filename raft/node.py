@@ -20,12 +20,12 @@ from typing import Any, Callable, Optional
 
 from raft import protocol
 from raft.commands import Barrier, encode
-from raft.consumer import _StateConsumer
+from raft.consumer import StateConsumer
 from raft.handover import PromotionMixin
 from raft.journal import DurableJournal
 from raft.membership import MembershipMixin
 from raft.outcomes import MembershipRefused  # noqa: F401  (re-exported: jm/ imports it here)
-from raft.outcomes import ProtocolRefused, RaftUnavailable, _NotAppended, _resolve
+from raft.outcomes import ProtocolRefused, RaftUnavailable, NotAppended, resolve_future
 from raft.promotion import Handover, make_syncobj
 from raft.snapshots import SnapshotStats, stats_of
 from raft.state import Result
@@ -105,8 +105,8 @@ class RaftHost(PromotionMixin, MembershipMixin):
         if journal.failed is not None:  # (it failed before the hook was set)
             on_failed(journal.failed)
 
-    def _new_consumer(self) -> _StateConsumer:
-        return _StateConsumer(self._on_applied, self._on_loaded, self._gate)
+    def _new_consumer(self) -> StateConsumer:
+        return StateConsumer(self._on_applied, self._on_loaded, self._gate)
 
     def _wire(self) -> Optional[WireTransport]:
         transport = getattr(self.syncobj, "_SyncObj__transport", None)
@@ -300,7 +300,7 @@ class RaftHost(PromotionMixin, MembershipMixin):
                 # (on the applying node's thread, right after it applied the command: its
                 # count names the point of the history the result belongs to)
                 at = consumer.state.applied
-                self.loop.call_soon_threadsafe(_resolve, fut, (result, at), error)
+                self.loop.call_soon_threadsafe(resolve_future, fut, (result, at), error)
 
             consumer.apply(blob, callback=done)
             try:
@@ -308,7 +308,7 @@ class RaftHost(PromotionMixin, MembershipMixin):
             except asyncio.TimeoutError:
                 raise RaftUnavailable(
                     "the write was not committed in time; its outcome is unknown") from None
-            except _NotAppended as exc:
+            except NotAppended as exc:
                 if not await self._leader_within(deadline):
                     raise RaftUnavailable(f"Raft write failed: {exc}") from None
                 continue

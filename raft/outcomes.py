@@ -19,7 +19,7 @@ class ProtocolRefused(Exception):
     http_status = 409
 
 
-class _NotAppended(Exception):
+class NotAppended(Exception):
     """pysyncobj refused the write before appending it: nothing was applied."""
 
 
@@ -27,22 +27,22 @@ class MembershipRefused(Exception):
     """The leader refused a membership change (one is in progress, or it changes nothing)."""
 
 
-_NAMES = {getattr(FAIL_REASON, n): n for n in dir(FAIL_REASON) if n.isupper()}
+FAIL_NAMES = {getattr(FAIL_REASON, n): n for n in dir(FAIL_REASON) if n.isupper()}
 _NOT_APPENDED = {getattr(FAIL_REASON, n) for n in ("MISSING_LEADER", "NOT_LEADER", "QUEUE_FULL")
                  if hasattr(FAIL_REASON, n)}
 
 
-def _settle(fut: asyncio.Future, error: int) -> None:
+def settle(fut: asyncio.Future, error: int) -> None:
     if not fut.done():
         fut.set_result(error)
 
 
-def _resolve(fut: asyncio.Future, result: Any, error: int) -> None:
+def resolve_future(fut: asyncio.Future, result: Any, error: int) -> None:
     if fut.done():
         return
     if error == FAIL_REASON.SUCCESS:
         fut.set_result(result)
     elif error in _NOT_APPENDED:
-        fut.set_exception(_NotAppended(_NAMES.get(error, error)))
+        fut.set_exception(NotAppended(FAIL_NAMES.get(error, error)))
     else:
-        fut.set_exception(RaftUnavailable(f"Raft write failed: {_NAMES.get(error, error)}"))
+        fut.set_exception(RaftUnavailable(f"Raft write failed: {FAIL_NAMES.get(error, error)}"))

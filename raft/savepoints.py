@@ -5,7 +5,7 @@ ends the job FINISHED."""
 from __future__ import annotations
 
 from raft import commands as c, pipelines
-from raft.jobs import _owner_check
+from raft.jobs import owner_check
 from raft.records import (
     FINISHED, TERMINAL, COMPLETED, IN_PROGRESS, MAX_SAVEPOINTS_KEPT, MAX_PENDING_SAVEPOINTS,
     MAX_SAVEPOINT_TARGET, Result, SavepointRecord)
@@ -62,7 +62,7 @@ def _trigger_savepoint(state, cmd: c.TriggerSavepoint) -> Result:
 
 def _complete_savepoint(state, cmd: c.CompleteSavepoint) -> Result:
     job = state.jobs.get(cmd.job_id)
-    bad = _owner_check(job, cmd.job_id, cmd.epoch, cmd.node)
+    bad = owner_check(job, cmd.job_id, cmd.epoch, cmd.node)
     if bad is not None:
         return bad
     sp = job.savepoints.get(cmd.trigger_id)

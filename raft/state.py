@@ -21,7 +21,7 @@ from raft import pipelines, protocol, tenants, tokens
 from raft import members
 from raft import savepoints
 from raft import sessions as sql
-from raft.jobs import _each, _requeue_jobs_of
+from raft.jobs import each_item, requeue_jobs_of
 from raft.jobs import (  # noqa: F401  (re-exported: raft.state is the public view)
     YOUNG_LOSS, MAX_SPARK_APPS, peer_losses)
 from raft.records import (  # noqa: F401  (re-exported: raft.state is the public view)
@@ -237,7 +237,7 @@ def _register_peer(state: ClusterState, cmd: c.RegisterPeer) -> Result:
             peer.declared_dead_at = None
         elif peer.pid != cmd.pid:
             # restarted before it was declared dead: its job processes died with it
-            _requeue_jobs_of(state, cmd.node, cmd.time, "peer-lost", peer)
+            requeue_jobs_of(state, cmd.node, cmd.time, "peer-lost", peer)
         peer.host, peer.rest_port, peer.raft_port = cmd.host, cmd.rest_port, cmd.raft_port
         peer.pid, peer.slots, peer.state = cmd.pid, cmd.slots, ALIVE
         peer.weight, peer.ready = float(cmd.weight), bool(cmd.ready)
@@ -270,7 +270,7 @@ def _heartbeat(state: ClusterState, cmd: c.Heartbeat) -> Result:
 
 
 def _lease_round(state: ClusterState, cmd: c.LeaseRound) -> Result:
-    return _each(state, cmd.beats, c.Heartbeat, _heartbeat)
+    return each_item(state, cmd.beats, c.Heartbeat, _heartbeat)
 
 
 def _declare_dead(state: ClusterState, cmd: c.DeclarePeerDead) -> Result:
@@ -288,7 +288,7 @@ def _declare_dead(state: ClusterState, cmd: c.DeclarePeerDead) -> Result:
     peer.state = DEAD
     peer.declared_dead_at = cmd.time
     sql.move_sessions_of(state, cmd.node, cmd.time)
-    return Result(True, _requeue_jobs_of(state, cmd.node, cmd.time, "peer-lost", peer))
+    return Result(True, requeue_jobs_of(state, cmd.node, cmd.time, "peer-lost", peer))
 
 
 def _drain_peer(state: ClusterState, cmd: c.DrainPeer) -> Result:

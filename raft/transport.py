@@ -28,7 +28,7 @@ from pysyncobj.tcp_connection import CONNECTION_STATE
 from pysyncobj.transport import TCPTransport
 
 from raft import wire
-from raft.framing import DEFAULT_MAX_MESSAGE, WireConnection, _Throttle
+from raft.framing import DEFAULT_MAX_MESSAGE, WireConnection, Throttle
 from raft.listener import WireServer
 from raft.unpickling import install  # noqa: F401  (installed on import, as before)
 
@@ -44,7 +44,7 @@ class WireTransport(TCPTransport):
         self.max_connections_setting = getattr(conf, "maxInboundConnections", 0) or 0
         self._inbound: set = set()
         self.readers = 0  # peers of the cluster (non-voting members connect as readers)
-        self._say = _Throttle()
+        self._say = Throttle()
         super().__init__(syncObj, selfNode, otherNodes)
 
     # ---- the listener --------------------------------------------------------------------

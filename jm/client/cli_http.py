@@ -267,7 +267,7 @@ def savepoint_location(raw: str) -> str:
     return raw if re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", raw) else os.path.abspath(raw)
 
 
-def _q(job_id: str) -> str:
+def quote_id(job_id: str) -> str:
     from urllib.parse import quote
     return quote(job_id, safe="")
 
@@ -332,7 +332,7 @@ def compact(obj: Any) -> str:
 def root_exception(client: "Client", job_id: str) -> Any:
     """A failed job's root exception, or None if it cannot be read."""
     try:
-        return client.get(f"/jobs/{_q(job_id)}/exceptions").get("root-exception")
+        return client.get(f"/jobs/{quote_id(job_id)}/exceptions").get("root-exception")
     except ApiError:
         return None
 

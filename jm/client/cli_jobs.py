@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Callable, Optional
 
-from jm.client.cli_http import (EXIT_OK, TERMINAL, ApiError, CliError, Client, _q, compact,
+from jm.client.cli_http import (EXIT_OK, TERMINAL, ApiError, CliError, Client, quote_id, compact,
                                 end_error, fmt_duration, fmt_time, interrupted, one_line, out,
                                 print_json, root_exception, table)
 from jm.client.cli_spec import (IDENT_RE, build_spec, canonical_name, post_job,
@@ -56,7 +56,7 @@ def wait_for_end(client: Client, job_id: str, deadline: Optional[float],
     start, seen = time.monotonic(), None
     try:
         while True:
-            job = client.get(f"/jobs/{_q(job_id)}")
+            job = client.get(f"/jobs/{quote_id(job_id)}")
             state = job.get("state")
             now_seen = (state, job.get("node"), job.get("attempt"), job.get("spark-waiting"))
             if progress and now_seen != seen:
@@ -103,7 +103,7 @@ def report_end(client: Client, job: dict, as_json: bool, expect: str) -> int:
 def root_failure(client: Client, job_id: str) -> tuple[Optional[str], list[str]]:
     """A failed job's root exception and the frames of its traceback (no message)."""
     try:
-        res = client.get(f"/jobs/{_q(job_id)}/exceptions")
+        res = client.get(f"/jobs/{quote_id(job_id)}/exceptions")
     except ApiError:
         return root_exception(client, job_id), []
     root = res.get("root-exception")
@@ -115,7 +115,7 @@ def root_failure(client: Client, job_id: str) -> tuple[Optional[str], list[str]]
 # ---- status, cancel, exceptions, result -----------------------------------------------
 
 def cmd_status(client: Client, a: argparse.Namespace) -> int:
-    job = client.get(f"/jobs/{_q(a.jobid)}")
+    job = client.get(f"/jobs/{quote_id(a.jobid)}")
     if a.json:
         print_json(job)
         return EXIT_OK
@@ -205,7 +205,7 @@ def show_progress(progress: Optional[dict]) -> None:
 def cmd_cancel(client: Client, a: argparse.Namespace) -> int:
     start = time.monotonic()
     try:
-        res = client.request("PATCH", f"/jobs/{_q(a.jobid)}?mode=cancel")
+        res = client.request("PATCH", f"/jobs/{quote_id(a.jobid)}?mode=cancel")
     except ApiError as exc:
         # a retried cancel whose first attempt did land may find the job already CANCELED
         if not (exc.status == 409 and exc.attempts > 1 and "CANCELED" in str(exc)):
@@ -223,7 +223,7 @@ def cmd_cancel(client: Client, a: argparse.Namespace) -> int:
 
 
 def cmd_exceptions(client: Client, a: argparse.Namespace) -> int:
-    res = client.get(f"/jobs/{_q(a.jobid)}/exceptions")
+    res = client.get(f"/jobs/{quote_id(a.jobid)}/exceptions")
     if a.json:
         print_json(res)
         return EXIT_OK
@@ -250,7 +250,7 @@ def cmd_exceptions(client: Client, a: argparse.Namespace) -> int:
 
 
 def cmd_result(client: Client, a: argparse.Namespace) -> int:
-    res = client.get(f"/jobs/{_q(a.jobid)}/result")
+    res = client.get(f"/jobs/{quote_id(a.jobid)}/result")
     state = res.get("state")
     if a.json:
         print_json(res)

@@ -6,8 +6,8 @@ import argparse
 import re
 from typing import Any, Optional
 
-from jm.client.cli_http import EXIT_OK, CliError, Client, UsageError, _q, out, print_json
-from jm.client.cli_ops import _poll
+from jm.client.cli_http import EXIT_OK, CliError, Client, UsageError, quote_id, out, print_json
+from jm.client.cli_ops import poll_until
 
 _UNITS = {"ms": 0.001, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 
@@ -41,7 +41,7 @@ def cmd_add_peer(client: Client, a: argparse.Namespace) -> int:
 
 
 def cmd_remove_peer(client: Client, a: argparse.Namespace) -> int:
-    path = f"/cluster/peers/{_q(a.arg)}"
+    path = f"/cluster/peers/{quote_id(a.arg)}"
     if a.deadline is not None:
         path += f"?deadline={parse_seconds(a.deadline):g}"
     res = client.request("DELETE", path)
@@ -54,7 +54,7 @@ def cmd_remove_peer(client: Client, a: argparse.Namespace) -> int:
             if node in members or not core.get("settled", True):
                 return None
             return {"node": node, "state": "REMOVED", "voting-core": core}
-        res = _poll(gone, f"the removal of {node}", a.wait_timeout)
+        res = poll_until(gone, f"the removal of {node}", a.wait_timeout)
     if a.json:
         print_json(res)
     else:

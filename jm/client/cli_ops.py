@@ -8,9 +8,9 @@ import time
 import uuid
 from typing import Any, Callable, Optional
 
-from jm.client.cli_http import (EXIT_INTERRUPTED, EXIT_OK, TERMINAL, ApiError, CliError,
-                         Client, UsageError, _q, savepoint_location,
-                         fmt_size, fmt_time, out, print_json, table)
+from jm.client.cli_http import (EXIT_INTERRUPTED, EXIT_OK, TERMINAL, ApiError, CliError, Client,
+                                UsageError, quote_id, savepoint_location, fmt_size, fmt_time, out,
+                                print_json, table)
 
 
 def _target(a: argparse.Namespace) -> Optional[str]:
@@ -21,7 +21,7 @@ def _target(a: argparse.Namespace) -> Optional[str]:
     return savepoint_location(a.target)
 
 
-def _poll(fn: Callable[[], Any], what: str, timeout: Optional[float]) -> Any:
+def poll_until(fn: Callable[[], Any], what: str, timeout: Optional[float]) -> Any:
     """Call fn until it returns something truthy; CliError after `timeout` seconds."""
     deadline = None if timeout is None else time.monotonic() + timeout
     interval = 0.1
@@ -43,7 +43,7 @@ def _savepoint_request(client: Client, a: argparse.Namespace, stop: bool) -> int
     target = _target(a)
     if target:
         body["target-directory"] = target
-    path = f"/jobs/{_q(a.jobid)}/{'stop' if stop else 'savepoints'}"
+    path = f"/jobs/{quote_id(a.jobid)}/{'stop' if stop else 'savepoints'}"
     rid = client.request("POST", path, body)["request-id"]
     if a.detached:
         if a.json:
@@ -56,12 +56,12 @@ def _savepoint_request(client: Client, a: argparse.Namespace, stop: bool) -> int
 
 def _show_status(client: Client, jobid: str, rid: str, as_json: bool,
                  timeout: Optional[float], wait: bool = True) -> int:
-    path = f"/jobs/{_q(jobid)}/savepoints/{_q(rid)}"
+    path = f"/jobs/{quote_id(jobid)}/savepoints/{quote_id(rid)}"
 
     def done() -> Any:
         res = client.get(path)
         return res if (res.get("status") or {}).get("id") == "COMPLETED" or not wait else None
-    res = _poll(done, f"savepoint {rid} of job {jobid}", timeout)
+    res = poll_until(done, f"savepoint {rid} of job {jobid}", timeout)
     if as_json:
         print_json(res)
     op = res.get("operation") or {}
@@ -104,7 +104,7 @@ def cmd_rebalance(client: Client, a: argparse.Namespace) -> int:
 
 
 def cmd_drain(client: Client, a: argparse.Namespace) -> int:
-    path = f"/nodes/{_q(a.node)}/drain"
+    path = f"/nodes/{quote_id(a.node)}/drain"
     if a.undo:
         res = client.request("DELETE", path)
         print_json(res) if a.json else out(f"{a.node}: {res.get('state')} (takes work again)")
@@ -120,7 +120,7 @@ def cmd_drain(client: Client, a: argparse.Namespace) -> int:
                 if n.get("id") == a.node:
                     return n if n.get("state") in ("DRAINED", "DEAD") else None
             raise CliError(f"peer {a.node} is gone")
-        node = _poll(drained, f"the drain of {a.node}", a.wait_timeout)
+        node = poll_until(drained, f"the drain of {a.node}", a.wait_timeout)
         res = {"node": a.node, "state": node.get("state"), "jobs": node.get("jobs")}
     if a.json:
         print_json(res)
@@ -134,7 +134,7 @@ def cmd_drain(client: Client, a: argparse.Namespace) -> int:
 def cmd_artifacts(client: Client, a: argparse.Namespace) -> int:
     if a.delete:  # artifact:sha256:... (as listed) or sha256:...
         art_id = a.delete[len("artifact:"):] if a.delete.startswith("artifact:") else a.delete
-        res = client.request("DELETE", f"/artifacts/{_q(art_id)}")
+        res = client.request("DELETE", f"/artifacts/{quote_id(art_id)}")
         if a.json:
             print_json(res)
         else:
@@ -157,10 +157,11 @@ def cmd_artifacts(client: Client, a: argparse.Namespace) -> int:
 def cmd_logs(client: Client, a: argparse.Namespace) -> int:
     """Print an attempt's log; with -f, follow the job (into its next attempts) until it
     ends."""
-    path = f"/jobs/{_q(a.jobid)}/logs"
+    path = f"/jobs/{quote_id(a.jobid)}/logs"
     attempt = a.attempt
     announce = lambda n, node: out(f"--- attempt {n} on {node}")  # noqa: E731
-    if a.follow and attempt is None and not client.get(f"/jobs/{_q(a.jobid)}").get("attempts"):
+    if a.follow and attempt is None and \
+            not client.get(f"/jobs/{quote_id(a.jobid)}").get("attempts"):
         try:  # not placed yet (no slot free): wait for its first attempt
             follow_logs(client, a.jobid, sys.stdout.write, announce=announce)
         except KeyboardInterrupt:
@@ -195,7 +196,7 @@ def follow_logs(client: Client, job_id: str, write: Callable[[str], Any],
     pause = 0.1
     while True:
         if attempt is None:
-            job = client.get(f"/jobs/{_q(job_id)}")
+            job = client.get(f"/jobs/{quote_id(job_id)}")
             if job.get("attempts"):
                 attempt = job["attempts"][0]["attempt"]
             elif job.get("state") in TERMINAL:
@@ -205,7 +206,7 @@ def follow_logs(client: Client, job_id: str, write: Callable[[str], Any],
                 pause = min(pause * 1.5, 1.0)
                 continue
         try:
-            res = client.get(f"/jobs/{_q(job_id)}/logs?attempt={attempt}&offset={offset}")
+            res = client.get(f"/jobs/{quote_id(job_id)}/logs?attempt={attempt}&offset={offset}")
         except ApiError as exc:
             if not lost_ok:
                 raise
@@ -218,7 +219,7 @@ def follow_logs(client: Client, job_id: str, write: Callable[[str], Any],
         if res.get("truncated"):
             continue  # more is there already
         if res.get("ended"):
-            job = client.get(f"/jobs/{_q(job_id)}")
+            job = client.get(f"/jobs/{quote_id(job_id)}")
             newer = [t for t in job.get("attempts") or [] if t.get("attempt", 0) > attempt]
             if newer:
                 nxt = min(newer, key=lambda t: t["attempt"])

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-from jm.client.cli_http import (EXIT_API, EXIT_OK, CliError, Client, UsageError, _q,
+from jm.client.cli_http import (EXIT_API, EXIT_OK, CliError, Client, UsageError, quote_id,
                                 one_line, out, print_json)
 
 SUFFIXES = (".json",)  # (the client is standard library only: no YAML)
@@ -60,7 +60,7 @@ def apply(client: Client, a: argparse.Namespace) -> int:
     for name, path in targets:
         name = a.name or name
         try:
-            res = client.request("PUT", f"/pipelines/{_q(name)}", read_spec(path))
+            res = client.request("PUT", f"/pipelines/{quote_id(name)}", read_spec(path))
             if a.wait and res.get("outcome") == "upgrading":
                 res = wait_upgraded(client, name, a.wait_timeout)
         except CliError as exc:
@@ -76,7 +76,7 @@ def apply(client: Client, a: argparse.Namespace) -> int:
 def wait_upgraded(client: Client, name: str, timeout: float) -> dict:
     deadline = time.monotonic() + timeout
     while True:
-        p = client.request("GET", f"/pipelines/{_q(name)}")
+        p = client.request("GET", f"/pipelines/{quote_id(name)}")
         if p.get("pending-version") is None:
             if p.get("last-error"):
                 raise CliError(f"{name}: {p['last-error']}")
@@ -88,7 +88,7 @@ def wait_upgraded(client: Client, name: str, timeout: float) -> dict:
 
 
 def rollback(client: Client, a: argparse.Namespace) -> int:
-    p = client.request("GET", f"/pipelines/{_q(a.name)}")
+    p = client.request("GET", f"/pipelines/{quote_id(a.name)}")
     versions = {v["version"]: v for v in p.get("versions") or ()}
     want = a.to if a.to is not None else max((v for v in versions if v < p["version"]),
                                               default=None)
@@ -97,7 +97,7 @@ def rollback(client: Client, a: argparse.Namespace) -> int:
         raise UsageError(f"{a.name}: no version {want if want is not None else 'before '}"
                          f"{'' if want is not None else p['version']} to roll back to "
                          f"(kept: {kept})")
-    res = client.request("PUT", f"/pipelines/{_q(a.name)}", versions[want]["spec"])
+    res = client.request("PUT", f"/pipelines/{quote_id(a.name)}", versions[want]["spec"])
     if a.wait and res.get("outcome") == "upgrading":
         res = wait_upgraded(client, a.name, a.wait_timeout)
     print_json(res) if a.json else out(f"{a.name}: back to version {want}'s spec: "
@@ -116,7 +116,7 @@ def show(client: Client, a: argparse.Namespace) -> int:
             out(f"{p['name']}\t{p['version']}\t{p['state']}\t{p['jobid']}\t"
                 f"{p.get('pending-version') or '-'}")
         return EXIT_OK
-    res = client.request("GET", f"/pipelines/{_q(a.name)}")
+    res = client.request("GET", f"/pipelines/{quote_id(a.name)}")
     if a.json:
         print_json(res)
     elif a.action == "status":
@@ -141,7 +141,7 @@ def cmd_pipeline(client: Client, a: argparse.Namespace) -> int:
     if a.action == "rollback":
         return rollback(client, a)
     if a.action == "delete":
-        res = client.request("DELETE", f"/pipelines/{_q(a.name)}")
+        res = client.request("DELETE", f"/pipelines/{quote_id(a.name)}")
         print_json(res) if a.json else out(f"{a.name}: deleted (job {res.get('jobid')} "
                                            f"{res.get('state')})")
         return EXIT_OK

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jm.client.cli_http import EXIT_OK, Client, UsageError, _q, out, print_json
+from jm.client.cli_http import EXIT_OK, Client, UsageError, quote_id, out, print_json
 
 
 def _quota(n: object) -> str:
@@ -36,7 +36,7 @@ def cmd_tenant(client: Client, a: argparse.Namespace) -> int:
         raise UsageError("tenant set: give --slots N, --sessions M (0: no limit), "
                          "--os-user USER ('' for none), --memory SIZE, --cpu WEIGHT, "
                          "--proxy-users U1,U2 and/or --savepoint-dirs D1,D2 ('' for none)")
-    res = client.request("PUT", f"/tenants/{_q(a.name)}", body)
+    res = client.request("PUT", f"/tenants/{quote_id(a.name)}", body)
     if a.json:
         print_json(res)
     else:
@@ -54,8 +54,8 @@ def cmd_tenant(client: Client, a: argparse.Namespace) -> int:
 
 
 def cmd_audit(client: Client, a: argparse.Namespace) -> int:
-    query = "&".join(f"{k}={_q(str(v))}" for k, v in (("limit", a.limit), ("job", a.job),
-                                                       ("who", a.who)) if v)
+    query = "&".join(f"{k}={quote_id(str(v))}" for k, v in (("limit", a.limit), ("job", a.job),
+                                                            ("who", a.who)) if v)
     res = client.request("GET", "/audit" + (f"?{query}" if query else ""))
     if a.json:
         print_json(res)

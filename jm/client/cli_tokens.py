@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from jm.client.cli_http import EXIT_OK, Client, UsageError, _q, out, print_json
+from jm.client.cli_http import EXIT_OK, Client, UsageError, quote_id, out, print_json
 
 ACTIONS = ("create", "list", "revoke")
 
@@ -21,7 +21,7 @@ def cmd_token(client: Client, a: argparse.Namespace) -> int:
             out(f"{t.get('name')}\t{t.get('role')}\t{t.get('tenant') or '*'}")
         return EXIT_OK
     if a.action == "revoke":
-        res = client.request("DELETE", f"/tokens/{_q(a.name)}")
+        res = client.request("DELETE", f"/tokens/{quote_id(a.name)}")
         print_json(res) if a.json else out(f"{a.name}: revoked")
         return EXIT_OK
     if a.role is None:

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from jm.policy.sqlstmt import _pieces
+from jm.policy.sqlstmt import statement_pieces
 
 KEYWORDS = tuple(sorted(set("""
 ADD ALL ALTER ANALYZE AND ANTI ANY ARCHIVE ARRAY AS ASC AT BETWEEN BIGINT BINARY BOOLEAN
@@ -81,7 +81,7 @@ def request(body: Any) -> tuple[str, int]:
 def context(statement: str, position: int) -> Context | None:
     """What is typed at the position; None inside a quote or a comment (no hints)."""
     before = statement[:position]
-    pieces = list(_pieces(before))
+    pieces = list(statement_pieces(before))
     if pieces and pieces[-1][0] != "char":
         kind, text = pieces[-1]
         closed = (kind == "quote" and len(text) > 1 and text[-1] == text[0]
@@ -92,7 +92,7 @@ def context(statement: str, position: int) -> Context | None:
             return None
     prefix = _WORD_END.search(before).group()
     head = before[:len(before) - len(prefix)]
-    text = "".join(t if k == "char" else " " for k, t in _pieces(head))
+    text = "".join(t if k == "char" else " " for k, t in statement_pieces(head))
     words = _WORDS.findall(text[text.rfind(";") + 1:])  # this statement's (after a `;`)
     return Context(prefix, words[-1].upper() if words else "")
 

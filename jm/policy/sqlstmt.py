@@ -29,7 +29,7 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|`[^`]*`|\S")
 _BRACKETS = re.compile(r"/\*|\*/")
 
 
-def _pieces(sql: str):
+def statement_pieces(sql: str):
     """The text in pieces: ("quote", '...'), ("comment", '-- ...' or '/* ... */'), or
     ("char", c) for each other character. As Spark's lexer: a backslash escapes the next
     character in '...' and "..." but not in a raw string r'...' (nor in `...`), and
@@ -71,7 +71,8 @@ def strip_comments(sql: str) -> str:
     """The statement without its comments (`-- ...` and `/* ... */`), keeping quoted
     text as it is."""
     return "".join(" " if kind == "comment" and text.startswith("/*") else text
-                   for kind, text in _pieces(sql) if kind != "comment" or text.startswith("/*"))
+                   for kind, text in statement_pieces(sql)
+                   if kind != "comment" or text.startswith("/*"))
 
 
 def split_statements(script: str) -> list[str]:
@@ -79,7 +80,7 @@ def split_statements(script: str) -> list[str]:
     dropped, each stripped and without its `;`."""
     stmts: list[str] = []
     cur: list[str] = []
-    for kind, text in _pieces(script):
+    for kind, text in statement_pieces(script):
         if kind == "char" and text == ";":
             stmts.append("".join(cur))
             cur = []
