@@ -26,7 +26,7 @@ from typing import Callable, Optional
 
 from chaos import checks, hostfaults
 from chaos.faults import FAULTS, GROUP_FAULTS, HOST_FAULTS, inject
-from chaos.harness import ChaosCluster, Load, Scenario, _wait, call
+from chaos.harness import ChaosCluster, Load, Scenario, poll_for, call
 from chaos.netns import available
 from chaos.streaming import EventFeed, wait_sink
 
@@ -80,8 +80,8 @@ def start_streaming(c: ChaosCluster, sc: Scenario) -> tuple[list, list]:
         feeds.append(feed)
         jobs.append(body["jobid"])
     if jobs:
-        _wait(lambda: all(state(c.urls[0], j) == "RUNNING" for j in jobs), 180,
-              "streaming jobs running", interval=0.5)
+        poll_for(lambda: all(state(c.urls[0], j) == "RUNNING" for j in jobs), 180,
+                 "streaming jobs running", interval=0.5)
     return feeds, jobs
 
 
@@ -208,8 +208,8 @@ def _start_probes(c: ChaosCluster, sc: Scenario) -> list[str]:
         if status != 202:
             raise RuntimeError(f"probe submission failed: {status} {body}")
         probe_jobs.append(body["jobid"])
-    _wait(lambda: sum(r["state"] == "RUNNING" for r in rows(c.urls[0]) or ()) == sc.jobs,
-          60, "probe jobs running")
+    poll_for(lambda: sum(r["state"] == "RUNNING" for r in rows(c.urls[0]) or ()) == sc.jobs,
+             60, "probe jobs running")
     return probe_jobs
 
 
@@ -253,8 +253,8 @@ def _inject_faults(c: ChaosCluster, sc: Scenario, rnd: random.Random,
             rnd.uniform(timeout + 1, timeout + 4) if kind != "pause" else \
             rnd.uniform(lease + 0.5, timeout + 4)
         faults.extend(inject(c, kind, rnd, hold, log, owner))
-        _wait(lambda: len(c.pids) == sc.peers and c.leader_index() is not None, 60,
-              "cluster whole again")
+        poll_for(lambda: len(c.pids) == sc.peers and c.leader_index() is not None, 60,
+                 "cluster whole again")
         time.sleep(max(0.0, sc.fault_every - hold))  # fault schedule: spacing
     return faults
 
@@ -264,13 +264,13 @@ def _settle(c: ChaosCluster, sc: Scenario, probe_jobs: list[str], log) -> dict:
     overview rows by job id, each probe's logged."""
     log("faults over; waiting for every probe job to run again")
     try:
-        _wait(lambda: (lambda got: got is not None and all(
+        poll_for(lambda: (lambda got: got is not None and all(
             r["state"] == "RUNNING" for r in got if r["jid"] in set(probe_jobs)))(
                 rows(c.alive_url())), sc.settle, "probes running", interval=0.5)
     except TimeoutError as exc:
         log(str(exc))
     time.sleep(1.0)  # let every probe write lines from its current attempt
-    final = {r["jid"]: r for r in _wait(lambda: rows(c.alive_url()), 60, "the overview")}
+    final = {r["jid"]: r for r in poll_for(lambda: rows(c.alive_url()), 60, "the overview")}
     for j in probe_jobs:
         row = final.get(j, {})
         log(f"probe {j[:8]}: {row.get('state')} on {row.get('node')} attempt "

@@ -126,7 +126,7 @@ class ChaosCluster(PeerProcesses):
         return call(method, url, body, timeout=timeout)
 
     def wait(self, fn, timeout, what, interval=0.1):
-        return _wait(fn, timeout, what, interval)
+        return poll_for(fn, timeout, what, interval)
 
     def exec_prefix(self, i: int) -> list[str]:
         return self.net.exec_prefix(i) if self.net else []
@@ -169,11 +169,11 @@ class ChaosCluster(PeerProcesses):
         if enough is not None:
             def ready() -> bool:
                 return sum(1 for u in self.urls if _ready(u)) >= enough
-            _wait(ready, 300, f"{enough} peers' Spark ready", interval=0.5)
+            poll_for(ready, 300, f"{enough} peers' Spark ready", interval=0.5)
             return
         for url in self.urls:
-            _wait(lambda u=url: call("GET", u + "/healthz")[1].get("spark-ready"), 300,
-                  f"{url} Spark ready", interval=0.5)
+            poll_for(lambda u=url: call("GET", u + "/healthz")[1].get("spark-ready"), 300,
+                     f"{url} Spark ready", interval=0.5)
 
     def sql_rows(self, sql: str) -> list:
         """Run a SQL job on a live peer and return its rows ([] if it failed)."""
@@ -181,9 +181,10 @@ class ChaosCluster(PeerProcesses):
         if status != 202:
             return []
         jid = body["jobid"]
-        res = _wait(lambda: (lambda r: r if r and r.get("state") in ("FINISHED", "FAILED")
-                             else None)(call("GET", self.alive_url() + f"/jobs/{jid}/result")[1]),
-                    180, "check query", interval=0.3)
+        def ended():
+            r = call("GET", self.alive_url() + f"/jobs/{jid}/result")[1]
+            return r if r and r.get("state") in ("FINISHED", "FAILED") else None
+        res = poll_for(ended, 180, "check query", interval=0.3)
         return (res.get("result") or {}).get("rows", []) if res["state"] == "FINISHED" else []
 
     def stop(self) -> None:
@@ -261,7 +262,8 @@ class Load(threading.Thread):
             t.join()
 
 
-def _wait(fn, timeout: float, what: str, interval: float = 0.1):
+def poll_for(fn, timeout: float, what: str, interval: float = 0.1):
+    """wait_until, a refused or reset connection counted as not yet."""
     return wait_until(fn, timeout, what, interval, errors=(OSError,))
 
 

@@ -11,7 +11,7 @@ import subprocess
 import time
 from typing import Callable
 
-from chaos.harness import ROOT, ChaosCluster, _wait, call
+from chaos.harness import ROOT, ChaosCluster, poll_for, call
 from chaos.peers import request, send
 from chaos.peers import running as _running
 
@@ -52,7 +52,7 @@ def power_loss(c: ChaosCluster, log: Callable[[str], None]) -> tuple[float, floa
     start = time.time()
     send(victims, signal.SIGKILL)
     dropped = sum(fs.cut()["dropped-bytes"] for fs in c.lazy)
-    _wait(lambda: not [p for p in victims if _running(p)], 30, "every process on the hosts gone")
+    poll_for(lambda: not [p for p in victims if _running(p)], 30, "every process on the hosts gone")
     c.pids.clear()
     for fs in c.lazy:
         fs.power_on()
@@ -83,8 +83,8 @@ def clock(c: ChaosCluster, i: int, rnd, hold: float, log: Callable[[str], None]
         fault.jump(step)
         # the peer's own wall clock (its HTTP Date header) shows the step: the fault
         # reached the processes on that host (through ssh's SetEnv), it is no no-op
-        _wait(lambda: abs(_peer_clock(c.urls[i]) - time.time() - step) < 3, 15,
-              f"the clock step on {c.nodes[i]}")
+        poll_for(lambda: abs(_peer_clock(c.urls[i]) - time.time() - step) < 3, 15,
+                 f"the clock step on {c.nodes[i]}")
     else:  # well inside the safe range: x0.8 / x1.25 with the defaults
         rate = max(0.8, low + 0.05) if what == "slow" else min(1.25, high - 0.05)
         fault.set_rate(rate, lease, timeout)
@@ -117,9 +117,9 @@ def membership(c: ChaosCluster, i: int, log: Callable[[str], None]) -> tuple[flo
     status, body = call("DELETE", c.alive_url(exclude=i) + f"/cluster/peers/{node}?deadline=2")
     if status != 202:
         raise RuntimeError(f"remove {node}: {status} {body}")
-    _wait(lambda: not _running(pid), 90, f"removed {node} to stop")
+    poll_for(lambda: not _running(pid), 90, f"removed {node} to stop")
     del c.pids[i]
-    _wait(lambda: node not in [m["id"] for m in call(
+    poll_for(lambda: node not in [m["id"] for m in call(
         "GET", c.alive_url() + "/cluster/peers")[1]["members"]], 60, f"{node} out of Raft")
     end = time.time()
     log(f"removed {node}; adding it back")
@@ -129,7 +129,7 @@ def membership(c: ChaosCluster, i: int, log: Callable[[str], None]) -> tuple[flo
     c.start_peer(i)
     c.wait_healthy(i, 60)
     log(f"{node} is a member again")
-    _wait(lambda: len(c.voters()) >= core, 60, f"a voting core of {core} again")
+    poll_for(lambda: len(c.voters()) >= core, 60, f"a voting core of {core} again")
     log(f"the voting core has {core} voters again")
     return start, end
 
@@ -179,7 +179,7 @@ def disk_full(c: ChaosCluster, i: int, hold: float, log: Callable[[str], None]
         # fails, and recovers from its disk when it is started again
         log(f"{c.nodes[i]} fail-stopped on the full disk; starting it again")
         c.start_peer(i)
-    _wait(lambda: call("GET", c.urls[i] + "/healthz")[1].get("ok"), 90,
-          f"{c.nodes[i]} to recover from the full disk")
+    poll_for(lambda: call("GET", c.urls[i] + "/healthz")[1].get("ok"), 90,
+             f"{c.nodes[i]} to recover from the full disk")
     log(f"disk of {c.nodes[i]} has room again; it recovered")
     return start, end
