@@ -8,7 +8,8 @@ are, low to high (an import from a lower layer into a higher one is an arrow up)
 
   0 raft   1 jm.policy, jm.wire, jm.config* (config parsing, the `jm` package)
   2 jm.runtime   3 jm.cluster   4 rest
-  5 jm.client, jm.local, jm.docgen, jm.testing (tools on top: they may import anything)
+  5 jm.peer (the process that assembles a peer), jm.client, jm.local, jm.docgen,
+    jm.testing (tools on top: they may import anything)
 
     .venv/bin/python bench/house.py
     .venv/bin/python bench/house.py --out /tmp/house-before.json
@@ -29,7 +30,7 @@ PACKAGES = ("jm", "raft", "rest")
 LAYERS = {"raft": 0, "jm": 1, "jm.policy": 1, "jm.wire": 1, "jm.config": 1,
           "jm.configkeys": 1, "jm.configpeers": 1, "jm.configvalues": 1, "jm.runtime": 2,
           "jm.cluster": 3, "rest": 4, "jm.client": 5, "jm.local": 5, "jm.docgen": 5,
-          "jm.testing": 5}
+          "jm.testing": 5, "jm.peer": 5}
 MANGLED = re.compile(r"_[A-Z]\w*__\w+")
 FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 KINDS = ("top", "function", "type-checking")
@@ -197,7 +198,7 @@ def protocols(mods: dict, mod: str) -> dict:
 
 def peer_attributes(mods: dict) -> int:
     """Distinct `self.X` assigned (plain, annotated, augmented, unpacked) in Peer's methods."""
-    key = find_class(mods, "Peer", "jm.cluster.peer")
+    key = find_class(mods, "Peer", "jm.peer.peer")
     names = set()
     for node in ast.walk(classes_of(mods, key[1])[key[2]]):
         targets = (node.targets if isinstance(node, ast.Assign) else

@@ -35,7 +35,8 @@ is_peer_alive() {
     [ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || return 1
     state="$(sed -e 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)"
     [ "$state" != "Z" ] && [ "$state" != "X" ] || return 1
-    tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "jm.cluster.peer"
+    # (jm.cluster.peer: a peer of an older build, before a rolling upgrade reached it)
+    tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qE "jm\.peer|jm\.cluster\.peer"
 }
 
 running_pid() {
@@ -51,13 +52,13 @@ case "$ACTION" in
         fi
         # the peer's log holds every tenant's job ids and errors: its alone (0600)
         (umask 077 && touch "$LOG_FILE") && chmod 600 "$LOG_FILE"
-        nohup "$JM_PYTHON" -m jm.cluster.peer --conf-dir "$JM_CONF_DIR" --peer "$PEER" "${ARGS[@]}" "${EXTRA[@]}" \
+        nohup "$JM_PYTHON" -m jm.peer --conf-dir "$JM_CONF_DIR" --peer "$PEER" "${ARGS[@]}" "${EXTRA[@]}" \
             >> "$LOG_FILE" 2>&1 < /dev/null &
         echo $! > "$PID_FILE"
         echo "Starting jobmanager $PEER (pid $!, log $LOG_FILE)."
         ;;
     start-foreground)
-        exec "$JM_PYTHON" -m jm.cluster.peer --conf-dir "$JM_CONF_DIR" --peer "$PEER" "${ARGS[@]}" "${EXTRA[@]}"
+        exec "$JM_PYTHON" -m jm.peer --conf-dir "$JM_CONF_DIR" --peer "$PEER" "${ARGS[@]}" "${EXTRA[@]}"
         ;;
     stop)
         if ! pid="$(running_pid)"; then

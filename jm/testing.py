@@ -63,7 +63,7 @@ class MiniCluster:
     # ---- lifecycle on the caller's loop -------------------------------------------------
     async def start(self) -> "MiniCluster":
         from jm.config import load_config
-        from jm.cluster.peer import Peer
+        from jm.peer.peer import Peer
         masters = self.masters()
         spark_port = free_ports(1)[0] if self.spark else None
         token = secrets.token_urlsafe(24)  # the shared server's (spark.connect.token)

@@ -137,7 +137,7 @@ class Lease:
         if not res.ok and res.code == "protocol":  # an older build than the cluster's
             log.error("registration refused: %s", res.error)
             self.refusal = res.error
-            self.refused.set()  # the peer stops (jm/cluster/peermain.py)
+            self.refused.set()  # the peer stops (jm/peer/main.py)
             return self.interval
         if not res.ok:
             log.warning("registration refused: %s", res.error)

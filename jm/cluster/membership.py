@@ -238,7 +238,7 @@ class Membership:
 
 class RemovalWatch:
     """Whether this peer was removed from the cluster: `removed` is set, and the peer
-    stops (jm/cluster/peermain.py)."""
+    stops (jm/peer/main.py)."""
 
     def __init__(self, node: str, raft: RaftHost, lease_expired: Callable[[], bool],
                  client: PeerClient, other_urls: Callable[[], list[str]],

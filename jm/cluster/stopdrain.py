@@ -1,6 +1,6 @@
 """A peer told to stop drains first (jm/policy/stopdrain.py decides; this drives it).
 
-peermain runs `drain_before_stop` between the first SIGTERM/SIGINT and `Peer.stop()`:
+jm/peer/main.py runs `drain_before_stop` between the first SIGTERM/SIGINT and `Peer.stop()`:
 it commits `DrainPeer(by_stop=True)` with `jobmanager.stop.drain-deadline` (the leader's
 drain rounds move the jobs, jm/cluster/resourcemanager.py), then waits, woken by every
 change of the replicated state, until this peer holds no job or its budget is spent. A

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 MOVE_MARGIN = 5.0     # s past deadline + cancel-timeout for the deadline's moves to land
-STOP_TIMEOUT = 20.0   # s: Peer.stop's own bound (jm/cluster/peer.py)
+STOP_TIMEOUT = 20.0   # s: Peer.stop's own bound (jm/peer/peer.py)
 EXIT_MARGIN = 5.0     # s: the interpreter's exit, the loop's last tasks
 
 SKIP, DRAIN, WAIT = "skip", "drain", "wait"

@@ -69,7 +69,7 @@ class PowerCluster(PeerProcesses):
         super().__init__(base, lines, conf_dir)
         self.log_dir = os.path.join(base, "log")
         os.makedirs(self.log_dir, exist_ok=True)
-        # jm/cluster/peer.py: the peer's data folder is <data-dir>/<host>_<raft-port>
+        # jm/peer/peer.py: the peer's data folder is <data-dir>/<host>_<raft-port>
         self.mounts = [LazyMount(os.path.join(base, "data", host + "_" + raft),
                                  os.path.join(base, "backing", str(i)),
                                  os.path.join(self.log_dir, f"lazyfs-{i}.log"), sync_delay)
@@ -95,7 +95,7 @@ class PowerCluster(PeerProcesses):
                 continue
             with open(os.path.join(self.log_dir, f"peer-{i}.log"), "ab") as log:
                 self.procs[i] = subprocess.Popen(
-                    [sys.executable, "-m", "jm.cluster.peer", "--conf-dir", self.conf_dir,
+                    [sys.executable, "-m", "jm.peer", "--conf-dir", self.conf_dir,
                      "--peer", line], stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                     start_new_session=True)
             self.live[i] = self.procs[i].pid

@@ -141,12 +141,12 @@ def finished(url: str, jid: str) -> dict:
 
 
 def running_peers(c: SshCluster) -> set[int]:
-    """Pids of this test's peer processes that are running (any jm.cluster.peer whose
+    """Pids of this test's peer processes that are running (any jm.peer whose
     working files are under this test's JM_HOME)."""
     out = set()
     for p in psutil.process_iter(["pid", "cmdline"]):
         cmd = p.info["cmdline"] or []
-        if "jm.cluster.peer" in cmd and c.conf_dir in cmd:
+        if "jm.peer" in cmd and c.conf_dir in cmd:
             out.add(p.info["pid"])
     return out
 

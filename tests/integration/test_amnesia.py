@@ -16,7 +16,7 @@ FIX = os.path.dirname(os.path.abspath(__file__)) + "/"
 
 
 def _peer(c, i, rejoin=False, **conf):
-    from jm.cluster.peer import Peer
+    from jm.peer.peer import Peer
     masters = c.masters()
     return Peer(load_config(c.conf_dir, conf), masters[i], masters, rejoin=rejoin)
 

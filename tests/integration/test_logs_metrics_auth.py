@@ -154,7 +154,7 @@ async def test_token_auth_and_traversal(tmp_path):
 async def test_a_peer_with_a_wrong_secret_cannot_join(tmp_path):
     c = InProcessCluster(str(tmp_path), 3, {"cluster.secret": "right"})
     from jm.config import load_config
-    from jm.cluster.peer import Peer
+    from jm.peer.peer import Peer
     try:
         # start peers 0 and 1 with the right secret, peer 2 with a wrong one
         masters = c.masters()

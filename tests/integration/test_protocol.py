@@ -142,7 +142,7 @@ async def _older_peer_is_refused(c):
     await _protocol(c, PROTOCOL)
     await peer.stop()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "jm.cluster.peer", "--conf-dir", c.conf_dir,
+        sys.executable, "-m", "jm.peer", "--conf-dir", c.conf_dir,
         "--peer", c.lines[1], "-D", "cluster.protocol-version=1",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:

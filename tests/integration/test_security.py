@@ -142,7 +142,7 @@ async def test_the_peer_credential_opens_only_the_peer_to_peer_routes(tmp_path):
 
 
 def test_a_peer_on_a_shared_address_needs_a_token_and_a_secret(tmp_path):
-    from jm.cluster.peer import Peer
+    from jm.peer.peer import Peer
     conf_dir, _ = make_conf(str(tmp_path), 1)
     me = PeerAddress("10.255.255.1", 8081, 6123)  # never bound: the peer refuses first
     with pytest.raises(ConfigError, match="rest.auth.token.*cluster.secret"):
@@ -164,7 +164,7 @@ def test_the_jobmanager_command_says_why_in_one_line(tmp_path):
         f.write("10.255.255.1:18081:16123\n")
     with open(os.path.join(conf_dir, "config.yaml"), "w") as f:
         f.write(f"jobmanager.data-dir: {tmp_path}/data\nenv.log.dir: {tmp_path}/log\n")
-    r = subprocess.run([sys.executable, "-m", "jm.cluster.peer", "--conf-dir", conf_dir],
+    r = subprocess.run([sys.executable, "-m", "jm.peer", "--conf-dir", conf_dir],
                        capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from jm.cluster import peer
+from jm.peer import main as peer
 from raft import compat
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

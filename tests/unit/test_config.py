@@ -450,7 +450,7 @@ def test_a_secret_file_open_to_others_empty_odd_or_doubled_is_a_clear_error(tmp_
 
 
 def test_a_peer_with_a_readable_secret_file_does_not_start(tmp_path, capsys):
-    from jm.cluster import peer
+    from jm.peer import main as peer
     (tmp_path / "secret").write_text("s3cr3t\n")
     (tmp_path / "secret").chmod(0o604)
     (tmp_path / "config.yaml").write_text(f"cluster.secret-file: {tmp_path / 'secret'}\n")

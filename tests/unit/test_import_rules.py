@@ -10,7 +10,8 @@
   and which no other client module imports;
 * rest/ imports nothing of ours but its gateway protocols (rest/gateway.py) and the
   vocabulary it shares with the peer (jm/api.py, the standard library only);
-* jm/cluster/ imports nothing of rest/ but where the peer is assembled (the REST app);
+* jm/cluster/ imports nothing of rest/: the peer is assembled above both, in jm/peer/ (the
+  process), which no module below imports;
 * pyspark is imported only by the job runtime (jm/runtime/).
 """
 import ast
@@ -139,14 +140,19 @@ def test_the_shared_vocabulary_is_standard_library_only():
     assert not bad, f"jm.api imports {sorted(bad)}"
 
 
-# where a peer is put together: the only modules of jm/cluster/ that build REST's app
-ASSEMBLY = ("jm.cluster.peer", "jm.cluster.restserve")
 
 
-@pytest.mark.parametrize("module", [m for m in _in("jm.cluster") if m not in ASSEMBLY])
+@pytest.mark.parametrize("module", _in("jm.cluster"))
 def test_the_peer_s_parts_import_nothing_of_rest(module):
     bad = {n for n in imports_of(module) if _top(n) == "rest"}
     assert not bad, f"{module} imports {sorted(bad)} (the shared words are in jm/api.py)"
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if not _under(m, ["jm.peer", "jm.testing"])
+                                    and _top(m) in ("jm", "raft", "rest")])
+def test_nothing_below_imports_the_process_that_assembles_a_peer(module):
+    bad = {n for n in imports_of(module) if _under(n, ["jm.peer"])}
+    assert not bad, f"{module} imports {sorted(bad)}"
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if not _under(m, ["jm.runtime"])))
@@ -158,8 +164,8 @@ def test_pyspark_only_in_the_job_runtime(module):
 def test_the_checker_sees_what_it_must():
     """Imports through our own modules count (peer -> raft.node -> pysyncobj), and so do
     imports inside functions (the health role imports the metrics only for gauges)."""
-    assert "pysyncobj" in closure("jm.cluster.peer")
-    assert "pysyncobj" not in imports_of("jm.cluster.peer")
+    assert "pysyncobj" in closure("jm.peer.peer")
+    assert "pysyncobj" not in imports_of("jm.peer.peer")
     assert "jm.cluster.metrics" in imports_of("jm.cluster.health")
     assert _under("aiohttp.web", POLICY_FORBIDDEN) and not _under("aiohttpx", ["aiohttp"])
 

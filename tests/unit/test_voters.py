@@ -32,7 +32,7 @@ def test_an_even_or_zero_raft_voters_is_a_configuration_error(tmp_path):
 def test_a_peer_exits_2_naming_the_key_when_raft_voters_exceeds_the_members(tmp_path):
     (tmp_path / "masters").write_text("127.0.0.1:18081:16123\n127.0.0.1:18082:16124\n")
     (tmp_path / "config.yaml").write_text("raft.voters: 3\n")
-    r = subprocess.run([sys.executable, "-m", "jm.cluster.peer", "--conf-dir", str(tmp_path),
+    r = subprocess.run([sys.executable, "-m", "jm.peer", "--conf-dir", str(tmp_path),
                         "--peer", "127.0.0.1:18081:16123"], cwd=ROOT, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 2, r.stderr

@@ -1,7 +1,7 @@
 """One JobManager peer: wires Raft, REST, Dispatcher, ResourceManager, executor and
 Spark together, starts them in order and stops them in reverse order.
 
-Run as `python -m jm.cluster.peer --conf-dir conf [--peer host:rest:raft] [-D key=value ...]`.
+Run as `python -m jm.peer --conf-dir conf [--peer host:rest:raft] [-D key=value ...]`.
 """
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import asyncio
 import logging
 import os
 import shutil
-import sys
 import time
 from typing import Any, Optional
 
@@ -51,7 +50,7 @@ from jm.runtime.confine import passable
 from jm.runtime.limits import from_conf as job_limits
 from jm.cluster.sqlgateway import SqlGateway
 from jm.cluster.sqljobs import SqlJobExecutor
-from jm.cluster.restserve import check_exposure, serve_rest
+from jm.peer.restserve import check_exposure, serve_rest
 from jm.cluster.sparkaccess import SparkAccess
 from jm.runtime.sparkjvm import spark_conf_dir
 from jm.runtime.sparkserver import SparkConnectServer
@@ -443,12 +442,3 @@ class Peer:
     async def _commit(self, command: Any) -> Any:
         return await self.raft.submit(command, self.conf["rest.write-timeout"])
 
-
-def main(argv: Optional[list[str]] = None) -> int:
-    """The jobmanager command (jm/cluster/peermain.py)."""
-    from jm.cluster.peermain import main as run
-    return run(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

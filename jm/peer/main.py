@@ -1,4 +1,4 @@
-"""The jobmanager process: `python -m jm.cluster.peer` (bin/jobmanager.sh, systemd,
+"""The jobmanager process: `python -m jm.peer` (bin/jobmanager.sh, systemd,
 Kubernetes) reads the configuration, runs one Peer until SIGTERM, removal or a Raft
 journal failure, and stops it."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ import signal
 import sys
 from typing import Optional
 
-from jm.cluster.peer import Peer
+from jm.peer.peer import Peer
 from jm.cluster.peerlog import setup_logging
 from jm.cluster.stopdrain import StopDrainParts, drain_before_stop, end_stop_drain
 from jm.config import ConfigError, choose_self, load_config, parse_overrides, read_masters
