@@ -6,6 +6,7 @@ imports the other for it (rest/gateway.py holds the protocols REST asks of a pee
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Mapping, Optional
 
 
@@ -84,3 +85,14 @@ class Credential:
 
 ROOT = Credential("root", "admin", None)   # rest.auth.token
 ANYONE = Credential("", "admin", None)     # no rest.auth.token: every caller is an admin
+
+
+class Named(Enum):
+    """What a route's path parameter names (its value is the parameter's name): the
+    objects a tenant's caller may see only when they are its tenant's."""
+    JOB = "job_id"
+    BATCH = "batch_id"              # a Livy batch, by number
+    LIVY_SESSION = "session_id"     # a Livy session, by number
+    SQL_SESSION = "sh"              # a SQL gateway session, by handle
+    ARTIFACT = "artifact_id"
+    PIPELINE = "pipeline"

@@ -59,7 +59,7 @@ async def get_overview(request: web.Request) -> web.Response:
 
 async def get_nodes(request: web.Request) -> web.Response:
     """The peers (every one by default: a cluster's peers are a short list)."""
-    return web.json_response(gw(request).views.list_page("nodes", request.query, caller(request)))
+    return web.json_response(gw(request).views.nodes_page(request.query, caller(request)))
 
 
 async def post_job(request: web.Request) -> web.Response:
@@ -75,7 +75,7 @@ async def post_job(request: web.Request) -> web.Response:
 
 async def get_jobs(request: web.Request) -> web.Response:
     """A page of jobs, newest first (pages.DEFAULT_LIMIT by default; jm/policy/pages.py)."""
-    return web.json_response(gw(request).views.list_page("jobs", request.query, caller(request)))
+    return web.json_response(gw(request).views.jobs_page(request.query, caller(request)))
 
 
 async def get_jobs_overview(request: web.Request) -> web.Response:
@@ -219,8 +219,8 @@ async def _read_upload(request: web.Request, limit: int) -> tuple[str, bytes]:
 
 
 async def get_artifacts(request: web.Request) -> web.Response:
-    return web.json_response(gw(request).views.list_page("artifacts", request.query,
-                                                         caller(request)))
+    return web.json_response(gw(request).views.artifacts_page(request.query,
+                                                              caller(request)))
 
 
 async def get_artifact_content(request: web.Request) -> web.StreamResponse:

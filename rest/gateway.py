@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Optional, Protocol
 
-from jm.api import ANYONE, Credential, ResultPage, SessionInfo
+from jm.api import ANYONE, Credential, Named, ResultPage, SessionInfo
 
 
 class SqlGatewayApi(Protocol):
@@ -70,8 +70,9 @@ class JobViewsApi(Protocol):
     def job_result(self, job_id: str) -> Optional[dict]: ...
     def job_savepoints(self, job_id: str) -> Optional[dict]: ...
     def savepoint_status(self, job_id: str, request_id: str) -> Optional[dict]: ...
-    def list_page(self, name: str, query: Mapping[str, str], who: Credential) -> dict:
-        """A page of jobs, nodes or artifacts, of what `who` may see."""
+    def jobs_page(self, query: Mapping[str, str], who: Credential) -> dict: ...
+    def nodes_page(self, query: Mapping[str, str], who: Credential) -> dict: ...
+    def artifacts_page(self, query: Mapping[str, str], who: Credential) -> dict: ...
     async def jobs_overview(self, query: Mapping[str, str],
                             id_ok: Optional[Callable[[str], bool]], who: Credential
                             ) -> list[bytes]: ...
@@ -138,7 +139,7 @@ class TokensApi(Protocol):
 
 
 class TenantsApi(Protocol):
-    def visible(self, param: str, value: str, who: Credential) -> Optional[bool]:
+    def visible(self, named: Named, value: str, who: Credential) -> Optional[bool]:
         """Whether `who` may see the job, batch, session, pipeline or artifact a path
         parameter names (another tenant's: the same 404 as for none); None when this
         replica does not know it."""

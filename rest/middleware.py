@@ -13,7 +13,8 @@ from aiohttp import web
 from aiohttp.web_urldispatcher import MatchInfoError
 
 from rest import roles
-from jm.api import ANYONE, FORWARDED, INDEX_HEADER, MIN_INDEX_HEADER, ROOT, ApiError, Credential
+from jm.api import (ANYONE, FORWARDED, INDEX_HEADER, MIN_INDEX_HEADER, ROOT, ApiError, Credential,
+                    Named)
 from rest.gateway import Gateway
 
 log = logging.getLogger("jm.rest")
@@ -126,21 +127,22 @@ def auth_middleware(token: Optional[str], peer_credential: Optional[str]):
                 return error_response(403, [why], {"WWW-Authenticate": _challenge(
                     "insufficient_scope", why)})
             if not named.sees_all:  # checked after the index wait (scope_middleware)
-                request[SCOPED] = {k: v for k, v in params.items() if k in HIDDEN}
+                request[SCOPED] = {NAMED[k]: v for k, v in params.items() if k in NAMED}
         return await handler(request)
     return middleware
 
 
 # what a route's path parameter names, and the answer for one of another tenant: the
 # same as for one that does not exist (nothing else said)
-HIDDEN = {"job_id": "job {} not found", "batch_id": "batch {} not found",
-          "session_id": "session {} not found (deleted, expired or never created)",
-          "sh": "session {} does not exist", "artifact_id": "unknown artifact {}",
-          "pipeline": "pipeline {} not found"}
+HIDDEN = {Named.JOB: "job {} not found", Named.BATCH: "batch {} not found",
+          Named.LIVY_SESSION: "session {} not found (deleted, expired or never created)",
+          Named.SQL_SESSION: "session {} does not exist",
+          Named.ARTIFACT: "unknown artifact {}", Named.PIPELINE: "pipeline {} not found"}
+NAMED = {n.value: n for n in Named}  # a path parameter's name -> what it names
 
 
 SCOPED = web.RequestKey("jm_scoped", dict)  # the path's objects a tenant's caller names
-CREATED_BY_PATH = (("PUT", "pipeline"),)  # a request that names what it creates
+CREATED_BY_PATH = (("PUT", Named.PIPELINE),)  # a request that names what it creates
 
 
 @web.middleware
@@ -163,15 +165,15 @@ async def _hidden(request: web.Request, params: dict, who: Credential) -> Option
     """The 404 answer when an object the path names is another tenant's than `who`'s or
     unknown (a name a PUT creates may be unknown), else None."""
     gw = request.app[GATEWAY]
-    for param, value in params.items():
-        seen = gw.tenants.visible(param, value, who)
-        if seen is None and (request.method, param) in CREATED_BY_PATH:
+    for named, value in params.items():
+        seen = gw.tenants.visible(named, value, who)
+        if seen is None and (request.method, named) in CREATED_BY_PATH:
             continue
         if seen is None and FORWARDED not in request.headers:
             await gw.sql.catch_up()  # (a forwarded request waited for its sender's index)
-            seen = gw.tenants.visible(param, value, who)
+            seen = gw.tenants.visible(named, value, who)
         if not seen:
-            return HIDDEN[param].format(value)
+            return HIDDEN[named].format(value)
     return None
 
 

@@ -71,25 +71,27 @@ class JobViews:
         return self._of_job(job_id, views.savepoint_status, request_id)
 
 
-    def list_page(self, name: str, query: Any, who: Credential = ANYONE) -> dict:
-        """A page of a list route: jobs (newest first, DEFAULT_LIMIT by default), nodes
-        (all by default), artifacts (DEFAULT_LIMIT); 400 for a parameter out of range.
-        Jobs and artifacts: those of `who`'s tenant (every one for an admin); nodes: the
-        ids of its jobs on each (and how many jobs each runs in all)."""
-        if name == "jobs":
-            return self.lists.jobs_page(query, None if who.sees_all else who.tenant)
-        if name == "nodes":
-            leader = self.writes.leader()
-            with self.raft.read() as st:
-                out = views.nodes(st, leader, self.raft.members(),
-                                  views.ALL_TENANTS if who.sees_all else who.tenant)
-        elif name == "artifacts":
-            with self.raft.read() as st:
-                out = views.artifacts(st, None if who.sees_all else tenant_key(who.tenant))
-        else:
-            raise KeyError(name)
-        return {**out, **self.lists.page(query, name, out[name],
-                                         None if name == "nodes" else DEFAULT_LIMIT)}
+    # pages of the list routes (400 for a parameter out of range)
+    def jobs_page(self, query: Any, who: Credential = ANYONE) -> dict:
+        """Jobs of `who`'s tenant (every one for an admin), newest first, DEFAULT_LIMIT by
+        default."""
+        return self.lists.jobs_page(query, None if who.sees_all else who.tenant)
+
+    def nodes_page(self, query: Any, who: Credential = ANYONE) -> dict:
+        """Every peer by default, with the ids of `who`'s tenant's jobs on each (and how
+        many jobs each runs in all)."""
+        leader = self.writes.leader()
+        with self.raft.read() as st:
+            out = views.nodes(st, leader, self.raft.members(),
+                              views.ALL_TENANTS if who.sees_all else who.tenant)
+        return {**out, **self.lists.page(query, "nodes", out["nodes"], None)}
+
+    def artifacts_page(self, query: Any, who: Credential = ANYONE) -> dict:
+        """The artifacts of `who`'s tenant (every one for an admin), DEFAULT_LIMIT by
+        default."""
+        with self.raft.read() as st:
+            out = views.artifacts(st, None if who.sees_all else tenant_key(who.tenant))
+        return {**out, **self.lists.page(query, "artifacts", out["artifacts"], DEFAULT_LIMIT)}
 
 
     async def jobs_overview(self, query: Any, id_ok: Any = None,

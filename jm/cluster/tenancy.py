@@ -9,7 +9,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any, Optional
 
-from jm.api import ApiError, Credential
+from jm.api import ApiError, Credential, Named
 from jm.cluster.apiwrites import Writes, api_errors
 from jm.cluster.resourcemanager import tenant_usage
 from jm.configvalues import parse_memory
@@ -49,28 +49,21 @@ class Tenants:
     def __init__(self, raft: "RaftHost", writes: Writes) -> None:
         self.raft, self.writes = raft, writes
 
-    def visible(self, param: str, value: str, who: Credential) -> Optional[bool]:
-        """Whether `who` may see the job (job_id), batch (batch_id), Livy session
-        (session_id), SQL session (sh), pipeline or artifact (artifact_id) a path names;
-        None when this replica does not know it (not yet, or never)."""
+    def visible(self, named: Named, value: str, who: Credential) -> Optional[bool]:
+        """Whether `who` may see the object a path names; None when this replica does not
+        know it (not yet, or never)."""
         with self.raft.read() as st:
-            if param == "job_id":
-                rec = st.jobs.get(value)
-            elif param == "batch_id":
-                rec = st.jobs.get(st.by_number.get(_int(value), ""))
-            elif param == "session_id":
-                rec = st.sessions.get(st.livy_ids.get(_int(value), ""))
-            elif param == "sh":
-                rec = st.sessions.get(value)
-            elif param == "pipeline":
-                rec = st.pipelines.get(value)
-            elif param == "artifact_id":
+            if named is Named.ARTIFACT:
                 art = st.artifacts.get(value)
                 if art is None:
                     return None
                 return who.sees_all or T.key(who.tenant) in art.tenants
-            else:
-                return True
+            rec = {Named.JOB: lambda: st.jobs.get(value),
+                   Named.BATCH: lambda: st.jobs.get(st.by_number.get(_int(value), "")),
+                   Named.LIVY_SESSION: lambda: st.sessions.get(
+                       st.livy_ids.get(_int(value), "")),
+                   Named.SQL_SESSION: lambda: st.sessions.get(value),
+                   Named.PIPELINE: lambda: st.pipelines.get(value)}[named]()
             return None if rec is None else who.may_see(rec.tenant)
 
     # ---- quotas ----------------------------------------------------------------------
