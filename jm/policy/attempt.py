@@ -33,7 +33,7 @@ from jm.policy.attemptio import (Begin, IntentsChanged, Spawned, SpawnFailed, Ex
                                   LeaseBack, Event, Report, Spawn, Kill, ArmStopTimer,
                                   CleanupSession, ReadResult, ReadFailure, TakeSavepoint,
                                   Release, CompleteStop, WaitFor, WaitForLease, Done)
-from jm.policy.intents import Intents
+from jm.policy.intents import Ending, Intents
 from jm.policy.restart import RestartStrategy, RestartTracker, on_failure
 from raft import state as S
 
@@ -248,11 +248,11 @@ class AttemptState:
             return [ReadResult(self.restart)]
         return [ReadFailure(self.restart, ev.code, ev.signal)]
 
-    def _conclude(self, kind: str, result: Any) -> list:
+    def _conclude(self, kind: Ending, result: Any) -> list:
         """Finish a cancel, stop-with-savepoint or move once no job process runs."""
-        if kind == "cancel":
+        if kind is Ending.CANCEL:
             return self._end(S.CANCELED)
-        if kind == "move":
+        if kind is Ending.MOVE:
             self.phase, self.savepoint = Phase.COMMITTING, None
             return [Release()]
         self.phase, self.result, self.trigger = Phase.SAVEPOINT, result, self.intents.stop[0]

@@ -3,9 +3,17 @@ savepoints), read from its record."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Optional
 
 from raft import state as S
+
+
+class Ending(Enum):
+    """A request that ends the running attempt."""
+    CANCEL = "cancel"
+    STOP = "stop"      # with a savepoint
+    MOVE = "move"      # to the peer a rebalance or a drain chose
 
 
 @dataclass(frozen=True)
@@ -27,7 +35,7 @@ class Intents:
                 plain.append((sp.id, sp.target))
         return Intents(job.cancel_requested, job.move_to, stop, tuple(plain))
 
-    def kind(self) -> Optional[str]:
-        """The request that ends the running attempt: cancel, stop, move, or None."""
-        return ("cancel" if self.cancel else "stop" if self.stop
-                else "move" if self.move_to else None)
+    def kind(self) -> Optional[Ending]:
+        """The request that ends the running attempt, or None."""
+        return (Ending.CANCEL if self.cancel else Ending.STOP if self.stop
+                else Ending.MOVE if self.move_to else None)
