@@ -189,3 +189,11 @@ async def aended(url: str, jid: str, timeout: float = 60.0) -> dict:
         s, b = await ahttp("GET", url + f"/jobs/{jid}")
         return b if s == 200 and b["state"] in TERMINAL else None
     return await apoll(check, timeout, what=f"job {jid} ended")
+
+
+async def started(executor: Any, params: Any) -> Any:
+    """The job process an executor's spawn started (it must have started one)."""
+    from jm.runtime.executor import Started
+    out = await executor.spawn(params)
+    assert isinstance(out, Started), out
+    return out.process

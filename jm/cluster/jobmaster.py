@@ -24,7 +24,7 @@ from jm.cluster.envs import EnvBuildError
 from jm.cluster.jobengine import JobEngine
 from jm.cluster.jobpython import JobPython
 from jm.cluster.jobservices import JobEnv, next_report_seq
-from jm.runtime.executor import ExecutorLost, JobProcess
+from jm.runtime.executor import ExecutorLost, JobProcess, ProcessExit, Refused
 from jm.runtime.sparkapp import SCRATCH
 from jm.policy.enginedeath import OomSuspects
 from jm.policy.bounds import bounded_failure, readable, storable, truncate
@@ -358,7 +358,7 @@ class JobMaster:
             if self.python is not None:
                 params = await self.python.run_in(  # (spark.remote: not this host's)
                     params, self.connect, bool(self.env.engines and self.env.engines.embedded))
-            self.process = await self.env.executor.spawn(params)
+            started = await self.env.executor.spawn(params)
         except (ExecutorLost, OSError, ValueError, LookupError, NoEngine) as exc:
             failure = {"exception": f"{type(exc).__name__}: {exc}", "traceback": ""}
             missing = isinstance(exc, LookupError) and await asyncio.to_thread(
@@ -373,26 +373,31 @@ class JobMaster:
                                          "final": True,
                                          "reason": "the savepoint could not be restored"},
                                final=True)
-        refused = self.process.pid <= 0  # the zygote runs nothing without a lease
-        if not self.connect and not refused:
+        if isinstance(started, Refused):  # the zygote runs nothing without a lease
+            self._later(self._ended(started.exit, restart, run_dir))
+            return Spawned(restart, True)
+        self.process = started.process
+        if not self.connect:
             self.spark_app.watch_file(run_dir)
-        if self.streaming and not refused:
+        if self.streaming:
             self.progress.watch_file(run_dir)
-        if not refused:
-            self.tee.follow(params.log_path, self.job_id, f"{self.epoch}-{restart}")
+        self.tee.follow(params.log_path, self.job_id, f"{self.epoch}-{restart}")
         self._later(self._exit_of(self.process, restart, run_dir))
-        return Spawned(restart, refused)
+        return Spawned(restart, False)
 
     async def _exit_of(self, proc: JobProcess, restart: int, run_dir: str) -> Exited:
-        code, sig, lease_expired = await proc.exited
+        ended = await proc.exited
         if self.process is proc:
             self.process = None
+        return await self._ended(ended, restart, run_dir)
+
+    async def _ended(self, ended: ProcessExit, restart: int, run_dir: str) -> Exited:
         self.spark_app.unwatch()
         self.progress.unwatch()
         await self.tee.stop()
         if not self.connect:  # its driver JVM is gone with it: its scratch files too
             await asyncio.to_thread(shutil.rmtree, os.path.join(run_dir, SCRATCH), True)
-        return Exited(restart, code, sig, lease_expired)
+        return Exited(restart, ended.code, ended.signal, ended.fenced)
 
     def lose_engine(self, why: str, suspects: OomSuspects) -> None:
         """This job's engine died (`why`; `suspects`: whose work ran it out of memory): its
@@ -473,11 +478,13 @@ class JobMaster:
             return  # its queries died with its engine's JVM: no session to clean up
         params = cleanup_params(self._params([], run_dir), run_dir, self.session_id)
         try:
-            proc = await self.env.executor.spawn(params)
+            started = await self.env.executor.spawn(params)
+            if isinstance(started, Refused):  # no lease: the engine's jobs stop with it
+                return
             try:
-                await asyncio.wait_for(asyncio.shield(proc.exited), 60)
+                await asyncio.wait_for(asyncio.shield(started.process.exited), 60)
             except asyncio.TimeoutError:
-                self.env.executor.kill(proc, signal.SIGKILL)
+                self.env.executor.kill(started.process, signal.SIGKILL)
             out, _ = await asyncio.to_thread(read_json, params.result_path, MAX_INFO_SIZE)
             out = out if isinstance(out, dict) else {}
             self.log.info("job %s: stopped %s streaming queries left by the killed attempt",

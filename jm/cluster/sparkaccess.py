@@ -20,7 +20,7 @@ from jm.configvalues import parse_memory
 from jm.policy.runparams import TOKEN_ENV, RunParams, fence_interval
 from jm.runtime.cgroups import EngineCgroup, heap
 from jm.runtime.confine import passable
-from jm.runtime.executor import Executor
+from jm.runtime.executor import Executor, Started
 from jm.runtime.sparkapp import SCRATCH
 from jm.runtime.sparkjvm import free_port, server_conf
 from jm.runtime.sparkserver import SparkConnectServer
@@ -152,8 +152,10 @@ class SparkAccess:
             spark_wait=self.conf["spark.connect.startup-timeout"],
             max_result_rows=1, max_result_size=1024,
             fence_interval=fence_interval(self.conf["jobmanager.lease-timeout"]))
-        jp = await self._executor.spawn(params)
-        await asyncio.wait_for(jp.exited, self.conf["spark.connect.startup-timeout"])
+        started = await self._executor.spawn(params)
+        if isinstance(started, Started):  # (Refused: no lease, no warm-up)
+            await asyncio.wait_for(started.process.exited,
+                                   self.conf["spark.connect.startup-timeout"])
 
 
 def _guard_name(key: EngineKey) -> str:

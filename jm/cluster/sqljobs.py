@@ -25,7 +25,7 @@ from jm.policy.runparams import RunParams
 from jm.policy.sqlparse import READ, classify
 from jm.policy.sparkerror import short
 from jm.runtime import sqlproto as P
-from jm.runtime.executor import JobProcess
+from jm.runtime.executor import JobProcess, ProcessExit, Refused, SpawnResult, Started
 
 
 def fast_path(params: RunParams) -> bool:
@@ -86,15 +86,13 @@ class SqlJobExecutor:
         self._closing: set = set()  # session releases under way
         self._shared: OrderedDict = OrderedDict()  # shared_key -> Shared
 
-    async def spawn(self, params: RunParams) -> JobProcess:
+    async def spawn(self, params: RunParams) -> SpawnResult:
         if not fast_path(params):
             return await self.executor.spawn(params)
         loop = asyncio.get_running_loop()
         key = f"{params.job_id}/{params.attempt}/sql"
         if not self.lease_valid():  # as the zygote: nothing runs without a lease
-            run = SqlRun(key, -1, loop.create_future())
-            run.exited.set_result((1, 0, True))
-            return run
+            return Refused(ProcessExit(1, 0, True))
         name, generation = self.sql.svc.engines.at(params.spark_remote)
         worker = self.sql.workers.get(params.spark_remote, name,
                                       params.run_as if name != "peer" else None,
@@ -105,7 +103,7 @@ class SqlJobExecutor:
         run = SqlRun(key, worker.proc.pid, loop.create_future())
         run.op = f"{params.session_id}-job"
         run.task = asyncio.create_task(self._run(worker, params, run, generation))
-        return run
+        return Started(run)
 
     def kill(self, jp: JobProcess, sig: int = signal.SIGKILL) -> None:
         if not isinstance(jp, SqlRun):
@@ -122,7 +120,7 @@ class SqlJobExecutor:
         _log(params, f"[jm] job {params.job_id} attempt {params.attempt} on "
                      f"{params.node}: SQL in the peer's SQL worker (session {session}"
                      f"{', shared by read-only jobs' if sh else ''})\n")
-        outcome = (0, 0, False)
+        outcome = ProcessExit(0)
         try:
             await _spark_ready(params)
             conf = dict(params.spark_conf)
@@ -152,10 +150,10 @@ class SqlJobExecutor:
             _write(params.result_path, text)
         except asyncio.CancelledError:
             await _quietly(worker.call(P.Cancel(run.op), timeout=10))
-            outcome = (-signal.SIGTERM, signal.SIGTERM, False)
+            outcome = ProcessExit(-signal.SIGTERM, signal.SIGTERM)
         except Exception as exc:
             if not self.lease_valid():  # the zygote killed the worker with the lease
-                outcome = (1, 0, True)
+                outcome = ProcessExit(1, 0, True)
                 return
             message = str(exc) if str(exc) else type(exc).__name__
             # one line (Spark's error class and message); the whole text (its "JVM
@@ -163,7 +161,7 @@ class SqlJobExecutor:
             _write(params.error_path, json.dumps({"exception": short(message),
                                                   "traceback": message}))
             _log(params, message + "\n")
-            outcome = (1, 0, False)
+            outcome = ProcessExit(1)
         finally:
             # the session is released after the attempt has ended (its result is written):
             # the release is not on the job's way to FINISHED

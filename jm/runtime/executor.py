@@ -10,7 +10,7 @@ import signal
 import struct
 import sys
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Union
 
 from jm.config import ConfigError
 from jm.policy.jobenv import child_environ
@@ -22,11 +22,34 @@ from jm.runtime.zygoteproto import (CGROUP_ENV, LIMITS_ENV, PARENT_ENV, Error, E
 log = logging.getLogger("jm.runtime.executor")
 
 
+@dataclass(frozen=True)
+class ProcessExit:
+    """How a job process ended (the zygote's Exited, or the peer's own for one it could
+    not see end)."""
+    code: int              # its exit code; -N when signal N ended it
+    signal: int = 0        # the signal that ended it, 0 for none
+    fenced: bool = False   # killed, or never started, because this peer's lease ran out
+
+
 @dataclass
 class JobProcess:
     key: str
     pid: int
-    exited: asyncio.Future = field(repr=False)  # -> (code, signal, fenced); code -sig on signal
+    exited: asyncio.Future = field(repr=False)  # -> ProcessExit
+
+
+@dataclass(frozen=True)
+class Started:
+    process: JobProcess
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Nothing started: the zygote runs nothing without a lease (`exit` says so)."""
+    exit: ProcessExit
+
+
+SpawnResult = Union[Started, Refused]
 
 
 class ExecutorLost(Exception):
@@ -119,7 +142,7 @@ class Executor:
                         fut.set_result(msg.pid)
                     jp = self._procs.pop(msg.key, None)
                     if jp and not jp.exited.done():
-                        jp.exited.set_result((msg.code, msg.signal, msg.fenced))
+                        jp.exited.set_result(ProcessExit(msg.code, msg.signal, msg.fenced))
                 elif isinstance(msg, Error):  # a frame of ours it could not take
                     log.error("job executor: the zygote refused a message: %s", msg.reason)
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -134,7 +157,7 @@ class Executor:
                 fut.set_exception(err)
         for jp in self._procs.values():
             if not jp.exited.done():
-                jp.exited.set_result((-int(signal.SIGKILL), int(signal.SIGKILL), False))
+                jp.exited.set_result(ProcessExit(-int(signal.SIGKILL), int(signal.SIGKILL)))
         self._spawns.clear()
         self._procs.clear()
         if self._ready and not self._ready.done():
@@ -148,7 +171,7 @@ class Executor:
             except Exception:
                 log.exception("could not restart the zygote")
 
-    async def spawn(self, params: RunParams) -> JobProcess:
+    async def spawn(self, params: RunParams) -> SpawnResult:
         if self.proc is None or self.proc.returncode is not None:
             raise ExecutorLost("the job executor is not running")
         key = f"{params.job_id}/{params.attempt}/{next(self._ids)}"
@@ -163,7 +186,10 @@ class Executor:
         except ConnectionError as exc:
             raise ExecutorLost(str(exc))
         jp.pid = await fut
-        return jp
+        if jp.pid <= 0:  # the zygote's Exited (fenced) came instead of its Spawned
+            return Refused(jp.exited.result() if jp.exited.done()
+                           else ProcessExit(1, 0, True))
+        return Started(jp)
 
     def running(self) -> int:
         """Job processes started and not yet exited."""

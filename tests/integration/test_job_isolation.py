@@ -13,9 +13,9 @@ import time
 import pytest
 
 from jm.policy.runparams import RunParams, fence_interval
-from jm.runtime.executor import Executor, ExecutorConfigError
+from jm.runtime.executor import Executor, ExecutorConfigError, ProcessExit
 from jm.runtime.limits import JobLimits, proc_state
-from tests.helpers import ahttp, apoll
+from tests.helpers import ahttp, apoll, started
 
 FIX = os.path.dirname(os.path.abspath(__file__)) + "/"
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run jobs as nobody")
@@ -98,8 +98,8 @@ async def test_job_runs_as_the_configured_user_with_its_limits(tmp_path):
     ex = await _executor(tmp_path, user="nobody", nproc=64, open_files=1000,
                          file_size=2 ** 20, oom_score_adj=700)
     try:
-        jp = await ex.spawn(_params(tmp_path, "w", "isolation_jobs:whoami"))
-        assert await asyncio.wait_for(jp.exited, 30) == (0, 0, False), _error(tmp_path, "w")
+        jp = await started(ex, _params(tmp_path, "w", "isolation_jobs:whoami"))
+        assert await asyncio.wait_for(jp.exited, 30) == ProcessExit(0), _error(tmp_path, "w")
         r = _result(tmp_path, "w")
         assert r["uid"] == 65534 and r["gid"] != 0
         assert r["nofile"] == [1000, 1000]
@@ -148,13 +148,13 @@ async def test_a_job_over_its_process_limit_fails_and_the_executor_lives(tmp_pat
     _open_up(tmp_path)
     ex = await _executor(tmp_path, user="nobody", nproc=30)
     try:
-        jp = await ex.spawn(_params(tmp_path, "b", "isolation_jobs:many_threads",
+        jp = await started(ex, _params(tmp_path, "b", "isolation_jobs:many_threads",
                                     {"max": 400}))
-        code, sig, fenced = await asyncio.wait_for(jp.exited, 60)
-        assert (code, fenced) == (1, False)
+        ended = await asyncio.wait_for(jp.exited, 60)
+        assert (ended.code, ended.fenced) == (1, False), ended
         assert "can't start new thread" in _error(tmp_path, "b")
-        jp = await ex.spawn(_params(tmp_path, "q", "jobs_fixture:quick"))
-        assert await asyncio.wait_for(jp.exited, 30) == (0, 0, False)
+        jp = await started(ex, _params(tmp_path, "q", "jobs_fixture:quick"))
+        assert await asyncio.wait_for(jp.exited, 30) == ProcessExit(0)
     finally:
         await ex.close()
 
@@ -163,21 +163,21 @@ async def test_a_job_writing_past_the_file_size_limit_fails_cleanly(tmp_path):
     ex = await _executor(tmp_path, file_size=256 * 1024)
     try:
         out = tmp_path / "big.bin"
-        jp = await ex.spawn(_params(tmp_path, "f", "isolation_jobs:big_file",
+        jp = await started(ex, _params(tmp_path, "f", "isolation_jobs:big_file",
                                     {"path": str(out), "chunks": 16}))
-        code, sig, fenced = await asyncio.wait_for(jp.exited, 30)
-        assert (code, sig) == (1, 0)
+        ended = await asyncio.wait_for(jp.exited, 30)
+        assert (ended.code, ended.signal) == (1, 0), ended
         assert "File too large" in _error(tmp_path, "f")
         assert out.stat().st_size == 256 * 1024
-        jp = await ex.spawn(_params(tmp_path, "q", "jobs_fixture:quick"))
-        assert await asyncio.wait_for(jp.exited, 30) == (0, 0, False)
+        jp = await started(ex, _params(tmp_path, "q", "jobs_fixture:quick"))
+        assert await asyncio.wait_for(jp.exited, 30) == ProcessExit(0)
     finally:
         await ex.close()
 
 
 async def _ticking(ex, tmp_path, job):
     path = tmp_path / f"{job}.ticks"
-    jp = await ex.spawn(_params(tmp_path, job, "isolation_jobs:ticks",
+    jp = await started(ex, _params(tmp_path, job, "isolation_jobs:ticks",
                                 {"path": str(path), "seconds": 120}))
     await apoll(lambda: path.exists() and path.stat().st_size > 0, 30, what="job ticking")
     return jp, path
@@ -198,7 +198,7 @@ async def test_a_stopped_zygote_stops_its_jobs_and_continues_them(tmp_path):
         await apoll(lambda: path.stat().st_size > size, 10, what="job ticking again")
         assert _state(jp.pid) != "T" and not jp.exited.done()
         ex.kill(jp)
-        assert (await asyncio.wait_for(jp.exited, 10))[1] == 9
+        assert (await asyncio.wait_for(jp.exited, 10)).signal == 9
     finally:
         await ex.close()
 
@@ -245,8 +245,8 @@ async def test_a_lease_that_ran_out_while_the_zygote_was_stopped_kills_its_jobs(
             stopped_size = path.stat().st_size
         finally:
             os.kill(z, signal.SIGCONT)
-        code, sig, fenced = await asyncio.wait_for(jp.exited, 10)
-        assert fenced and sig == 9
+        ended = await asyncio.wait_for(jp.exited, 10)
+        assert ended.fenced and ended.signal == 9, ended
         # it never ran again: the last tick is from before the stop
         assert path.stat().st_size == stopped_size
         last = float(path.read_text().split()[-1])
