@@ -181,6 +181,11 @@ async def asubmit(url: str, spec: dict, timeout: float = 60.0) -> str:
     return b["jobid"]
 
 
+async def asubmit_to(cluster: Any, spec: dict, peer: int = 0) -> str:
+    """POST /jobs to peer `peer` of an in-process cluster (jm.testing) -> the job id."""
+    return await asubmit(cluster.url(peer), spec)
+
+
 async def aended(url: str, jid: str, timeout: float = 60.0) -> dict:
     """The job once it is FINISHED, FAILED or CANCELED (GET /jobs/{id} on `url`)."""
     from jm.policy.vocab import TERMINAL

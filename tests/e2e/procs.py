@@ -89,7 +89,7 @@ def job(url: str, jid: str) -> dict:
     return http("GET", url + f"/jobs/{jid}")[1]
 
 
-def submit(url: str, spec: dict) -> str:
-    s, b = http("POST", url + "/jobs", spec)
+def submit(url: str, spec: dict, timeout: float = 15.0) -> str:
+    s, b = http("POST", url + "/jobs", spec, timeout=timeout)
     assert s == 202, b
     return b["jobid"]

@@ -27,7 +27,7 @@ import pytest
 
 from chaos.checks import check_single_attempt, check_survivors_untouched
 from chaos.clock import ClockFault, read_probes, uptime
-from tests.e2e.procs import ProcessCluster
+from tests.e2e.procs import ProcessCluster, submit
 from tests.helpers import ROOT, http, poll
 
 pytestmark = [pytest.mark.slow]
@@ -47,12 +47,6 @@ def nodes(url: str) -> dict:
 
 def overview(url: str) -> dict:
     return {r["jid"]: r for r in http("GET", url + "/jobs/overview")[1]["jobs"]}
-
-
-def submit(url: str, spec: dict) -> str:
-    s, b = http("POST", url + "/jobs", spec)
-    assert s == 202, b
-    return b["jobid"]
 
 
 def peer_date(url: str) -> float:

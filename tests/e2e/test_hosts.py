@@ -14,6 +14,7 @@ import pytest
 from chaos.hosts import Hosts, available
 from chaos.peers import PeerProcesses, send
 from jm.local.localcluster import write_conf
+from tests.e2e.procs import submit
 from tests.helpers import consistent_session, end_session, http, multipart, poll
 
 REASON = available()
@@ -124,12 +125,6 @@ def get(url: str) -> dict:
     s, b = http("GET", url, timeout=5)
     assert s == 200, (url, s, b)
     return b
-
-
-def submit(url: str, spec: dict) -> str:
-    s, b = http("POST", url + "/jobs", spec, timeout=15)
-    assert s == 202, b
-    return b["jobid"]
 
 
 def finished(url: str, jid: str) -> dict:

@@ -4,15 +4,9 @@ it is answered); an oversized spec is a 413 naming its key; a NaN multiplier is 
 import os
 
 from tests.conftest import running
-from tests.helpers import ahttp, apoll
+from tests.helpers import ahttp, apoll, asubmit_to
 
 FIX = os.path.dirname(os.path.abspath(__file__)) + "/"
-
-
-async def _submit(c, spec, peer=0):
-    s, b = await ahttp("POST", c.url(peer) + "/jobs", spec)
-    assert s == 202, b
-    return b["jobid"]
 
 
 async def _ended(c, jid, states=("FAILED",), timeout=60):
@@ -24,11 +18,11 @@ async def _ended(c, jid, states=("FAILED",), timeout=60):
 
 async def test_exit_messages_end_failed_readable_and_truncated(tmp_path):
     async with running(str(tmp_path), 2, {"jobmanager.failure.max-size": "4 kb"}) as c:
-        unreadable = await _submit(c, {
+        unreadable = await asubmit_to(c, {
             "entry": "bounds_jobs:exit_unreadable", "pyfiles": [FIX],
             "restart-strategy": {"type": "fixed-delay", "attempts": 1, "delay": "100 ms"}})
-        huge = await _submit(c, {"entry": "bounds_jobs:exit_huge", "pyfiles": [FIX],
-                                 "restart-strategy": {"type": "none"}}, peer=1)
+        huge = await asubmit_to(c, {"entry": "bounds_jobs:exit_huge", "pyfiles": [FIX],
+                                    "restart-strategy": {"type": "none"}}, peer=1)
         await _ended(c, unreadable)
         await _ended(c, huge)
         s, ex = await ahttp("GET", c.url(1) + f"/jobs/{unreadable}/exceptions")
@@ -53,7 +47,7 @@ async def test_exit_messages_end_failed_readable_and_truncated(tmp_path):
 
 async def test_a_cancel_of_a_job_restarting_after_an_unreadable_failure_ends(tmp_path):
     async with running(str(tmp_path), 1) as c:
-        jid = await _submit(c, {
+        jid = await asubmit_to(c, {
             "entry": "bounds_jobs:raise_unreadable", "pyfiles": [FIX],
             "restart-strategy": {"type": "fixed-delay", "attempts": 5, "delay": "60 s"}})
         await _ended(c, jid, ("RESTARTING",))
@@ -111,11 +105,11 @@ async def test_files_a_job_leaves_are_read_only_as_bounded_regular_files(tmp_pat
     blocked for good, the job RUNNING for ever) ends FAILED, saying why; the peers live."""
     async with running(str(tmp_path), 2) as c:
         none = {"type": "none"}
-        linked = await _submit(c, {"entry": "bounds_jobs:leave_linked_error", "pyfiles": [FIX],
-                                   "args": {"base": str(tmp_path)}, "restart-strategy": none})
-        fifo = await _submit(c, {"entry": "bounds_jobs:leave_fifo_result", "pyfiles": [FIX],
-                                 "args": {"base": str(tmp_path)}, "restart-strategy": none},
-                             peer=1)
+        linked = await asubmit_to(c, {"entry": "bounds_jobs:leave_linked_error", "pyfiles": [FIX],
+                                      "args": {"base": str(tmp_path)}, "restart-strategy": none})
+        fifo = await asubmit_to(c, {"entry": "bounds_jobs:leave_fifo_result", "pyfiles": [FIX],
+                                    "args": {"base": str(tmp_path)}, "restart-strategy": none},
+                                peer=1)
         await _ended(c, linked)
         await _ended(c, fifo)
         s, ex = await ahttp("GET", c.url(1) + f"/jobs/{linked}/exceptions")
@@ -142,9 +136,9 @@ async def test_results_with_nan_or_infinities_are_answered_as_valid_json(tmp_pat
             raise ValueError(f"not JSON: {name}")
         return json.loads(text, parse_constant=refuse)
     async with running(str(tmp_path), 1) as c:
-        own = await _submit(c, {"entry": "bounds_jobs:not_numbers", "pyfiles": [FIX]})
-        left = await _submit(c, {"entry": "bounds_jobs:leave_nan_result", "pyfiles": [FIX],
-                                 "args": {"base": str(tmp_path)}})
+        own = await asubmit_to(c, {"entry": "bounds_jobs:not_numbers", "pyfiles": [FIX]})
+        left = await asubmit_to(c, {"entry": "bounds_jobs:leave_nan_result", "pyfiles": [FIX],
+                                    "args": {"base": str(tmp_path)}})
         for jid in (own, left):
             await _ended(c, jid, ("FINISHED", "FAILED"))
         results = []

@@ -6,19 +6,13 @@ import os
 
 from jm.policy.vocab import TERMINAL
 from tests.conftest import running
-from tests.helpers import ahttp, apoll
+from tests.helpers import ahttp, apoll, asubmit_to
 from tests.integration.test_cli import jm
 
 FIX = os.path.dirname(os.path.abspath(__file__)) + "/"
 # restart-strategy.type unset, as shipped (and as a MiniCluster leaves it)
 DEFAULTS = {"restart-strategy.type": None, "restart-strategy.fixed-delay.delay": "100 ms"}
 FIXED = {"type": "fixed-delay", "attempts": 3, "delay": "100 ms"}
-
-
-async def _submit(c, spec):
-    s, b = await ahttp("POST", c.url(0) + "/jobs", spec)
-    assert s == 202, b
-    return b["jobid"]
 
 
 async def _ended(c, jid, timeout=90):
@@ -45,10 +39,10 @@ async def test_by_default_batch_and_script_jobs_fail_at_once_streaming_jobs_rest
     marker = tmp_path / "markers"
     marker.mkdir()
     async with running(str(tmp_path / "cluster"), 1, DEFAULTS) as c:
-        batch = await _submit(c, {"entry": "jobs_fixture:boom", "pyfiles": [FIX]})
-        script = await _submit(c, {"script": raises, "spark-mode": "connect"})
-        stream = await _submit(c, {"entry": "jobs_fixture:flaky", "pyfiles": [FIX],
-                                   "args": {"dir": str(marker)}, "job-type": "streaming"})
+        batch = await asubmit_to(c, {"entry": "jobs_fixture:boom", "pyfiles": [FIX]})
+        script = await asubmit_to(c, {"script": raises, "spark-mode": "connect"})
+        stream = await asubmit_to(c, {"entry": "jobs_fixture:flaky", "pyfiles": [FIX],
+                                      "args": {"dir": str(marker)}, "job-type": "streaming"})
         for jid, text in ((batch, "RuntimeError: boom from user code"),
                           (script, "RuntimeError: from the script")):
             job = await _ended(c, jid)
@@ -82,11 +76,11 @@ async def test_failures_no_restart_can_pass_fail_at_once_even_with_fixed_delay(t
                            "no callable", "not restarted: the entry function is missing"),
     }
     async with running(str(tmp_path / "cluster"), 1, DEFAULTS) as c:
-        ids = {name: await _submit(c, dict(spec, **{"restart-strategy": FIXED,
-                                                     "spark-mode": "connect"}))
+        ids = {name: await asubmit_to(c, dict(spec, **{"restart-strategy": FIXED,
+                                                       "spark-mode": "connect"}))
                for name, (spec, _, _) in cases.items()}
-        control = await _submit(c, {"entry": "jobs_fixture:boom", "pyfiles": [FIX],
-                                    "restart-strategy": FIXED})
+        control = await asubmit_to(c, {"entry": "jobs_fixture:boom", "pyfiles": [FIX],
+                                       "restart-strategy": FIXED})
         for name, (spec, text, reason) in cases.items():
             job = await _ended(c, ids[name])
             assert job["state"] == "FAILED" and job["restarts"] == 0, (name, job)
@@ -105,10 +99,10 @@ async def test_a_script_gone_before_its_job_runs_fails_at_once(tmp_path):
     app = _script(tmp_path, "gone_app.py", "print('hello')\n")
     async with running(str(tmp_path / "cluster"), 1,
                        dict(DEFAULTS, **{"jobmanager.slots": 1})) as c:
-        busy = await _submit(c, {"entry": "jobs_fixture:sleepy", "pyfiles": [FIX],
-                                 "args": {"seconds": 2}})
-        jid = await _submit(c, {"script": app, "spark-mode": "connect",
-                                "restart-strategy": FIXED})
+        busy = await asubmit_to(c, {"entry": "jobs_fixture:sleepy", "pyfiles": [FIX],
+                                    "args": {"seconds": 2}})
+        jid = await asubmit_to(c, {"script": app, "spark-mode": "connect",
+                                   "restart-strategy": FIXED})
         s, job = await ahttp("GET", c.url(0) + f"/jobs/{jid}")
         assert job["state"] == "CREATED", job  # waits for the one slot
         os.remove(app)
@@ -129,8 +123,8 @@ async def test_a_script_that_does_not_compile_starts_no_driver_jvm(tmp_path):
     good = _script(tmp_path, "fine_app.py", "print('hello')\n")
     bad = _script(tmp_path, "broken_app.py", "print('hello'\n")
     async with running(str(tmp_path / "cluster"), 1, DEFAULTS) as c:
-        control = await _submit(c, dict(conf, script=good))
-        broken = await _submit(c, dict(conf, script=bad))
+        control = await asubmit_to(c, dict(conf, script=good))
+        broken = await asubmit_to(c, dict(conf, script=bad))
         assert (await _ended(c, control))["state"] == "FAILED"
         [failure] = await _failures(c, control)
         assert "the Spark driver did not start" in failure["exception"], failure

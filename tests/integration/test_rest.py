@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from tests.helpers import ahttp, apoll, multipart
+from tests.helpers import ahttp, apoll, asubmit_to, multipart
 
 FIX = os.path.dirname(os.path.abspath(__file__)) + "/"
 
@@ -13,12 +13,6 @@ async def _wait_state(c, jid, states, peer=0, timeout=30):
         s, b = await ahttp("GET", c.url(peer) + f"/jobs/{jid}")
         return b if s == 200 and b["state"] in states else None
     return await apoll(check, timeout, what=f"job {jid} in {states}")
-
-
-async def _submit(c, spec, peer=0):
-    s, b = await ahttp("POST", c.url(peer) + "/jobs", spec)
-    assert s == 202, b
-    return b["jobid"]
 
 
 async def test_overview_nodes_and_health(cluster3):
@@ -40,7 +34,7 @@ async def test_overview_nodes_and_health(cluster3):
 async def test_read_your_write_on_every_peer(cluster3):
     c = cluster3
     for i in range(3):
-        jid = await _submit(c, {"entry": "jobs_fixture:quick", "pyfiles": [FIX]}, peer=i)
+        jid = await asubmit_to(c, {"entry": "jobs_fixture:quick", "pyfiles": [FIX]}, peer=i)
         s, b = await ahttp("GET", c.url(i) + f"/jobs/{jid}")  # same peer, right away
         assert s == 200 and b["jid"] == jid
         s, lst = await ahttp("GET", c.url(i) + "/jobs")
@@ -49,8 +43,8 @@ async def test_read_your_write_on_every_peer(cluster3):
 
 async def test_jobs_spread_over_peers_and_finish(cluster3):
     c = cluster3
-    ids = [await _submit(c, {"entry": "jobs_fixture:sleepy", "pyfiles": [FIX],
-                             "args": {"seconds": 1}}, peer=i % 3) for i in range(9)]
+    ids = [await asubmit_to(c, {"entry": "jobs_fixture:sleepy", "pyfiles": [FIX],
+                                "args": {"seconds": 1}}, peer=i % 3) for i in range(9)]
     nodes = set()
     for jid in ids:
         job = await _wait_state(c, jid, {"FINISHED"})
@@ -86,7 +80,7 @@ async def test_jobs_spread_over_peers_and_finish(cluster3):
 async def test_fixed_jobid_conflict(cluster3):
     c = cluster3
     spec = {"entry": "jobs_fixture:quick", "pyfiles": [FIX], "jobid": "daily-report-1"}
-    assert await _submit(c, spec) == "daily-report-1"
+    assert await asubmit_to(c, spec) == "daily-report-1"
     s, b = await ahttp("POST", c.url(2) + "/jobs", spec)
     assert s == 409 and "already exists" in b["errors"][0]
 
@@ -158,8 +152,8 @@ async def test_oversized_body_gets_413(tmp_path):
 
 async def test_cancel_running_job(cluster3):
     c = cluster3
-    jid = await _submit(c, {"entry": "jobs_fixture:sleepy", "pyfiles": [FIX],
-                            "args": {"seconds": 120}})
+    jid = await asubmit_to(c, {"entry": "jobs_fixture:sleepy", "pyfiles": [FIX],
+                               "args": {"seconds": 120}})
     await _wait_state(c, jid, {"RUNNING"})
     s, _ = await ahttp("PATCH", c.url(2) + f"/jobs/{jid}?mode=cancel")
     assert s == 202
@@ -173,7 +167,7 @@ async def test_cancel_running_job(cluster3):
 
 async def test_cancel_honours_stop_requested(cluster3):
     c = cluster3
-    jid = await _submit(c, {"entry": "jobs_fixture:wait_for_stop", "pyfiles": [FIX]})
+    jid = await asubmit_to(c, {"entry": "jobs_fixture:wait_for_stop", "pyfiles": [FIX]})
     await _wait_state(c, jid, {"RUNNING"})
     s, _ = await ahttp("PATCH", c.url(0) + f"/jobs/{jid}?mode=cancel")
     assert s == 202
@@ -191,8 +185,8 @@ async def test_user_code_failures_end_failed_and_peer_keeps_serving(cluster3):
     }
     ids = {}
     for entry in cases:
-        ids[entry] = await _submit(c, {"entry": entry, "pyfiles": [FIX],
-                                       "restart-strategy": {"type": "none"}})
+        ids[entry] = await asubmit_to(c, {"entry": entry, "pyfiles": [FIX],
+                                          "restart-strategy": {"type": "none"}})
     for entry, expected in cases.items():
         await _wait_state(c, ids[entry], {"FAILED"})
         s, ex = await ahttp("GET", c.url(1) + f"/jobs/{ids[entry]}/exceptions")
@@ -205,16 +199,16 @@ async def test_user_code_failures_end_failed_and_peer_keeps_serving(cluster3):
     for i in range(3):
         s, b = await ahttp("GET", c.url(i) + "/healthz")
         assert s == 200
-    jid = await _submit(c, {"entry": "jobs_fixture:quick", "pyfiles": [FIX]})
+    jid = await asubmit_to(c, {"entry": "jobs_fixture:quick", "pyfiles": [FIX]})
     await _wait_state(c, jid, {"FINISHED"})
 
 
 async def test_restart_strategy_restarts_then_finishes(cluster3, tmp_path):
     c = cluster3
-    jid = await _submit(c, {"entry": "jobs_fixture:flaky", "pyfiles": [FIX],
-                            "args": {"dir": str(tmp_path)},
-                            "restart-strategy": {"type": "fixed-delay", "attempts": 2,
-                                                 "delay": "100 ms"}})
+    jid = await asubmit_to(c, {"entry": "jobs_fixture:flaky", "pyfiles": [FIX],
+                               "args": {"dir": str(tmp_path)},
+                               "restart-strategy": {"type": "fixed-delay", "attempts": 2,
+                                                    "delay": "100 ms"}})
     job = await _wait_state(c, jid, {"FINISHED", "FAILED"})
     assert job["state"] == "FINISHED" and job["result"] == "second run ok"
     assert job["restarts"] == 1
@@ -224,9 +218,9 @@ async def test_restart_strategy_restarts_then_finishes(cluster3, tmp_path):
 
 async def test_restart_attempts_exhausted_fails(cluster3):
     c = cluster3
-    jid = await _submit(c, {"entry": "jobs_fixture:boom", "pyfiles": [FIX],
-                            "restart-strategy": {"type": "fixed-delay", "attempts": 2,
-                                                 "delay": "50 ms"}})
+    jid = await asubmit_to(c, {"entry": "jobs_fixture:boom", "pyfiles": [FIX],
+                               "restart-strategy": {"type": "fixed-delay", "attempts": 2,
+                                                    "delay": "50 ms"}})
     job = await _wait_state(c, jid, {"FAILED"})
     assert job["restarts"] == 2
     s, ex = await ahttp("GET", c.url(0) + f"/jobs/{jid}/exceptions")
@@ -252,8 +246,8 @@ async def test_artifact_upload_is_content_addressed_and_runs_everywhere(cluster3
         s, lst = await ahttp("GET", c.url(2) + "/artifacts")
         return art["id"] in {a["id"] for a in lst["artifacts"]}
     await apoll(listed_on_peer2, 10, what="the artifact replicated to peer 2")
-    ids = [await _submit(c, {"entry": "evil_name:main", "pyfiles": [art["pyfile"]],
-                             "args": {"who": "world"}}, peer=i % 3) for i in range(6)]
+    ids = [await asubmit_to(c, {"entry": "evil_name:main", "pyfiles": [art["pyfile"]],
+                                "args": {"who": "world"}}, peer=i % 3) for i in range(6)]
     nodes = set()
     for jid in ids:
         job = await _wait_state(c, jid, {"FINISHED", "FAILED"})
@@ -279,7 +273,7 @@ async def test_artifact_bad_names_rejected(cluster3, name):
 
 async def test_sql_job_without_spark_fails_clearly(cluster3):
     c = cluster3
-    jid = await _submit(c, {"sql": "SELECT 1", "restart-strategy": {"type": "none"}})
+    jid = await asubmit_to(c, {"sql": "SELECT 1", "restart-strategy": {"type": "none"}})
     await _wait_state(c, jid, {"FAILED"})
     s, ex = await ahttp("GET", c.url(0) + f"/jobs/{jid}/exceptions")
     assert "no Spark is configured" in ex["root-exception"]
@@ -290,10 +284,10 @@ async def test_jobs_wait_in_created_when_no_slot(tmp_path):
     c = InProcessCluster(str(tmp_path), 1, {"jobmanager.slots": 1})
     try:
         await c.start()
-        a = await _submit(c, {"entry": "jobs_fixture:sleepy", "pyfiles": [FIX],
-                              "args": {"seconds": 120}})
+        a = await asubmit_to(c, {"entry": "jobs_fixture:sleepy", "pyfiles": [FIX],
+                                 "args": {"seconds": 120}})
         await _wait_state(c, a, {"RUNNING"})
-        b = await _submit(c, {"entry": "jobs_fixture:quick", "pyfiles": [FIX]})
+        b = await asubmit_to(c, {"entry": "jobs_fixture:quick", "pyfiles": [FIX]})
         s, job = await ahttp("GET", c.url(0) + f"/jobs/{b}")
         assert job["state"] == "CREATED" and job["node"] is None
         s, ov = await ahttp("GET", c.url(0) + "/overview")
@@ -306,12 +300,12 @@ async def test_jobs_wait_in_created_when_no_slot(tmp_path):
 
 async def test_result_the_state_cannot_hold_fails_the_job_and_reporting_goes_on(cluster3):
     c = cluster3
-    bad = await _submit(c, {"entry": "jobs_fixture:huge_result", "pyfiles": [FIX]})
+    bad = await asubmit_to(c, {"entry": "jobs_fixture:huge_result", "pyfiles": [FIX]})
     job = await _wait_state(c, bad, {"FAILED", "FINISHED"})
     assert job["state"] == "FAILED"
     s, ex = await ahttp("GET", c.url(0) + f"/jobs/{bad}/exceptions")
     assert "could not be stored" in ex["root-exception"]
-    ok = await _submit(c, {"entry": "jobs_fixture:quick", "pyfiles": [FIX]})
+    ok = await asubmit_to(c, {"entry": "jobs_fixture:quick", "pyfiles": [FIX]})
     await _wait_state(c, ok, {"FINISHED"})  # the peers' reporters still work
     s, b = await ahttp("POST", c.url(1) + "/jobs", raw=b'{"entry": "m:f", "args": {"n": 1180591620717411303424}}',
                        headers={"Content-Type": "application/json"})

@@ -3,7 +3,7 @@
 import os
 
 from tests.conftest import InProcessCluster
-from tests.helpers import ahttp, apoll
+from tests.helpers import ahttp, apoll, asubmit_to
 
 FIX = os.path.dirname(os.path.abspath(__file__)) + "/"
 
@@ -13,12 +13,6 @@ def ticker_spec(out, **extra):
             "args": {"output": str(out)}}
     spec.update(extra)
     return spec
-
-
-async def submit(c, spec, peer=0):
-    s, b = await ahttp("POST", c.url(peer) + "/jobs", spec)
-    assert s == 202, b
-    return b["jobid"]
 
 
 async def job(c, jid, peer=0):
@@ -65,7 +59,7 @@ async def resume_from(c, out, location, stopped):
     written twice. Returns the new job's id (canceled again)."""
     upto = max(batches(out))
     assert stopped["result"]["next"] == upto + 1
-    jid2 = await submit(c, ticker_spec(out, **{"savepoint-path": location}), peer=1)
+    jid2 = await asubmit_to(c, ticker_spec(out, **{"savepoint-path": location}), peer=1)
     j2 = await wait_state(c, jid2, "RUNNING")
     await wait_batches(out, upto + 4)
     s, b = await ahttp("PATCH", c.url(0) + f"/jobs/{jid2}?mode=cancel")
@@ -81,7 +75,7 @@ async def test_savepoint_stop_and_resume(tmp_path):
     c = InProcessCluster(str(tmp_path), 3, {"rebalance.strategy": "none"})
     try:
         await c.start()
-        jid = await submit(c, ticker_spec(out))
+        jid = await asubmit_to(c, ticker_spec(out))
         await wait_state(c, jid, "RUNNING")
         await wait_batches(out, 3)
         # a savepoint while it runs, requested on another peer, safe to retry
@@ -148,7 +142,7 @@ async def test_stop_kills_a_job_that_ignores_it(tmp_path):
                                             "jobmanager.cancel-timeout": "500 ms"})
     try:
         await c.start()
-        jid = await submit(c, {"entry": "jobs_fixture:stubborn", "pyfiles": [FIX],
+        jid = await asubmit_to(c, {"entry": "jobs_fixture:stubborn", "pyfiles": [FIX],
                                "job-type": "streaming"})
         await wait_state(c, jid, "RUNNING")
         s, b = await ahttp("POST", c.url(0) + f"/jobs/{jid}/stop")
@@ -170,7 +164,7 @@ async def test_drain_moves_streaming_jobs_and_keeps_batch_jobs(tmp_path):
     try:
         await c.start()
         outs = [tmp_path / f"out{i}" for i in range(6)]
-        ids = [await submit(c, ticker_spec(o), peer=i % 3) for i, o in enumerate(outs)]
+        ids = [await asubmit_to(c, ticker_spec(o), peer=i % 3) for i, o in enumerate(outs)]
         for jid in ids:
             await wait_state(c, jid, "RUNNING")
         n = await nodes(c)
@@ -193,7 +187,7 @@ async def test_drain_moves_streaming_jobs_and_keeps_batch_jobs(tmp_path):
             j = await wait_state(c, jid, "RUNNING")
             assert j["node"] != victim and j["attempts"][-2]["end-reason"] == "moved"
         # new work never lands on it
-        extra = await submit(c, ticker_spec(tmp_path / "extra"))
+        extra = await asubmit_to(c, ticker_spec(tmp_path / "extra"))
         assert (await wait_state(c, extra, "RUNNING"))["node"] != victim
         # the batch job finishes where it is; then the peer is DRAINED
         await ahttp("PATCH", c.url(0) + f"/jobs/{batch}?mode=cancel")
@@ -219,7 +213,7 @@ async def test_manual_rebalance(tmp_path):
         victim = c.peers[2].node
         await ahttp("POST", c.url(0) + f"/nodes/{victim}/drain")
         outs = [tmp_path / f"out{i}" for i in range(6)]
-        ids = [await submit(c, ticker_spec(o)) for o in outs]
+        ids = [await asubmit_to(c, ticker_spec(o)) for o in outs]
         for jid in ids:
             await wait_state(c, jid, "RUNNING")
         await ahttp("DELETE", c.url(0) + f"/nodes/{victim}/drain")
@@ -254,7 +248,7 @@ async def test_on_join_rebalance_after_undrain(tmp_path):
         victim = c.peers[1].node
         await ahttp("POST", c.url(0) + f"/nodes/{victim}/drain")
         outs = [tmp_path / f"out{i}" for i in range(4)]
-        ids = [await submit(c, ticker_spec(o)) for o in outs]
+        ids = [await asubmit_to(c, ticker_spec(o)) for o in outs]
         for jid in ids:
             await wait_state(c, jid, "RUNNING")
         assert (await nodes(c))[victim]["jobs"] == []

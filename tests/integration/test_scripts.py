@@ -10,15 +10,9 @@ import zipfile
 
 import pytest
 
-from tests.helpers import ahttp, apoll, multipart
+from tests.helpers import ahttp, apoll, asubmit_to, multipart
 from jm.policy.engines import PEER_ENGINE
 from jm.policy.vocab import TERMINAL
-
-
-async def _submit(c, spec, peer=0):
-    s, b = await ahttp("POST", c.url(peer) + "/jobs", spec)
-    assert s == 202, b
-    return b["jobid"]
 
 
 async def _ended(c, jid, peer=0, timeout=60):
@@ -58,9 +52,9 @@ async def test_script_runs_as_main_with_argv(cluster3, tmp_path):
     helper_dir = tmp_path / "lib"
     helper_dir.mkdir()
     (helper_dir / "helper_mod.py").write_text("VALUE = 42\n")
-    jid = await _submit(cluster3, {"script": app, "argv": ["in path", "--flag"],
-                                   "pyfiles": [str(helper_dir / "helper_mod.py")],
-                                   "spark-mode": "connect"}, peer=1)
+    jid = await asubmit_to(cluster3, {"script": app, "argv": ["in path", "--flag"],
+                                      "pyfiles": [str(helper_dir / "helper_mod.py")],
+                                      "spark-mode": "connect"}, peer=1)
     job = await _ended(cluster3, jid)
     assert job["state"] == "FINISHED", job
     seen = json.loads(out.read_text())
@@ -80,7 +74,7 @@ async def test_script_runs_as_main_with_argv(cluster3, tmp_path):
 ])
 async def test_script_failures_reach_the_exceptions(cluster3, tmp_path, body, expect):
     app = _script(tmp_path, "fails.py", body)
-    jid = await _submit(cluster3, {"script": app, "spark-mode": "connect"})
+    jid = await asubmit_to(cluster3, {"script": app, "spark-mode": "connect"})
     job = await _ended(cluster3, jid)
     assert job["state"] == "FAILED"
     s, exc = await ahttp("GET", cluster3.url(2) + f"/jobs/{jid}/exceptions")
@@ -89,7 +83,7 @@ async def test_script_failures_reach_the_exceptions(cluster3, tmp_path, body, ex
 
 async def test_sys_exit_zero_finishes(cluster3, tmp_path):
     app = _script(tmp_path, "quits.py", "import sys\nsys.exit(0)\nraise SystemExit(5)\n")
-    jid = await _submit(cluster3, {"script": app, "spark-mode": "connect"})
+    jid = await asubmit_to(cluster3, {"script": app, "spark-mode": "connect"})
     assert (await _ended(cluster3, jid))["state"] == "FINISHED"
 
 
@@ -105,8 +99,8 @@ async def test_zip_application_uploaded_as_artifact(cluster3, tmp_path):
     s, art = await ahttp("POST", cluster3.url(2) + "/artifacts", raw=payload,
                          headers={"Content-Type": ctype})
     assert s == 201, art
-    jid = await _submit(cluster3, {"script": art["pyfile"], "argv": ["a", "b"],
-                                   "spark-mode": "connect"}, peer=0)
+    jid = await asubmit_to(cluster3, {"script": art["pyfile"], "argv": ["a", "b"],
+                                      "spark-mode": "connect"}, peer=0)
     job = await _ended(cluster3, jid)
     assert job["state"] == "FINISHED", job
     assert out.read_text() == "app.zip a b"
@@ -142,7 +136,7 @@ async def test_what_an_attempt_leaves_in_its_group_is_killed(cluster3, tmp_path)
         p = subprocess.Popen(["sleep", "300"])
         open({str(pidfile)!r}, "w").write(str(p.pid))
         """)
-    jid = await _submit(cluster3, {"script": app, "spark-mode": "connect"})
+    jid = await asubmit_to(cluster3, {"script": app, "spark-mode": "connect"})
     assert (await _ended(cluster3, jid))["state"] == "FINISHED"
     child = int(pidfile.read_text())
     await apoll(lambda: not _alive(child), 10, what=f"the attempt's child {child} killed")
@@ -162,7 +156,7 @@ async def test_driver_child_dies_with_its_job_process(cluster3, tmp_path):
         open({str(pidfile)!r}, "w").write(str(p.pid))
         os.kill(os.getpid(), signal.SIGKILL)
         """)
-    jid = await _submit(cluster3, {"script": app, "spark-mode": "connect"})
+    jid = await asubmit_to(cluster3, {"script": app, "spark-mode": "connect"})
     job = await _ended(cluster3, jid)
     assert job["state"] == "FAILED"
     child = int(pidfile.read_text())
@@ -173,7 +167,7 @@ async def test_driver_child_dies_with_its_job_process(cluster3, tmp_path):
 
 async def test_a_driver_that_cannot_start_fails_with_the_jvms_own_error(cluster3, tmp_path):
     app = _script(tmp_path, "never_starts.py", "raise AssertionError('not reached')\n")
-    jid = await _submit(cluster3, {"script": app, "spark-conf": {
+    jid = await asubmit_to(cluster3, {"script": app, "spark-conf": {
         "spark.driver.memory": "1x"}})
     job = await _ended(cluster3, jid, timeout=120)
     assert job["state"] == "FAILED"
@@ -190,8 +184,8 @@ async def test_connect_jobs_say_when_their_peers_server_waits_for_executors(clus
     history keeps it."""
     fix = os.path.join(os.path.dirname(__file__), "jobs_fixture.py")
     spec = {"entry": "jobs_fixture:wait_for_stop", "pyfiles": [fix]}
-    connect = await _submit(cluster3, spec)
-    classic = await _submit(cluster3, dict(spec, **{"spark-mode": "classic"}))
+    connect = await asubmit_to(cluster3, spec)
+    classic = await asubmit_to(cluster3, dict(spec, **{"spark-mode": "classic"}))
 
     async def running(jid):
         s, b = await ahttp("GET", cluster3.url(0) + f"/jobs/{jid}")
