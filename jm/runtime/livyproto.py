@@ -1,7 +1,6 @@
 """Messages between a peer and the process of one Livy `pyspark` interactive session
-(jm/runtime/livyrepl.py): typed, framed as the SQL worker's (jm/runtime/sqlproto.py: a
-4-byte big-endian length, then the msgpack of [request id, type name, fields]). The
-process answers every request with one Reply carrying the same id."""
+(jm/runtime/livyrepl.py), framed by jm/runtime/frames.py's codec. The process answers
+every request with one Reply carrying the same id."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, Iterator, Optional, Union
 
 from jm.runtime import sqlproto
+from jm.runtime.frames import Codec
 
 # the largest frame the peer reads from the process: a result is cut to MAX_RESULT before
 # it is sent (`bounded`, in the process: never on the peer's event loop)
@@ -82,20 +82,16 @@ def bounded(result: CodeResult, limit: int = MAX_RESULT) -> CodeResult:
     return result
 
 
-TYPES = {cls.__name__: cls for cls in (RunCode, Interrupt, Reply)}
+CODEC = Codec(RunCode, Interrupt, Reply)
 
 
 def pack(request_id: int, message: Any) -> bytes:
-    return sqlproto.pack(request_id, message, TYPES)
+    return CODEC.pack(message, request_id)
 
 
 def unpack(body: bytes) -> tuple[int, Any]:
-    return sqlproto.unpack(body, TYPES)
-
-
-def read_frame(stream: BinaryIO) -> Optional[bytes]:
-    return sqlproto.read_frame(stream)
+    return CODEC.unpack(body)
 
 
 def requests(stream: BinaryIO) -> Iterator[tuple[int, Any]]:
-    return sqlproto.requests(stream, TYPES)
+    return CODEC.requests(stream)

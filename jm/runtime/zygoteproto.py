@@ -1,7 +1,7 @@
 """The messages between a peer (jm/runtime/executor.py) and its zygote (jm/runtime/zygote.py).
 
-On the zygote's stdin and stdout: frames of a 4-byte big-endian length and a msgpack body
-`[type name, fields]`. Frozen dataclasses, one per message:
+On the zygote's stdin and stdout: frames of jm/runtime/frames.py's codec. Frozen
+dataclasses, one per message:
 
 peer -> zygote: `Spawn` (fork a job process), `Lease` (until when jobs may run), `Guard`
 (other processes to kill with the jobs when the lease runs out).
@@ -13,14 +13,10 @@ Also the environment the peer starts the zygote with (PARENT_ENV, LIMITS_ENV, CG
 """
 from __future__ import annotations
 
-import dataclasses
-import struct
 from dataclasses import dataclass
-from typing import Optional
-
-import msgpack
 
 from jm.policy.runparams import RunParams
+from jm.runtime.frames import Codec, ProtocolError, next_frame
 
 PARENT_ENV = "JM_PARENT_PID"  # set by whoever starts us: the pid we must die with
 LIMITS_ENV = "JM_JOB_LIMITS"  # JSON of limits.JobLimits for every job process
@@ -81,50 +77,18 @@ class Error:
 
 TO_ZYGOTE = (Spawn, Lease, Guard)
 TO_PEER = (Ready, Spawned, Exited, Error)
-MESSAGES = {cls.__name__: cls for cls in TO_ZYGOTE + TO_PEER}
 
 
-class ProtocolError(ValueError):
-    """A frame that is no message of this protocol."""
-
-
-def _wire(value):
-    """A field's wire form: a typed value's own (RunParams.to_wire), else the value."""
-    to_wire = getattr(value, "to_wire", None)
-    return to_wire() if callable(to_wire) else value
+CODEC = Codec(*TO_ZYGOTE, *TO_PEER)
 
 
 def pack(msg) -> bytes:
-    fields = {f.name: _wire(getattr(msg, f.name)) for f in dataclasses.fields(msg)}
-    body = msgpack.packb([type(msg).__name__, fields], use_bin_type=True)
-    return struct.pack(">I", len(body)) + body
+    return CODEC.pack(msg)
 
 
 def unpack(body: bytes):
     """The message in one frame's body; ProtocolError if it is none."""
-    try:
-        name, fields = msgpack.unpackb(body, raw=False)
-    except Exception as exc:
-        raise ProtocolError(f"not a message frame: {exc}") from None
-    cls = MESSAGES.get(name) if isinstance(name, str) else None
-    if cls is None:
-        raise ProtocolError(f"unknown message type {name!r}")
-    try:
-        if cls is Spawn and isinstance(fields, dict) and "params" in fields:
-            fields = dict(fields, params=RunParams.from_wire(fields["params"]))
-        return cls(**fields)
-    except (TypeError, ValueError) as exc:  # (RunParamsError is a ValueError)
-        raise ProtocolError(f"bad fields for {name}: {exc}") from None
-
-
-def next_frame(buf: bytes) -> tuple[Optional[bytes], bytes]:
-    """(the body of the first whole frame of `buf`, what follows it), or (None, buf)."""
-    if len(buf) < 4:
-        return None, buf
-    (n,) = struct.unpack(">I", buf[:4])
-    if len(buf) < 4 + n:
-        return None, buf
-    return buf[4:4 + n], buf[4 + n:]
+    return CODEC.unpack(body)[1]
 
 
 def latest_lease(buf: bytes) -> float | None:
@@ -135,10 +99,10 @@ def latest_lease(buf: bytes) -> float | None:
     body, buf = next_frame(buf)
     while body is not None:
         try:
-            name, fields = msgpack.unpackb(body, raw=False)
-        except Exception:
-            name = None
-        if name == "Lease":
-            until = fields["until"]
+            msg = unpack(body)
+        except ProtocolError:
+            msg = None
+        if isinstance(msg, Lease):
+            until = msg.until
         body, buf = next_frame(buf)
     return until

@@ -18,9 +18,9 @@ async def test_bad_frames_get_an_error_answer_and_jobs_still_run(tmp_path, caplo
     try:
         old = ex.zygote_pid
         wire = dict(_params(tmp_path, "x", "jobs_fixture:quick").to_wire(), cwd="/")
-        for body in (msgpack.packb(["Nope", {}]), msgpack.packb(["Spawn", {"key": "k"}]),
-                     b"\xc1", msgpack.packb(["Spawn", {"key": "k2", "params": wire}]),
-                     msgpack.packb(["Spawn", {"key": "k3", "params": {"job_id": "y"}}])):
+        for body in (msgpack.packb([0, "Nope", {}]), msgpack.packb([0, "Spawn", {"key": "k"}]),
+                     b"\xc1", msgpack.packb([0, "Spawn", {"key": "k2", "params": wire}]),
+                     msgpack.packb([0, "Spawn", {"key": "k3", "params": {"job_id": "y"}}])):
             ex.proc.stdin.write(struct.pack(">I", len(body)) + body)
         await apoll(lambda: sum("refused a message" in r.getMessage()
                                 for r in caplog.records) == 5, 10, what="five Error answers")

@@ -11,6 +11,7 @@ import pytest
 from jm.policy import connectplan as C
 from jm.policy.sqlparse import classify, temp_views
 from jm.policy.sqlstmt import STATE
+from jm.runtime.frames import read_frame
 from jm.runtime import livyexec as X
 from jm.runtime import livyproto as P
 from jm.policy.flinksql import spark_reset
@@ -65,10 +66,10 @@ def test_reset_statement():
 def test_protocol_round_trip():
     stream = io.BytesIO(b"".join(P.pack(i, m) for i, m in enumerate(
         [P.RunCode(3, "print(1)"), P.Interrupt(3), P.Reply(True, {"a": [1]})])))
-    assert P.unpack(P.read_frame(stream)) == (0, P.RunCode(3, "print(1)"))
-    assert P.unpack(P.read_frame(stream)) == (1, P.Interrupt(3))
-    assert P.unpack(P.read_frame(stream)) == (2, P.Reply(True, {"a": [1]}))
-    assert P.read_frame(stream) is None
+    assert P.unpack(read_frame(stream)) == (0, P.RunCode(3, "print(1)"))
+    assert P.unpack(read_frame(stream)) == (1, P.Interrupt(3))
+    assert P.unpack(read_frame(stream)) == (2, P.Reply(True, {"a": [1]}))
+    assert read_frame(stream) is None
     with pytest.raises(TypeError):
         P.pack(1, {"not": "a message"})
     r = P.CodeResult("error", "x", None, None, "E", "v", ("a", "b"), ("SET a=b",))

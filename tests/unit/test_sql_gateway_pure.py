@@ -6,6 +6,7 @@ import struct
 import pytest
 
 from jm.policy.sqlstmt import READ, STATE, WRITE, classify, complete, split_statements, temp_views
+from jm.runtime.frames import read_frame
 from jm.runtime import sqlproto as P
 from jm.wire.sqlresult import columns, logical_type
 from raft import commands as c
@@ -114,8 +115,8 @@ def test_worker_messages_round_trip():
             P.Reply(True, {"rows": [[1]]}), P.Reply(False, None, "boom")]
     stream = io.BytesIO(b"".join(P.pack(i, m) for i, m in enumerate(msgs)))
     for i, m in enumerate(msgs):
-        assert P.unpack(P.read_frame(stream)) == (i, m)
-    assert P.read_frame(stream) is None
+        assert P.unpack(read_frame(stream)) == (i, m)
+    assert read_frame(stream) is None
     with pytest.raises(TypeError):
         P.pack(1, {"not": "a message"})
     # a child's reading loop: every request to the end of its input, an undecodable frame

@@ -198,9 +198,9 @@ def test_a_message_not_for_the_zygote_gets_an_error_answer(msg):
 def test_unpack_names_what_is_wrong():
     assert unpack(next_frame(pack(Lease(1.0)))[0]) == Lease(1.0)
     with pytest.raises(ProtocolError, match="unknown message type 'Nope'"):
-        unpack(msgpack.packb(["Nope", {}]))
+        unpack(msgpack.packb([0, "Nope", {}]))
     with pytest.raises(ProtocolError, match="bad fields for Spawn"):
-        unpack(msgpack.packb(["Spawn", {"key": "k"}]))
+        unpack(msgpack.packb([0, "Spawn", {"key": "k"}]))
     with pytest.raises(ProtocolError, match="not a message frame"):
         unpack(b"\xc1")
 
@@ -213,13 +213,13 @@ def test_unpack_names_what_is_wrong():
 def test_a_spawn_with_bad_run_params_is_a_protocol_error(params, why):
     """The zygote answers it with Error (Garbled) and carries on: no exception escapes."""
     with pytest.raises(ProtocolError, match=f"bad fields for Spawn: {why}"):
-        unpack(msgpack.packb(["Spawn", {"key": "k", "params": params}]))
+        unpack(msgpack.packb([0, "Spawn", {"key": "k", "params": params}]))
 
 
 def test_a_spawn_carries_typed_run_params():
     msg = unpack(next_frame(pack(Spawn("k", P)))[0])
     assert isinstance(msg.params, RunParams) and msg == Spawn("k", P)
-    assert msgpack.unpackb(next_frame(pack(Spawn("k", P)))[0])[1]["params"] == P.to_wire()
+    assert msgpack.unpackb(next_frame(pack(Spawn("k", P)))[0])[2]["params"] == P.to_wire()
 
 
 def test_every_message_round_trips():
