@@ -34,8 +34,9 @@ def _tuples(value: Any) -> Any:
 class Codec:
     """The frames of the messages `types` (each a dataclass, known by its class name)."""
 
-    def __init__(self, *types: type) -> None:
+    def __init__(self, *types: type, max_frame: int = MAX_FRAME) -> None:
         self.types = {t.__name__: t for t in types}
+        self.max_frame = max_frame  # the largest frame the peer reads from the child
 
     def pack(self, message: Any, request_id: int = 0) -> bytes:
         name = type(message).__name__

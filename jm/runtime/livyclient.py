@@ -21,7 +21,7 @@ log = logging.getLogger("jm.livy.repl")
 class LivyProcess(ChildProcess):
     what = "Livy session process"
     log = log
-    proto = P
+    proto = P.CODEC
 
     def __init__(self, remote: str, session_id: str, log_path: str, nice: int = 0,
                  on_start: Callable[[int], None] = lambda pid: None, env_pass: tuple = (),

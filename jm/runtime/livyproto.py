@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Iterator, Optional, Union
+from typing import Any, Optional, Union
 
 from jm.runtime import sqlproto
 from jm.runtime.frames import Codec
@@ -82,16 +82,4 @@ def bounded(result: CodeResult, limit: int = MAX_RESULT) -> CodeResult:
     return result
 
 
-CODEC = Codec(RunCode, Interrupt, Reply)
-
-
-def pack(request_id: int, message: Any) -> bytes:
-    return CODEC.pack(message, request_id)
-
-
-def unpack(body: bytes) -> tuple[int, Any]:
-    return CODEC.unpack(body)
-
-
-def requests(stream: BinaryIO) -> Iterator[tuple[int, Any]]:
-    return CODEC.requests(stream)
+CODEC = Codec(RunCode, Interrupt, Reply, max_frame=MAX_FRAME)

@@ -155,9 +155,9 @@ class Repl:
     # ---- replies --------------------------------------------------------------------
     def reply(self, request_id: int, reply: P.Reply) -> None:
         try:
-            frame = P.pack(request_id, reply)
+            frame = P.CODEC.pack(reply, request_id)
         except Exception as exc:  # a value msgpack refuses
-            frame = P.pack(request_id, P.Reply(False, None, f"{type(exc).__name__}: {exc}"))
+            frame = P.CODEC.pack(P.Reply(False, None, f"{type(exc).__name__}: {exc}"), request_id)
         try:
             with self.out_lock:
                 self.out.write(frame)
@@ -167,7 +167,7 @@ class Repl:
 
     # ---- the reader thread ----------------------------------------------------------
     def read(self, stdin: Any) -> None:
-        for request_id, message in P.requests(stdin):
+        for request_id, message in P.CODEC.requests(stdin):
             if isinstance(message, P.Interrupt):
                 self.reply(request_id, P.Reply(True, self.interrupt(message.statement)))
             elif isinstance(message, P.RunCode):

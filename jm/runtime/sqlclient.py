@@ -38,7 +38,7 @@ class ChildProcess:
     its module, its arguments and its protocol module."""
     what = "child process"
     log = log
-    proto: Any = P
+    proto: Any = P.CODEC
     user: Optional[str] = None  # the OS user it runs as (a Livy session's proxyUser)
     confine: Optional[dict] = None  # JobLimits.to_dict(): applied by the child itself
     python: Optional[str] = None  # the interpreter it runs in (None: the peer's)
@@ -90,7 +90,7 @@ class ChildProcess:
                 "-m",
                 *self.command(),
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=err,
-                env=env, limit=self.proto.MAX_FRAME,
+                env=env, limit=self.proto.max_frame,
                 **({"user": self.user} if self.user else {}))
         self.generation += 1
         self.on_start(self.proc.pid)
@@ -103,9 +103,9 @@ class ChildProcess:
             while True:
                 head = await proc.stdout.readexactly(4)
                 (size,) = struct.unpack(">I", head)
-                if size > self.proto.MAX_FRAME:  # (the process cuts its results first)
+                if size > self.proto.max_frame:  # (the process cuts its results first)
                     self.log.error("%s sent a frame of %d bytes, more than %d: stopped",
-                                   self.what, size, self.proto.MAX_FRAME)
+                                   self.what, size, self.proto.max_frame)
                     break
                 body = await proc.stdout.readexactly(size)
                 try:
@@ -144,7 +144,7 @@ class ChildProcess:
         fut = asyncio.get_running_loop().create_future()
         self._pending[request_id] = fut
         try:
-            proc.stdin.write(self.proto.pack(request_id, message))
+            proc.stdin.write(self.proto.pack(message, request_id))
             await proc.stdin.drain()
         except (ConnectionError, RuntimeError) as exc:
             self._pending.pop(request_id, None)

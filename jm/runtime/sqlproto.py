@@ -3,7 +3,7 @@ codec. The worker answers every request with one Reply carrying the same id."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO, Iterator, Optional
+from typing import Any, Optional
 
 from jm.runtime.frames import Codec
 
@@ -64,16 +64,5 @@ class Reply:
     error: Optional[str] = None
 
 
-CODEC = Codec(OpenSession, Execute, Fetch, Cancel, CloseOperation, CloseSession, Reply)
-
-
-def pack(request_id: int, message: Any) -> bytes:
-    return CODEC.pack(message, request_id)
-
-
-def unpack(body: bytes) -> tuple[int, Any]:
-    return CODEC.unpack(body)
-
-
-def requests(stream: BinaryIO) -> Iterator[tuple[int, Any]]:
-    return CODEC.requests(stream)
+CODEC = Codec(OpenSession, Execute, Fetch, Cancel, CloseOperation, CloseSession, Reply,
+              max_frame=MAX_FRAME)

@@ -119,7 +119,7 @@ class Worker:
 
     # ---- replies --------------------------------------------------------------------
     def reply(self, request_id: int, reply: P.Reply) -> None:
-        frame = P.pack(request_id, reply)
+        frame = P.CODEC.pack(reply, request_id)
         with self.out_lock:
             self.out.write(frame)
             self.out.flush()
@@ -273,7 +273,7 @@ def main(argv: Optional[list] = None) -> int:
     worker = Worker(remote, out)
     pool = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="jm-sql")
     importlib.import_module("pyspark.sql.connect.session")  # once, before any request
-    for request_id, message in P.requests(stdin):
+    for request_id, message in P.CODEC.requests(stdin):
         pool.submit(worker.handle, request_id, message)
     os._exit(0)  # the peer closed the pipe (or died): nothing to hand over
 

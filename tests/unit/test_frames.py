@@ -16,21 +16,22 @@ def test_tuples_come_back_as_tuples_and_typed_values_as_themselves():
 
 
 def test_every_protocol_reads_its_own_frames_from_a_stream():
-    frames = [sqlproto.pack(1, sqlproto.Fetch("op")), livyproto.pack(2, livyproto.Interrupt(3)),
+    frames = [sqlproto.CODEC.pack(sqlproto.Fetch("op"), 1),
+              livyproto.CODEC.pack(livyproto.Interrupt(3), 2),
               zygoteproto.pack(zygoteproto.Lease(5.0))]
     stream = io.BytesIO(b"".join(frames))
-    assert sqlproto.unpack(read_frame(stream)) == (1, sqlproto.Fetch("op"))
-    assert livyproto.unpack(read_frame(stream)) == (2, livyproto.Interrupt(3))
+    assert sqlproto.CODEC.unpack(read_frame(stream)) == (1, sqlproto.Fetch("op"))
+    assert livyproto.CODEC.unpack(read_frame(stream)) == (2, livyproto.Interrupt(3))
     assert zygoteproto.unpack(read_frame(stream)) == zygoteproto.Lease(5.0)
     assert read_frame(stream) is None
 
 
 def test_a_message_of_another_protocol_is_refused_both_ways():
     with pytest.raises(TypeError, match="not a message of this protocol"):
-        sqlproto.pack(1, livyproto.Interrupt(3))
-    body = next_frame(livyproto.pack(1, livyproto.Interrupt(3)))[0]
+        sqlproto.CODEC.pack(livyproto.Interrupt(3), 1)
+    body = next_frame(livyproto.CODEC.pack(livyproto.Interrupt(3), 1))[0]
     with pytest.raises(ProtocolError, match="unknown message type 'Interrupt'"):
-        sqlproto.unpack(body)
+        sqlproto.CODEC.unpack(body)
 
 
 @pytest.mark.parametrize("body, why", [
@@ -47,7 +48,7 @@ def test_a_frame_that_is_no_message_says_why(body, why):
 
 def test_a_bad_frame_on_a_child_s_stdin_is_skipped_and_reading_goes_on(capsys):
     bad = msgpack.packb([1, "Nope", {}])
-    good = sqlproto.pack(2, sqlproto.Cancel("op"))
+    good = sqlproto.CODEC.pack(sqlproto.Cancel("op"), 2)
     stream = io.BytesIO(len(bad).to_bytes(4, "big") + bad + good)
-    assert list(sqlproto.requests(stream)) == [(2, sqlproto.Cancel("op"))]
+    assert list(sqlproto.CODEC.requests(stream)) == [(2, sqlproto.Cancel("op"))]
     assert "unknown message type 'Nope'" in capsys.readouterr().err

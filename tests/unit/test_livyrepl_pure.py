@@ -64,14 +64,14 @@ def test_reset_statement():
 
 
 def test_protocol_round_trip():
-    stream = io.BytesIO(b"".join(P.pack(i, m) for i, m in enumerate(
+    stream = io.BytesIO(b"".join(P.CODEC.pack(m, i) for i, m in enumerate(
         [P.RunCode(3, "print(1)"), P.Interrupt(3), P.Reply(True, {"a": [1]})])))
-    assert P.unpack(read_frame(stream)) == (0, P.RunCode(3, "print(1)"))
-    assert P.unpack(read_frame(stream)) == (1, P.Interrupt(3))
-    assert P.unpack(read_frame(stream)) == (2, P.Reply(True, {"a": [1]}))
+    assert P.CODEC.unpack(read_frame(stream)) == (0, P.RunCode(3, "print(1)"))
+    assert P.CODEC.unpack(read_frame(stream)) == (1, P.Interrupt(3))
+    assert P.CODEC.unpack(read_frame(stream)) == (2, P.Reply(True, {"a": [1]}))
     assert read_frame(stream) is None
     with pytest.raises(TypeError):
-        P.pack(1, {"not": "a message"})
+        P.CODEC.pack({"not": "a message"}, 1)
     r = P.CodeResult("error", "x", None, None, "E", "v", ("a", "b"), ("SET a=b",))
     assert P.CodeResult.from_value(dataclasses.asdict(r) | {"traceback": ["a", "b"],
                                                           "state": ["SET a=b"],

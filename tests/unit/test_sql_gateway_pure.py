@@ -113,17 +113,18 @@ def test_worker_messages_round_trip():
     msgs = [P.OpenSession("s", {"a": "1"}, ("SET x=1",)), P.Execute("s", "o", "SELECT 1"),
             P.Fetch("o", 5), P.Cancel("o"), P.CloseOperation("o"), P.CloseSession("s", False),
             P.Reply(True, {"rows": [[1]]}), P.Reply(False, None, "boom")]
-    stream = io.BytesIO(b"".join(P.pack(i, m) for i, m in enumerate(msgs)))
+    stream = io.BytesIO(b"".join(P.CODEC.pack(m, i) for i, m in enumerate(msgs)))
     for i, m in enumerate(msgs):
-        assert P.unpack(read_frame(stream)) == (i, m)
+        assert P.CODEC.unpack(read_frame(stream)) == (i, m)
     assert read_frame(stream) is None
     with pytest.raises(TypeError):
-        P.pack(1, {"not": "a message"})
+        P.CODEC.pack({"not": "a message"}, 1)
     # a child's reading loop: every request to the end of its input, an undecodable frame
     # skipped, a truncated last one the end
     junk = struct.pack(">I", 3) + b"\x93\x01\xc1"
-    stream = io.BytesIO(P.pack(0, msgs[0]) + junk + P.pack(1, msgs[1]) + P.pack(2, msgs[2])[:-1])
-    assert list(P.requests(stream)) == [(0, msgs[0]), (1, msgs[1])]
+    stream = io.BytesIO(P.CODEC.pack(msgs[0], 0) + junk + P.CODEC.pack(msgs[1], 1)
+                        + P.CODEC.pack(msgs[2], 2)[:-1])
+    assert list(P.CODEC.requests(stream)) == [(0, msgs[0]), (1, msgs[1])]
 
 
 # ---- sessions in the replicated state -------------------------------------------------
