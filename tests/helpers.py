@@ -42,10 +42,15 @@ def http_server(handler):
 def make_conf(base: str, n: int, settings: dict | None = None) -> tuple[str, list[str]]:
     """Write conf/config.yaml and conf/masters for n local peers; return (conf dir, lines)."""
     lines = local_lines(n)
-    # (a test's teardown stops every peer: none drains first, jobmanager.stop.drain-deadline)
+    settings = settings or {}
+    spark = any(settings.get(k) for k in ("spark.connect.embedded", "spark.master",
+                                          "spark.remote"))
+    # (a test's teardown stops every peer: none drains first, jobmanager.stop.drain-deadline;
+    # a zygote imports pyspark, pandas and pyarrow only for a cluster with Spark)
     values = {"spark.connect.embedded": False, "restart-strategy.type": "none",
-              "jobmanager.stop.drain-deadline": 0}
-    values.update(settings or {})
+              "jobmanager.stop.drain-deadline": 0,
+              "jobmanager.executor.preload": "pyspark" if spark else "none"}
+    values.update(settings)
     return write_conf(base, lines, values), lines
 
 
