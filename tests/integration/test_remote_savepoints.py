@@ -12,8 +12,8 @@ import pytest
 
 from tests.conftest import InProcessCluster
 from tests.s3server import BUCKET, keys, peer_settings, s3_server
-from tests.helpers import ahttp, apoll
-from tests.integration.test_savepoints_moves import (job, resume_from, submit, ticker_spec,
+from tests.helpers import ahttp, apoll, asubmit_to
+from tests.integration.test_savepoints_moves import (job, resume_from, ticker_spec,
                                                      wait_batches, wait_savepoint,
                                                      wait_state)
 
@@ -32,7 +32,7 @@ async def running(tmp_path, s3):
     c = InProcessCluster(str(tmp_path), 3, s3_conf(endpoint))
     try:
         await c.start()
-        jid = await submit(c, ticker_spec(out))
+        jid = await asubmit_to(c, ticker_spec(out))
         await wait_state(c, jid, "RUNNING")
         yield c, jid, out, client
     finally:
@@ -124,7 +124,7 @@ async def test_savepoints_and_an_application_on_gs(tmp_path):
                              {"rebalance.strategy": "none", **gs_settings(endpoint)})
         try:
             await c.start()
-            jid = await submit(c, ticker_spec(out))
+            jid = await asubmit_to(c, ticker_spec(out))
             await wait_state(c, jid, "RUNNING")
             await wait_batches(out, 3)
             s, b = await ahttp("POST", c.url(1) + f"/jobs/{jid}/savepoints",

@@ -8,8 +8,7 @@ import time
 
 from tests.conftest import running
 from tests.integration.test_cli import jm
-from tests.integration.test_savepoints_moves import submit
-from tests.helpers import ahttp, apoll, multipart
+from tests.helpers import ahttp, apoll, asubmit_to, multipart
 
 FIX = os.path.dirname(os.path.abspath(__file__)) + "/"
 CAP = 16 * 1024
@@ -115,7 +114,7 @@ async def test_janitor_keeps_what_live_jobs_need_and_deletes_the_rest(tmp_path):
         unused_new = await upload(c, "new.py", b"y = 2\n")
         blob = {a["id"]: c.peers[0].blobs.local_path(a["id"], a["name"])
                 for a in (used, unused_old, unused_new)}
-        chatty = await submit(c, {"entry": "chatty:main", "pyfiles": [used["pyfile"]]})
+        chatty = await asubmit_to(c, {"entry": "chatty:main", "pyfiles": [used["pyfile"]]})
         await wait_state(c, chatty, "RUNNING")
         age(os.path.dirname(blob[used["id"]]), 7200)
         age(os.path.dirname(blob[unused_old["id"]]), 7200)
@@ -124,7 +123,7 @@ async def test_janitor_keeps_what_live_jobs_need_and_deletes_the_rest(tmp_path):
 
         # savepoints of a streaming job: the 1st pinned by hand, the 2nd one a job resumes
         # from, the 3rd beyond the newest (num-retained 1), the 4th the newest
-        t1 = await submit(c, {"entry": "jobs_fixture:ticker", "pyfiles": [FIX],
+        t1 = await asubmit_to(c, {"entry": "jobs_fixture:ticker", "pyfiles": [FIX],
                               "job-type": "streaming", "args": {"output": str(out1)}})
         await wait_state(c, t1, "RUNNING")
         await apoll(lambda: os.path.isdir(out1) and len(os.listdir(out1)) >= 2, 30,
@@ -132,15 +131,15 @@ async def test_janitor_keeps_what_live_jobs_need_and_deletes_the_rest(tmp_path):
         sp1 = await savepoint(c, t1, "sp-1")
         open(os.path.join(sp1, "_pinned"), "w").close()
         sp2 = await savepoint(c, t1, "sp-2")
-        t2 = await submit(c, {"entry": "jobs_fixture:ticker", "pyfiles": [FIX],
-                              "job-type": "streaming", "args": {"output": str(out2)},
-                              "savepoint-path": sp2})
+        t2 = await asubmit_to(c, {"entry": "jobs_fixture:ticker", "pyfiles": [FIX],
+                                  "job-type": "streaming", "args": {"output": str(out2)},
+                                  "savepoint-path": sp2})
         await wait_state(c, t2, "RUNNING")
         sp3 = await savepoint(c, t1, "sp-3")
         sp4 = await savepoint(c, t1, "sp-4")
 
         # jobs that end: their folders go once the job store forgot them
-        quick = [await submit(c, {"entry": "jobs_fixture:quick", "pyfiles": [FIX]})
+        quick = [await asubmit_to(c, {"entry": "jobs_fixture:quick", "pyfiles": [FIX]})
                  for _ in range(2)]
         s, b = await ahttp("PATCH", c.url(0) + f"/jobs/{t1}?mode=cancel")
         assert s == 202, b
