@@ -12,7 +12,9 @@
   vocabulary it shares with the peer (jm/api.py, the standard library only);
 * jm/cluster/ imports nothing of rest/: the peer is assembled above both, in jm/peer/ (the
   process), which no module below imports;
-* pyspark is imported only by the job runtime (jm/runtime/).
+* pyspark is imported only by the job runtime (jm/runtime/);
+* the child processes' code (jm/runtime's zygote, job process, SQL worker, Livy REPL) imports
+  no asyncio, aiohttp or pysyncobj and nothing of the peer (jm/cluster, raft.node, rest).
 """
 import ast
 import os
@@ -133,6 +135,32 @@ def test_no_private_name_is_imported_from_another_module(module):
            if isinstance(n, ast.ImportFrom) and n.level == 0 and _top(n.module or "") in OURS
            for a in n.names if a.name.startswith("_") and not a.name.startswith("__")]
     assert not bad, f"{module} imports {bad}"
+
+
+# what runs in a peer's child processes (`python -m` each, or forked from the zygote): a
+# fork of a process with an event loop or a Raft tick thread is not safe, and a child that
+# imported the peer's services would drag Raft and the REST app into every job process
+CHILD_MAINS = ("jm.runtime.zygote", "jm.runtime.jobexec", "jm.runtime.jobrun",
+               "jm.runtime.sqlworker", "jm.runtime.livyrepl", "jm.runtime.pdeathsig")
+CHILD_FORBIDDEN = ("asyncio", "aiohttp", "pysyncobj", "jm.cluster", "jm.peer", "raft.node",
+                   "rest")
+
+
+@pytest.mark.parametrize("module", CHILD_MAINS)
+def test_child_process_code_imports_no_event_loop_and_nothing_of_the_peer(module):
+    bad = {n for n in closure(module) if _under(n, CHILD_FORBIDDEN)}
+    assert not bad, f"{module} imports {sorted(bad)}"
+
+
+def test_every_entry_point_of_the_runtime_is_a_child_s():
+    """A new `python -m jm.runtime.x` is held to the rule above (or said to be no child's)."""
+    def runs_as_main(module: str) -> bool:  # a module-level `if __name__ == "__main__":`
+        return any(isinstance(n, ast.If) and isinstance(n.test, ast.Compare)
+                   and getattr(n.test.left, "id", None) == "__name__"
+                   for n in ast.parse(open(MODULES[module]).read()).body)
+    mains = {m for m in _in("jm.runtime") if runs_as_main(m)}
+    assert "jm.runtime.zygote" in mains
+    assert mains <= set(CHILD_MAINS), sorted(mains - set(CHILD_MAINS))
 
 
 def test_the_shared_vocabulary_is_standard_library_only():
