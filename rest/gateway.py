@@ -49,8 +49,6 @@ class SqlGatewayApi(Protocol):
         ...
 
 
-
-
 class JobsApi(Protocol):
     """Jobs written: a submission, a cancel, a savepoint."""
     async def submit(self, spec: Any, request_id: str, names: Optional[dict] = None,

@@ -201,7 +201,7 @@ async def aended(url: str, jid: str, timeout: float = 60.0) -> dict:
     return await apoll(check, timeout, what=f"job {jid} ended")
 
 
-async def started(executor: Any, params: Any) -> Any:
+async def spawned(executor: Any, params: Any) -> Any:
     """The job process an executor's spawn started (it must have started one)."""
     from jm.runtime.executor import Started
     out = await executor.spawn(params)

@@ -39,10 +39,9 @@ class Artifacts:
         except BlobError:
             return None
 
-
     @api_errors
     async def add(self, filename: str, data: bytes, who: Credential = ANYONE
-                           ) -> dict:
+                  ) -> dict:
         self.writes.writable()
         tenant = tenant_key(tenant_for(who, None))
         try:
@@ -67,7 +66,6 @@ class Artifacts:
         if not res.ok:
             raise ApiError(400, res.error)
         return {"id": art_id, "name": name, "size": len(data), "pyfile": f"artifact:{art_id}"}
-
 
     @api_errors
     async def delete(self, artifact_id: str, who: Credential = ANYONE) -> dict:
@@ -104,7 +102,6 @@ class Artifacts:
                 raise ApiError(404, f"unknown artifact {artifact_id}")
         raise ApiError(409, f"artifact {artifact_id} is named by job(s) "
                             f"{', '.join(jobs[:5])}; it is kept while they are in the job store")
-
 
     def removed(self, refs: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """The known artifacts of `refs` whose content is gone from this peer and from the

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 from jm.api import ApiError
 from jm.cluster.audit import AuditLog, RefusedTally, merge_newest, syslog_sink
 from jm.cluster.peerclient import PeerUnreachable
+from jm.cluster.tenancy import int_or_none
 from raft.records import ALIVE
 
 if TYPE_CHECKING:
@@ -43,7 +44,6 @@ class PeerAudit:
             self._audit_log = AuditLog(self.log_dir, self.conf["rest.audit.max-files"], sink)
         return self._audit_log
 
-
     def record(self, entry: Mapping[str, Any]) -> None:
         """An entry of a request this peer took; one refused for want of credentials (401)
         is counted per source instead (RefusedTally)."""
@@ -55,12 +55,11 @@ class PeerAudit:
         for e in [{"time": entry.get("time"), **c} for c in counts] + entries:
             audit_log.write({"peer": self.node, **e})
 
-
     async def entries(self, query: Mapping[str, str]) -> dict:
         """The newest entries of every live peer's audit log (`local`: this peer's only),
         and which peers answered; a peer that does not answer in AUDIT_WAIT s is named
         in `unreachable` (its entries are left out, the answer is still a 200)."""
-        limit = _int(query.get("limit", "100"))
+        limit = int_or_none(query.get("limit", "100"))
         if limit is None or limit < 1:
             raise ApiError(400, "limit must be a positive integer")
         wanted = {k: v for k, v in query.items() if k in ("job", "who", "tenant")}
@@ -81,7 +80,6 @@ class PeerAudit:
                 "unreachable": [n for (n, _), a in zip(others, answers) if a is None],
                 "entries": merge_newest(logs, limit)}
 
-
     async def _peer_audit(self, url: str, params: Mapping[str, str]) -> Optional[list]:
         try:
             answer = await self.peer_client.call("GET", url + "/audit", AUDIT_WAIT,
@@ -93,10 +91,3 @@ class PeerAudit:
             return None
         return [e for e in entries if isinstance(e, dict)]
 
-
-
-def _int(raw: Any) -> Optional[int]:
-    try:
-        return int(raw)
-    except (TypeError, ValueError):
-        return None

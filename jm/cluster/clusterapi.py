@@ -53,7 +53,6 @@ class ClusterApi:
                     "starting": not self.lease.registered.is_set(),
                     "has-data": self.had_data or bool(st.cluster_id)}
 
-
     @api_errors
     async def drain_node(self, node: str, drain: bool, deadline: Optional[float] = None
                          ) -> dict:

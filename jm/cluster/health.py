@@ -19,7 +19,6 @@ class PeerHealth:
         from jm.cluster.metrics import peer_gauges
         return peer_gauges(self.svc, self.writes.leader())
 
-
     def readiness(self) -> dict:
         registered = self.svc.lease.registered.is_set()
         lease = self.svc.lease.valid()
@@ -28,7 +27,6 @@ class PeerHealth:
                                 ("lease not valid", not lease)) if bad]
         return {"ready": not why, "node": self.node, "registered": registered,
                 "lease-valid": lease, "started": started, "reasons": why}
-
 
     def report(self) -> dict:
         leader = self.writes.leader()
@@ -51,7 +49,6 @@ class PeerHealth:
             out["share-level"] = engines.level.value
             out["engines"] = engines.rows()
         return out
-
 
 
 def _no_token(remote: Optional[str]) -> Optional[str]:

@@ -42,11 +42,9 @@ class JobWrites:
             raise ApiError(409 if res.code in ("exists", "protocol") else 400, res.error)
         return {"jobid": res.value["jobid"]}
 
-
     @api_errors
     async def cancel(self, job_id: str) -> str:
         return await self.writes.write(CancelJob(job_id, time.time()))
-
 
     @api_errors
     async def savepoint(self, job_id: str, trigger_id: str, target: Optional[str],
@@ -61,7 +59,6 @@ class JobWrites:
         out = await self.writes.write(TriggerSavepoint(job_id, trigger_id, target, stop,
                                                        time.time()))
         return {"request-id": out["request-id"]}
-
 
 
 def tenant_request_id(tenant: Optional[str], request_id: str) -> str:

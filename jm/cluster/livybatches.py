@@ -18,7 +18,7 @@ class LivyBatches:
         self.raft, self.jobs, self.views = raft, jobs, views
 
     async def submit(self, body: Any, request_id: str, who: Credential = ANYONE
-                          ) -> dict:
+                     ) -> dict:
         """POST /batches: a Livy batch request as a script job (jm/wire/livy.py)."""
         try:
             spec = livy.batch_spec(body)
@@ -31,24 +31,20 @@ class LivyBatches:
                 raise ApiError(404, f"batch of job {out['jobid']} is gone already")
             return livy.batch(job)
 
-
     def version(self) -> dict:
         return {"version": livy.VERSION, "gitCommit": "", "user": "", "url": "",
                 "branch": "", "date": ""}
-
 
     def list(self, start: int, size: int, who: Credential = ANYONE) -> dict:
         with self.raft.read() as st:
             return livy.batches([j for j in st.jobs.values() if who.may_see(j.tenant)],
                                 start, size)
 
-
     def get(self, number: int) -> Optional[tuple[str, dict]]:
         """The batch with this number: (its job's id, the batch), or None."""
         with self.raft.read() as st:
             job = st.jobs.get(st.by_number.get(number, ""))
             return (job.id, livy.batch(job)) if job is not None else None
-
 
     async def log(self, job_id: str, start: Optional[int], size: Optional[int]) -> dict:
         """A batch's log lines, Livy's way (the last 100 by default)."""

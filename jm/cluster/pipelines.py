@@ -48,7 +48,7 @@ class Pipelines:
 
     @api_errors
     async def put(self, name: str, body: Any, who: Credential = ANYONE
-                           ) -> tuple[int, dict]:
+                  ) -> tuple[int, dict]:
         """(status, answer): 201 created, 200 unchanged or upgraded at once, 202 upgrading
         (the running version stops with a savepoint first)."""
         if not isinstance(body, dict):

@@ -32,18 +32,15 @@ class JobViews:
         self.quota_reason = quota_reason  # why a waiting job waits (its tenant's quota)
         self.url_of, self.peer_client, self.log_dir = url_of, peer_client, log_dir
 
-
     def overview(self) -> dict:
         leader = self.writes.leader()
         with self.raft.read() as st:
             return views.overview(st, leader)
 
-
     def _of_job(self, job_id: str, show: Any, *args: Any) -> Optional[Any]:
         with self.raft.read() as st:
             job = st.jobs.get(job_id)
             return show(job, *args) if job is not None else None
-
 
     def job_detail(self, job_id: str) -> Optional[dict]:
         out = self._of_job(job_id, _job_detail, time.time())
@@ -53,23 +50,18 @@ class JobViews:
                 out["waiting"] = reason
         return out
 
-
     def job_exceptions(self, job_id: str) -> Optional[dict]:
         return self._of_job(job_id, views.job_exceptions)
-
 
     def job_result(self, job_id: str) -> Optional[dict]:
         return self._of_job(job_id, views.job_result)
 
-
     def job_savepoints(self, job_id: str) -> Optional[dict]:
         return self._of_job(job_id, views.job_savepoints)
-
 
     def savepoint_status(self, job_id: str, request_id: str) -> Optional[dict]:
         """None: no such job, or no such request of it."""
         return self._of_job(job_id, views.savepoint_status, request_id)
-
 
     # pages of the list routes (400 for a parameter out of range)
     def jobs_page(self, query: Any, who: Credential = ANYONE) -> dict:
@@ -93,11 +85,9 @@ class JobViews:
             out = views.artifacts(st, None if who.sees_all else tenant_key(who.tenant))
         return {**out, **self.lists.page(query, "artifacts", out["artifacts"], DEFAULT_LIMIT)}
 
-
     async def jobs_overview(self, query: Any, id_ok: Any = None,
                             who: Credential = ANYONE) -> list[bytes]:
         return await self.lists.overview(query, id_ok, None if who.sees_all else who.tenant)
-
 
     async def job_logs(self, job_id: str, attempt: Optional[int], offset: int,
                        tail: Optional[int], local: bool) -> dict:
@@ -140,7 +130,6 @@ class JobViews:
             raise ApiError(answer.status if answer.status in (400, 401, 404) else 503,
                            *answer.errors(), headers={"Retry-After": answer.retry_after or "1"})
         return answer.body
-
 
 
 def _job_detail(job: Any, now: float) -> dict:

@@ -39,9 +39,8 @@ class SubmissionResolver:
         with self.raft.read() as st:
             return max([p.slots for p in st.peers.values()] + [self.conf["jobmanager.slots"]])
 
-
     def owned_spec(self, spec: Any, names: Optional[dict], who: Credential
-                    ) -> tuple[dict, Optional[str]]:
+                   ) -> tuple[dict, Optional[str]]:
         """The validated spec with its tenant (the caller's, jm/cluster/tenancy.py) and a
         proxy user the policy allows (else 403)."""
         spec = validate_spec(spec, self.max_slots(), SpecLimits.from_conf(self.conf))
@@ -52,7 +51,6 @@ class SubmissionResolver:
             self._check_proxy_user(spec["proxy-user"], (names or {}).get("proxy-user",
                                                                          "proxy-user"), tenant)
         return spec, tenant
-
 
     async def check_spec(self, spec: dict, names: Optional[dict], who: Credential) -> None:
         """What a spec names must be there: remote files are copied into artifacts (the
@@ -87,7 +85,6 @@ class SubmissionResolver:
                 raise ApiError(403, f"savepoint-path: {spec['savepoint-path']} is not a "
                                     f"savepoint of tenant {who.tenant}'s jobs")
 
-
     async def savepoint_place(self, loc: str, field: str, who: Credential) -> None:
         """403 unless a tenant's savepoint is read or written under state.savepoints.dir
         (written by the peers only) or a directory granted to its tenant: elsewhere the
@@ -108,7 +105,6 @@ class SubmissionResolver:
                                 f"under a savepoint directory granted to tenant {tenant} "
                                 f"(an admin's PUT /tenants/{tenant} savepoint-dirs)")
 
-
     def _savepoint_of(self, meta: dict, who: Credential) -> bool:
         """Whether a savepoint (its _metadata) is of a job of `who`'s tenant: the tenant
         it records, or (one written before savepoints recorded it) the tenant of the job
@@ -118,7 +114,6 @@ class SubmissionResolver:
         with self.raft.read() as st:
             job = st.jobs.get(str(meta.get("job-id")))
             return job is not None and job.tenant == who.tenant
-
 
     async def _known_artifacts(self, refs: list[tuple[str, str]]) -> None:
         """400 unless every `artifact:` reference (field, ref) is known. An id this replica
@@ -140,7 +135,6 @@ class SubmissionResolver:
                                   "for jobmanager.blob.grace-period); upload it again with "
                                   "POST /artifacts" for f, p in removed))
 
-
     async def check_location(self, loc: str, field: str) -> None:
         """400 unless this peer can open the remote file system of `loc` (pyarrow.fs with
         the peer's s3.* settings; hdfs:// needs a Hadoop client)."""
@@ -154,7 +148,6 @@ class SubmissionResolver:
         if problem:
             raise ApiError(400, f"{field} {loc}: {problem}")
 
-
     def _check_proxy_user(self, user: str, field: str, tenant: Optional[str]) -> None:
         """403 unless jobmanager.executor.proxy-users and the job's tenant (its
         proxy-users) let its jobs run as `user`."""
@@ -164,7 +157,6 @@ class SubmissionResolver:
                                 tenant=tenant, tenant_users=granted)
         if refused:
             raise ApiError(403, refused)
-
 
     async def _remote_artifact(self, field: str, uri: str, who: Credential) -> str:
         """A remote file (s3://, gs://, hdfs://) copied into the cluster's artifacts ->
@@ -183,7 +175,6 @@ class SubmissionResolver:
                                 f"{REMOTE_FETCH_TIMEOUT:.0f} s")
         art = await self.artifacts.add(uri.rsplit("/", 1)[-1], data, who)
         return art["pyfile"]
-
 
 
 def script_problem(path: str) -> Optional[str]:

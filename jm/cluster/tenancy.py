@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from raft.node import RaftHost
 
 
-def _int(raw: Any) -> Optional[int]:
+def int_or_none(raw: Any) -> Optional[int]:
+    """A path's or query's number, None for text that is none."""
     try:
         return int(raw)
     except (TypeError, ValueError):
@@ -59,9 +60,9 @@ class Tenants:
                     return None
                 return who.sees_all or T.key(who.tenant) in art.tenants
             rec = {Named.JOB: lambda: st.jobs.get(value),
-                   Named.BATCH: lambda: st.jobs.get(st.by_number.get(_int(value), "")),
+                   Named.BATCH: lambda: st.jobs.get(st.by_number.get(int_or_none(value), "")),
                    Named.LIVY_SESSION: lambda: st.sessions.get(
-                       st.livy_ids.get(_int(value), "")),
+                       st.livy_ids.get(int_or_none(value), "")),
                    Named.SQL_SESSION: lambda: st.sessions.get(value),
                    Named.PIPELINE: lambda: st.pipelines.get(value)}[named]()
             return None if rec is None else who.may_see(rec.tenant)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import struct
+import sys
 import typing
 from typing import Any, BinaryIO, Iterator, Optional
 
@@ -77,7 +78,6 @@ class Codec:
         """(request id, message) of each frame read from a child's stdin, to the end of
         its input (the peer closed it, or died); an undecodable frame is reported on
         stderr and skipped."""
-        import sys
         while True:
             try:
                 body = read_frame(stream)

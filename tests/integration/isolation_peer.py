@@ -8,7 +8,7 @@ import time
 
 from jm.policy.runparams import RunParams
 from jm.runtime.executor import Executor
-from tests.helpers import started
+from tests.helpers import spawned
 
 LEASE = 3.0
 
@@ -19,7 +19,7 @@ async def main(base: str) -> None:
     ex.set_lease(time.monotonic() + LEASE)
     run = os.path.join(base, "run")
     os.makedirs(run, exist_ok=True)
-    jp = await started(ex, RunParams(
+    jp = await spawned(ex, RunParams(
         job_id="p", attempt=1, node="n1", entry="isolation_jobs:ticks", sql=None,
         args={"path": os.path.join(base, "ticks"), "seconds": 300},
         pyfiles=(os.path.dirname(os.path.abspath(__file__)) + "/",),

@@ -15,7 +15,7 @@ import pytest
 from jm.policy.runparams import RunParams, fence_interval
 from jm.runtime.executor import Executor, ExecutorConfigError, ProcessExit
 from jm.runtime.limits import JobLimits, proc_state
-from tests.helpers import ahttp, apoll, started
+from tests.helpers import ahttp, apoll, spawned
 
 FIX = os.path.dirname(os.path.abspath(__file__)) + "/"
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run jobs as nobody")
@@ -98,7 +98,7 @@ async def test_job_runs_as_the_configured_user_with_its_limits(tmp_path):
     ex = await _executor(tmp_path, user="nobody", nproc=64, open_files=1000,
                          file_size=2 ** 20, oom_score_adj=700)
     try:
-        jp = await started(ex, _params(tmp_path, "w", "isolation_jobs:whoami"))
+        jp = await spawned(ex, _params(tmp_path, "w", "isolation_jobs:whoami"))
         assert await asyncio.wait_for(jp.exited, 30) == ProcessExit(0), _error(tmp_path, "w")
         r = _result(tmp_path, "w")
         assert r["uid"] == 65534 and r["gid"] != 0
@@ -148,12 +148,12 @@ async def test_a_job_over_its_process_limit_fails_and_the_executor_lives(tmp_pat
     _open_up(tmp_path)
     ex = await _executor(tmp_path, user="nobody", nproc=30)
     try:
-        jp = await started(ex, _params(tmp_path, "b", "isolation_jobs:many_threads",
-                                    {"max": 400}))
+        jp = await spawned(ex, _params(tmp_path, "b", "isolation_jobs:many_threads",
+                                       {"max": 400}))
         ended = await asyncio.wait_for(jp.exited, 60)
         assert (ended.code, ended.fenced) == (1, False), ended
         assert "can't start new thread" in _error(tmp_path, "b")
-        jp = await started(ex, _params(tmp_path, "q", "jobs_fixture:quick"))
+        jp = await spawned(ex, _params(tmp_path, "q", "jobs_fixture:quick"))
         assert await asyncio.wait_for(jp.exited, 30) == ProcessExit(0)
     finally:
         await ex.close()
@@ -163,13 +163,13 @@ async def test_a_job_writing_past_the_file_size_limit_fails_cleanly(tmp_path):
     ex = await _executor(tmp_path, file_size=256 * 1024)
     try:
         out = tmp_path / "big.bin"
-        jp = await started(ex, _params(tmp_path, "f", "isolation_jobs:big_file",
-                                    {"path": str(out), "chunks": 16}))
+        jp = await spawned(ex, _params(tmp_path, "f", "isolation_jobs:big_file",
+                                       {"path": str(out), "chunks": 16}))
         ended = await asyncio.wait_for(jp.exited, 30)
         assert (ended.code, ended.signal) == (1, 0), ended
         assert "File too large" in _error(tmp_path, "f")
         assert out.stat().st_size == 256 * 1024
-        jp = await started(ex, _params(tmp_path, "q", "jobs_fixture:quick"))
+        jp = await spawned(ex, _params(tmp_path, "q", "jobs_fixture:quick"))
         assert await asyncio.wait_for(jp.exited, 30) == ProcessExit(0)
     finally:
         await ex.close()
@@ -177,8 +177,8 @@ async def test_a_job_writing_past_the_file_size_limit_fails_cleanly(tmp_path):
 
 async def _ticking(ex, tmp_path, job):
     path = tmp_path / f"{job}.ticks"
-    jp = await started(ex, _params(tmp_path, job, "isolation_jobs:ticks",
-                                {"path": str(path), "seconds": 120}))
+    jp = await spawned(ex, _params(tmp_path, job, "isolation_jobs:ticks",
+                                   {"path": str(path), "seconds": 120}))
     await apoll(lambda: path.exists() and path.stat().st_size > 0, 30, what="job ticking")
     return jp, path
 
@@ -355,7 +355,7 @@ def test_a_stop_of_the_peers_process_group_stops_its_jobs_and_the_lease_still_fe
 @python_readable
 @pytest.mark.slow
 async def test_a_spark_connect_job_runs_as_nobody_under_the_default_limits(tmp_path,
-                                                                          monkeypatch):
+                                                                           monkeypatch):
     """The defaults (and another user) do not break a PySpark Connect client job; the
     Connect server (it runs users' SQL and UDFs) has none of the peer's secrets."""
     from tests.conftest import running

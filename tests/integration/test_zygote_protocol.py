@@ -7,7 +7,7 @@ import struct
 import msgpack
 
 from jm.runtime.executor import Executor, ProcessExit
-from tests.helpers import apoll, started
+from tests.helpers import apoll, spawned
 from tests.integration.test_executor import _params
 
 
@@ -28,7 +28,7 @@ async def test_bad_frames_get_an_error_answer_and_jobs_still_run(tmp_path, caplo
         assert "unknown message type 'Nope'" in text and "bad fields for Spawn" in text
         assert "unknown run params: cwd" in text and "missing run params: attempt" in text
         assert not (tmp_path / "x.log").exists()  # nothing was run for a bad Spawn
-        jp = await started(ex, _params(tmp_path, "a", "jobs_fixture:quick"))
+        jp = await spawned(ex, _params(tmp_path, "a", "jobs_fixture:quick"))
         assert await asyncio.wait_for(jp.exited, 30) == ProcessExit(0)
         assert ex.zygote_pid == old  # the same zygote: it did not crash
     finally:
