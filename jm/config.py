@@ -148,6 +148,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "spark.connect.engine.max-per-peer": (int_value(1), 8),
     "spark.driver.memory": (str_value, "1g"),
     "spark.log.level": (str_value, "WARN"),
+    "spark.class-archive": (str_value, ""),  # jm/runtime/classarchive.py; "": none
     # a classic job's application with no executor for this long says so (GET /jobs/{id})
     "spark.executor-wait-warning": (parse_duration, "30 s"),
     "sql.max-result-rows": (int_value(0), 1000),

@@ -14,13 +14,22 @@ from jm.local.localcluster import free_ports, local_lines, wait_until, write_con
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+# The class-data archive of Spark's JVM (spark.class-archive, jm/runtime/classarchive.py)
+# the Spark tests' JVMs map: made once at the start of a run with slow tests (conftest.py;
+# git-ignored); a JVM started without it, or where it does not match, starts as before.
+CLASS_ARCHIVE = os.path.join(ROOT, ".cache", "spark-classes.jsa")
 # JVM options for the e2e tests' small queries: C1 only and the serial GC take about half
-# the CPU of a Spark JVM's start and first queries (24 -> 14 s on 2 cores). The e2e peer
-# processes and the chaos runs pass them to every spark-submit (SPARK_SUBMIT_OPTS); executors
-# on a standalone cluster get them as spark.executor.extraJavaOptions. Not in the in-process
-# integration tests: there the SQL gateway's worker exited (code 255) under them, a job of
-# its session then never ended (left to look into).
+# the CPU of a Spark JVM's start and first queries (24 -> 13 s on 2 cores), the archive
+# half again (13 -> 6 s; the peers of make_conf's clusters with Spark are given it). The
+# e2e peer processes and the chaos runs pass them to every spark-submit
+# (SPARK_SUBMIT_OPTS); executors on a standalone cluster get them as
+# spark.executor.extraJavaOptions. Not in the in-process integration tests: there the SQL
+# gateway's worker exited (code 255) under them, a job of its session then never ended
+# (left to look into); those peers get the archive alone.
 FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# (a standalone cluster's executors: the class path of a StandaloneCluster's workers is the
+# jars alone, as the archive's)
+EXECUTOR_JVM = f"{FAST_JVM} -XX:SharedArchiveFile={CLASS_ARCHIVE}"
 
 @contextlib.contextmanager
 def http_server(handler):
@@ -49,7 +58,8 @@ def make_conf(base: str, n: int, settings: dict | None = None) -> tuple[str, lis
     # a zygote imports pyspark, pandas and pyarrow only for a cluster with Spark)
     values = {"spark.connect.embedded": False, "restart-strategy.type": "none",
               "jobmanager.stop.drain-deadline": 0,
-              "jobmanager.executor.preload": "pyspark" if spark else "none"}
+              "jobmanager.executor.preload": "pyspark" if spark else "none",
+              "spark.class-archive": CLASS_ARCHIVE if spark else ""}
     values.update(settings)
     return write_conf(base, lines, values), lines
 

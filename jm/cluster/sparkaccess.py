@@ -7,6 +7,7 @@ each asking the peer.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import secrets
 import shutil
@@ -25,6 +26,8 @@ from jm.runtime.sparkapp import SCRATCH
 from jm.runtime.sparkjvm import free_port, server_conf
 from jm.runtime.sparkserver import SparkConnectServer
 
+log = logging.getLogger(__name__)
+
 
 class SparkAccess:
     def __init__(self, conf: Config, node: str, data_dir: str, log_dir: str) -> None:
@@ -41,6 +44,10 @@ class SparkAccess:
         self.child_env = {TOKEN_ENV: self.token} if self.token else {}
         self.engines: Optional[Engines] = None
         self._executor: Optional[Executor] = None
+        archive = conf["spark.class-archive"]
+        if archive and self.embedded and not os.path.isfile(archive):  # (not fatal: slower)
+            log.warning("spark.class-archive %s is no file: Spark starts without it (make it "
+                        "with python -m jm.runtime.classarchive %s)", archive, archive)
 
     def build(self, executor: Executor, guard: Callable[[str, int], None],
               on_ready_change: Callable[[], None],
@@ -103,7 +110,8 @@ class SparkAccess:
             user=None if peer else rt.os_user,
             work_dir=os.path.join(data_dir, "work") if rt.os_user and not peer else None,
             cgroup=EngineCgroup(f"{os.getpid()}-{key.name}", rt.memory, rt.cpu)
-            if not peer and (rt.memory or rt.cpu) else None)
+            if not peer and (rt.memory or rt.cpu) else None,
+            class_archive=conf["spark.class-archive"] or None)
 
     @property
     def server(self) -> Optional[SparkConnectServer]:

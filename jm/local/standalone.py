@@ -35,8 +35,10 @@ def spark_env(**extra: str) -> dict:
 
 class StandaloneCluster:
     def __init__(self, base_dir: str, workers: int = 2, cores: int = 1,
-                 memory: str = "1g") -> None:
+                 memory: str = "1g", class_archive: Optional[str] = None) -> None:
         self.base = base_dir
+        # a class-data archive of Spark's JVM (jm/runtime/classarchive.py) the daemons map
+        self.class_archive = class_archive
         self.n_workers = workers
         self.cores = cores
         self.memory = memory
@@ -55,12 +57,22 @@ class StandaloneCluster:
         return f"http://127.0.0.1:{self.master_ui}"
 
     def _env(self) -> dict:
-        return spark_env(SPARK_CONF_DIR=spark_conf_dir(self.base, "WARN",
-                                                       "org.apache.spark.deploy"),
-                         SPARK_LOG_DIR=os.path.join(self.base, "logs"),
-                         SPARK_WORKER_DIR=os.path.join(self.base, "work"),
-                         # the executors' scratch (blockmgr-*, spark-*): here, not in /tmp
-                         SPARK_LOCAL_DIRS=os.path.join(self.base, "local"))
+        # the log4j configuration as a file, not a SPARK_CONF_DIR on the class path: the
+        # daemons' and their executors' class path is then the jars alone, which a
+        # class-data archive (for the executors: spark.executor.extraJavaOptions) needs
+        log_config = os.path.join(spark_conf_dir(self.base, "WARN", "org.apache.spark.deploy"),
+                                  "log4j2.properties")
+        opts = [os.environ.get("SPARK_DAEMON_JAVA_OPTS", ""),
+                f"-Dlog4j2.configurationFile={log_config}"]
+        if self.class_archive:
+            opts.append(f"-XX:SharedArchiveFile={self.class_archive}")
+        env = spark_env(SPARK_DAEMON_JAVA_OPTS=" ".join(opts).strip(),
+                        SPARK_LOG_DIR=os.path.join(self.base, "logs"),
+                        SPARK_WORKER_DIR=os.path.join(self.base, "work"),
+                        # the executors' scratch (blockmgr-*, spark-*): here, not in /tmp
+                        SPARK_LOCAL_DIRS=os.path.join(self.base, "local"))
+        env.pop("SPARK_CONF_DIR", None)
+        return env
 
     def _daemon(self, name: str, args: list[str]) -> None:
         os.makedirs(os.path.join(self.base, "logs"), exist_ok=True)

@@ -85,6 +85,7 @@ class RunParams:
     spark_master: Optional[str] = None
     driver_host: Optional[str] = None
     spark_conf_dir: Optional[str] = None
+    class_archive: Optional[str] = None  # spark.class-archive, for a classic job's driver
     scratch_dir: Optional[str] = None
     spark_waiting_after: float = 30.0
     spark_remote: Optional[str] = None
@@ -184,6 +185,7 @@ def attempt_params(spec: Mapping[str, Any], conf: Any, place: AttemptPlace,
         spark_defaults=conf.spark_conf,
         driver_host=p.node.rsplit(":", 1)[0],
         spark_conf_dir=p.spark_conf_dir,
+        class_archive=conf["spark.class-archive"] or None,
         spark_waiting_after=conf["spark.executor-wait-warning"],
         args=spec.get("args") or {}, pyfiles=p.pyfiles, peer_files=p.peer_files,
         log_path=posixpath.join(p.log_dir, "jobs", p.job_id,

@@ -68,15 +68,21 @@ def local_dirs_env(env: Any, conf: dict, scratch: Optional[str]) -> dict:
     return {"SPARK_LOCAL_DIRS": scratch}
 
 
-def jvm_tmp_env(env: Any, scratch: Optional[str]) -> dict:
-    """Pure: SPARK_SUBMIT_OPTS giving a JVM the peer starts its scratch folder as
-    java.io.tmpdir (Spark Connect's `artifacts-<uuid>` folders, extracted native
-    libraries), so a JVM killed by a fence leaves nothing in /tmp either. Nothing if the
-    operator chose one (java.io.tmpdir in SPARK_SUBMIT_OPTS)."""
+def jvm_opts_env(env: Any, scratch: Optional[str], log_config: Optional[str] = None,
+                 class_archive: Optional[str] = None) -> dict:
+    """Pure: SPARK_SUBMIT_OPTS for a JVM the peer starts, each option unless the operator
+    chose it (in SPARK_SUBMIT_OPTS): its scratch folder as java.io.tmpdir (Spark Connect's
+    `artifacts-<uuid>` folders, extracted native libraries), so a JVM killed by a fence
+    leaves nothing in /tmp either; its log4j configuration as a file, not a SPARK_CONF_DIR
+    on its class path, so the class path is the jars alone and a class-data archive
+    (`spark.class-archive`, jm/runtime/classarchive.py) made of them maps."""
     opts = env.get("SPARK_SUBMIT_OPTS", "")
-    if not scratch or "-Djava.io.tmpdir=" in opts:
+    extra = [f"{flag}{value}" for flag, value in (
+        ("-Djava.io.tmpdir=", scratch), ("-Dlog4j2.configurationFile=", log_config),
+        ("-XX:SharedArchiveFile=", class_archive)) if value and flag not in opts]
+    if not extra:
         return {}
-    return {"SPARK_SUBMIT_OPTS": f"{opts} -Djava.io.tmpdir={scratch}".strip()}
+    return {"SPARK_SUBMIT_OPTS": " ".join([opts, *extra]).strip()}
 
 
 def _fence_gateway_launch() -> None:
@@ -116,8 +122,10 @@ def start_driver(params: RunParams, name: str, pyfiles: list[str]) -> None:
         os.environ.pop(key, None)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", params.driver_host or "127.0.0.1")
+    log_config = None  # the operator's SPARK_CONF_DIR (its log4j2.properties) wins
     if params.spark_conf_dir and "SPARK_CONF_DIR" not in os.environ:
-        os.environ["SPARK_CONF_DIR"] = params.spark_conf_dir
+        log_config = os.path.join(params.spark_conf_dir, "log4j2.properties")
+    os.environ.update(jvm_opts_env(os.environ, None, log_config, params.class_archive))
     _fence_gateway_launch()
     from pyspark import SparkContext
     try:

@@ -25,7 +25,7 @@ from jm.policy.enginedeath import DEATH_LOG, run_mark
 from jm.policy.jobenv import child_environ
 from jm.policy.runparams import TOKEN_ENV
 from jm.runtime.cgroups import EngineCgroup
-from jm.runtime.sparkapp import IdleSince, jvm_tmp_env, local_dirs_env
+from jm.runtime.sparkapp import IdleSince, jvm_opts_env, local_dirs_env
 from jm.runtime.sparkjvm import (free_port, log_tail, port_open, server_info, spark_conf_dir,
                                  spark_home)
 from jm.runtime.zygote import PARENT_ENV
@@ -46,8 +46,10 @@ class SparkConnectServer:
                  token: Optional[str] = None,
                  on_exit: Callable[[Optional[int], str, int], None] = lambda c, t, o: None,
                  user: Optional[str] = None, work_dir: Optional[str] = None,
-                 cgroup: Optional[EngineCgroup] = None) -> None:
+                 cgroup: Optional[EngineCgroup] = None,
+                 class_archive: Optional[str] = None) -> None:
         self.port = port
+        self.class_archive = class_archive  # spark.class-archive (jm/runtime/classarchive.py)
         # its tenant's memory limit and CPU weight (jm/runtime/cgroups.py), made at its
         # first start, removed when it is closed
         self.cgroup = cgroup
@@ -169,10 +171,11 @@ class SparkConnectServer:
         env["JM_NICE"] = str(self.nice)
         env[PARENT_ENV] = str(os.getpid())  # jm.runtime.pdeathsig: the JVM dies with this peer
         env.setdefault("SPARK_LOG_DIR", self.log_dir)
-        conf_dir = spark_conf_dir(self.log_dir, self.log_level, engine=True)
-        env["SPARK_CONF_DIR"] = conf_dir
+        env.pop("SPARK_CONF_DIR", None)  # the class path: the jars alone (jvm_opts_env)
+        log_config = os.path.join(
+            spark_conf_dir(self.log_dir, self.log_level, engine=True), "log4j2.properties")
         env.update(local_dirs_env(env, self.extra_conf, self.scratch_dir))
-        env.update(jvm_tmp_env(env, self.scratch_dir))
+        env.update(jvm_opts_env(env, self.scratch_dir, log_config, self.class_archive))
         return env
 
     async def _supervise(self) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from jm.local.standalone import StandaloneCluster
 from tests.e2e.procs import ProcessCluster, assert_gone
-from tests.helpers import FAST_JVM, ROOT, http, http_server, poll
+from tests.helpers import CLASS_ARCHIVE, EXECUTOR_JVM, ROOT, http, http_server, poll
 
 pytestmark = pytest.mark.slow
 EXAMPLES = os.path.join(ROOT, "examples")
@@ -25,7 +25,7 @@ from jm.policy.vocab import TERMINAL  # the states a job ends in
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory):
     sa = StandaloneCluster(str(tmp_path_factory.mktemp("standalone")), workers=2, cores=1,
-                           memory="1g")
+                           memory="1g", class_archive=CLASS_ARCHIVE)
     try:
         sa.start(timeout=180)
         yield sa
@@ -41,7 +41,7 @@ def cluster(spark, tmp_path_factory):
         "spark.master": spark.master_url, "spark.connect.embedded": False,
         "restart-strategy.type": "none", "spark.executor-wait-warning": "3 s",
         "spark.conf.spark.executor.memory": "512m",
-        "spark.conf.spark.executor.extraJavaOptions": FAST_JVM})
+        "spark.conf.spark.executor.extraJavaOptions": EXECUTOR_JVM})
     try:
         c.start()
         yield c

@@ -9,10 +9,11 @@ import sys
 import pytest
 
 from chaos.netns import available
-from tests.helpers import FAST_JVM, ROOT
+from tests.helpers import CLASS_ARCHIVE, FAST_JVM, ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1000)]  # chaos runs + Spark
-CHAOS_ENV = {**os.environ, "SPARK_SUBMIT_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", FAST_JVM)}
+CHAOS_ENV = {**os.environ, "SPARK_SUBMIT_OPTS": os.environ.get(
+    "SPARK_SUBMIT_OPTS", f"{FAST_JVM} -XX:SharedArchiveFile={CLASS_ARCHIVE}")}
 
 
 def _report(out, r) -> dict:

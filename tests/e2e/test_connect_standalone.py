@@ -11,7 +11,7 @@ import pytest
 
 from jm.local.standalone import StandaloneCluster
 from tests.e2e.procs import ProcessCluster, assert_gone, started
-from tests.helpers import FAST_JVM, ROOT, http, poll
+from tests.helpers import CLASS_ARCHIVE, EXECUTOR_JVM, ROOT, http, poll
 
 pytestmark = pytest.mark.slow
 from jm.policy.vocab import TERMINAL  # the states a job ends in
@@ -21,7 +21,7 @@ SQL = "SELECT count(*) AS n FROM range(100000)"
 @pytest.fixture(scope="module")
 def spark(tmp_path_factory):
     sa = StandaloneCluster(str(tmp_path_factory.mktemp("standalone")), workers=1, cores=2,
-                           memory="1g")
+                           memory="1g", class_archive=CLASS_ARCHIVE)
     try:
         sa.start(timeout=180)
         yield sa
@@ -37,7 +37,7 @@ def cluster(spark, tmp_path_factory):
         "spark.master": spark.master_url, "spark.connect.embedded": True,
         "spark.driver.memory": "512m", "spark.executor-wait-warning": "2 s",
         "spark.conf.spark.executor.memory": "512m",
-        "spark.conf.spark.executor.extraJavaOptions": FAST_JVM,
+        "spark.conf.spark.executor.extraJavaOptions": EXECUTOR_JVM,
         "spark.conf.spark.sql.shuffle.partitions": 2})
     with started(c, spark=True):
         yield c

@@ -12,7 +12,7 @@ import pytest
 from jm.policy.vocab import TERMINAL
 from jm.runtime.cgroups import layout
 from tests.conftest import running
-from tests.helpers import ahttp, apoll
+from tests.helpers import CLASS_ARCHIVE, ahttp, apoll
 
 pytestmark = pytest.mark.slow
 CGROUPS = os.geteuid() == 0 and layout() is not None  # engines get cgroups: checked
@@ -95,6 +95,9 @@ async def test_each_tenant_has_its_engine_and_an_engine_s_death_stays_with_its_t
         pa, pb = engines["tenant-a"]["pid"], engines["tenant-b"]["pid"]
         assert pa and pb and pa != pb and engines["tenant-a"]["url"] != engines["tenant-b"]["url"]
         assert engines["tenant-a"]["holders"] == 1
+        for pid in (pa, pb):  # the class-data archive (spark.class-archive) maps: their
+            with open(f"/proc/{pid}/maps") as f:  # class path is the archive's (a JVM
+                assert CLASS_ARCHIVE in f.read()  # unmaps one that does not match)
         cgroup = _cgroup_of(pb)
         if CGROUPS:  # (a v1 memory hierarchy, or v2)
             assert cgroup and cgroup.endswith(f"jm-engines/{os.getpid()}-tenant-b"), cgroup

@@ -13,7 +13,7 @@ from jm.client.cli_http import UsageError
 from jm.client.cli_run import build_run_spec, parse_conf, split_app_args
 from jm.policy.runparams import RunParams
 from jm.wire import views
-from jm.runtime.sparkapp import (IdleSince, InfoWatcher, driver_conf, jvm_tmp_env,
+from jm.runtime.sparkapp import (IdleSince, InfoWatcher, driver_conf, jvm_opts_env,
                                  local_dirs_env, submit_args, waiting)
 from jm.runtime.sparkjvm import server_info
 from raft import commands as c
@@ -287,8 +287,19 @@ def test_a_driver_the_peer_starts_keeps_its_scratch_in_a_folder_of_its_own():
     assert local_dirs_env({}, {"spark.local.dir": "/fast"}, "/x") == {}
     assert local_dirs_env({}, {}, None) == {}
     # and its java.io.tmpdir (Spark Connect's artifacts-<uuid> folders), unless chosen
-    assert jvm_tmp_env({}, "/s") == {"SPARK_SUBMIT_OPTS": "-Djava.io.tmpdir=/s"}
-    assert jvm_tmp_env({"SPARK_SUBMIT_OPTS": "-Dx=1"}, "/s") == {
+    assert jvm_opts_env({}, "/s") == {"SPARK_SUBMIT_OPTS": "-Djava.io.tmpdir=/s"}
+    assert jvm_opts_env({"SPARK_SUBMIT_OPTS": "-Dx=1"}, "/s") == {
         "SPARK_SUBMIT_OPTS": "-Dx=1 -Djava.io.tmpdir=/s"}
-    assert jvm_tmp_env({"SPARK_SUBMIT_OPTS": "-Djava.io.tmpdir=/big"}, "/s") == {}
-    assert jvm_tmp_env({}, None) == {}
+    assert jvm_opts_env({"SPARK_SUBMIT_OPTS": "-Djava.io.tmpdir=/big"}, "/s") == {}
+    assert jvm_opts_env({}, None) == {}
+
+
+def test_a_jvm_the_peer_starts_has_the_jars_alone_on_its_class_path():
+    """Its log4j configuration as a file and the class-data archive: each unless the
+    operator chose one."""
+    assert jvm_opts_env({}, "/s", "/c/log4j2.properties", "/a.jsa") == {"SPARK_SUBMIT_OPTS": (
+        "-Djava.io.tmpdir=/s -Dlog4j2.configurationFile=/c/log4j2.properties "
+        "-XX:SharedArchiveFile=/a.jsa")}
+    mine = "-XX:SharedArchiveFile=/mine.jsa -Dlog4j2.configurationFile=/my.xml"
+    assert jvm_opts_env({"SPARK_SUBMIT_OPTS": mine}, None, "/c/l", "/a.jsa") == {}
+    assert jvm_opts_env({}, None, None, None) == {}

@@ -141,6 +141,7 @@ def test_no_private_name_is_imported_from_another_module(module):
 # fork of a process with an event loop or a Raft tick thread is not safe, and a child that
 # imported the peer's services would drag Raft and the REST app into every job process
 CHILD_MAINS = ("jm.runtime.zygote", "jm.runtime.jobexec", "jm.runtime.jobrun",
+               "jm.runtime.classarchive",
                "jm.runtime.sqlworker", "jm.runtime.livyrepl", "jm.runtime.pdeathsig")
 CHILD_FORBIDDEN = ("asyncio", "aiohttp", "pysyncobj", "jm.cluster", "jm.peer", "raft.node",
                    "rest")

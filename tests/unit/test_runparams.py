@@ -26,7 +26,8 @@ def full() -> RunParams:
         restore_path="/sp", cleanup_session="s0", run_as="etl", memory=1 << 30, cpu=50,
         spark_mode="classic",
         spark_conf={"spark.a": "1"}, spark_defaults={"spark.b": "2"}, spark_master="local[1]",
-        driver_host="h", spark_conf_dir="/conf", scratch_dir="/r/spark-local",
+        driver_host="h", spark_conf_dir="/conf", class_archive="/a.jsa",
+        scratch_dir="/r/spark-local",
         spark_waiting_after=5.0, spark_remote="sc://h:1", session_id="s1",
         spark_ready_file="/ready", spark_wait=9.0, spark_log="/logs/spark-connect.log",
         spark_token="t0k",
@@ -96,7 +97,7 @@ CONF = _Conf({"spark.master": "spark://m:7077", "spark.executor-wait-warning": 3
               "spark.connect.startup-timeout": 120.0, "sql.max-result-rows": 10,
               "jobmanager.result.max-size": 2048, "jobmanager.failure.max-size": 1024,
               "spark.connect.embedded": True, "spark.remote": None,
-              "jobmanager.lease-timeout": 1.0})
+              "jobmanager.lease-timeout": 1.0, "spark.class-archive": "/spark.jsa"})
 
 
 def test_attempt_params_from_a_spec_and_the_peer():
@@ -110,7 +111,8 @@ def test_attempt_params_from_a_spec_and_the_peer():
         entry="m:main", sql=None, script="/app.py", argv=("1",), spark_mode="classic",
         spark_conf={"spark.x": "y"}, spark_master="spark://m:7077",
         spark_defaults={"spark.ui.port": "4050"}, driver_host="host",
-        spark_conf_dir="/confdir", spark_waiting_after=30.0, args={"n": 3},
+        spark_conf_dir="/confdir", class_archive="/spark.jsa", spark_waiting_after=30.0,
+        args={"n": 3},
         pyfiles=("/p/",), log_path="/logs/jobs/job1/attempt-4-2.log",
         result_path="/w/jobs/job1/4-2/result.json", error_path="/w/jobs/job1/4-2/error.json",
         scratch_dir="/w/jobs/job1/4-2/spark-local", checkpoint_dir="/ha/job1/cp",
