@@ -190,6 +190,27 @@ def roles(mods: dict, name: str, mod: str) -> dict:
             "largest": max(out.values(), default=0), "per-role": out}
 
 
+def parts(mods: dict, name: str, mod: str) -> dict:
+    """A class made of role objects its constructor builds (`self.x = Role(...)`): each
+    such attribute -> that class's methods (its own and its bases')."""
+    key = find_class(mods, name, mod)
+    if not key:
+        return {"found": False}
+    out = {}
+    init = next((n for n in classes_of(mods, key[1])[key[2]].body
+                 if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    for node in ast.walk(init) if init is not None else ():
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Attribute)
+                and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name)):
+            role = resolve(mods, key[1], node.value.func)
+            if role and role[0] == "repo":
+                out[node.targets[0].attr] = sum(methods(mods, k) for k in mro(mods, role)
+                                                if k[0] == "repo")
+    return {"parts": len(out), "methods": sum(out.values()),
+            "largest": max(out.values(), default=0), "per-part": out}
+
+
 def protocols(mods: dict, mod: str) -> dict:
     """Every Protocol class of a module -> its methods."""
     return {n: methods(mods, ("repo", mod, n)) for n, c in classes_of(mods, mod).items()
@@ -360,6 +381,7 @@ def main() -> None:
         "peer-gateway-roles": roles(mods, "PeerGateway", "jm.cluster.gateway"),
         "gateway-protocol-methods": protocols(mods, "rest.gateway"),
         "sql-gateway": class_shape(mods, "SqlGateway", "jm.cluster.sqlgateway"),
+        "sql-gateway-parts": parts(mods, "SqlGateway", "jm.cluster.sqlgateway"),
         "raft-host": class_shape(mods, "RaftHost", "raft.node"),
         "peer-attributes": peer_attributes(mods),
         "gateway-services-args": calls_to(mods, "GatewayServices"),

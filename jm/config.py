@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import yaml
@@ -166,6 +167,9 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "raft.voters": (int_value(1), None),
     # a voter dead this long is replaced by a live non-voting member
     "raft.voter-replace-after": (parse_duration, "30 s"),
+    # a peer's own Raft writes (heartbeats' registration, job reports, membership, the
+    # resource manager's placements): how long each waits for its commit and apply
+    "raft.commit-timeout": (parse_duration, "5 s"),
     "raft.min-timeout": (parse_duration, "400 ms"),
     "raft.max-timeout": (parse_duration, "1000 ms"),
     "raft.append-entries-period": (parse_duration, "50 ms"),
@@ -266,6 +270,16 @@ def read_secret_file(key: str, path: str) -> str:
     return value
 
 
+@dataclass(frozen=True)
+class Timeouts:
+    """The waits a peer's parts share (seconds), read once from the configuration."""
+    commit: float     # raft.commit-timeout: a write of the peer's own, committed and applied
+    write: float      # rest.write-timeout: a client's write (then 503, outcome unknown)
+    heartbeat: float  # heartbeat.timeout: a peer silent this long is dead
+    interval: float   # heartbeat.interval
+    lease: float      # jobmanager.lease-timeout: a peer's jobs run while it holds one
+
+
 class Config:
     """Parsed, validated settings. `conf[key]` gives the typed value."""
 
@@ -345,6 +359,13 @@ class Config:
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
+
+    @property
+    def timeouts(self) -> "Timeouts":
+        return Timeouts(commit=self["raft.commit-timeout"], write=self["rest.write-timeout"],
+                        heartbeat=self["heartbeat.timeout"],
+                        interval=self["heartbeat.interval"],
+                        lease=self["jobmanager.lease-timeout"])
 
     def path(self, key: str) -> str:
         """A path setting, resolved against the installation directory."""

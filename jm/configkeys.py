@@ -35,8 +35,9 @@ DESCRIPTIONS: dict[str, str] = {
     "rest.bind-address": "Address the REST server binds to. The port comes from `masters`.",
     "rest.max-body-size": "Largest request body or artifact. A larger one gets 413.",
     "rest.write-timeout": (
-        "How long a write waits for Raft to commit and apply it. After that the answer is 503 "
-        "and the outcome is unknown."),
+        "How long a client's write (a submission, a cancel, a SQL statement recorded...) waits "
+        "for Raft to commit and apply it. After that the answer is 503 and the outcome is "
+        "unknown."),
     "rest.max-connections": (
         "Open REST connections a peer holds at once (idle keep-alive ones included). A "
         "connection past it gets `503 {\"errors\": [...]}` naming the key and is closed. A tenth "
@@ -395,6 +396,10 @@ DESCRIPTIONS: dict[str, str] = {
         "dead peer stays a member: back, it is a non-voter). A voter removed with `jm cluster "
         "remove-peer` is replaced at once. `POST /cluster/peers/{node}/promote` promotes by "
         "hand while the core has fewer than `raft.voters`."),
+    "raft.commit-timeout": (
+        "How long each of a peer's own Raft writes (its registration, its jobs' reports, "
+        "membership changes, the resource manager's placements, a Livy statement's end) waits "
+        "to be committed and applied before it is tried again or given up."),
     "raft.min-timeout": (
         "The lower end of the Raft election timeout range (the upper end: `raft.max-timeout`); "
         "it must be below `raft.max-timeout`."),

@@ -7,12 +7,43 @@ answers the same list, and a statement sent again with its request id (after its
 holder died before answering) is the same statement, never a second run."""
 from __future__ import annotations
 
+from enum import Enum
+from typing import Mapping
+
 from raft import commands as c
 from raft import sessions as sql
 from raft.records import LivyRecord, LivyStatementRecord, Result
 
 KINDS = ("pyspark", "sql", "shared")
-ENDS = ("available", "error", "cancelled")
+
+
+class StatementState(str, Enum):
+    """Livy's statement states, as its REST API answers them. Only an end is recorded (a
+    statement's `state`, empty before); waiting and running follow from its place in its
+    session (one runs at a time, in order), cancelling from its holder."""
+    WAITING = "waiting"
+    RUNNING = "running"
+    CANCELLING = "cancelling"
+    AVAILABLE = "available"  # it ran: its output says ok or error, as Livy's
+    ERROR = "error"          # it could not run
+    CANCELLED = "cancelled"
+
+
+S = StatementState
+# every change a statement may go through (as jm/policy/sqlop.py's for SQL operations;
+# here, since the replicated record checks the end): one cancelled while it waits never
+# runs; an end is final (a retried end, or a cancel after it ran, changes nothing)
+TRANSITIONS: Mapping[StatementState, frozenset] = {
+    S.WAITING: frozenset({S.RUNNING, S.CANCELLED}),
+    S.RUNNING: frozenset({S.CANCELLING, S.AVAILABLE, S.ERROR, S.CANCELLED}),
+    S.CANCELLING: frozenset({S.AVAILABLE, S.ERROR, S.CANCELLED}),
+    S.AVAILABLE: frozenset(), S.ERROR: frozenset(), S.CANCELLED: frozenset(),
+}
+ENDS = frozenset({S.AVAILABLE, S.ERROR, S.CANCELLED})
+
+
+def may_become(current: StatementState, to: StatementState) -> bool:
+    return to in TRANSITIONS[current]
 MAX_STATEMENTS_KEPT = 200       # per session: the oldest ended ones go first
 MAX_CODE_CHARS = 1024 * 1024
 MAX_NOTES = 20
@@ -86,16 +117,22 @@ def end_statement(state, cmd: c.EndLivyStatement) -> Result:
     _, refused = sql._held(state, s.handle, cmd.node, cmd.epoch)
     if refused is not None:
         return refused
-    if cmd.state not in ENDS:
-        return Result.fail("invalid", f"a Livy statement ends {', '.join(ENDS)}")
+    try:
+        to = StatementState(cmd.state)
+    except ValueError:
+        to = None
+    if to not in ENDS:
+        return Result.fail("invalid", "a Livy statement ends " +
+                           ", ".join(sorted(e.value for e in ENDS)))
     if cmd.output is not None and not isinstance(cmd.output, dict):
         return Result.fail("invalid", "a Livy statement's output is an object")
     st = find_statement(livy, cmd.statement)
     if st is None:
         return Result.fail("not-found", f"unknown statement {cmd.statement}")
-    if st.state:
+    now = StatementState(st.state) if st.state else S.RUNNING  # (or waiting: same ends)
+    if not may_become(now, to):
         return Result(True, st.state)  # ended already (a retried end, or cancelled)
-    st.state, st.output, st.completed = cmd.state, cmd.output, cmd.time
+    st.state, st.output, st.completed = to.value, cmd.output, cmd.time
     return Result(True, st.state)
 
 

@@ -36,11 +36,13 @@ class Lease:
     def __init__(self, raft, node: str, register: Callable[[], RegisterPeer],
                  heartbeat: Callable[[float], Heartbeat], interval: float, lease_timeout: float,
                  register_timeout: float, executor, dispatcher,
-                 send: Optional[Callable[[Heartbeat, float, bool], Awaitable[Result]]] = None
-                 ) -> None:
+                 send: Optional[Callable[[Heartbeat, float, bool], Awaitable[Result]]] = None,
+                 now: Optional[asyncio.Event] = None) -> None:
         """`send(heartbeat, timeout, urgent)`: the heartbeat's Result once committed (the
         leader's lease round, jm/cluster/beats.py; urgent: this peer missed renewals, the
-        leader should not wait to gather more); default: a Raft command of its own."""
+        leader should not wait to gather more); default: a Raft command of its own.
+        `now`: set by whoever has a change to tell (Spark's readiness): a heartbeat goes
+        at once."""
         self.raft = raft
         self.send = send or (lambda hb, timeout, urgent: raft.submit(hb, timeout))
         self.node = node
@@ -54,7 +56,7 @@ class Lease:
         self.registered = asyncio.Event()
         self.refused = asyncio.Event()  # the cluster will never take this peer's build
         self.refusal = ""
-        self.now = asyncio.Event()  # set: send a heartbeat at once (a change to tell)
+        self.now = now or asyncio.Event()  # set: send a heartbeat at once
         self.renewed = asyncio.Event()  # set at each renewal (wait_valid waits for one)
         self.lease_from: Optional[float] = None  # monotonic send time of the newest ack
         # the oldest this peer's lease ever got before a renewal (s): how close it came to

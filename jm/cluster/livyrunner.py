@@ -18,10 +18,12 @@ import logging
 import os
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from jm.cluster.engines import own_token
 from jm.cluster.services import SqlServices
+from jm.cluster.sessionhost import SessionHost
+from jm.cluster.sqlstatements import Cancelled, Failed, Rows, SqlStatements
 from jm.cluster.waits import wait_event
 from jm.policy.runparams import TOKEN_ENV
 from jm.runtime.confine import TENANT_CPU, TENANT_MEMORY
@@ -29,18 +31,17 @@ from jm.runtime.limits import from_conf as job_limits
 from jm.runtime.sqlclient import StatementError, WorkerLost
 from jm.wire import livysessions as W
 from raft import livy as L, tenants as T
+from raft.livy import StatementState
 from raft.commands import AddSqlStatement, EndLivyStatement
 from raft.node import RaftUnavailable
 from jm.api import ApiError
-
-if TYPE_CHECKING:
-    from jm.cluster.sqlgateway import SqlGateway
 
 log = logging.getLogger("jm.livy")
 
 TOUCH_EVERY = 10.0   # s: a running statement keeps its session from expiring
 RETRY = 1.0          # s: before a statement's end is recorded again (Raft unavailable)
 KILL_AFTER = 10.0    # s: a statement past its timeout that an interrupt did not end
+AVAILABLE, CANCELLED = StatementState.AVAILABLE, StatementState.CANCELLED
 GONE = object()      # _next: the session is not held here at this epoch any more
 LOST_PROCESS = ("note: this session's Python process started again on peer {node}: the "
                 "peer that held the session died, or the process exited. Python variables "
@@ -55,14 +56,16 @@ class LocalLivy:
         self.task: Optional[asyncio.Task] = None
         self.repl = None                      # jm.runtime.livyclient.LivyProcess
         self.running: Optional[int] = None    # the statement running
-        self.op: Optional[str] = None         # its SQL operation, for a SQL statement
+        self.request: Optional[str] = None    # its request id, for a SQL statement
         self.cancel_asked: set[int] = set()
         self.wake = asyncio.Event()
 
 
 class LivyRunner:
-    def __init__(self, svc: SqlServices, sql: "SqlGateway") -> None:
-        self.svc, self.sql, self.raft, self.node = svc, sql, svc.raft, svc.node
+    def __init__(self, svc: SqlServices, host: SessionHost, statements: SqlStatements
+                 ) -> None:
+        self.svc, self.host, self.statements = svc, host, statements
+        self.raft, self.node = svc.raft, svc.node
         self.local: dict[int, LocalLivy] = {}
         self._task: Optional[asyncio.Task] = None
         self._wake: Optional[asyncio.Event] = None
@@ -99,11 +102,11 @@ class LivyRunner:
         if lv.running != statement:
             return False
         try:
-            if lv.op is not None:
-                await self.sql.cancel(lv.handle, lv.op, True)
+            if lv.request is not None:
+                await self.statements.cancel_run(lv.handle, lv.request)
             elif lv.repl is not None:
                 await lv.repl.interrupt(statement)
-        except (ApiError, WorkerLost, StatementError, asyncio.TimeoutError) as exc:
+        except (WorkerLost, StatementError, asyncio.TimeoutError) as exc:
             log.info("Livy statement %d/%d: cancel: %s", number, statement, exc)  # (ending)
         return True
 
@@ -157,7 +160,7 @@ class LivyRunner:
                 lv.wake.clear()
                 continue
             if st.id in lv.cancel_asked:
-                await self._end(lv, st.id, "cancelled", None)
+                await self._end(lv, st.id, CANCELLED, None)
                 continue
             lv.running = st.id
             try:
@@ -168,17 +171,18 @@ class LivyRunner:
                     await asyncio.sleep(RETRY)
                     continue
                 # (what the session brings cannot be had: its requirements, its files)
-                state, output = "available", W.error_output(st.id, "SessionError", str(exc))
+                state, output = AVAILABLE, W.error_output(st.id, "SessionError", str(exc))
             except Exception as exc:  # (its Spark session could not be opened...)
                 log.exception("Livy statement %d/%d failed", lv.number, st.id)
-                state, output = "available", W.error_output(st.id, type(exc).__name__,
-                                                            str(exc))
+                state, output = AVAILABLE, W.error_output(st.id, type(exc).__name__,
+                                                          str(exc))
             finally:
                 lv.running = None
-                lv.op = None
+                lv.request = None
             await self._end(lv, st.id, state, output and W.bounded(output))
 
-    async def _end(self, lv: LocalLivy, number: int, state: str, output) -> None:
+    async def _end(self, lv: LocalLivy, number: int, state: StatementState,
+                   output) -> None:
         """Record a statement's end (again while Raft is unavailable). An output the state
         refuses or that cannot be encoded (a Python int past 64 bits in a %json value)
         gives way once to an error output saying so."""
@@ -186,8 +190,8 @@ class LivyRunner:
         while True:
             try:
                 res = await self.raft.submit(EndLivyStatement(
-                    lv.number, number, self.node, lv.epoch, state, output, time.time()),
-                    self.svc.conf["rest.write-timeout"])
+                    lv.number, number, self.node, lv.epoch, state.value, output, time.time()),
+                    self.svc.conf.timeouts.commit)
                 if res.ok or res.code in ("stale", "not-found"):
                     return
                 why = str(res.error)
@@ -201,64 +205,41 @@ class LivyRunner:
             log.warning("Livy statement %d/%d: end not recorded: %s", lv.number, number, why)
             if substituted:
                 return
-            substituted, state = True, "available"
+            substituted, state = True, AVAILABLE
             output = W.bounded(W.error_output(number, "OutputRefused",
                                               f"the statement's output could not be kept: {why}"))
 
     # ---- running one statement ----------------------------------------------------------
-    async def _run(self, lv: LocalLivy, st) -> tuple[str, Optional[dict]]:
+    async def _run(self, lv: LocalLivy, st) -> tuple[StatementState, Optional[dict]]:
         if st.kind == "sql":
             return await self._run_sql(lv, st)
         if st.epoch != lv.epoch:
-            return "available", W.error_output(
+            return AVAILABLE, W.error_output(
                 st.id, "SessionMoved", "the peer that ran this statement died before it "
                 "ended; it was not run again (it may have run in part). The session goes "
                 f"on on peer {self.node}; its Python variables were lost, temporary views "
                 "and Spark settings were restored.")
         return await self._run_python(lv, st)
 
-    async def _run_sql(self, lv: LocalLivy, st) -> tuple[str, Optional[dict]]:
+    async def _run_sql(self, lv: LocalLivy, st) -> tuple[StatementState, Optional[dict]]:
         limit = self.svc.conf["sql-gateway.livy-session.statement-timeout"]
+        lv.request = f"livy-{lv.number}-{st.id}"
+        run = self.statements.run(lv.handle, st.code, lv.request, W.SQL_ROWS)
         try:
-            lv.op = await self.sql.execute(lv.handle, {"statement": st.code}, True,
-                                           f"livy-{lv.number}-{st.id}")
-            rows = self._rows(lv)
-            schema, rows = await (rows if limit is None else asyncio.wait_for(rows, limit))
-            return "available", W.sql_output(st.id, schema, rows)
-        except asyncio.TimeoutError:  # (its operation is closed below: cancelled)
-            return "available", _timed_out(st.id, limit, killed=False)
-        except ApiError as exc:
-            if exc.status == 409:
-                return "cancelled", None
-            if exc.status >= 500:
-                raise
-            return "available", W.error_output(st.id, "SqlError", exc.errors[0] if exc.errors
-                                               else str(exc), tuple(exc.errors[1:]))
-        finally:
-            if lv.op is not None:
-                try:
-                    await self.sql.close_operation(lv.handle, lv.op, True)
-                except ApiError:
-                    pass
-
-    async def _rows(self, lv: LocalLivy) -> tuple[Optional[dict], list]:
-        token, rows = 0, []
-        while True:
-            self._touch(lv)
-            page = await self.sql.fetch(lv.handle, lv.op, token, "JSON", True)
-            if not page.ready:
-                continue
-            rows.extend(list(r) for r in page.rows)
-            if page.end or len(rows) >= W.SQL_ROWS:
-                return self.sql.op_schema(lv.handle, lv.op), rows
-            token += 1
+            out = await (run if limit is None else asyncio.wait_for(run, limit))
+        except asyncio.TimeoutError:  # (its operation was closed: cancelled)
+            return AVAILABLE, _timed_out(st.id, limit, killed=False)
+        if isinstance(out, Rows):
+            return AVAILABLE, W.sql_output(st.id, out.schema, list(out.rows))
+        if isinstance(out, Cancelled):
+            return CANCELLED, None
+        assert isinstance(out, Failed)
+        return AVAILABLE, W.error_output(st.id, "SqlError", out.errors[0], out.errors[1:])
 
     def _touch(self, lv: LocalLivy) -> None:
-        s = self.sql.local.get(lv.handle)
-        if s is not None:
-            s.last_access = self.sql.clock()
+        self.host.touch(lv.handle)
 
-    async def _run_python(self, lv: LocalLivy, st) -> tuple[str, Optional[dict]]:
+    async def _run_python(self, lv: LocalLivy, st) -> tuple[StatementState, Optional[dict]]:
         notice = ""
         if lv.repl is None or not lv.repl.alive:
             notice = self._notice(lv, st)
@@ -283,22 +264,22 @@ class LivyRunner:
             res = run.result()
         except WorkerLost as exc:
             if timed_out:
-                return "available", _timed_out(st.id, limit, killed=True)
-            return "available", W.error_output(
+                return AVAILABLE, _timed_out(st.id, limit, killed=True)
+            return AVAILABLE, W.error_output(
                 st.id, "SessionProcessLost", f"the session's Python process exited ({exc}): "
                 "its Python variables were lost; the next statement starts a new one")
         except StatementError as exc:  # its answer could not be encoded (an int past 64 bits)
-            return "available", W.error_output(
+            return AVAILABLE, W.error_output(
                 st.id, "OutputRefused", f"the statement ran, but its output could not be "
                 f"sent: {exc}")
         finally:
             run.cancel()
         notes = await self._keep_state(lv, res.state)
         if res.ename == "KeyboardInterrupt" and st.id in lv.cancel_asked:
-            return "cancelled", W.code_output(st.id, res, notice)
+            return CANCELLED, W.code_output(st.id, res, notice)
         if timed_out and res.ename == "KeyboardInterrupt":
-            return "available", _timed_out(st.id, limit, killed=False)
-        return "available", W.code_output(st.id, res, "\n".join(filter(None, (notice, *notes))))
+            return AVAILABLE, _timed_out(st.id, limit, killed=False)
+        return AVAILABLE, W.code_output(st.id, res, "\n".join(filter(None, (notice, *notes))))
 
     async def _interrupt(self, lv: LocalLivy, statement: int) -> None:
         try:
@@ -327,9 +308,9 @@ class LivyRunner:
 
     async def _start_repl(self, lv: LocalLivy) -> None:
         from jm.runtime.livyclient import LivyProcess
-        self.sql._held_here(lv.handle, True)
+        self.host.held(lv.handle, True)
         # the Spark session (rebuilt if it moved), on the session's engine
-        s = await self.sql._ensure_open(lv.handle)
+        s = await self.host.open(lv.handle)
         conf, svc = self.svc.conf, self.svc
         if lv.repl is not None:
             await lv.repl.close()
@@ -343,14 +324,14 @@ class LivyRunner:
         with self.raft.read() as state:
             rec = state.sessions.get(lv.handle)
             props = dict(rec.properties) if rec is not None else {}
-        shipped = await self.sql.shipped(lv.handle, props, user)
+        shipped = await self.host.shipped(lv.handle, props, user)
         lv.repl = LivyProcess(s.engine.url, lv.handle,
-                           os.path.join(svc.log_dir, f"livy-session-{lv.number}.log"),
-                           conf["jobmanager.executor.nice"],
-                           on_start=lambda pid: svc.guard(f"livy-session-{lv.number}", pid),
-                           env_pass=conf["jobmanager.executor.env-pass"],
-                           env_add=dict(svc.child_env, **_token_of(s)),
-                           pyfiles=shipped.pyfiles)
+                              os.path.join(svc.log_dir, f"livy-session-{lv.number}.log"),
+                              conf["jobmanager.executor.nice"],
+                              on_start=lambda pid: svc.guard(f"livy-session-{lv.number}", pid),
+                              env_pass=conf["jobmanager.executor.env-pass"],
+                              env_add=dict(svc.child_env, **_token_of(s)),
+                              pyfiles=shipped.pyfiles)
         lv.repl.user, lv.repl.python = proxy, shipped.python
         # (and within its tenant's memory and CPU: a cgroup of its own)
         lv.repl.confine = dict(replace(limits, user=user).to_dict(),
@@ -362,7 +343,7 @@ class LivyRunner:
         notes = []
         for item in items:
             try:
-                res = await self.sql._commit(AddSqlStatement(lv.handle, self.node, lv.epoch,
+                res = await self.host.commit(AddSqlStatement(lv.handle, self.node, lv.epoch,
                                                              item, time.time()))
                 ok, why = res.ok, res.error
             except ApiError as exc:

@@ -9,28 +9,30 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from jm.cluster.livyrunner import LivyRunner
 from jm.cluster.services import SqlServices
-from jm.cluster.sqlsessions import check_deps, check_properties_size
+from jm.cluster.sessionhost import SessionHost, check_deps
+from jm.cluster.sqlsessions import SqlSessions, check_properties_size
+from jm.cluster.sqlstatements import SqlStatements
 from jm.cluster.tenancy import tenant_for
 from jm.policy.spec import proxy_refusal
 from jm.wire import livysessions as W
 from raft import livy as L
+from raft.livy import StatementState
 from raft import tenants as T
 from raft.commands import (AddLivyStatement, CloseSqlSessions, EndLivyStatement,
                            OpenLivySession)
 from jm.api import ANYONE, ApiError, Credential, UnknownSession
 
-if TYPE_CHECKING:
-    from jm.cluster.sqlgateway import SqlGateway
-
 
 class LivySessions:
-    def __init__(self, svc: SqlServices, sql: "SqlGateway") -> None:
-        self.svc, self.sql, self.raft, self.node = svc, sql, svc.raft, svc.node
-        self.runner = LivyRunner(svc, sql)
+    def __init__(self, svc: SqlServices, host: SessionHost, sessions: SqlSessions,
+                 statements: SqlStatements) -> None:
+        self.svc, self.host, self.sessions = svc, host, sessions
+        self.raft, self.node = svc.raft, svc.node
+        self.runner = LivyRunner(svc, host, statements)
 
     def start(self) -> None:
         self.runner.start()
@@ -123,15 +125,15 @@ class LivySessions:
             "sessions", tenant, granted)
         if refused:
             raise ApiError(403, refused)
-        node, limit = self.sql.place()
-        value = await self.sql.open_checked(OpenLivySession(
+        node, limit = self.sessions.place()
+        value = await self.sessions.open_checked(OpenLivySession(
             str(uuid.uuid4()), req.kind, req.name, req.conf, node, time.time(), limit,
             req.notes, tenant, who.name, req.proxy_user))
         return self.session(value["id"])
 
     async def delete(self, number: int) -> dict:
         s, _ = self._read(number)
-        res = await self.sql._commit(CloseSqlSessions((s.handle,), time.time(), "closed"))
+        res = await self.host.commit(CloseSqlSessions((s.handle,), time.time(), "closed"))
         if not res.ok:
             raise ApiError(400, res.error)
         return {"msg": "deleted"}
@@ -143,7 +145,7 @@ class LivySessions:
             code, kind = W.statement_request(body, livy.kind)
         except ValueError as exc:
             raise ApiError(400, *exc.args[0])
-        local = self.sql._held_here(s.handle, forwarded)
+        local = self.host.held(s.handle, forwarded)
         most = self.svc.conf["sql-gateway.livy-session.max-waiting-statements"]
         again = bool(request_id) and any(st.request_id == request_id for st in livy.statements)
         waiting = sum(1 for st in livy.statements if not st.state)
@@ -152,7 +154,7 @@ class LivySessions:
                                 "running, its limit (sql-gateway.livy-session."
                                 "max-waiting-statements); send more once they end",
                            headers={"Retry-After": "5"})
-        res = await self.sql._commit(AddLivyStatement(number, self.node, local.epoch, code,
+        res = await self.host.commit(AddLivyStatement(number, self.node, local.epoch, code,
                                                       kind, time.time(), request_id))
         if not res.ok:
             raise ApiError(503 if res.code == "stale" else 400, res.error,
@@ -167,11 +169,11 @@ class LivySessions:
         st = L.find_statement(livy, statement)
         if st is None:
             raise ApiError(404, f"statement {statement} not found in session {number}")
-        local = self.sql._held_here(s.handle, forwarded)
+        local = self.host.held(s.handle, forwarded)
         if st.state:
             return {"msg": "canceled"}
         if not await self.runner.cancel(number, statement):  # not started: never will
-            await self.sql._commit(EndLivyStatement(number, statement, self.node,
-                                                    local.epoch, "cancelled", None,
-                                                    time.time()))
+            await self.host.commit(EndLivyStatement(
+                number, statement, self.node, local.epoch, StatementState.CANCELLED.value,
+                None, time.time()))
         return {"msg": "canceled"}

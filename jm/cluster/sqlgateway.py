@@ -1,366 +1,86 @@
-"""The SQL gateway of a peer (Flink SQL Gateway's REST API, rest/sql.py): the operations
-on its sessions (the sessions themselves: jm/cluster/sqlsessions.py).
+"""The SQL gateway of a peer (Flink SQL Gateway's REST API, rest/sql.py, and Apache
+Livy's interactive sessions, rest/livysessions.py): one role object each, on the sessions
+this peer holds.
 
-Operations and their rows are not replicated: they live on the session's holder only; a
-statement costs no Raft round trip unless it defines session state (then it is recorded
-for the session's next holder to replay).
+    host        the sessions held here, their Spark sessions (jm/cluster/sessionhost.py)
+    sessions    open, describe, keep alive, close; waits while one moves (sqlsessions.py)
+    statements  Flink's operations on a session held here (sqlstatements.py)
+    completion  hints for a statement being typed (sqlcompletion.py)
+    livy        Livy's sessions and statements (livysessions.py, livyrunner.py)
+
+What rest/sql.py asks (rest.gateway.SqlGatewayApi) is answered by the role it concerns.
 """
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
-import uuid
-from typing import Optional
-
 from jm.cluster.livysessions import LivySessions
-from jm.cluster.sqlops import LocalSession, Operation
+from jm.cluster.services import SqlServices
+from jm.cluster.sessionhost import SessionHost
+from jm.cluster.sqlcompletion import SqlCompletion
 from jm.cluster.sqlsessions import SqlSessions
-from jm.policy import connectplan, flinksql, sparkerror, sqlcomplete
-from jm.policy.sqlop import OpStatus, adoption
-from jm.policy.sqlparse import READ, STATE, WRITE, classify, temp_views
-from jm.runtime import sqlproto as P
-from jm.runtime.sqlclient import StatementError, WorkerLost
-from jm.wire import sqlresult
-from raft.commands import AddSqlStatement, SqlOperation
-from raft.node import RaftUnavailable
-from jm.api import ROW_FORMATS, ApiError, ResultPage
-
-log = logging.getLogger("jm.sql")
-
-RUNNING, FINISHED, ERROR = OpStatus.RUNNING, OpStatus.FINISHED, OpStatus.ERROR
-CANCELED, CLOSED = OpStatus.CANCELED, OpStatus.CLOSED
-MAX_OPS_PER_SESSION = 1000
-NAMES_MAX = 10_000  # table or function names gathered for a completion
-NAMES_WAIT = 10.0   # s: a completion's wait for the session's names (else keywords only)
-CLASSIFY_INLINE = 4 * 1024  # characters classified on the event loop (parsing: about 1 ms
-                            # per KB, bench/sqlparse.py); more in a thread
+from jm.cluster.sqlstatements import SqlStatements
+from jm.api import Credential, ResultPage, SessionInfo
 
 
-class SqlGateway(SqlSessions):
-    """What rest/sql.py asks of this peer (rest.gateway.SqlGatewayApi), and its Livy
-    interactive sessions (`livy`, on these sessions: rest/livy.py)."""
-
-    def __init__(self, svc) -> None:
-        super().__init__(svc)
-        self.livy = LivySessions(svc, self)
+class SqlGateway:
+    def __init__(self, svc: SqlServices) -> None:
+        self.host = SessionHost(svc)
+        self.sessions = SqlSessions(self.host)
+        self.statements = SqlStatements(svc, self.host)
+        self.completion = SqlCompletion(self.host)
+        self.livy = LivySessions(svc, self.host, self.sessions, self.statements)
 
     def start(self) -> None:
-        super().start()
+        self.host.start()
+        self.statements.start()
         self.livy.start()
 
     async def close(self) -> None:
         await self.livy.close()
-        await super().close()
+        await self.statements.close()
+        await self.host.close()
 
-    def op_schema(self, handle: str, op_id: str) -> Optional[dict]:
-        """Spark's schema of an operation's rows (None: none, or not run here)."""
-        s = self.local.get(handle)
-        op = s.ops.get(op_id) if s is not None else None
-        return op.schema if op is not None else None
+    # ---- sessions (rest.gateway.SqlGatewayApi) ------------------------------------------
+    async def open_session(self, body: dict, who: Credential) -> str:
+        return await self.sessions.open_session(body, who)
 
-    # ---- operations ---------------------------------------------------------------------
+    def session_info(self, handle: str) -> SessionInfo:
+        return self.sessions.session_info(handle)
+
+    async def heartbeat(self, handle: str, forwarded: bool) -> None:
+        await self.sessions.heartbeat(handle, forwarded)
+
+    async def close_session(self, handle: str) -> str:
+        return await self.sessions.close_session(handle)
+
+    def move_wait(self) -> float:
+        return self.sessions.move_wait()
+
+    async def wait_moved(self, handle: str, holder_url: str, deadline: float) -> bool:
+        return await self.sessions.wait_moved(handle, holder_url, deadline)
+
+    def proxy_read_timeout(self) -> float:
+        return self.sessions.proxy_read_timeout()
+
+    async def catch_up(self) -> None:
+        await self.sessions.catch_up()
+
+    # ---- statements ---------------------------------------------------------------------
     async def execute(self, handle: str, body: dict, forwarded: bool,
                       request_id: str = "") -> str:
-        """Start a statement; its operation's handle. With a request id (X-Request-Id)
-        the handle is derived from it: a retried request (an answer lost on the way) gets
-        the same operation, the statement runs once."""
-        statement, config, flink = self._statement(body)
-        self._held_here(handle, forwarded)
-        # (before the checks below, which must not be split by a wait: two tries of one
-        # request at once would both start it)
-        kind = await _classify(statement, list(self._record(handle)[0].statements))
-        s = self._held_here(handle, forwarded)
-        if not self.svc.lease_valid():
-            raise ApiError(503, "this peer has lost its lease; retry", headers={"Retry-After": "1"})
-        self._has_spark()
-        op_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{handle}/{request_id}")) if request_id \
-            else str(uuid.uuid4())
-        rec, _ = self._record(handle)
-        if request_id:
-            known = s.ops.get(op_id)
-            if known is not None:  # the same request again, maybe still being recorded
-                if known.logged is not None:
-                    await asyncio.wait([known.logged])
-                if s.ops.get(op_id) is known:
-                    return op_id
-                raise ApiError(503, "the statement could not be recorded; retry",
-                               headers={"Retry-After": "1"})
-            if op_id in rec.ops:  # started on the session's last peer: adopted on fetch
-                return op_id
-        if len(s.ops) >= MAX_OPS_PER_SESSION:
-            self._forget_old_ops(s)
-        op = Operation(op_id, statement, kind)
-        # recorded for the session's next holder; a read runs meanwhile, a statement
-        # that changes something only once it is recorded (never twice after a 503)
-        answers_ok = flink is not None and flink.answers_ok
-        op.logged = asyncio.ensure_future(self.ops_log.submit(SqlOperation(
-            handle, op.id, self.node, s.epoch, statement, op.kind, time.time(),
-            config=config, answers_ok=answers_ok)))
-        s.ops[op.id] = op
-        if answers_ok:
-            self.flink_ok.add(op.id)
-        if op.kind == READ:
-            op.task = asyncio.create_task(self._run(s, op, config))
-        try:
-            res = await asyncio.shield(op.logged)
-        except RaftUnavailable as exc:
-            res = None
-            error = str(exc)
-        if res is None or not res.ok:
-            await self._stop(op)
-            s.ops.pop(op.id, None)
-            self.flink_ok.discard(op.id)
-            if res is not None and res.code == "stale":
-                raise ApiError(503, f"session {handle} is moving to another peer; retry",
-                               headers={"Retry-After": "1"})
-            raise ApiError(503, f"the statement could not be recorded: "
-                                f"{error if res is None else res.error}; retry",
-                           headers={"Retry-After": "1"})
-        if op.task is None and op.status == RUNNING:
-            op.task = asyncio.create_task(self._run(s, op, config))
-        return op.id
-
-    def _statement(self, body: dict) -> tuple[str, dict, Optional[flinksql.Translation]]:
-        """The request's statement, checked, in Spark's syntax (Flink's SET 'k' = 'v' and
-        RESET 'k' translated: run and recorded so, so the replay on the session's next
-        peer runs Spark's syntax), its executionConfig, and the translation if any."""
-        statement = body.get("statement")
-        config = body.get("executionConfig") or {}
-        if not isinstance(statement, str) or not statement.strip():
-            raise ApiError(400, "statement must be a non-empty string")
-        if not isinstance(config, dict):
-            raise ApiError(400, "executionConfig must be an object")
-        if statement.lstrip().startswith(connectplan.MARKER):  # (only a replay runs it)
-            raise ApiError(400, f"a statement may not start with {connectplan.MARKER!r}: "
-                                "it is reserved for recorded session state")
-        flink = flinksql.translate(statement)
-        if flink is not None:
-            statement = flink.statement
-        size, most = len(statement.encode("utf-8", "replace")), \
-            self.conf["sql-gateway.max-statement-size"]
-        if size > most:
-            raise ApiError(413, f"the statement is {size} bytes, more than "
-                                f"sql-gateway.max-statement-size ({most} bytes)")
-        return statement, {str(k): str(v) for k, v in config.items()}, flink
-
-    def _forget_old_ops(self, s: LocalSession) -> None:
-        for op_id in [i for i, op in s.ops.items() if op.status != RUNNING][:len(s.ops) // 2]:
-            s.ops.pop(op_id, None)
-
-    async def _run(self, s: LocalSession, op: Operation, config: dict) -> None:
-        answers_ok = op.id in self.flink_ok
-        self.flink_ok.discard(op.id)
-        try:
-            await self._ensure_open(s.handle)
-            op.worker = s.worker
-            page = await op.worker.call(P.Execute(s.handle, op.id, op.statement, config,
-                                                  self.conf["sql-gateway.page-rows"]))
-            if op.kind == STATE:
-                res = await self._commit(AddSqlStatement(s.handle, self.node, s.epoch,
-                                                         op.statement, time.time(), op.id))
-                if not res.ok:
-                    raise StatementError(f"the statement ran but the session could not "
-                                         f"keep it: {res.error}")
-            if answers_ok:  # Flink's answer to a SET of a key or a RESET: one row, OK
-                page = {"schema": flinksql.OK_SCHEMA, "rows": flinksql.OK_ROWS, "eos": True}
-            op.columns, op.schema = sqlresult.columns(page.get("schema")), page.get("schema")
-            op.has_content = bool(op.columns) and (bool(page["rows"]) or op.kind == READ) \
-                and not answers_ok
-            op.page, op.eos = page, bool(page.get("eos"))
-            await self._ended(s, op, FINISHED)
-            op.update_state(FINISHED)
-        except asyncio.CancelledError:
-            op.update_state(CANCELED)
-            raise
-        except (StatementError, WorkerLost, ApiError) as exc:
-            # the whole text (Spark's stack) here, in the peer's log, and second in the
-            # error answer's list; its first line is Spark's error class and message
-            log.info("SQL operation %s of session %s failed: %s", op.id, s.handle,
-                     _message(exc))
-            await self._ended(s, op, ERROR, _message(exc))
-            op.update_state(ERROR, _message(exc))
-        except Exception as exc:
-            log.exception("SQL operation %s failed", op.id)
-            op.update_state(ERROR, f"{type(exc).__name__}: {exc}")
-        finally:
-            op.done.set()
-
-    async def _ended(self, s: LocalSession, op: Operation, status: OpStatus,
-                     error: str = "") -> None:
-        """A write's end, recorded before the client can see it: the session's next
-        holder answers it from the record (never runs it again). Best effort: if the
-        record cannot be written, the next holder says it may or may not have run."""
-        if op.kind != WRITE or op.status != RUNNING:
-            return
-        try:
-            res = await self.ops_log.submit(SqlOperation(
-                s.handle, op.id, self.node, s.epoch, "", op.kind, time.time(),
-                status.value, error))
-        except RaftUnavailable as exc:
-            log.warning("the end of SQL operation %s was not recorded: %s", op.id, exc)
-            return
-        if not res.ok:
-            log.warning("the end of SQL operation %s was not recorded: %s", op.id, res.error)
-
-    def _op(self, handle: str, op_id: str, forwarded: bool) -> tuple[LocalSession, Operation]:
-        s = self._held_here(handle, forwarded)
-        op = s.ops.get(op_id)
-        if op is None:
-            op = self._adopt(s, op_id)
-        if op is None:
-            raise ApiError(404, f"operation {op_id} does not exist in session {handle}")
-        return s, op
-
-    def _adopt(self, s: LocalSession, op_id: str) -> Optional[Operation]:
-        """An operation this peer does not know but the session's record does: its peer
-        died (or restarted) while the client still wanted it (jm/policy/sqlop.py
-        `adoption`): a read (or a session-defining statement not kept yet) runs again
-        here; one that ended is answered from the record; a write that had not ended is
-        an error that says it may or may not have run."""
-        with self.raft.read() as st:
-            rec = st.sessions.get(s.handle)
-            known = dict(rec.ops.get(op_id) or {}) if rec is not None else {}
-        if not known:
-            return None
-        op = Operation(op_id, known.get("statement") or "", known.get("kind") or WRITE)
-        s.ops[op_id] = op
-        then = adoption(known)
-        if then.rerun:
-            log.info("SQL operation %s of session %s runs again here (its peer %s is gone)",
-                     op_id, s.handle, known.get("node"))
-            op.rerun = True
-            if known.get("answers_ok"):  # a Flink SET/RESET: answered OK there as here
-                self.flink_ok.add(op_id)
-            op.task = asyncio.create_task(self._run(s, op, dict(known.get("config") or {})))
-        else:
-            op.eos = True
-            op.update_state(then.state.status, then.state.error)
-            op.done.set()
-        return op
+        return await self.statements.execute(handle, body, forwarded, request_id)
 
     def status(self, handle: str, op_id: str, forwarded: bool) -> str:
-        _, op = self._op(handle, op_id, forwarded)
-        return op.status.value
+        return self.statements.status(handle, op_id, forwarded)
 
     async def cancel(self, handle: str, op_id: str, forwarded: bool) -> str:
-        _, op = self._op(handle, op_id, forwarded)
-        await self._stop(op)
-        return op.status.value
-
-    async def _stop(self, op: Operation) -> None:
-        if op.update_state(CANCELED):  # (only a running one)
-            if op.worker is not None and op.worker.alive:
-                await self._quiet(op.worker, P.Cancel(op.id))
-            if op.task is not None:
-                op.task.cancel()
+        return await self.statements.cancel(handle, op_id, forwarded)
 
     async def close_operation(self, handle: str, op_id: str, forwarded: bool) -> str:
-        s, op = self._op(handle, op_id, forwarded)
-        await self.cancel(handle, op_id, forwarded)
-        s.ops.pop(op_id, None)
-        if op.worker is not None and op.worker.alive and not op.eos:
-            asyncio.ensure_future(self._quiet(op.worker, P.CloseOperation(op.id)))
-        op.update_state(CLOSED)
-        return CLOSED.value
+        return await self.statements.close_operation(handle, op_id, forwarded)
 
     async def fetch(self, handle: str, op_id: str, token: int, row_format: str,
                     forwarded: bool) -> ResultPage:
-        s, op = self._op(handle, op_id, forwarded)
-        if row_format not in ROW_FORMATS:
-            raise ApiError(400, f"rowFormat {row_format!r} is not supported (JSON, PLAIN_TEXT)")
-        if not op.done.is_set():
-            try:
-                await asyncio.wait_for(asyncio.shield(op.done.wait()),
-                                       self.conf["sql-gateway.fetch-wait"])
-            except asyncio.TimeoutError:
-                return ResultPage(token, ready=False, is_query=op.kind == READ)
-        if op.status == ERROR:
-            raise ApiError(400, *sparkerror.errors(op.error or "the statement failed"))
-        if op.status in (CANCELED, CLOSED):
-            raise ApiError(409, f"operation {op_id} was {op.status.value.lower()}")
-        async with op.lock:
-            while op.rerun and token > op.served + 1:  # pages the client had read already
-                if op.served >= 0:
-                    await self._advance(op)
-                op.served += 1
-            if token == op.served + 1:
-                if token > 0:
-                    await self._advance(op)
-                op.served = token
-            elif token != op.served:
-                raise ApiError(400, f"result token {token} is out of order: the next one is "
-                                    f"{op.served + 1} (or {op.served} again)")
-            page = op.page or {"rows": []}
-        return ResultPage(token, ready=True, is_query=op.kind == READ,
-                          has_content=op.has_content, columns=tuple(op.columns),
-                          rows=tuple(page.get("rows") or ()), end=bool(page.get("end")))
+        return await self.statements.fetch(handle, op_id, token, row_format, forwarded)
 
-    async def _advance(self, op: Operation) -> None:
-        """The operation's next page (after the last one: the end)."""
-        if op.eos:
-            op.page = {"rows": [], "eos": True, "end": True}
-        else:
-            op.page = await self._next_page(op)
-            op.eos = bool(op.page.get("eos"))
-
-    async def _next_page(self, op: Operation) -> dict:
-        try:
-            if op.worker is None:
-                raise WorkerLost("the statement has no SQL worker")
-            return await op.worker.call(P.Fetch(op.id, self.conf["sql-gateway.page-rows"]))
-        except (StatementError, WorkerLost) as exc:
-            op.update_state(ERROR, _message(exc))
-            raise ApiError(400, *sparkerror.errors(_message(exc)))
-
-    # ---- completion -------------------------------------------------------------------
     async def complete(self, handle: str, body: dict, forwarded: bool) -> list:
-        """Flink's complete-statement: the hints for the word typed at `position`
-        (jm/policy/sqlcomplete.py), with the session's tables and views and Spark's
-        functions gathered from its Spark session (keywords only if that fails)."""
-        try:
-            statement, position = sqlcomplete.request(body)
-        except sqlcomplete.BadRequest as exc:
-            raise ApiError(400, str(exc))
-        s = self._held_here(handle, forwarded)
-        ctx = sqlcomplete.context(statement, position)
-        if ctx is None or not (ctx.prefix or ctx.wants_tables):
-            return [] if ctx is None else sqlcomplete.candidates(ctx)
-        tables = [r[1] for r in await self._names(s, "SHOW TABLES")
-                  if len(r) > 1 and isinstance(r[1], str)]
-        if self.functions is None and ctx.prefix:  # Spark's own: the same for every session
-            names = tuple(r[0] for r in await self._names(s, "SHOW SYSTEM FUNCTIONS")
-                          if r and isinstance(r[0], str))
-            self.functions = names or None
-        return sqlcomplete.candidates(ctx, tables, self.functions or ())
-
-    async def _names(self, s: LocalSession, statement: str) -> list:
-        """The rows of a SHOW statement run in the session's Spark session; none if it
-        cannot run (no Spark server, the worker restarting)."""
-        op_id = f"complete-{uuid.uuid4()}"
-        try:
-            await asyncio.wait_for(self._ensure_open(s.handle), NAMES_WAIT)
-            worker = s.worker
-            page = await worker.call(P.Execute(s.handle, op_id, statement, {},
-                                               NAMES_MAX), timeout=NAMES_WAIT)
-        except Exception as exc:  # (a hint is never worth an error)
-            log.info("completion names of session %s: %s", s.handle, exc)
-            return []
-        asyncio.ensure_future(self._quiet(worker, P.CloseOperation(op_id)))
-        return list(page.get("rows") or ())
-
-
-async def _classify(statement: str, defining: list) -> str:
-    """The statement's kind (jm/policy/sqlparse.py; the session's temporary views read
-    only for a DROP VIEW), off the event loop when the text is long."""
-    def run() -> str:
-        return classify(statement, lambda: temp_views(defining))
-    if len(statement) + sum(len(str(d)) for d in defining) > CLASSIFY_INLINE:
-        return await asyncio.to_thread(run)
-    return run()
-
-
-def _message(exc: BaseException) -> str:
-    if isinstance(exc, ApiError):
-        return "; ".join(exc.errors)
-    return str(exc)
+        return await self.completion.complete(handle, body, forwarded)

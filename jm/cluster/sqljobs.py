@@ -26,6 +26,7 @@ from jm.policy.sqlparse import READ, classify
 from jm.policy.sparkerror import short
 from jm.runtime import sqlproto as P
 from jm.runtime.executor import JobProcess, ProcessExit, Refused, SpawnResult, Started
+from jm.cluster.sqlworkers import SqlWorkers
 
 
 def fast_path(params: RunParams) -> bool:
@@ -79,9 +80,10 @@ class SqlJobExecutor:
     the fast path runs as a statement in the SQL worker, anything else in a job process
     of the Executor."""
 
-    def __init__(self, executor: Any, sql: Any, lease_valid) -> None:
+    def __init__(self, executor: Any, workers: SqlWorkers, engines: Any, lease_valid) -> None:
         self.executor = executor
-        self.sql = sql            # the peer's SqlGateway (its worker)
+        self.workers = workers    # the SQL workers of the peer's engines
+        self.engines = engines
         self.lease_valid = lease_valid
         self._closing: set = set()  # session releases under way
         self._shared: OrderedDict = OrderedDict()  # shared_key -> Shared
@@ -93,13 +95,12 @@ class SqlJobExecutor:
         key = f"{params.job_id}/{params.attempt}/sql"
         if not self.lease_valid():  # as the zygote: nothing runs without a lease
             return Refused(ProcessExit(1, 0, True))
-        name, generation = self.sql.svc.engines.at(params.spark_remote)
-        worker = self.sql.workers.get(params.spark_remote, name,
-                                      params.run_as if name != "peer" else None,
-                                      params.spark_token,
-                                      *((params.memory, params.cpu) if name != "peer"
-                                        else (0, 0)))
-        await worker._ensure()
+        name, generation = self.engines.at(params.spark_remote)
+        worker = self.workers.get(params.spark_remote, name,
+                                  params.run_as if name != "peer" else None,
+                                  params.spark_token,
+                                  *((params.memory, params.cpu) if name != "peer" else (0, 0)))
+        await worker.ensure()
         run = SqlRun(key, worker.proc.pid, loop.create_future())
         run.op = f"{params.session_id}-job"
         run.task = asyncio.create_task(self._run(worker, params, run, generation))

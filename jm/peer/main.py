@@ -46,7 +46,7 @@ async def _serve(peer: Peer) -> None:
     try:
         await peer.start()
         drains = StopDrainParts(peer.raft, peer.node, peer.data_dir, peer.lease_valid,
-                                peer.conf["rest.write-timeout"])
+                                peer.conf.timeouts.commit)
         # the drain its last stop began ends once it is registered (jm/cluster/stopdrain.py)
         undrain = asyncio.create_task(end_stop_drain(drains, peer.registered, peer.removed))
         removed = asyncio.create_task(peer.removed.wait())

@@ -199,18 +199,16 @@ class Peer:
 
     def _build(self) -> None:
         """Every component, wired to its collaborators (nothing runs yet)."""
-        conf, raft = self.conf, self.raft
+        conf, raft, t = self.conf, self.raft, self.conf.timeouts
         self.voting = VotingCore(raft, self.voters_target, conf["raft.voter-replace-after"],
-                                 conf["rest.write-timeout"], self._rest_url_of_node,
+                                 t.commit, self._rest_url_of_node,
                                  self.peer_client)
         self.candidate = VoterCandidate(raft)
-        self.membership = Membership(raft, self.raft_dir, conf["rest.write-timeout"],
+        self.membership = Membership(raft, self.raft_dir, t.commit,
                                      self.voting)
-        self.removal = RemovalWatch(self.node, raft, lambda: self.lease.expired(),
-                                    self.peer_client, self._other_urls, self.removed)
         sparks = self.sparks
-        sparks.build(self.executor, self.guard,
-                     on_ready_change=lambda: self.lease and self.lease.now.set(),
+        beat_now = asyncio.Event()  # a change the next heartbeat tells: sent at once
+        sparks.build(self.executor, self.guard, on_ready_change=beat_now.set,
                      on_info=self._spark_info_changed, unguard=self.unguard)
         fetcher = ArtifactFetcher(self.node, raft, self.blobs, self.ha_blobs, self.peer_client,
                                   self.url_of, conf["rest.write-timeout"])
@@ -223,10 +221,11 @@ class Peer:
                               os.path.join(self.data_dir, "session-files"))))
         sparks.engines.on_lost.append(self._engine_lost)
         sparks.engines.on_stopped.append(  # an engine stopped for good: its SQL worker too
-            lambda key, server: asyncio.ensure_future(self.sql.workers.drop(server.url)))
-        self.reporter = make_reporter(raft, conf["rest.write-timeout"])
-        self.submitter = Batcher(raft, SubmitJobs, conf["rest.write-timeout"], retry=False)
-        jobs_executor = SqlJobExecutor(self.executor, self.sql, self.lease_valid)
+            lambda key, server: asyncio.ensure_future(self.sql.host.workers.drop(server.url)))
+        self.reporter = make_reporter(raft, t.commit)
+        self.submitter = Batcher(raft, SubmitJobs, t.write, retry=False)  # (clients wait)
+        jobs_executor = SqlJobExecutor(self.executor, self.sql.host.workers, sparks.engines,
+                                       self.lease_valid)
         env = JobEnv(node=self.node, conf=conf, executor=jobs_executor,
                      reporter=self.reporter, resolve_pyfiles=fetcher.resolve_pyfiles,
                      spark_remote=sparks.remote, spark_ready_file=sparks.ready_file,
@@ -235,26 +234,26 @@ class Peer:
                      spark_conf_dir=spark_conf_dir(self.log_dir, conf["spark.log.level"]),
                      spark_info=sparks.info, engines=sparks.engines, envs=envs)
         self.dispatcher = Dispatcher(raft, env)
-        self.rm = ResourceManager(raft, conf["heartbeat.timeout"], conf["rest.write-timeout"],
+        self.rm = ResourceManager(raft, t.heartbeat, t.commit,
                                   expiration=conf["jobstore.expiration-time"],
                                   capacity=conf["jobstore.max-capacity"],
                                   placement=conf["jobmanager.placement"],
                                   rebalance=RebalanceConfig.from_conf(conf),
                                   metrics=self.metrics,
-                                  takeover_grace=conf["heartbeat.timeout"]
-                                  - conf["jobmanager.lease-timeout"],
+                                  takeover_grace=t.heartbeat - t.lease,
                                   membership=self.membership)
-        self.rounds = LeaseRounds(raft, conf["heartbeat.interval"] / 2,
-                                  conf["jobmanager.lease-timeout"])
+        self.rounds = LeaseRounds(raft, t.interval / 2, t.lease)
         missing_users = MissingUsers(users_of(raft.read))  # (Heartbeat.lacks)
         self.beats = BeatSender(raft, self.node, self.rounds, self._rest_url_of_node,
                                 self.peer_client)
         self.lease = Lease(raft, self.node, self._registration,
                            lambda now: Heartbeat(self.node, now, sparks.ready(),
                                                  self.janitor.low, missing_users()),
-                           conf["heartbeat.interval"], conf["jobmanager.lease-timeout"],
-                           conf["rest.write-timeout"], self.executor, self.dispatcher,
-                           send=self.beats.send)
+                           t.interval, t.lease,
+                           t.commit, self.executor, self.dispatcher,
+                           send=self.beats.send, now=beat_now)
+        self.removal = RemovalWatch(self.node, raft, self.lease.expired, self.peer_client,
+                                    self._other_urls, self.removed)
         self.gateway = build_gateway(GatewayServices(
             node=self.node, conf=conf, raft=raft, lease=self.lease, rounds=self.rounds,
             submitter=self.submitter, executor=self.executor, sql=self.sql,
@@ -424,7 +423,7 @@ class Peer:
     def kill_processes(self) -> None:
         """SIGKILL the processes this peer started that are still alive (by pid); the job
         processes die with their zygote (parent-death signal)."""
-        workers = self.sql.workers.values() if self.sql else ()
+        workers = self.sql.host.workers.values() if self.sql else ()
         engines = self.sparks.engines.servers.values() if self.sparks.engines else ()
         for proc in (self.executor.proc, *(e.proc for e in engines),
                      *(w.proc for w in workers)):
@@ -440,5 +439,5 @@ class Peer:
         return self.sparks.server
 
     async def _commit(self, command: Any) -> Any:
-        return await self.raft.submit(command, self.conf["rest.write-timeout"])
+        return await self.raft.submit(command, self.conf.timeouts.commit)
 

@@ -36,7 +36,7 @@ class LivyProcess(ChildProcess):
 
     async def start(self) -> None:
         """Start the process now (else the first request does)."""
-        await self._ensure()
+        await self.ensure()
 
     async def run(self, statement: int, code: str,
                   timeout: Optional[float] = None) -> CodeResult:

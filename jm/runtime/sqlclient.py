@@ -67,7 +67,7 @@ class ChildProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.returncode is None
 
-    async def _ensure(self) -> None:
+    async def ensure(self) -> None:
         if self.alive:
             return
         if self._closing:
@@ -137,7 +137,7 @@ class ChildProcess:
 
     async def call(self, message: Any, timeout: Optional[float] = None) -> Any:
         """Send one request; its value, or StatementError with the worker's message."""
-        await self._ensure()
+        await self.ensure()
         proc = self.proc
         self._next_id += 1
         request_id = self._next_id

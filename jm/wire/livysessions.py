@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 from jm.policy.sessiondeps import LIVY_FIELDS, livy_fields
 from jm.policy.spec import USER_RE
+from raft.livy import StatementState, may_become
 from raft.records import LivyRecord, LivyStatementRecord
 
 SESSION_KINDS = ("pyspark", "sql", "shared")
@@ -113,23 +114,27 @@ def statement_request(body: Any, session_kind: str) -> tuple[str, str]:
     return code, _kind(kind, STATEMENT_KINDS, "statement kind")
 
 
-def statement_states(livy: LivyRecord) -> dict[int, str]:
+def statement_states(livy: LivyRecord) -> dict[int, StatementState]:
     """Livy's state of each statement: an ended one's own; of the others the first runs,
     the later ones wait (a session runs one statement at a time, in order)."""
     out, running = {}, False
     for st in livy.statements:
         if st.state:
-            out[st.id] = st.state
+            out[st.id] = StatementState(st.state)
         else:
-            out[st.id] = "waiting" if running else "running"
+            out[st.id] = StatementState.WAITING if running else StatementState.RUNNING
             running = True
     return out
 
 
-def statement_json(st: LivyStatementRecord, state: str, cancelling: bool = False) -> dict:
+def statement_json(st: LivyStatementRecord, state: StatementState,
+                   cancelling: bool = False) -> dict:
+    """`cancelling`: its holder is stopping it (a running statement may become so)."""
     ended = bool(st.state)
-    return {"id": st.id, "code": st.code, "state": "cancelling" if cancelling and not ended
-            else state, "output": st.output, "progress": 1.0 if ended else 0.0,
+    if cancelling and may_become(state, StatementState.CANCELLING):
+        state = StatementState.CANCELLING
+    return {"id": st.id, "code": st.code, "state": state.value,
+            "output": st.output, "progress": 1.0 if ended else 0.0,
             "started": int(st.started * 1000), "completed": int(st.completed * 1000)
             if ended else 0}
 

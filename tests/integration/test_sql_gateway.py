@@ -336,7 +336,7 @@ async def test_sql_jobs_run_in_the_sql_worker(sqlc):
     assert failed["state"] == "FAILED"
     s, ex = await ahttp("GET", sqlc.url(0) + f"/jobs/{bad}/exceptions")
     assert "nope" in ex["root-exception"].lower(), ex
-    workers = [w.proc.pid for p in sqlc.peers for w in p.sql.workers.values() if w.proc]
+    workers = [w.proc.pid for p in sqlc.peers for w in p.sql.host.workers.values() if w.proc]
     assert workers
     for pid in [sqlc.peers[0].spark.proc.pid] + workers:
         names = environ_names(pid)
@@ -430,24 +430,25 @@ async def test_a_peer_that_has_not_applied_a_new_session_yet_catches_up(sqlc, mo
     """A session opened through one peer is used at once through another that has not
     applied it yet (no X-JM-Min-Index, as a Flink client behind a load balancer sends):
     that peer looks again after a Raft barrier instead of answering 404."""
-    from jm.cluster.sqlgateway import SqlGateway
+    from jm.cluster.sessionhost import SessionHost
+    from jm.cluster.sqlsessions import SqlSessions
     from jm.api import UnknownSession
     sh = await open_session(sqlc, 0)
     lagging = sqlc.peers[1].sql
-    real_record, real_catch_up = SqlGateway._record, SqlGateway.catch_up
+    real_record, real_catch_up = SessionHost.record, SqlSessions.catch_up
     barriers = []
 
     def record(self, handle):  # peer 1 "has not applied it" until it caught up once
-        if self is lagging and not barriers:
+        if self is lagging.host and not barriers:
             raise UnknownSession(404, f"session {handle} does not exist")
         return real_record(self, handle)
 
     async def catch_up(self):
         await real_catch_up(self)
-        if self is lagging:
+        if self is lagging.sessions:
             barriers.append(1)
-    monkeypatch.setattr(SqlGateway, "_record", record)
-    monkeypatch.setattr(SqlGateway, "catch_up", catch_up)
+    monkeypatch.setattr(SessionHost, "record", record)
+    monkeypatch.setattr(SqlSessions, "catch_up", catch_up)
     import aiohttp
     async with aiohttp.ClientSession() as http:  # without the test's read-your-writes
         async with http.get(f"{sqlc.url(1)}/v1/sessions/{sh}") as r:

@@ -484,3 +484,16 @@ def test_a_list_of_names_left_unset_is_empty_not_the_text_of_its_default(tmp_pat
         assert conf[key] == (), key
     conf = load_config(str(tmp_path), {"jobmanager.envs.find-links": "/w1, /w2"})
     assert conf["jobmanager.envs.find-links"] == ("/w1", "/w2")
+
+
+def test_timeouts_are_one_typed_section_and_a_client_s_write_is_not_the_peer_s():
+    """rest.write-timeout bounds what a client waits for; raft.commit-timeout the peer's
+    own Raft writes (reports, membership, placements): two keys, read once."""
+    t = cfg(**{"rest.write-timeout": "2 s", "raft.commit-timeout": "9 s"}).timeouts
+    assert (t.write, t.commit) == (2.0, 9.0)
+    d = cfg().timeouts
+    assert (d.commit, d.write, d.heartbeat, d.interval, d.lease) == (
+        5.0, 5.0, cfg()["heartbeat.timeout"], cfg()["heartbeat.interval"],
+        cfg()["jobmanager.lease-timeout"])
+    with pytest.raises(ConfigError, match="raft.commit-timeout"):
+        cfg(**{"raft.commit-timeout": "soon"})

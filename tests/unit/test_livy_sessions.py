@@ -55,6 +55,29 @@ def test_statements_are_numbered_once_fenced_and_ended_once():
     assert W.statement_states(livy) == {0: "available", 1: "running"}
 
 
+def test_a_statement_s_states_change_only_as_the_table_says():
+    """raft/livy.py's TRANSITIONS: a waiting statement runs or is cancelled; a running
+    one ends (or is being cancelled); an end is final, whatever comes after it."""
+    from raft.livy import ENDS, TRANSITIONS, StatementState as S, may_become
+    assert set(TRANSITIONS) == set(S)
+    for end in ENDS:
+        assert not TRANSITIONS[end] and not any(may_become(end, to) for to in S)
+    assert may_become(S.WAITING, S.CANCELLED) and not may_become(S.WAITING, S.AVAILABLE)
+    assert {to for to in S if may_become(S.RUNNING, to)} == {S.CANCELLING, *ENDS}
+    assert not may_become(S.CANCELLING, S.RUNNING)
+    # the answer: cancelling only while its holder stops one that has not ended
+    st = state_with_peers()
+    n = opened(st)
+    for code in ("x = 1", "y = 2"):
+        st.apply(c.AddLivyStatement(n, A, 1, code, "pyspark", 2.0))
+    st.apply(c.EndLivyStatement(n, 0, A, 1, "available", None, 3.0))
+    livy = st.sessions["h1"].livy
+    states = W.statement_states(livy)
+    assert [W.statement_json(x, states[x.id], cancelling=True)["state"]
+            for x in livy.statements] == ["available", "cancelling"]
+    assert W.statement_json(livy.statements[1], states[1])["state"] == "running"
+
+
 def test_a_move_fences_the_old_holder_and_closing_forgets_the_id():
     from raft.sessions import move_sessions_of
     st = state_with_peers()
