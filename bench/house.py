@@ -377,11 +377,11 @@ def main() -> None:
     args = ap.parse_args()
     mods = load()
     out = {
-        "peer-gateway": class_shape(mods, "PeerGateway", "jm.cluster.gateway"),
-        "peer-gateway-roles": roles(mods, "PeerGateway", "jm.cluster.gateway"),
+        "peer-gateway": class_shape(mods, "PeerGateway", "jm.cluster.api.gateway"),
+        "peer-gateway-roles": roles(mods, "PeerGateway", "jm.cluster.api.gateway"),
         "gateway-protocol-methods": protocols(mods, "rest.gateway"),
-        "sql-gateway": class_shape(mods, "SqlGateway", "jm.cluster.sqlgateway"),
-        "sql-gateway-parts": parts(mods, "SqlGateway", "jm.cluster.sqlgateway"),
+        "sql-gateway": class_shape(mods, "SqlGateway", "jm.cluster.sql.sqlgateway"),
+        "sql-gateway-parts": parts(mods, "SqlGateway", "jm.cluster.sql.sqlgateway"),
         "raft-host": class_shape(mods, "RaftHost", "raft.node"),
         "peer-attributes": peer_attributes(mods),
         "gateway-services-args": calls_to(mods, "GatewayServices"),

@@ -49,7 +49,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "jobmanager.data-dir": (str_value, "data"),
     "jobmanager.lease-timeout": (parse_duration, "2 s"),
     "jobmanager.cancel-timeout": (parse_duration, "3 s"),
-    # SIGTERM: drain this long first (0: stop at once); jm/cluster/stopdrain.py
+    # SIGTERM: drain this long first (0: stop at once); jm/cluster/members/stopdrain.py
     "jobmanager.stop.drain-deadline": (parse_duration, "60 s"),
     "jobmanager.result.max-size": (parse_memory, "256 kb"),
     # bounds on what a job spec and a job's failure may put into the replicated state
@@ -75,7 +75,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # names or globs of the peer's environment variables its children (jobs, the Spark
     # Connect server, the SQL worker) see besides jm.policy.jobenv.DEFAULT_PASS
     "jobmanager.executor.env-pass": (names_value, ()),
-    # jobs' own Python requirements (jm/cluster/envs.py): the cache of environments and
+    # jobs' own Python requirements (jm/cluster/jobs/envs.py): the cache of environments and
     # the index pip uses (unset: pip's own configuration)
     "jobmanager.envs.max-size": (parse_memory, "10 gb"),
     "jobmanager.envs.index-url": (opt_str_value, None),
@@ -87,14 +87,14 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "high-availability.storageDir": (str_value, "data/ha"),
     # default: <high-availability.storageDir>/savepoints
     "state.savepoints.dir": (savepoints_dir_value, None),
-    # savepoints on S3 (s3:// targets, jm/cluster/remotefs.py); unset: the AWS defaults
+    # savepoints on S3 (s3:// targets, jm/cluster/jobs/remotefs.py); unset: the AWS defaults
     "s3.endpoint": (opt_str_value, None),  # e.g. http://minio:9000 (S3-compatible stores)
     "s3.access-key": (opt_str_value, None),
     "s3.secret-key": (opt_str_value, None),
     "s3.secret-key-file": (opt_str_value, None),
     "s3.region": (opt_str_value, None),
     "s3.path.style.access": (opt_bool_value, None),  # unset: path style with s3.endpoint
-    # gs:// (jm/cluster/remotefs.py); unset: Google's endpoint and default credentials
+    # gs:// (jm/cluster/jobs/remotefs.py); unset: Google's endpoint and default credentials
     "gs.endpoint": (opt_str_value, None),  # e.g. http://127.0.0.1:4443 (an emulator)
     "gs.anonymous": (bool_value, False),   # no credentials (an emulator, public buckets)
     "rebalance.strategy": (choice_value("none", "on-join", "continuous"), "on-join"),
@@ -103,7 +103,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "rebalance.threshold": (float_value(0.0), 1.0),
     "jobstore.expiration-time": (parse_duration, "1 h"),
     "jobstore.max-capacity": (int_value(0), 10000),
-    # retention of files (jm/cluster/janitor.py, jm/policy/cleanup.py)
+    # retention of files (jm/cluster/jobs/janitor.py, jm/policy/cleanup.py)
     "jobmanager.cleanup.interval": (parse_duration, "1 min"),  # 0: no cleanup
     "jobmanager.blob.grace-period": (parse_duration, "1 h"),  # unreferenced blobs kept
     "state.savepoints.num-retained": (int_value(0), 10),  # per job in state.savepoints.dir; 0: all
@@ -184,7 +184,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "raft.max-connections": (int_value(0), 0),
     "rest.auth.token": (opt_str_value, None),
     "rest.auth.token-file": (opt_str_value, None),
-    # JWT bearers (jm/cluster/tokens.py): verified with this public key (PEM) or JWKS file
+    # JWT bearers (jm/cluster/api/tokens.py): verified with this public key (PEM) or JWKS file
     "rest.auth.jwt.key-file": (opt_str_value, None),
     "rest.auth.jwt.issuer": (opt_str_value, None),
     "rest.auth.jwt.audience": (opt_str_value, None),
@@ -379,7 +379,7 @@ class Config:
     def savepoints_dir(self) -> str:
         """state.savepoints.dir, by default <high-availability.storageDir>/savepoints."""
         if self["state.savepoints.dir"]:
-            if fsuri.is_remote(self["state.savepoints.dir"]):  # s3://... (jm/cluster/remotefs.py)
+            if fsuri.is_remote(self["state.savepoints.dir"]):  # s3://... (jobs/remotefs.py)
                 return self["state.savepoints.dir"]
             return self.path("state.savepoints.dir")
         return os.path.join(self.path("high-availability.storageDir"), "savepoints")

@@ -45,7 +45,7 @@ class Heartbeat:
 class LeaseRound:
     """The leader's one entry per round for the heartbeats it received from every peer
     (itself included) since the last one: a peer's lease is renewed when the round holding
-    its heartbeat commits (jm/cluster/beats.py). One Result per heartbeat."""
+    its heartbeat commits (jm/cluster/members/beats.py). One Result per heartbeat."""
     beats: tuple  # of Heartbeat
 
 
@@ -217,7 +217,7 @@ class DrainPeer:
     # seconds after which batch jobs still running there restart elsewhere (None: they
     # finish where they are); counted by the leader from when it sees the drain
     deadline: Optional[float] = None
-    # the peer drains itself because it was told to stop (SIGTERM: jm/cluster/stopdrain.py),
+    # the peer drains itself because it was told to stop (SIGTERM: jm/cluster/members/stopdrain.py),
     # or (drain False) ends that drain when it starts again; neither changes an operator's
     by_stop: bool = False
 

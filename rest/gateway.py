@@ -1,5 +1,5 @@
 """What the REST layer may ask of a peer: one protocol per role (the peer's implementation
-is jm/cluster/gateway.py). `rest/` imports nothing else of ours but the vocabulary both
+is jm/cluster/api/gateway.py). `rest/` imports nothing else of ours but the vocabulary both
 sides share (jm/api.py)."""
 from __future__ import annotations
 
@@ -52,11 +52,11 @@ class SqlGatewayApi(Protocol):
 class JobsApi(Protocol):
     """Jobs written: a submission, a cancel, a savepoint."""
     async def submit(self, spec: Any, request_id: str, names: Optional[dict] = None,
-                         who: Credential = ANYONE) -> dict:
+                     who: Credential = ANYONE) -> dict:
         """`who`: the caller, whose tenant the job is (a spec's `tenant` another's: 403)."""
     async def cancel(self, job_id: str) -> str: ...
     async def savepoint(self, job_id: str, trigger_id: str, target: Optional[str],
-                                stop: bool, who: Credential = ANYONE) -> dict:
+                        stop: bool, who: Credential = ANYONE) -> dict:
         """`who`: the caller (a tenant's target-directory only where it was granted)."""
 
 

@@ -1,5 +1,5 @@
 """Apache Livy's interactive sessions REST API (what Jupyter's sparkmagic and Livy
-clients use), on every peer. jm/cluster/livysessions.py does the work:
+clients use), on every peer. jm/cluster/sql/livysessions.py does the work:
 
     POST   /sessions                       {"kind": "pyspark"|"sql", "name", "conf", ...}
     GET    /sessions[?from=&size=]         GET /sessions/{id}      GET /sessions/{id}/state

@@ -46,8 +46,8 @@ async def _body(request: web.Request, optional: bool = True) -> dict:
     its configuration (a generated multi-megabyte statement stalled the peer's loop)."""
     most = _gw(request).conf["sql-gateway.max-statement-size"] + BODY_OVERHEAD
     body = await json_body(request, optional=optional,
-                            limit=("sql-gateway.max-statement-size", most)
-                            if most <= request.app[MAX_BODY] else None)
+                           limit=("sql-gateway.max-statement-size", most)
+                           if most <= request.app[MAX_BODY] else None)
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object")
     return body
@@ -222,7 +222,7 @@ def _request_id(request: web.Request) -> str:
     """The statement's request id, sent on to its session's holder: the client's
     X-Request-Id, else one made here (the peer the client reached), so that a statement
     sent again to the session's next holder, after its peer died with the statement
-    perhaps recorded, is the same operation there (jm/cluster/sqlgateway.py execute)."""
+    perhaps recorded, is the same operation there (jm/cluster/sql/sqlgateway.py execute)."""
     rid = request.headers.get("X-Request-Id", "")
     if len(rid) > 128:
         raise ApiError(400, "X-Request-Id must be at most 128 characters")

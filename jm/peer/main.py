@@ -15,7 +15,7 @@ from typing import Optional
 
 from jm.peer.peer import Peer
 from jm.cluster.peerlog import setup_logging
-from jm.cluster.stopdrain import StopDrainParts, drain_before_stop, end_stop_drain
+from jm.cluster.members.stopdrain import StopDrainParts, drain_before_stop, end_stop_drain
 from jm.config import ConfigError, choose_self, load_config, parse_overrides, read_masters
 from jm.runtime.confine import PEER_UMASK
 from raft import compat
@@ -47,7 +47,7 @@ async def _serve(peer: Peer) -> None:
         await peer.start()
         drains = StopDrainParts(peer.raft, peer.node, peer.data_dir, peer.lease_valid,
                                 peer.conf.timeouts.commit)
-        # the drain its last stop began ends once it is registered (jm/cluster/stopdrain.py)
+        # the drain its last stop began ends once it is registered (jm/cluster/members/stopdrain.py)
         undrain = asyncio.create_task(end_stop_drain(drains, peer.registered, peer.removed))
         removed = asyncio.create_task(peer.removed.wait())
         removed.add_done_callback(lambda _: stop.set())
@@ -98,7 +98,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         masters = read_masters(os.path.join(args.conf_dir, "masters"))
         me = choose_self(masters, args.peer)
         setup_logging(conf["jobmanager.log.level"], conf["jobmanager.log.format"], me.node_id,
-                       conf["env.log.max-size"], conf["env.log.max-files"])
+                      conf["env.log.max-size"], conf["env.log.max-files"])
         peer = Peer(conf, me, masters, rejoin=args.rejoin)
     except ConfigError as exc:
         print(f"jobmanager: configuration error: {exc}", file=sys.stderr)

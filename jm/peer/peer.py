@@ -14,31 +14,32 @@ from typing import Any, Optional
 
 from aiohttp import web
 
-from jm.cluster.artifacts import ArtifactFetcher
+from jm.cluster.jobs.artifacts import ArtifactFetcher
 from jm.cluster.batcher import Batcher
 from jm.cluster.blobs import BlobStore
-from jm.cluster.dispatcher import Dispatcher
-from jm.cluster.gateway import PeerGateway, build_gateway
-from jm.cluster.janitor import Janitor, JanitorConfig
-from jm.cluster.sessiondeps import SessionDepsHolder
-from jm.cluster.envs import EnvCache, PipOptions
-from jm.cluster.jobservices import JobEnv, make_reporter
-from jm.cluster.lease import Lease
+from jm.cluster.jobs.dispatcher import Dispatcher
+from jm.cluster.api.gateway import PeerGateway, build_gateway
+from jm.cluster.jobs.janitor import Janitor, JanitorConfig
+from jm.cluster.sql.sessiondeps import SessionDepsHolder
+from jm.cluster.jobs.envs import EnvCache, PipOptions
+from jm.cluster.jobs.jobservices import JobEnv, make_reporter
+from jm.cluster.members.lease import Lease
 from jm.cluster import tls
-from jm.cluster.identity import amnesia_guard, early_answer, keep_identity, serve_early
-from jm.cluster.joblists import WARM_AFTER
-from jm.cluster.voting import VoterCandidate, VotingCore
+from jm.cluster.members.identity import amnesia_guard, early_answer, keep_identity, serve_early
+from jm.cluster.api.joblists import WARM_AFTER
+from jm.cluster.members.voting import VoterCandidate, VotingCore
 from jm.cluster.waits import bounded, in_thread
-from jm.cluster.membership import (Membership, RemovalWatch, has_raft_data,
-                                   initial_members, raft_settings)
-from jm.cluster.beats import BeatSender, LeaseRounds
-from jm.cluster.joblists import JobLists
-from jm.cluster.osusers import MissingUsers, users_of
+from jm.cluster.members.membership import (Membership, RemovalWatch, has_raft_data,
+                                           initial_members, raft_settings)
+from jm.cluster.members.beats import BeatSender, LeaseRounds
+from jm.cluster.api.joblists import JobLists
+from jm.cluster.members.osusers import MissingUsers, users_of
 from jm.cluster.peerclient import PeerClient
-from jm.cluster.services import GatewayServices, SqlServices
+from jm.cluster.api.services import GatewayServices
+from jm.cluster.sql.sqlservices import SqlServices
 from jm.cluster.looplag import LoopMonitor
 from jm.cluster.metrics import PeerMetrics
-from jm.cluster.resourcemanager import RebalanceConfig, ResourceManager
+from jm.cluster.members.resourcemanager import RebalanceConfig, ResourceManager
 from jm.config import Config, ConfigError, PeerAddress, rest_base_url
 from jm.policy.enginedeath import OomSuspects
 from jm.policy.engines import EngineKey
@@ -48,10 +49,10 @@ from jm.policy.security import peer_credential
 from jm.runtime.executor import Executor
 from jm.runtime.confine import passable
 from jm.runtime.limits import from_conf as job_limits
-from jm.cluster.sqlgateway import SqlGateway
-from jm.cluster.sqljobs import SqlJobExecutor
+from jm.cluster.sql.sqlgateway import SqlGateway
+from jm.cluster.jobs.sqljobs import SqlJobExecutor
 from jm.peer.restserve import check_exposure, serve_rest
-from jm.cluster.sparkaccess import SparkAccess
+from jm.cluster.spark.sparkaccess import SparkAccess
 from jm.runtime.sparkjvm import spark_conf_dir
 from jm.runtime.sparkserver import SparkConnectServer
 from raft.commands import Heartbeat, RegisterPeer, RetirePeer, SubmitJobs
@@ -68,7 +69,7 @@ class Peer:
     # the components made once it joined (Peer.start: _join, _build, serve): None before
     raft: Optional[RaftHost] = None
     membership: Optional[Membership] = None
-    voting: Optional[VotingCore] = None        # promotions (jm/cluster/voting.py)
+    voting: Optional[VotingCore] = None        # promotions (jm/cluster/members/voting.py)
     candidate: Optional[VoterCandidate] = None  # this peer becoming a voter
     runner: Optional[web.AppRunner] = None
     reporter: Optional[Batcher] = None
@@ -347,7 +348,7 @@ class Peer:
 
     def _engine_lost(self, key: EngineKey, why: str, suspects: OomSuspects) -> None:
         """An engine's JVM died: the jobs on it (and only those) lose their attempt; those
-        whose work ran it out of memory are told so (jm/cluster/jobengine.py)."""
+        whose work ran it out of memory are told so (jm/cluster/jobs/jobengine.py)."""
         if self.dispatcher is not None:
             for master in list(self.dispatcher.masters.values()):
                 if master.engine_key == key:
@@ -375,13 +376,13 @@ class Peer:
             self.raft.leave_elections()
             if self.raft.is_leader():
                 await bounded(self._hand_over(min(3.0, timeout / 2)), deadline,
-                               f"peer {self.node}: handing Raft leadership over")
+                              f"peer {self.node}: handing Raft leadership over")
         for t in self._tasks:
             t.cancel()
         if self._warming is not None:
             self._warming.cancel()
         steps = [("background tasks", lambda: asyncio.gather(*self._tasks,
-                                                            return_exceptions=True)),
+                                                             return_exceptions=True)),
                  ("janitor", self.janitor.close)]
         if self.rm:
             steps.append(("resource manager", self.rm.close))
@@ -404,7 +405,7 @@ class Peer:
         self.kill_processes()
         if self.raft:
             await bounded(in_thread(self.raft.destroy), deadline,
-                           f"peer {self.node}: stopping Raft")
+                          f"peer {self.node}: stopping Raft")
         log.info("peer %s stopped", self.node)
 
     async def _hand_over(self, timeout: float) -> None:

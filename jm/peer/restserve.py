@@ -9,7 +9,7 @@ from typing import Callable, Optional
 
 from aiohttp import web
 
-from jm.cluster.gateway import PeerGateway
+from jm.cluster.api.gateway import PeerGateway
 from jm.cluster.metrics import PeerMetrics
 from jm.config import Config, ConfigError, PeerAddress
 from jm.policy.security import start_refusal

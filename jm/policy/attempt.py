@@ -5,7 +5,7 @@ job process started or exited, a report was committed or refused, the replicated
 asks for a cancel, stop or move, a delay elapsed, the lease came back, a file was read);
 instructions say what to do (spawn, kill, report, read, take a savepoint, commit, wait).
 No asyncio, no files, no clock: `now` (this host's monotonic seconds) and `rnd` (in
-[0, 1)) come in with each event. jm/cluster/jobmaster.py is the driver: it turns I/O into
+[0, 1)) come in with each event. jm/cluster/jobs/jobmaster.py is the driver: it turns I/O into
 events and performs the instructions (the models: dask's worker state machine, etcd raft).
 
 The rules kept here:
@@ -28,11 +28,11 @@ from dataclasses import replace
 from typing import Any, Optional
 
 from jm.policy.attemptio import (Begin, IntentsChanged, Spawned, SpawnFailed, Exited,
-                                  Reported, StopTimedOut, SessionCleaned, ResultRead,
-                                  FailureRead, SavepointTaken, Committed, DelayElapsed,
-                                  LeaseBack, Event, Report, Spawn, Kill, ArmStopTimer,
-                                  CleanupSession, ReadResult, ReadFailure, TakeSavepoint,
-                                  Release, CompleteStop, WaitFor, WaitForLease, Done)
+                                 Reported, StopTimedOut, SessionCleaned, ResultRead,
+                                 FailureRead, SavepointTaken, Committed, DelayElapsed,
+                                 LeaseBack, Event, Report, Spawn, Kill, ArmStopTimer,
+                                 CleanupSession, ReadResult, ReadFailure, TakeSavepoint,
+                                 Release, CompleteStop, WaitFor, WaitForLease, Done)
 from jm.policy.intents import Ending, Intents
 from jm.policy.restart import RestartStrategy, RestartTracker, on_failure
 from raft import state as S

@@ -1,4 +1,4 @@
-"""Retention of files on disk: what the janitor (jm/cluster/janitor.py) may delete, and
+"""Retention of files on disk: what the janitor (jm/cluster/jobs/janitor.py) may delete, and
 how a log file over its cap is cut. Pure: no I/O, no clock; the janitor lists the folders,
 reads the replicated state, passes `now` and deletes what `plan` names.
 
@@ -44,11 +44,11 @@ RUN_DIR, LOG_DIR, BLOB, CHECKPOINTS, SAVEPOINT, SHARED_BLOB, TEMP, SHARED_TEMP =
     "run-dir", "log-dir", "blob", "checkpoints", "savepoint", "shared-blob", "temp",
     "shared-temp")
 SESSION_LOG = "session-log"
-LIVY_LOG = re.compile(r"livy-session-(\d{1,18})\.log")  # <log>/, jm/cluster/livyrunner.py
+LIVY_LOG = re.compile(r"livy-session-(\d{1,18})\.log")  # <log>/, jm/cluster/sql/livyrunner.py
 LEADER_KINDS = frozenset({CHECKPOINTS, SAVEPOINT, SHARED_BLOB, SHARED_TEMP})  # shared storage
 # the temporaries a copy writes before it renames them into place (left behind when the
 # peer died during the copy): an upload (jm/cluster/blobs.py), a savepoint being written
-# or staged for a remote store, a checkpoint being restored (jm/cluster/savepoint.py)
+# or staged for a remote store, a checkpoint being restored (jm/cluster/jobs/savepoint.py)
 TEMP_NAME = re.compile(r"\.upload-[A-Za-z0-9_]+\.tmp|\..+\.inprogress"
                        r"|\.savepoint-[0-9a-f]{12}\.staging|checkpoints\.restoring")
 # a folder or savepoint modified this recently is never deleted, whatever the state says:

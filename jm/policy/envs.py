@@ -3,7 +3,7 @@ per set, and which cached environments make room.
 
 A job names pip requirement specifiers (its spec's `requirements`, `jm run --requirements
 FILE`, Livy's `spark.jm.requirements`). The peer builds one environment per distinct set
-and Python version (jm/cluster/envs.py), layered over its own: pyspark, py4j and this
+and Python version (jm/cluster/jobs/envs.py), layered over its own: pyspark, py4j and this
 project stay the peer's, so a set that names them is refused here. A set is normalised
 (names canonical as pip compares them, each entry once, sorted) so that two jobs that
 ask for the same thing in other words share one environment.

@@ -2,7 +2,7 @@
 
 Flink's SQL Client and its users quote a configuration key and value as string literals
 (`SET 'table.exec.mini-batch.enabled' = 'true'`, `RESET 'key'`); Spark's parser refuses
-that. The SQL gateway (jm/cluster/sqlgateway.py) translates such a statement before it
+that. The SQL gateway (jm/cluster/sql/sqlgateway.py) translates such a statement before it
 runs and before it is recorded for the session's next peer, so the replay there runs
 Spark's syntax:
 

@@ -2,7 +2,7 @@
 
 A location is either an absolute path on a file system every peer mounts (`/a/b`, or a
 `file:` URI: `file:///a/b`, Hadoop's `file:/a/b`, `file://localhost/a/b`) or a URI of a
-remote file system the peers reach through pyarrow.fs (jm/cluster/remotefs.py):
+remote file system the peers reach through pyarrow.fs (jm/cluster/jobs/remotefs.py):
 `s3://bucket/key` (also Hadoop's `s3a://` and `s3n://`), `gs://bucket/key` (`gcs://`) and
 `hdfs://namenode:port/path` (`viewfs://`). `location()` turns what a user gave into the one
 spelling the cluster stores: a plain path, or `<scheme>://<authority>/<path>` with the
@@ -15,7 +15,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit
 
-# a scheme users write -> the scheme the cluster stores (jm/cluster/remotefs.py opens it)
+# a scheme users write -> the scheme the cluster stores (jm/cluster/jobs/remotefs.py opens it)
 REMOTE_SCHEMES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gs", "gcs": "gs",
                   "hdfs": "hdfs", "viewfs": "viewfs"}
 MAX_LOCATION = 4096  # characters (raft/records.py MAX_SAVEPOINT_TARGET is the same)

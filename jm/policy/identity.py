@@ -22,7 +22,7 @@ start-up it asks the seeds (conf/masters) what they know, from their own replica
   before it wrote its identity file has data all the same), are a new cluster being
   created: every
   starting peer answers GET /cluster/identity before its Raft starts
-  (jm/cluster/identity.py), so the peers of a new cluster find each other.
+  (jm/cluster/members/identity.py), so the peers of a new cluster find each other.
 `--rejoin` always makes the peer start as a non-voter until caught up (the safe way to
 start a peer whose data is gone when no seed can answer).
 """

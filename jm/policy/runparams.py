@@ -1,7 +1,7 @@
 """RunParams: what one job process (or SQL-worker statement) is told to run, typed and
 frozen, from the JobMaster (or the peer's Spark warm-up) through the executor and the
 zygote into the job process (jm/runtime/jobrun.py, sparkapp.py) and the SQL fast path
-(jm/cluster/sqljobs.py).
+(jm/cluster/jobs/sqljobs.py).
 
 Its wire form (`to_wire` / `from_wire`) is a plain dict of JSON/msgpack values, used only
 for the hop over the zygote's pipe (jm/runtime/zygoteproto.py). `from_wire` is strict: an
@@ -60,7 +60,7 @@ class RunParams:
     # those of pyfiles and script that are the peer's own copies (its blob store, its
     # user's alone): a job run as another user gets copies in its run folder
     peer_files: tuple[str, ...] = ()
-    # its own Python environment (its spec's requirements, jm/cluster/envs.py): the
+    # its own Python environment (its spec's requirements, jm/cluster/jobs/envs.py): the
     # site-packages put first on its path, and the interpreter Spark's Python workers run
     python_env: Optional[str] = None
     python_exec: Optional[str] = None

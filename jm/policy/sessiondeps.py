@@ -11,7 +11,7 @@ Each file is an artifact (`artifact:sha256:...`, uploaded with POST /artifacts) 
 absolute path every peer reads (a Connect session takes local files, not URLs). The
 properties stay in the session's replicated record: the session's holder (a new one after
 a failover too) adds the files to the session again and takes the environment from its
-cache (jm/cluster/sessiondeps.py); they are not set as Spark settings (Spark would refuse
+cache (jm/cluster/sql/sessiondeps.py); they are not set as Spark settings (Spark would refuse
 them at runtime).
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Pure: what a peer told to stop (SIGTERM, `bin/jobmanager.sh stop`, systemd, Kubernetes)
-does about the jobs it holds before it stops (jm/cluster/stopdrain.py drives it).
+does about the jobs it holds before it stops (jm/cluster/members/stopdrain.py drives it).
 
 It drains itself like `POST /nodes/{node}/drain` with `jobmanager.stop.drain-deadline`:
 streaming jobs move to the other peers at a micro-batch boundary, batch jobs finish or, at

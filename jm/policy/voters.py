@@ -85,7 +85,7 @@ def start_role(me: str, masters: list[str], seed: Optional[SeedMembers],
     return (VOTER if me in core else NON_VOTING), core
 
 
-# ---- healing the core (the leader's rounds, jm/cluster/voting.py) -------------------------
+# ---- healing the core (the leader's rounds, jm/cluster/members/voting.py) ----------------
 PROMOTE_MAX_LAG = 1000  # commands a non-voter may be behind the promoter to be promoted
 
 

@@ -1,5 +1,5 @@
 """A job process in its own Python environment (its spec's `requirements`, built by the
-peer: jm/cluster/envs.py).
+peer: jm/cluster/jobs/envs.py).
 
 The job process is forked from the zygote, which imported pyspark, pandas, pyarrow and
 their dependencies before it forked. `activate` puts the environment's site-packages

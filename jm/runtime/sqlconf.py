@@ -33,7 +33,7 @@ def set_properties(spark: Any, properties: dict, error_text=str) -> list:
 
 
 def add_deps(spark: Any, artifacts: tuple, python: Optional[str], error_text=str) -> list:
-    """A session's dependencies (jm/cluster/sessiondeps.py): its UDFs' interpreter, and
+    """A session's dependencies (jm/cluster/sql/sessiondeps.py): its UDFs' interpreter, and
     its files as its Spark Connect session's artifacts (`kind`: addArtifacts' keyword, ""
     for a jar; an archive's `#name` is the folder it is unpacked as). The errors."""
     errors = []

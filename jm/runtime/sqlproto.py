@@ -18,7 +18,7 @@ class OpenSession:
     session: str
     properties: dict = field(default_factory=dict)
     replay: tuple = ()
-    # what the session brings (jm/cluster/sessiondeps.py): files added to its Spark
+    # what the session brings (jm/cluster/sql/sessiondeps.py): files added to its Spark
     # session as artifacts, [kind, local path] each; its UDFs' interpreter (None: ours)
     artifacts: tuple = ()
     python: Optional[str] = None

@@ -1,5 +1,5 @@
 """A peer told to stop with SIGTERM drains first (jobmanager.stop.drain-deadline,
-jm/cluster/stopdrain.py), on real peer processes: a rolling restart by SIGTERM alone (no
+jm/cluster/members/stopdrain.py), on real peer processes: a rolling restart by SIGTERM alone (no
 drain command) moves every streaming job with a savepoint and never restarts one, each
 sink holds every batch exactly once, and a restarted peer takes work again; an operator's
 drain survives a restart; a second SIGTERM stops a draining peer at once. And a pod's life

@@ -86,7 +86,7 @@ def test_the_unit_starts_a_peer_and_stops_it_cleanly(tmp_path):
         poll(lambda: main.poll() is None and http("GET", url + "/readyz")[0] == 200, 60,
              what="the unit's peer ready")
         s, b = http("POST", url + "/jobs", {"entry": "jobs_fixture:sleepy", "pyfiles": [FIX],
-                                           "args": {"seconds": 600}})
+                                            "args": {"seconds": 600}})
         assert s == 202, b
         jid = b["jobid"]
         poll(lambda: http("GET", url + f"/jobs/{jid}")[1].get("state") == "RUNNING", 60,
@@ -109,7 +109,7 @@ def test_the_unit_starts_a_peer_and_stops_it_cleanly(tmp_path):
         main.send_signal(signal.SIGTERM)  # KillMode=mixed: SIGTERM to the main process only
         rc = main.wait(float(svc["TimeoutStopSec"]))
         assert rc == 0, open(tmp_path / "unit.log").read()[-3000:]
-        # the stop went through the drain's decision (jm/cluster/stopdrain.py): a peer
+        # the stop went through the drain's decision (jm/cluster/members/stopdrain.py): a peer
         # alone has nowhere to drain to, and says so
         assert "stops without draining: " in open(tmp_path / "unit.log").read()
         # what systemd would SIGKILL now: nothing may be left of the unit

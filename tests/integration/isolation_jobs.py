@@ -108,7 +108,7 @@ def peer_files(ctx):
 def private_ticker(ctx):
     """jobs_fixture.ticker importing nothing more (a job run as another user may not reach
     the interpreter's library where the test machine keeps it private): the last commit
-    read here instead of by jm.cluster.savepoint."""
+    read here instead of by jm.cluster.jobs.savepoint."""
     from jobs_fixture import ticker
 
     def last_committed(query_dir):

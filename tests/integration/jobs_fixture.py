@@ -54,7 +54,7 @@ def ticker(ctx, last_committed=None):
     that moves (or resumes from a savepoint) loses nothing and duplicates nothing. Each
     output records the attempt that wrote it."""
     if last_committed is None:
-        from jm.cluster.savepoint import last_committed
+        from jm.cluster.jobs.savepoint import last_committed
     q = os.path.join(ctx.checkpoint_dir, "ticks")
     out = ctx.args["output"]
     for d in (os.path.join(q, "offsets"), os.path.join(q, "commits"), out):

@@ -131,7 +131,7 @@ async def test_a_wiped_voter_would_elect_a_stale_leader(tmp_path, monkeypatch, g
         await a.stop()
         if not guarded:
             from jm.policy import identity
-            monkeypatch.setattr("jm.cluster.identity.decide",
+            monkeypatch.setattr("jm.cluster.members.identity.decide",
                                 lambda *a, **k: (identity.VOTER, "guard bypassed"))
         c.peers[1] = _peer(c, 1, rejoin=guarded)
         c.peers[2] = _peer(c, 2)

@@ -100,7 +100,7 @@ async def test_spec_limits_and_restart_numbers_at_the_rest_api(tmp_path):
 
 
 async def test_files_a_job_leaves_are_read_only_as_bounded_regular_files(tmp_path):
-    """jm/cluster/jobfiles.py: a job that leaves error.json as a link to /dev/zero (the
+    """jm/cluster/jobs/jobfiles.py: a job that leaves error.json as a link to /dev/zero (the
     peer allocated until the OOM killer came) or result.json as a FIFO (a peer thread
     blocked for good, the job RUNNING for ever) ends FAILED, saying why; the peers live."""
     async with running(str(tmp_path), 2) as c:

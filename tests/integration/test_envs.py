@@ -1,4 +1,4 @@
-"""The peer's cache of per-job Python environments (jm/cluster/envs.py) with real pip from
+"""The peer's cache of per-job Python environments (jm/cluster/jobs/envs.py) with real pip from
 the index this machine reaches: one build per set however many ask at once, an
 environment over the peer's (its pyspark stays), two versions of one package side by
 side, pip's own error for a set that cannot be built, and the least recently used
@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from jm.cluster.envs import READY, EnvBuildError, EnvCache
+from jm.cluster.jobs.envs import READY, EnvBuildError, EnvCache
 from jm.policy.envs import requirement_set
 
 OLD, NEW = "tabulate==0.8.10", "tabulate==0.9.0"  # small, pure Python, not the peer's
@@ -143,7 +143,7 @@ async def test_jm_run_takes_a_requirements_file(tmp_path):
 async def test_wheels_only_unless_source_builds_are_allowed(tmp_path):
     """A source distribution runs its setup code as the peer's user when pip builds it:
     by default a requirement with no wheel fails, pip saying so; allowed, it builds."""
-    from jm.cluster.envs import PipOptions
+    from jm.cluster.jobs.envs import PipOptions
     sdist_only = requirement_set(["docopt==0.6.2"])  # (published as a source archive only)
     with pytest.raises(EnvBuildError, match="docopt"):
         await EnvCache(str(tmp_path / "a"), 1 << 40).acquire(sdist_only)

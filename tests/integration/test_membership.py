@@ -169,8 +169,8 @@ async def test_a_peer_of_another_cluster_saying_not_a_member_moves_no_data(tmp_p
     member") leaves the data where it is, with an error saying so."""
     import glob
     import pytest
-    from jm.cluster.identity import IDENTITY_FILE
-    from jm.cluster.membership import has_raft_data, initial_members
+    from jm.cluster.members.identity import IDENTITY_FILE
+    from jm.cluster.members.membership import has_raft_data, initial_members
     from jm.cluster.peerclient import PeerClient
     from jm.config import ConfigError
     async with running(str(tmp_path / "b"), 1) as b:

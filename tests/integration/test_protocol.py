@@ -9,7 +9,7 @@ import asyncio
 import os
 import sys
 
-from jm.cluster.stopdrain import MARKER, StopDrainParts, drain_before_stop, end_stop_drain
+from jm.cluster.members.stopdrain import MARKER, StopDrainParts, drain_before_stop, end_stop_drain
 from raft.protocol import PROTOCOL
 from tests.conftest import InProcessCluster
 from tests.helpers import ahttp, apoll, awrite

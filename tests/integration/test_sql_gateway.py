@@ -430,8 +430,8 @@ async def test_a_peer_that_has_not_applied_a_new_session_yet_catches_up(sqlc, mo
     """A session opened through one peer is used at once through another that has not
     applied it yet (no X-JM-Min-Index, as a Flink client behind a load balancer sends):
     that peer looks again after a Raft barrier instead of answering 404."""
-    from jm.cluster.sessionhost import SessionHost
-    from jm.cluster.sqlsessions import SqlSessions
+    from jm.cluster.sql.sessionhost import SessionHost
+    from jm.cluster.sql.sqlsessions import SqlSessions
     from jm.api import UnknownSession
     sh = await open_session(sqlc, 0)
     lagging = sqlc.peers[1].sql

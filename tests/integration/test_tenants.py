@@ -579,7 +579,7 @@ async def _missing_users(c, want) -> bool:
 
 
 async def test_os_user_is_refused_by_a_peer_not_running_as_root(tmp_path, monkeypatch):
-    import jm.cluster.tenancy as tenancy
+    import jm.cluster.api.tenancy as tenancy
     async with running(str(tmp_path), 1, {"rest.auth.token": ROOT}) as c:
         monkeypatch.setattr(tenancy.os, "geteuid", lambda: 1000)
         s, b = await ahttp("PUT", c.url(0) + "/tenants/a", {"os-user": "nobody"},

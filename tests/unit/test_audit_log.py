@@ -1,4 +1,4 @@
-"""jm.cluster.audit: requests without credentials counted per source (RefusedTally, pure),
+"""jm.cluster.api.audit: requests without credentials counted per source (RefusedTally, pure),
 the log's rotation keeping rest.audit.max-files files, and the syslog sink (a real UDP
 socket on 127.0.0.1)."""
 import json
@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from jm.cluster.audit import AuditLog, RefusedTally, syslog_sink
+from jm.cluster.api.audit import AuditLog, RefusedTally, syslog_sink
 from jm.configvalues import syslog_address
 
 
@@ -30,8 +30,8 @@ def test_a_source_s_first_refusal_is_written_and_the_rest_counted_per_window():
 
 
 def test_the_log_rotates_keeping_max_files_and_reads_them_all_oldest_first(tmp_path,
-                                                                          monkeypatch):
-    import jm.cluster.audit as A
+                                                                           monkeypatch):
+    import jm.cluster.api.audit as A
     monkeypatch.setattr(A, "MAX_BYTES", 200)
     log = AuditLog(str(tmp_path), max_files=2)
     for i in range(40):

@@ -1,6 +1,6 @@
-"""jm.cluster.audit: a peer's audit log read back, and several peers' entries merged
+"""jm.cluster.api.audit: a peer's audit log read back, and several peers' entries merged
 (GET /audit answers with every live peer's)."""
-from jm.cluster.audit import AuditLog, merge_newest
+from jm.cluster.api.audit import AuditLog, merge_newest
 
 
 def e(time, peer, n=0):

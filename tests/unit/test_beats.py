@@ -1,6 +1,6 @@
 """Unit tests for the leader's lease rounds: one LeaseRound entry carries many peers'
 heartbeats with one Result each (raft/state.py), a heartbeat's JSON body is checked
-(jm/cluster/beats.py), the batcher's linger makes one command of what arrives in it, and
+(jm/cluster/members/beats.py), the batcher's linger makes one command of what arrives in it, and
 the ResourceManager counts every heartbeat of an applied round as a sign of life, and a
 replica that does not apply the rounds acknowledged to it stops sending heartbeats."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from jm.cluster.batcher import Batcher
-from jm.cluster.beats import beat_body, parse_beat, stuck_round
+from jm.cluster.members.beats import beat_body, parse_beat, stuck_round
 from raft import commands as c
 from raft.state import ClusterState, Result
 
@@ -30,7 +30,7 @@ def test_a_round_renews_each_peer_and_refuses_only_the_stale_ones():
                                  c.Heartbeat("c", 3.2), c.Heartbeat("zz", 3.3))))
     assert res.ok
     assert [(r.ok, r.code) for r in res.value] == [(True, None), (True, None),
-                                                    (False, "stale"), (False, "not-found")]
+                                                   (False, "stale"), (False, "not-found")]
     assert (st.peers["a"].beats, st.peers["a"].last_heartbeat) == (before["a"] + 1, 3.0)
     assert st.peers["b"].ready is False and st.peers["b"].disk_low == "low"
     assert st.peers["c"].beats == before["c"]  # dead: it must register again
@@ -101,7 +101,7 @@ def test_an_urgent_heartbeat_cuts_the_linger_short():
 
 
 def test_the_resource_manager_counts_each_heartbeat_of_a_round():
-    from jm.cluster.resourcemanager import ResourceManager
+    from jm.cluster.members.resourcemanager import ResourceManager
 
     class Raft:
         apply_hooks, load_hooks = [], []

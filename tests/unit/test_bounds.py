@@ -135,8 +135,8 @@ class _Reporter:
 
 
 def _jobmaster(tmp_path, **conf):  # (a Spawn would need the rest of JobEnv)
-    from jm.cluster.jobservices import JobEnv
-    from jm.cluster.jobmaster import JobMaster
+    from jm.cluster.jobs.jobservices import JobEnv
+    from jm.cluster.jobs.jobmaster import JobMaster
     config = Config(conf, str(tmp_path))
     env = JobEnv("n1", config, None, _Reporter(), None, lambda: None, None, str(tmp_path),
                  str(tmp_path), lambda: 1.0)
@@ -183,7 +183,7 @@ def test_a_refused_final_failure_still_ends_the_job(tmp_path):
 
 
 def test_result_and_error_files_are_size_checked(tmp_path):
-    from jm.cluster.jobfiles import read_failure, read_result
+    from jm.cluster.jobs.jobfiles import read_failure, read_result
     limit = Config({"jobmanager.result.max-size": "1 kb"}, str(tmp_path))[
         "jobmanager.result.max-size"]
     run = tmp_path / "run"
@@ -414,7 +414,7 @@ class _PurgeRaft(_Raft):
 
 
 def test_the_purge_keeps_up_with_a_backlog_larger_than_one_round():
-    from jm.cluster.resourcemanager import PURGE_PER_ROUND, ResourceManager
+    from jm.cluster.members.resourcemanager import PURGE_PER_ROUND, ResourceManager
     st = ClusterState()
     n = PURGE_PER_ROUND + 6000
     st.apply(c.SubmitJobs(tuple(c.SubmitJob(f"job-{i:08d}", {}, 1.0) for i in range(n))))

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from jm.cluster.blobs import BlobStore
-from jm.cluster.savepoint import list_savepoints, remove
+from jm.cluster.jobs.savepoint import list_savepoints, remove
 from jm.config import ConfigError, load_config
 from jm.policy import cleanup
 from jm.policy.cleanup import (BLOB, CHECKPOINTS, LOG_DIR, RUN_DIR, SAVEPOINT, Entry,
@@ -42,9 +42,9 @@ def test_refs_of_the_state():
     for d in (D1, D2):
         st.apply(c.AddArtifact(f"sha256:{d}", "lib.zip", 1, "n1", 0.0))
     st.apply(c.SubmitJob("j1", {"jobid": "j1", "name": "x", "entry": "m:f",
-                               "pyfiles": [f"artifact:sha256:{D1}", "/local/lib.zip"],
-                               "script": f"artifact:sha256:{D2}",
-                               "savepoint-path": "/sp/savepoint-a/"}, 0.0))
+                                "pyfiles": [f"artifact:sha256:{D1}", "/local/lib.zip"],
+                                "script": f"artifact:sha256:{D2}",
+                                "savepoint-path": "/sp/savepoint-a/"}, 0.0))
     st.apply(c.SubmitJob("j2", {"jobid": "j2", "name": "y", "entry": "m:f"}, 0.0))
     st.jobs["j2"].savepoint_location = "/sp/savepoint-b"
     r = cleanup.refs_of(st.jobs.values())
@@ -333,7 +333,7 @@ class FakeRaft:
 
 
 def janitor_on(tmp_path, state, ready, leader=True):
-    from jm.cluster.janitor import Janitor, JanitorConfig
+    from jm.cluster.jobs.janitor import Janitor, JanitorConfig
     cfg = JanitorConfig(str(tmp_path / "data"), str(tmp_path / "log"), str(tmp_path / "ha"),
                         str(tmp_path / "ha" / "savepoints"), 60.0, 60.0, 1, 16 * 1024, 5.0,
                         (0, 0.0))

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from chaos.clock import ClockFault, lease_safe, remove_stale_shm, safe_rate_range
-from jm.cluster.jobservices import JobEnv
-from jm.cluster.lease import Lease
+from jm.cluster.jobs.jobservices import JobEnv
+from jm.cluster.members.lease import Lease
 from jm.config import Config
 from jm.policy.restart import RestartStrategy, RestartTracker, on_failure
 from jm.policy.retention import expired_jobs, track_ended
@@ -81,7 +81,7 @@ class _Raft:
 
 
 def test_the_leader_purges_on_its_own_monotonic_clock_not_the_wall_clocks():
-    from jm.cluster.resourcemanager import ResourceManager
+    from jm.cluster.members.resourcemanager import ResourceManager
     st = ClusterState()
     _ended(st, "j", 100.0)
     raft, mono = _Raft(st), [1000.0]
@@ -210,7 +210,7 @@ def test_stale_libfaketime_shm_is_removed(tmp_path):
                  f"faketime_shm_{os.getpid()}", "other"):
         (tmp_path / name).write_text("")
     assert sorted(remove_stale_shm(str(tmp_path))) == ["faketime_shm_999999999",
-                                                        "sem.faketime_sem_999999999"]
+                                                       "sem.faketime_sem_999999999"]
     assert sorted(os.listdir(tmp_path)) == sorted([f"faketime_shm_{os.getpid()}", "other"])
 
 

@@ -1,12 +1,12 @@
-"""Unit tests of jm/policy/enginedeath.py and jm/cluster/jobengine.py: what an engine's death
+"""Unit tests of jm/policy/enginedeath.py and jm/cluster/jobs/jobengine.py: what an engine's death
 says, whose work ran it out of memory (a statement, a streaming query's micro-batch), and
 when a job that keeps doing it is failed (pure, from log text as Spark 4.3 writes it)."""
 from __future__ import annotations
 
 import json
 
-from jm.cluster.jobengine import JobEngine
-from jm.cluster.savepoint import checkpoint_query_ids
+from jm.cluster.jobs.jobengine import JobEngine
+from jm.cluster.jobs.savepoint import checkpoint_query_ids
 from jm.policy.enginedeath import (RUN_MARK, OomSuspects, engine_death, engine_killer,
                                    oom_suspects, run_mark)
 from jm.policy.engines import EngineKey, ShareLevel
@@ -105,7 +105,7 @@ def test_an_engine_s_death_says_why_in_one_line():
     assert "(killed by signal 9)" in engine_death("peer", -9, "")
     assert "could not start: UserNotFound: x" in engine_death("tenant-a", None, "UserNotFound: x")
     assert "over its tenant's engine memory of 512 MB" in engine_death("tenant-a", -9, "",
-                                                                        512 << 20)
+                                                                       512 << 20)
 
 
 class _Engines:

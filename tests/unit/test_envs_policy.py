@@ -56,7 +56,7 @@ def test_the_least_recently_used_environments_not_in_use_make_room():
 
 
 def test_pip_s_error_is_its_error_lines_and_the_conflict_behind_them():
-    from jm.cluster.envs import pip_error
+    from jm.cluster.jobs.envs import pip_error
     out = ("Collecting delta-spark==3.2.0\n  Downloading delta_spark-3.2.0.whl\n"
            "INFO: pip is looking at multiple versions\n"
            "ERROR: Cannot install delta-spark==3.2.0 because these package versions have "

@@ -49,7 +49,7 @@ def test_join_and_kind():
 
 
 def test_hdfs_needs_a_hadoop_client_before_any_jvm_is_started(monkeypatch):
-    from jm.cluster import remotefs
+    from jm.cluster.jobs import remotefs
     assert "HADOOP_HOME" in remotefs.hadoop_missing({})
     assert remotefs.hadoop_missing({"CLASSPATH": "/opt/x.jar"}) is not None
     assert remotefs.hadoop_missing({"HADOOP_HOME": "/opt/hadoop"}) is None

@@ -11,7 +11,8 @@
 * rest/ imports nothing of ours but its gateway protocols (rest/gateway.py) and the
   vocabulary it shares with the peer (jm/api.py, the standard library only);
 * jm/cluster/ imports nothing of rest/: the peer is assembled above both, in jm/peer/ (the
-  process), which no module below imports;
+  process), which no module below imports; its rooms (spark, jobs, sql and members, api)
+  import only rooms below them, and its shared modules no room;
 * pyspark is imported only by the job runtime (jm/runtime/);
 * the child processes' code (jm/runtime's zygote, job process, SQL worker, Livy REPL) imports
   no asyncio, aiohttp or pysyncobj and nothing of the peer (jm/cluster, raft.node, rest).
@@ -137,6 +138,32 @@ def test_no_private_name_is_imported_from_another_module(module):
     assert not bad, f"{module} imports {bad}"
 
 
+# jm/cluster's rooms, low to high (sql and members side by side: neither imports the other);
+# its own modules (jm/cluster/*.py: batching, waits, TLS, metrics, blobs...) import no room
+ROOM_RANKS = {"spark": 0, "jobs": 1, "sql": 2, "members": 2, "api": 3}
+
+
+def _room(module: str):
+    parts = module.split(".")
+    if parts[:2] != ["jm", "cluster"] or len(parts) < 3:
+        return None
+    return parts[2] if parts[2] in ROOM_RANKS else ""
+
+
+def test_the_rooms_of_jm_cluster_are_there():
+    assert {r for r in map(_room, _in("jm.cluster")) if r} == set(ROOM_RANKS)
+    assert [m for m in _in("jm.cluster") if _room(m) is None] == ["jm.cluster"]
+
+
+@pytest.mark.parametrize("module", _in("jm.cluster"))
+def test_a_room_of_jm_cluster_imports_no_room_above_or_beside_it(module):
+    mine = _room(module)
+    rank = ROOM_RANKS.get(mine, -1)
+    bad = sorted(n for n in closure(module) if _room(n) and _room(n) != mine
+                 and ROOM_RANKS[_room(n)] >= rank)
+    assert not bad, f"{module} ({mine or 'shared'}) imports {bad}"
+
+
 # what runs in a peer's child processes (`python -m` each, or forked from the zygote): a
 # fork of a process with an event loop or a Raft tick thread is not safe, and a child that
 # imported the peer's services would drag Raft and the REST app into every job process
@@ -195,7 +222,7 @@ def test_the_checker_sees_what_it_must():
     imports inside functions (the health role imports the metrics only for gauges)."""
     assert "pysyncobj" in closure("jm.peer.peer")
     assert "pysyncobj" not in imports_of("jm.peer.peer")
-    assert "jm.cluster.metrics" in imports_of("jm.cluster.health")
+    assert "jm.cluster.metrics" in imports_of("jm.cluster.api.health")
     assert _under("aiohttp.web", POLICY_FORBIDDEN) and not _under("aiohttpx", ["aiohttp"])
 
 

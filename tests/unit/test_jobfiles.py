@@ -1,4 +1,4 @@
-"""jm/cluster/jobfiles.py on the real file system: files a job could leave are read only
+"""jm/cluster/jobs/jobfiles.py on the real file system: files a job could leave are read only
 as regular files, bounded, never through a symbolic link, never blocking on a FIFO;
 copies take regular files only."""
 import os
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from jm.cluster.jobfiles import Refused, copy_tree, read_bounded, read_json
+from jm.cluster.jobs.jobfiles import Refused, copy_tree, read_bounded, read_json
 
 
 def test_a_regular_file_is_read_to_its_limit(tmp_path):

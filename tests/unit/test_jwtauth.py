@@ -1,11 +1,11 @@
-"""jm/cluster/jwtauth.py: a verified JWT's claims as a credential (pure: lifetime, tenant,
+"""jm/cluster/api/jwtauth.py: a verified JWT's claims as a credential (pure: lifetime, tenant,
 role map), the JWKS URL's refetch for an unknown key (at most every 30 s, one fetch for
 concurrent requests), and the configuration's checks."""
 import asyncio
 
 import pytest
 
-from jm.cluster import jwtauth as J
+from jm.cluster.api import jwtauth as J
 from jm.config import load_config
 from jm.configvalues import ConfigError
 from jm.api import Credential

@@ -3,7 +3,7 @@ newest acknowledged send time, re-registration after being declared dead."""
 import asyncio
 import time
 
-from jm.cluster.lease import Lease
+from jm.cluster.members.lease import Lease
 from raft.commands import Heartbeat, RegisterPeer
 from raft.node import RaftUnavailable
 from raft.state import Result

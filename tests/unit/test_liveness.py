@@ -1,6 +1,6 @@
 """The leader's liveness decisions (pure): when a peer counts as dead, and what a new
 leader keeps of the heartbeat times it applied as a follower."""
-from jm.cluster.resourcemanager import dead_peers, takeover_last_seen
+from jm.cluster.members.resourcemanager import dead_peers, takeover_last_seen
 
 TIMEOUT, GRACE = 3.0, 1.0
 
@@ -47,7 +47,7 @@ def test_full_grace_is_the_old_restart_from_the_takeover():
 def test_a_snapshot_load_forgets_the_recorded_heartbeat_times():
     import asyncio
 
-    from jm.cluster.resourcemanager import ResourceManager
+    from jm.cluster.members.resourcemanager import ResourceManager
     from raft.commands import Heartbeat
     from raft.state import Result
 

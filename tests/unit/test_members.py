@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jm.cluster.resourcemanager import deadline_moves, overdue_jobs
+from jm.cluster.members.resourcemanager import deadline_moves, overdue_jobs
 from jm.wire import views
 from raft import commands as c
 from raft import state as S
@@ -133,7 +133,7 @@ def test_overdue_jobs_skip_ending_and_moving_jobs(st):
     report(st, "s1", 1, "n2", S.RUNNING)
     jobs = overdue_jobs(st, {"n1", "n2"})
     assert [(j.job_id, j.node, j.epoch) for j in jobs] == [("b1", "n1", 1), ("s1", "n2", 1),
-                                                          ("b3", "n2", 1)]
+                                                           ("b3", "n2", 1)]
 
 
 def test_deadline_moves_place_what_fits_and_send_the_rest_anywhere():
@@ -183,5 +183,5 @@ def test_old_snapshots_get_the_membership_tables():
     (5.0, False, False, True, True),     # never acknowledged: cut off after CATCH_UP_WAIT
 ])
 def test_removal_due(waited, has_entry, dead, connected, due):
-    from jm.cluster.membership import removal_due
+    from jm.cluster.members.membership import removal_due
     assert removal_due(waited, has_entry, dead, connected) is due

@@ -1,7 +1,7 @@
-"""Unit tests for jm/cluster/osusers.py: which tenants' OS users a host lacks."""
+"""Unit tests for jm/cluster/members/osusers.py: which tenants' OS users a host lacks."""
 from __future__ import annotations
 
-from jm.cluster.osusers import MissingUsers
+from jm.cluster.members.osusers import MissingUsers
 
 
 def test_names_the_tenants_whose_user_is_missing_and_looks_again_after_its_ttl():

@@ -1,4 +1,4 @@
-"""Unit tests for jm/cluster/readcache.py: Flink's complete overview from cached rows is
+"""Unit tests for jm/cluster/api/readcache.py: Flink's complete overview from cached rows is
 the pure view's answer, re-serialises only live and changed jobs, forgets purged ones."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import asyncio
 import contextlib
 import json
 
-from jm.cluster import readcache
-from jm.cluster.readcache import OverviewCache
+from jm.cluster.api import readcache
+from jm.cluster.api.readcache import OverviewCache
 from jm.wire import views as V
 from raft import commands as c
 from raft import state as S
@@ -77,8 +77,8 @@ def test_a_cold_cache_hands_the_loop_back_between_chunks(monkeypatch):
 
 
 def test_jobs_ended_by_a_command_prompt_a_new_fill_every_few_hundred():
-    from jm.cluster import joblists
-    from jm.cluster.joblists import JobLists, jobs_ended
+    from jm.cluster.api import joblists
+    from jm.cluster.api.joblists import JobLists, jobs_ended
     from raft.state import Result
     reports = c.ReportStatuses((c.StatusReport("a", 1, "n1", S.FINISHED, 1.0),
                                 c.StatusReport("b", 1, "n1", S.FAILED, 1.0),

@@ -54,8 +54,8 @@ def test_tokens_in_the_state():
 
 def test_a_jwt_key_file_that_is_no_key_refuses_jwts_without_failing(tmp_path):
     import asyncio
-    from jm.cluster.jwtauth import JwtRefused
-    from jm.cluster.tokens import Tokens
+    from jm.cluster.api.jwtauth import JwtRefused
+    from jm.cluster.api.tokens import Tokens
     bad = tmp_path / "jwks.json"
     bad.write_text('{"keys": [{"kty": "nonsense"}]}')
     conf = {"rest.auth.jwt.key-file": str(bad), "rest.auth.jwt.jwks-url": None,

@@ -1,4 +1,4 @@
-"""Unit tests for jm/cluster/savepoint.py on a checkpoint laid out like Spark's."""
+"""Unit tests for jm/cluster/jobs/savepoint.py on a checkpoint laid out like Spark's."""
 from __future__ import annotations
 
 import json
@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from jm.cluster.savepoint import (SavepointError, last_committed, new_location, read_metadata, restore,
-                          snapshot, sweep_temporaries)
+from jm.cluster.jobs.savepoint import (SavepointError, last_committed, new_location,
+                                       read_metadata, restore, snapshot, sweep_temporaries)
 
 
 def touch(path: str, text: str = "x") -> None:
@@ -115,7 +115,7 @@ def test_restore_of_a_non_savepoint_is_refused(tmp_path):
 
 
 def test_savepoints_copy_no_link_fifo_or_device_and_read_bounded_metadata(tmp_path):
-    """jm/cluster/jobfiles.py in savepoints: what a job left in its checkpoint besides
+    """jm/cluster/jobs/jobfiles.py in savepoints: what a job left in its checkpoint besides
     regular files is not copied to the shared storage (nor back by a restore), and a
     `_metadata` that is a link or too large is refused, not read."""
     ck = str(tmp_path / "ck")
@@ -137,7 +137,7 @@ def test_savepoints_copy_no_link_fifo_or_device_and_read_bounded_metadata(tmp_pa
     os.symlink("/dev/zero", meta)
     with pytest.raises(SavepointError, match="_metadata is a symbolic link"):
         read_metadata(loc)
-    from jm.cluster.savepoint import MAX_METADATA, list_savepoints
+    from jm.cluster.jobs.savepoint import MAX_METADATA, list_savepoints
     assert list_savepoints(str(tmp_path)) == []
     os.remove(meta)
     with open(meta, "w") as f:
@@ -158,12 +158,12 @@ def test_a_savepoint_or_restore_that_fails_leaves_no_temporary_copy(tmp_path, mo
 
     def refuse(src, dst):
         raise OSError(5, "Input/output error")
-    monkeypatch.setattr("jm.cluster.savepoint.os.rename", refuse)
+    monkeypatch.setattr("jm.cluster.jobs.savepoint.os.rename", refuse)
     with pytest.raises(SavepointError, match="Input/output"):
         snapshot(str(cp), str(tmp_path / "sp" / "bad"), {"job-id": "job"})
     with pytest.raises(SavepointError, match="Input/output"):
         restore(str(tmp_path / "sp" / "ok"), str(tmp_path / "ha" / "j2" / "checkpoints"),
-                          str(tmp_path / "ha" / "j2"))
+                str(tmp_path / "ha" / "j2"))
     assert sorted(os.listdir(tmp_path / "sp")) == ["ok"]
     assert os.listdir(tmp_path / "ha" / "j2") == []
 

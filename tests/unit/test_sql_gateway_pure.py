@@ -218,7 +218,7 @@ def test_operations_are_kept_for_the_next_holder_fenced_and_bounded(st):
 
 def test_which_sql_jobs_take_the_fast_path_and_their_result():
     from dataclasses import replace
-    from jm.cluster.sqljobs import fast_path, job_result
+    from jm.cluster.jobs.sqljobs import fast_path, job_result
     from jm.policy.runparams import RunParams
     base = RunParams(job_id="j", attempt=1, node="n", log_path="/l", result_path="/r",
                      error_path="/e", checkpoint_dir="/c", sql="SELECT 1",

@@ -46,7 +46,7 @@ def test_a_refusal_says_what_may_happen_instead():
 
 
 def test_the_gateways_operation_changes_only_through_the_table():
-    from jm.cluster.sqlops import Operation
+    from jm.cluster.sql.sqlops import Operation
     op = Operation("o", "SELECT 1", "read")
     assert op.update_state(CANCELED) and op.status is CANCELED
     assert not op.update_state(FINISHED) and op.status is CANCELED  # cancelled first: stays

@@ -142,7 +142,7 @@ def test_the_marker_is_read_only_from_a_small_regular_file(tmp_path):
     """stop-drain.json: a FIFO there would hang the peer's start (open and read), /dev/zero
     behind a symbolic link would run it out of memory: neither is read, nor a big file."""
     import os
-    from jm.cluster.stopdrain import MARKER, read_marker
+    from jm.cluster.members.stopdrain import MARKER, read_marker
     peer = str(tmp_path)  # (its data dir)
     path = tmp_path / MARKER
     assert read_marker(peer) is None

@@ -75,7 +75,7 @@ def test_a_packed_environment_joins_the_archives_and_is_the_workers_python():
 def test_an_environment_packs_whole_with_its_links_and_without_itself(tmp_path):
     import os
     import tarfile
-    from jm.cluster.envs import PACKED, _pack
+    from jm.cluster.jobs.envs import PACKED, _pack
     env = tmp_path / "env"
     (env / "bin").mkdir(parents=True)
     (env / "lib" / "site").mkdir(parents=True)

@@ -98,7 +98,7 @@ def test_nodes(st):
 def test_jobs_pages_newest_first_with_filters(st):
     import contextlib
     import json
-    from jm.cluster.joblists import JobLists
+    from jm.cluster.api.joblists import JobLists
     from jm.api import ApiError
     lists = JobLists(lambda: contextlib.nullcontext(st), clock=lambda: 100.0)
     page = lists.jobs_page({"limit": "2"})

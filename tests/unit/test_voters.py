@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from jm.cluster.membership import load_members, save_members
+from jm.cluster.members.membership import load_members, save_members
 from jm.config import ConfigError, load_config
 from jm.policy.voters import NON_VOTING, VOTER, SeedMembers, VotersError, start_role, \
     voter_count

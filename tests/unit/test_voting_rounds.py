@@ -1,4 +1,4 @@
-"""The leader's promotion rounds (jm/cluster/voting.py) with a fake Raft and peer client:
+"""The leader's promotion rounds (jm/cluster/members/voting.py) with a fake Raft and peer client:
 a peer added back that is still catching up is looked at again a second later, and only
 through a cheap read of its applied index (nothing is started on it while it is behind)."""
 import asyncio
@@ -6,7 +6,7 @@ import contextlib
 from types import SimpleNamespace
 
 from jm.cluster.peerclient import PeerAnswer
-from jm.cluster.voting import LAG_RETRY, RETRY_AFTER, VotingCore
+from jm.cluster.members.voting import LAG_RETRY, RETRY_AFTER, VotingCore
 from jm.policy.voters import PROMOTE_MAX_LAG
 from raft.records import ALIVE
 

@@ -215,7 +215,7 @@ def test_the_config_keys():
     assert conf["raft.max-connections"] == 0 and conf["rest.max-connections"] == 1000
     with pytest.raises(ConfigError, match="raft.max-message-size"):
         Config({"raft.max-message-size": "64 kb"}, home="/tmp")
-    from jm.cluster.membership import raft_settings
+    from jm.cluster.members.membership import raft_settings
     settings = raft_settings(Config({"raft.max-connections": 9,
                                      "raft.max-message-size": "8 mb"}, home="/tmp"))
     assert settings.max_connections == 9 and settings.max_message_size == 8 * 1024 * 1024
