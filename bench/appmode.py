@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import ROOT, BenchCluster, get, median, post, request, wait_until  # noqa: E402
 from jm.config import KEYS  # noqa: E402
 from jm.local.standalone import StandaloneCluster, spark_env  # noqa: E402
-from jm.policy.vocab import TERMINAL  # noqa: E402
+from jm.policy.jobs.vocab import TERMINAL  # noqa: E402
 from jm.runtime.sparkjvm import spark_home  # noqa: E402
 
 SHORT_APP = """

@@ -19,7 +19,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import ROOT, BenchCluster, median, wait_until  # noqa: E402
 from bench.density import BENCH, call  # noqa: E402
-from jm.policy.vocab import TERMINAL  # noqa: E402
+from jm.policy.jobs.vocab import TERMINAL  # noqa: E402
 
 TOKEN = "density-root"
 

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import BenchCluster, median, report, wait_until  # noqa: E402
 from bench.density import call  # noqa: E402
 from jm.cluster.jobs.envs import dir_size  # noqa: E402
-from jm.policy.vocab import TERMINAL  # noqa: E402
+from jm.policy.jobs.vocab import TERMINAL  # noqa: E402
 
 TOKEN = "envs-root"
 BENCH = os.path.dirname(os.path.abspath(__file__)) + "/"

@@ -20,7 +20,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import ROOT, BenchCluster, get, median, post, wait_until  # noqa: E402
-from jm.policy.vocab import TERMINAL  # noqa: E402
+from jm.policy.jobs.vocab import TERMINAL  # noqa: E402
 
 FIX = os.path.join(ROOT, "tests", "integration") + "/"
 SETTINGS = {"spark.conf.spark.sql.shuffle.partitions": 2, "jobmanager.slots": 2,

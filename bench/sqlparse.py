@@ -1,6 +1,6 @@
 """Cost of classifying a SQL statement (issue 30, item 5): the server's classifier with
-a Spark SQL parser (jm/policy/sqlparse.py, sqlglot) against the keyword rules it falls
-back to (jm/policy/sqlstmt.py) and, when git can show it, the keyword classifier before
+a Spark SQL parser (jm/policy/sql/sqlparse.py, sqlglot) against the keyword rules it falls
+back to (jm/policy/sql/sqlstmt.py) and, when git can show it, the keyword classifier before
 issue 30 (HEAD's sqlstmt.py, or --old-rev). Per statement, over a mix of 20 typical
 statements, `--rounds` rounds (each round every statement once, in order): p50, p99 and
 mean in microseconds; then a few long texts (an INSERT ... VALUES of 1, 16 and 64 KB),
@@ -23,7 +23,7 @@ import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from jm.policy import sqlparse, sqlstmt  # noqa: E402
+from jm.policy.sql import sqlparse, sqlstmt  # noqa: E402
 
 MIX = [
     "SELECT 1",
@@ -58,7 +58,7 @@ VIEWS = {"big_sales", "hot"}
 def old_classifier(rev: str):
     """The classify of sqlstmt.py at `rev`, or None."""
     try:
-        src = subprocess.run(["git", "-C", ROOT, "show", f"{rev}:jm/policy/sqlstmt.py"],
+        src = subprocess.run(["git", "-C", ROOT, "show", f"{rev}:jm/policy/sql/sqlstmt.py"],
                              capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return None

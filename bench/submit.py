@@ -28,7 +28,7 @@ import psutil
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import ROOT, BenchCluster, get, median, pct, wait_until  # noqa: E402
-from jm.policy.vocab import TERMINAL  # noqa: E402
+from jm.policy.jobs.vocab import TERMINAL  # noqa: E402
 
 JOB = {"entry": "trivial_job:main", "pyfiles": [os.path.join(ROOT, "bench") + "/"],
        "restart-strategy": {"type": "none"}}
@@ -241,7 +241,7 @@ def main() -> int:
         "idle_peer_rss_mb": median([max(r["idle_rss_mb"]) for r in runs]),
         "replicas_identical": all(r["replicas_identical"] for r in runs),
         "failed_jobs": sum(r[k]["failed"] for r in runs for k in ("saturation", "fixed_rate",
-                                                                     "steady")),
+                                                                  "steady")),
         "cpu_ms_per_job": {k: median([r["saturation"]["cpu_s_per_1000_jobs"][k] for r in runs])
                            for k in runs[0]["saturation"]["cpu_s_per_1000_jobs"]},
         "journal_per_1000_jobs": {k: median([r["saturation"]["journal_per_1000_jobs"][k]

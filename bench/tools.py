@@ -28,7 +28,7 @@ import urllib.request
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import ROOT, BenchCluster, median, pct, request  # noqa: E402
-from jm.policy.vocab import TERMINAL  # noqa: E402
+from jm.policy.jobs.vocab import TERMINAL  # noqa: E402
 
 
 def _du(path: str) -> int:

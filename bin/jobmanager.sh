@@ -65,7 +65,7 @@ case "$ACTION" in
             echo "No jobmanager $PEER to stop."; rm -f "$PID_FILE"; exit 0
         fi
         # the peer drains first (jobmanager.stop.drain-deadline), then stops: wait for
-        # the deadline plus a margin (jm/policy/stopdrain.py stop_grace) before SIGKILL
+        # the deadline plus a margin (jm/policy/members/stopdrain.py stop_grace) before SIGKILL
         GRACE="$("$JM_PYTHON" -m jm.local.stopgrace --conf-dir "$JM_CONF_DIR" "${ARGS[@]}" 2>/dev/null)" \
             && [ "$GRACE" -gt 0 ] 2>/dev/null || GRACE=90
         kill -TERM "$pid" 2>/dev/null

@@ -49,7 +49,7 @@ FENCE_LATENCY = 0.1  # s: from a lease's end to its job processes' death (watchd
 
 # Installed in every Python process of a faulted peer (PYTHONPATH). Standard library only,
 # and quick: it runs at every interpreter start.
-# the peer's children get only an allow-list of its environment (jm/policy/jobenv.py): the
+# the peer's children get only an allow-list of its environment (jm/policy/jobs/jobenv.py): the
 # clock's variables are named for them (LD_PRELOAD and PYTHONPATH pass by default)
 CHILDREN_SEE = {"JM_CONF_JOBMANAGER_EXECUTOR_ENV_PASS": "JM_CLOCK_DIR,FAKETIME_*"}
 

@@ -18,14 +18,14 @@ import yaml
 # re-exported: what other modules import from jm.config
 from jm.configpeers import (MAX_PEER_ADDRESS, PeerAddress, choose_self,  # noqa: F401
                             parse_peer, read_masters, rest_base_url)
-from jm.policy.engines import MIN_IDLE_TIMEOUT
+from jm.policy.spark.engines import MIN_IDLE_TIMEOUT
 from jm.configvalues import RESTART_TYPES  # noqa: F401
 from jm.configvalues import (ConfigError, bool_value, choice_value, float_value, int_value,
                              log_cap_value, log_level_value, names_value, opt_bool_value,
                              opt_duration_value, opt_str_value, opt_syslog_value,
                              restart_type_value, role_map_value, savepoints_dir_value,
                              size_or_percent_value, str_value, parse_duration, parse_memory)
-from jm.policy import fsuri
+from jm.policy.jobs import fsuri
 from raft.protocol import PROTOCOL
 
 
@@ -73,7 +73,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "jobmanager.executor.limits.oom-score-adj": (int_value(-1000), 500),
     "jobmanager.executor.cgroup": (bool_value, True),  # a cgroup v2 per job where possible
     # names or globs of the peer's environment variables its children (jobs, the Spark
-    # Connect server, the SQL worker) see besides jm.policy.jobenv.DEFAULT_PASS
+    # Connect server, the SQL worker) see besides jm.policy.jobs.jobenv.DEFAULT_PASS
     "jobmanager.executor.env-pass": (names_value, ()),
     # jobs' own Python requirements (jm/cluster/jobs/envs.py): the cache of environments and
     # the index pip uses (unset: pip's own configuration)
@@ -103,7 +103,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "rebalance.threshold": (float_value(0.0), 1.0),
     "jobstore.expiration-time": (parse_duration, "1 h"),
     "jobstore.max-capacity": (int_value(0), 10000),
-    # retention of files (jm/cluster/jobs/janitor.py, jm/policy/cleanup.py)
+    # retention of files (jm/cluster/jobs/janitor.py, jm/policy/jobs/cleanup.py)
     "jobmanager.cleanup.interval": (parse_duration, "1 min"),  # 0: no cleanup
     "jobmanager.blob.grace-period": (parse_duration, "1 h"),  # unreferenced blobs kept
     "state.savepoints.num-retained": (int_value(0), 10),  # per job in state.savepoints.dir; 0: all
@@ -143,7 +143,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     # spark.cores.max; 0: no limit); with local[...] masters it does not apply
     "spark.connect.cores": (int_value(0), 1),
     "spark.connect.startup-timeout": (parse_duration, "180 s"),
-    # engines (jm/policy/engines.py): one per peer, per tenant or per connect-mode job
+    # engines (jm/policy/spark/engines.py): one per peer, per tenant or per connect-mode job
     "spark.connect.share-level": (choice_value("peer", "tenant", "job"), "peer"),
     "spark.connect.engine.idle-timeout": (parse_duration, "5 min"),
     "spark.connect.engine.max-per-peer": (int_value(1), 8),
@@ -163,7 +163,7 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "sql-gateway.worker-threads": (int_value(1), 16),    # statements run at once per peer
     "sql-gateway.page-rows": (int_value(1), 1000),       # rows per result page
     "sql-gateway.fetch-wait": (parse_duration, "1 s"),  # a fetch waits this long for rows
-    # Raft voters (jm/policy/voters.py): odd, at most the members; unset: 3 (or fewer)
+    # Raft voters (jm/policy/members/voters.py): odd, at most the members; unset: 3 (or fewer)
     "raft.voters": (int_value(1), None),
     # a voter dead this long is replaced by a live non-voting member
     "raft.voter-replace-after": (parse_duration, "30 s"),

@@ -154,7 +154,7 @@ DESCRIPTIONS: dict[str, str] = {
         "Spark Connect server and the SQL worker see, besides the defaults: what Python, Java, "
         "Spark and Hadoop need (`PATH`, `HOME`, `LANG`/`LC_*`, `TZ`, `PYTHON*`, `JAVA_HOME`, "
         "`SPARK_*`, `PYSPARK_*`, `HADOOP_CONF_DIR`, proxies and CA bundles; the list is "
-        "`jm/policy/jobenv.py`). Everything else, cloud credentials (`AWS_*`, "
+        "`jm/policy/jobs/jobenv.py`). Everything else, cloud credentials (`AWS_*`, "
         "`GOOGLE_APPLICATION_CREDENTIALS`) included, stays with the peer; `JM_CONF_*` and "
         "`JM_PROPERTIES` (the peer's configuration, with its secrets) never pass."),
     "jobmanager.envs.max-size": (

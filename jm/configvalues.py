@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Optional
 
-from jm.policy import fsuri
+from jm.policy.jobs import fsuri
 
 
 class ConfigError(Exception):

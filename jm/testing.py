@@ -31,7 +31,7 @@ import urllib.request
 from typing import Any, Collection, Optional
 
 from jm.local.localcluster import free_ports, local_lines, write_conf
-from jm.policy.vocab import TERMINAL  # the states a job ends in
+from jm.policy.jobs.vocab import TERMINAL  # the states a job ends in
 
 log = logging.getLogger("jm.testing")
 

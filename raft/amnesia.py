@@ -1,4 +1,4 @@
-"""A member that does not vote until it has caught up (jm/policy/identity.py says when).
+"""A member that does not vote until it has caught up (jm/policy/members/identity.py says when).
 
 pysyncobj has no learners: a member votes as soon as it runs. This mixin, placed before
 pysyncobj's SyncObj (or DurableSyncObj) in a class's bases, makes a member started with

@@ -3,7 +3,7 @@
 An artifact is known from its upload (AddArtifact; a re-upload of the same content makes
 it young again) until the leader's janitor forgets it (ForgetArtifacts): no job in the
 job store names it and it was last uploaded more than jobmanager.blob.grace-period ago,
-as its files go (jm/policy/cleanup.py). A job is accepted only while every artifact it
+as its files go (jm/policy/jobs/cleanup.py). A job is accepted only while every artifact it
 names is known, so a submission and a forget racing each other never leave a job naming
 a forgotten artifact.
 """

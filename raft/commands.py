@@ -108,7 +108,7 @@ class StatusReport:
     # "executors", "waiting", "restart"}); a report with info and the job's current status
     # changes only the attempt's details
     info: Any = None
-    # a streaming job's last progress (jm/policy/progress.py, bounded by the reporting
+    # a streaming job's last progress (jm/policy/jobs/progress.py, bounded by the reporting
     # peer); a report with progress changes only the job's last progress, never its status
     progress: Any = None
 
@@ -225,7 +225,7 @@ class DrainPeer:
 @dataclass(frozen=True)
 class AdmitPeer:
     """A new member is coming (POST /cluster/peers): "host:rest-port:raft-port"; a Raft
-    voter, or a non-voting member (jm/policy/voters.py) when the voting core is full."""
+    voter, or a non-voting member (jm/policy/members/voters.py) when the voting core is full."""
     peer: str
     time: float
     voter: bool = True

@@ -20,7 +20,7 @@ from raft.records import (
 # The replicated state only keeps the evidence: each attempt's `peer_heard` (how long its
 # peer was heard from after it was placed, when it ended with the peer's loss). The
 # JobMaster of the next attempt counts the run of such losses against the job's restart
-# strategy (jm/policy/attempt.py): it waits the strategy's delay, or fails the job once
+# strategy (jm/policy/jobs/attempt.py): it waits the strategy's delay, or fails the job once
 # the strategy is used up. A chaos of host losses does not look like that: a peer killed
 # while it runs a job that has run for a while, or that was placed on it after it died
 # (no heartbeat of it since), does not count.

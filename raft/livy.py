@@ -30,7 +30,7 @@ class StatementState(str, Enum):
 
 
 S = StatementState
-# every change a statement may go through (as jm/policy/sqlop.py's for SQL operations;
+# every change a statement may go through (as jm/policy/sql/sqlop.py's for SQL operations;
 # here, since the replicated record checks the end): one cancelled while it waits never
 # runs; an end is final (a retried end, or a cancel after it ran, changes nothing)
 TRANSITIONS: Mapping[StatementState, frozenset] = {

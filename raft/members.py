@@ -5,7 +5,7 @@ leader). The state holds what the peers need to agree on around it:
 
 * `joining`: members added with POST /cluster/peers that have not registered yet
   (node id -> "host:rest-port:raft-port"), so that every peer can show them;
-  `joining_readers` names those that join as non-voting members (jm/policy/voters.py):
+  `joining_readers` names those that join as non-voting members (jm/policy/members/voters.py):
   the leader adds the others to the Raft voters;
 * `removed`: tombstones (node id -> time) of peers taken out of the cluster; a removed
   peer cannot register again (it stops), and the leader takes every tombstoned node out

@@ -59,9 +59,9 @@ class RaftHost(PromotionMixin, MembershipMixin):
                  settings: RaftSettings, loop: asyncio.AbstractEventLoop,
                  addr_to_node: dict[str, str], no_vote: bool = False,
                  voter: bool = True) -> None:
-        """`no_vote`: a member whose Raft data was lost (jm/policy/identity.py) does not
+        """`no_vote`: a member whose Raft data was lost (jm/policy/members/identity.py) does not
         vote until it has caught up (raft/amnesia.py). `voter=False`: a non-voting member
-        (jm/policy/voters.py), a pysyncobj read-only node connected to the voters
+        (jm/policy/members/voters.py), a pysyncobj read-only node connected to the voters
         `other_addrs`: it applies the log, forwards its writes to the leader, listens on
         no Raft port and keeps no journal (a restart gets the leader's snapshot)."""
         self.started_without_vote = no_vote

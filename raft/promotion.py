@@ -1,6 +1,6 @@
 """Making a member's pysyncobj node, and promoting a non-voting member to voter in place.
 
-A non-voting member (jm/policy/voters.py) is a pysyncobj read-only node: it has no Raft
+A non-voting member (jm/policy/members/voters.py) is a pysyncobj read-only node: it has no Raft
 port and no journal, and pysyncobj cannot turn a read-only node into a voter. So a
 promotion starts a second, voting node on the same peer, on the peer's Raft port with a
 fresh journal, next to the read-only one, which keeps serving: REST reads, JobMasters

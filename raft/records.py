@@ -147,7 +147,7 @@ class JobRecord:
     tenant: Optional[str] = None  # its tenant (None: the default tenant), issue 31
     submitter: str = ""           # the credential that submitted it ("" : no auth)
     # a streaming job's last progress, as its owner last committed it (at most every
-    # jobmanager.streaming.progress-interval; jm/policy/progress.py, a few hundred bytes)
+    # jobmanager.streaming.progress-interval; jm/policy/jobs/progress.py, a few hundred bytes)
     progress: Optional[dict] = None
 
     @property

@@ -71,11 +71,11 @@ class ClusterState:
         self.removed_dead: set[str] = set()  # removed while not alive (raft/members.py)
         self.joining_readers: set[str] = set()  # joining as non-voting members
         # kept as jobs change, so that no read walks every job: jobs by status, and the
-        # ended jobs in the order they ended (retention, jm/policy/retention.py)
+        # ended jobs in the order they ended (retention, jm/policy/jobs/retention.py)
         self.status_counts: dict[str, int] = {}
         self.ended: dict[str, None] = {}
         self.applied: int = 0
-        # the cluster's id, made by its first registration (jm/policy/identity.py)
+        # the cluster's id, made by its first registration (jm/policy/members/identity.py)
         self.cluster_id: Optional[str] = None
         # jobs numbered in submission order (Livy batch ids are integers): number -> id
         self.next_number: int = 1

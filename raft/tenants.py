@@ -1,6 +1,6 @@
 """Tenants' quotas in the replicated state (pure, like raft/state.py): `SetTenant` keeps
 a tenant's slot and SQL-session quotas (0: no limit). The slot quota is kept by the
-ResourceManager's placement (a job over it waits CREATED: jm/policy/quota.py); the
+ResourceManager's placement (a job over it waits CREATED: jm/policy/members/quota.py); the
 session quota here, when a session opens (raft/sessions.py), so that two peers opening
 sessions at once cannot both take the last one. Jobs, sessions and artifacts carry
 their tenant (None: the default tenant, named DEFAULT in quotas and lists)."""

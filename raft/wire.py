@@ -190,7 +190,7 @@ def handshake_error(message: Any, expects_key: bool, members: Iterable[str],
                     connects_to: Iterable[str] = ()) -> Optional[str]:
     """Why the first message(s) of an inbound connection are refused (None: let in). With a
     password the first is the other side's random key (bytes); then its member address.
-    'readonly' is a non-voting member (jm/policy/voters.py): with a password only one
+    'readonly' is a non-voting member (jm/policy/members/voters.py): with a password only one
     that holds it gets this far. pysyncobj's utility commands (lists: add, remove,
     transfer, status, set_version) from anyone who connects are refused. Members connect one way only (the
     greater address to the smaller): a claim to be one of `connects_to`, the members this

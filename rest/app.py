@@ -74,7 +74,7 @@ async def post_job(request: web.Request) -> web.Response:
 
 
 async def get_jobs(request: web.Request) -> web.Response:
-    """A page of jobs, newest first (pages.DEFAULT_LIMIT by default; jm/policy/pages.py)."""
+    """A page of jobs, newest first (pages.DEFAULT_LIMIT by default; jm/policy/api/pages.py)."""
     return web.json_response(gw(request).views.jobs_page(request.query, caller(request)))
 
 

@@ -11,7 +11,7 @@ RestClusterClient, the web UI's first call, Python REST clients) need beyond our
   list), `PATCH /v1/jobs/{id}` answers `{}`.
 - Flink's trigger bodies for savepoints and stop-with-savepoint: `cancel-job`, `formatType`,
   `drain`, `triggerId`, and Hadoop-style targets (`file://`, `s3://`, `gs://`, `hdfs://`:
-  the gateway makes them canonical, jm/policy/fsuri.py, and refuses with a 400 what this
+  the gateway makes them canonical, jm/policy/jobs/fsuri.py, and refuses with a 400 what this
   cluster cannot write).
 
 The decisions (`savepoint_request`, `termination_mode`, `unprefixed`,

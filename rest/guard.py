@@ -1,5 +1,5 @@
 """REST guards against browsers used as a weapon (drive-by POSTs, DNS rebinding) and
-bodies of the wrong kind. Decisions are in jm.policy.security; this is the aiohttp shell.
+bodies of the wrong kind. Decisions are in jm.policy.members.security; this is the aiohttp shell.
 
 - A request whose Host header is not a name of this peer is refused (403) while no
   `rest.auth.token` is set: a DNS-rebinding page reaches a local cluster under a name of its

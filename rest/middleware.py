@@ -65,7 +65,7 @@ OPEN_PATHS = ("/healthz", "/readyz")  # plus the web UI shell: "/" and /static/.
 def auth_middleware(token: Optional[str], peer_credential: Optional[str]):
     """With rest.auth.token set, every endpoint but /healthz and the UI shell needs
     `Authorization: Bearer <token>`. Peers may show their credential instead (derived from
-    cluster.secret by the peer, jm.policy.security.peer_credential, never the secret
+    cluster.secret by the peer, jm.policy.members.security.peer_credential, never the secret
     itself) on the routes peers call on each other, and only there: artifact content, a
     peer's own logs (`?local`), the membership and identity reads; a stolen peer
     credential submits no job. With only cluster.secret set, the peer-to-peer data routes

@@ -203,7 +203,7 @@ async def asubmit_to(cluster: Any, spec: dict, peer: int = 0) -> str:
 
 async def aended(url: str, jid: str, timeout: float = 60.0) -> dict:
     """The job once it is FINISHED, FAILED or CANCELED (GET /jobs/{id} on `url`)."""
-    from jm.policy.vocab import TERMINAL
+    from jm.policy.jobs.vocab import TERMINAL
 
     async def check():
         s, b = await ahttp("GET", url + f"/jobs/{jid}")

@@ -16,7 +16,7 @@ import urllib.request
 import psutil
 
 from bench.common import ROOT, pct, wait_until
-from jm.policy.vocab import TERMINAL
+from jm.policy.jobs.vocab import TERMINAL
 
 FLINK_VERSION = "2.3.0"
 FLINK_DIR = os.path.join(ROOT, "bench", ".flink")

@@ -11,7 +11,7 @@ DEFAULT_TIMEOUT = 30.0          # retry budget of one request, seconds
 MAX_ATTEMPTS = 5                # per request, on connection errors and 503
 ATTEMPT_TIMEOUT = 15.0          # socket timeout of one attempt
 EXIT_OK, EXIT_API, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-from jm.policy.vocab import TERMINAL  # noqa: F401  (the states a job ends in: cli_jobs, cli_ops)
+from jm.policy.jobs.vocab import TERMINAL  # noqa: F401  (a job's ends: cli_jobs, cli_ops)
 
 
 # ---- errors ---------------------------------------------------------------------------
@@ -341,7 +341,7 @@ def end_error(job_id: str, state: Any, root: Any) -> CliError:
     """The one-line error for a job that did not end as the command expected."""
     if state == "FAILED":
         return CliError(f"job {job_id} ended FAILED" + (f": {one_line(root, 300)}" if root
-                                                         else "")
+                                                        else "")
                         + f" (details: jm exceptions {job_id})")
     return CliError(f"job {job_id} ended {state}")
 

@@ -12,7 +12,7 @@ from jm.client.cli_http import (EXIT_OK, TERMINAL, ApiError, CliError, Client, q
                                 print_json, root_exception, table)
 from jm.client.cli_spec import (IDENT_RE, build_spec, canonical_name, post_job,
                                 print_submitted, upload)
-from jm.policy.usertrace import frame_lines
+from jm.policy.jobs.usertrace import frame_lines
 
 
 # ---- submit ---------------------------------------------------------------------------
@@ -261,7 +261,7 @@ def cmd_result(client: Client, a: argparse.Namespace) -> int:
     if state == "FAILED":
         failure = res.get("failure")
         raise CliError(f"job {a.jobid} ended FAILED" + (f": {one_line(failure, 300)}"
-                                                         if failure else ""))
+                                                        if failure else ""))
     if state in TERMINAL:
         raise CliError(f"job {a.jobid} ended {state}; it has no result")
     raise CliError(f"job {a.jobid} is {state}; no result yet")

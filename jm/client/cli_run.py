@@ -19,9 +19,9 @@ from jm.client.cli_http import (EXIT_OK, Client, UsageError, end_error, interrup
                                 print_json, root_exception)
 from jm.client.cli_ops import follow_logs
 from jm.client.cli_spec import (parse_pairs, parse_restart, post_job, print_submitted,
-                                 read_requirements)
-from jm.policy.fsuri import is_remote_ref
-from jm.policy.submitopts import FILE_PROPERTIES, SUBMIT_OPTIONS, entries, split_alias
+                                read_requirements)
+from jm.policy.jobs.fsuri import is_remote_ref
+from jm.policy.jobs.submitopts import FILE_PROPERTIES, SUBMIT_OPTIONS, entries, split_alias
 
 # jm run's options after APP: name -> takes a value
 RUN_OPTIONS = {"--conf": True, "--py-files": True, "--requirements": True, "--name": True,

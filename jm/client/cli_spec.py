@@ -15,8 +15,8 @@ from jm.client.cli_http import (ApiError, CliError, Client, UsageError, one_line
 
 CODE_SUFFIXES = (".py", ".zip", ".egg")
 IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-from jm.policy.reqfile import MAX_REQUIREMENTS_FILE, RequirementsError, requirements_file
-from jm.policy.vocab import ENTRY_RE  # (package.module:function)
+from jm.policy.jobs.reqfile import MAX_REQUIREMENTS_FILE, RequirementsError, requirements_file
+from jm.policy.jobs.vocab import ENTRY_RE  # (package.module:function)
 
 
 def _read_file(path: str) -> bytes:

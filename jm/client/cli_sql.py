@@ -21,7 +21,7 @@ from typing import Callable, Optional
 from jm.client.cli_http import (EXIT_API, EXIT_OK, CliError, Client, UsageError, one_line,
                                 out)
 from jm.client.sqlsession import Result, SqlSession, StatementFailed, timed
-from jm.policy.sqlstmt import complete, split_statements
+from jm.policy.sql.sqlstmt import complete, split_statements
 
 HISTORY = os.path.expanduser("~/.jm_sql_history")
 MAX_TABLE_ROWS = 10000  # a table is printed whole; more rows: use csv or json

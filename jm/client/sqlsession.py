@@ -10,7 +10,7 @@ from typing import Any, Iterator, Optional
 from urllib.parse import quote
 
 from jm.client.cli_http import ApiError, Client
-from jm.policy.sparkerror import short
+from jm.policy.sql.sparkerror import short
 
 API = "/v1"
 

@@ -15,7 +15,7 @@ from typing import Optional
 from jm.cluster.peerclient import PeerClient, PeerUnreachable
 
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
-TMP_PREFIX = ".upload-"  # a file being written (jm/policy/cleanup.py TEMP_NAME)
+TMP_PREFIX = ".upload-"  # a file being written (jm/policy/jobs/cleanup.py TEMP_NAME)
 
 
 class BlobError(ValueError):

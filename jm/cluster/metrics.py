@@ -24,7 +24,7 @@ from prometheus_client import (CollectorRegistry, Counter, GCCollector, Histogra
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from jm.policy.vocab import TERMINAL
+from jm.policy.jobs.vocab import TERMINAL
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # what the client imports (the closure test_import_rules computes), plus package markers
 # and the SQLAlchemy dialect (loaded by SQLAlchemy's entry point only, where it is installed)
 FILES = ["jm/__init__.py", "jm/client/*.py", "jm/client/sqla/*.py", "jm/policy/__init__.py",
-         "jm/policy/sqlstmt.py", "jm/policy/fsuri.py", "jm/policy/vocab.py",
-         "jm/policy/reqfile.py", "jm/policy/submitopts.py",
-         "jm/policy/usertrace.py", "jm/policy/sparkerror.py"]
+         "jm/policy/jobs/__init__.py", "jm/policy/sql/__init__.py",
+         "jm/policy/sql/sqlstmt.py", "jm/policy/jobs/fsuri.py", "jm/policy/jobs/vocab.py",
+         "jm/policy/jobs/reqfile.py", "jm/policy/jobs/submitopts.py",
+         "jm/policy/jobs/usertrace.py", "jm/policy/sql/sparkerror.py"]
 
 
 def version() -> str:

@@ -1,5 +1,5 @@
 """A peer's pod in a Kubernetes StatefulSet joins and leaves the membership as the
-StatefulSet scales (decisions: jm/policy/podlife.py; manifests: deploy/kubernetes,
+StatefulSet scales (decisions: jm/policy/members/podlife.py; manifests: deploy/kubernetes,
 deploy/helm/jobmanager):
 
     python -m jm.local.kube join --peer HOST:REST:RAFT      # deploy/entrypoint.sh, before start
@@ -24,8 +24,8 @@ from typing import Optional
 
 from jm.config import ConfigError, load_config, parse_overrides, parse_peer, read_masters
 from jm.local.rolling import Cluster, RollingError, wait
-from jm.policy.podlife import ADD, gone, how_to_join, ordinal, scaled_away
-from jm.policy.stopdrain import wait_budget
+from jm.policy.members.podlife import ADD, gone, how_to_join, ordinal, scaled_away
+from jm.policy.members.stopdrain import wait_budget
 
 SA = "/var/run/secrets/kubernetes.io/serviceaccount"
 

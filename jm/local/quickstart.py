@@ -13,7 +13,7 @@ import uuid
 from jm.config import ConfigError, read_masters
 from jm.local.localcluster import wait_until
 
-from jm.policy.vocab import TERMINAL  # the states a job ends in
+from jm.policy.jobs.vocab import TERMINAL  # the states a job ends in
 
 
 def _call(method: str, url: str, data: bytes | None = None, ctype: str | None = None) -> dict:

@@ -1,5 +1,5 @@
 """How long bin/jobmanager.sh stop waits for a peer after SIGTERM before it kills it: the
-peer drains first (jobmanager.stop.drain-deadline, jm/policy/stopdrain.py), then stops.
+peer drains first (jobmanager.stop.drain-deadline, jm/policy/members/stopdrain.py), then stops.
 
     python -m jm.local.stopgrace --conf-dir conf [-D key=value ...]   # prints whole seconds
 """
@@ -12,7 +12,7 @@ import sys
 from typing import Optional
 
 from jm.config import ConfigError, load_config, parse_overrides
-from jm.policy.stopdrain import stop_grace
+from jm.policy.members.stopdrain import stop_grace
 
 
 def main(argv: Optional[list[str]] = None) -> int:

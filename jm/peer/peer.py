@@ -41,11 +41,11 @@ from jm.cluster.looplag import LoopMonitor
 from jm.cluster.metrics import PeerMetrics
 from jm.cluster.members.resourcemanager import RebalanceConfig, ResourceManager
 from jm.config import Config, ConfigError, PeerAddress, rest_base_url
-from jm.policy.enginedeath import OomSuspects
-from jm.policy.engines import EngineKey
-from jm.policy.identity import NON_VOTER
-from jm.policy.voters import DEFAULT_VOTERS, NON_VOTING, VotersError, voter_count
-from jm.policy.security import peer_credential
+from jm.policy.spark.enginedeath import OomSuspects
+from jm.policy.spark.engines import EngineKey
+from jm.policy.members.identity import NON_VOTER
+from jm.policy.members.voters import DEFAULT_VOTERS, NON_VOTING, VotersError, voter_count
+from jm.policy.members.security import peer_credential
 from jm.runtime.executor import Executor
 from jm.runtime.confine import passable
 from jm.runtime.limits import from_conf as job_limits
@@ -173,7 +173,7 @@ class Peer:
         """This peer's role and the voters (asked of the seeds), then its Raft node."""
         had_data = self.had_data = has_raft_data(self.raft_dir)
         # until the REST app binds, the port answers who this peer is (a new cluster's
-        # starting peers find each other: jm/policy/identity.py)
+        # starting peers find each other: jm/policy/members/identity.py)
         early = await serve_early(
             self.conf["rest.bind-address"] or self.me.host, self.me.rest_port,
             self.ssl_server, early_answer(had_data, self.raft_dir, self.node),

@@ -12,7 +12,7 @@ from aiohttp import web
 from jm.cluster.api.gateway import PeerGateway
 from jm.cluster.metrics import PeerMetrics
 from jm.config import Config, ConfigError, PeerAddress
-from jm.policy.security import start_refusal
+from jm.policy.members.security import start_refusal
 from rest.app import HEALTH_EXTRA, make_app
 from rest.connlimit import limit_connections
 
@@ -21,7 +21,7 @@ log = logging.getLogger("jm.cluster.peer")
 
 def check_exposure(conf: Config, me: PeerAddress, token: Optional[str],
                    secret: Optional[str]) -> None:
-    """Safe by default (jm.policy.security.start_refusal): ConfigError when REST or
+    """Safe by default (jm.policy.members.security.start_refusal): ConfigError when REST or
     Raft listens beyond loopback without rest.auth.token and cluster.secret."""
     refusal, warnings = start_refusal(
         [conf["rest.bind-address"] or me.host, me.host], token, secret,

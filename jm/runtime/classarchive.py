@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Optional
 
-from jm.policy.runparams import TOKEN_ENV
+from jm.policy.jobs.runparams import TOKEN_ENV
 from jm.runtime.sparkjvm import free_port, spark_home
 
 STARTED = "Spark Connect server started"

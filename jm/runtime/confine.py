@@ -443,7 +443,7 @@ def watch_fence(pids: list[int], interval: float) -> threading.Thread:
     JVM too) while one of `pids` (the zygote that enforces the lease, the peer) is stopped.
     The zygote continues the group once it runs again and the lease still holds, and kills
     it otherwise; a job never runs while its fence cannot act. A look every `interval`
-    seconds (jm.policy.runparams.fence_interval of the lease)."""
+    seconds (jm.policy.jobs.runparams.fence_interval of the lease)."""
     def run() -> None:
         # each stat file opened once and read again in place (a look is two preads: an
         # open and close of each per look cost a job process ~3 ms of CPU a second)

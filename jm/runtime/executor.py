@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Optional, Union
 
 from jm.config import ConfigError
-from jm.policy.jobenv import child_environ
-from jm.policy.runparams import RunParams
+from jm.policy.jobs.jobenv import child_environ
+from jm.policy.jobs.runparams import RunParams
 from jm.runtime.limits import JobLimits, check_user
 from jm.runtime.zygoteproto import (CGROUP_ENV, LIMITS_ENV, PARENT_ENV, Error, Exited, Guard,
                                     Lease, Ready, Spawn, Spawned, pack, unpack)
@@ -68,7 +68,7 @@ class Executor:
                  cgroup_mount: Optional[str] = None, env_pass: tuple = (),
                  env_add: Optional[dict] = None) -> None:
         self.log_dir = log_dir
-        self.env_pass = env_pass  # what of the peer's environment jobs see (jm.policy.jobenv)
+        self.env_pass = env_pass  # what of the peer's environment jobs see (jm.policy.jobs.jobenv)
         self.env_add = dict(env_add or {})  # ... and what they get besides (the Connect token)
         self.preload = preload
         self.nice = nice

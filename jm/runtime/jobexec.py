@@ -9,7 +9,7 @@ import sys
 
 
 def main() -> int:
-    from jm.policy.runparams import RunParams
+    from jm.policy.jobs.runparams import RunParams
     from jm.runtime.confine import watch_fence
     from jm.runtime.pyenv import FENCE_ENV
     with open(sys.argv[1]) as f:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 
-from jm.policy import cleanup
+from jm.policy.jobs import cleanup
 
 MAX_CHUNK = 1 << 20  # bytes returned at most per request
 _RUN = re.compile(r"^attempt-(\d+)-(\d+)\.log$")

@@ -19,10 +19,10 @@ import traceback
 from dataclasses import replace
 from typing import Any, Optional
 
-from jm.policy.bounds import readable, truncate
-from jm.policy.hopeless import LOAD, RUN
-from jm.policy.runparams import RunParams
-from jm.policy.submitopts import FILE_PROPERTIES, entries
+from jm.policy.jobs.bounds import readable, truncate
+from jm.policy.jobs.hopeless import LOAD, RUN
+from jm.policy.jobs.runparams import RunParams
+from jm.policy.jobs.submitopts import FILE_PROPERTIES, entries
 from jm.runtime.sqlconf import UDF_PYTHON
 from jm.runtime.usercode import (Script, compile_script, failure_record, load_entry,
                                  run_script, spark_started)
@@ -338,7 +338,7 @@ def _stop_queries_quietly(session) -> None:
 
 
 class _Stage:
-    """Where an attempt is: loading the user's code or running it (jm/policy/hopeless.py)."""
+    """Where an attempt is: loading the user's code or running it (jm/policy/jobs/hopeless.py)."""
     phase = LOAD
 
 

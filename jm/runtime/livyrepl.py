@@ -17,10 +17,10 @@ A statement's result carries the statements that define the Spark session's stat
 it ran (`state`, for a replay on another peer after a failover): recorded by wrapping the
 session's Connect client, not by reading the user's Python:
 
-* SQL run through `spark.sql` that jm.policy.sqlparse classifies as STATE;
+* SQL run through `spark.sql` that jm.policy.sql.sqlparse classifies as STATE;
 * `spark.conf.set(k, v)` as `SET k=v`, `spark.conf.unset(k)` as `RESET k`;
 * `df.createOrReplaceTempView(name)`, `df.createTempView(name)` (not the global ones) as
-  the Connect command itself, in a statement of jm.policy.connectplan.
+  the Connect command itself, in a statement of jm.policy.sql.connectplan.
 A command that failed is not recorded.
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ import threading
 import traceback
 from typing import Any, Callable, Optional
 
-from jm.policy import connectplan
+from jm.policy.sql import connectplan
 from jm.runtime import livyproto as P
 from jm.runtime.confine import confine_self
 from jm.runtime.livyexec import NoSparkContext, capture, execute
@@ -98,9 +98,9 @@ def _temp_views(spark: Any) -> set:
 
 def watch(spark: Any, rec: Recorder) -> None:
     """Wrap the Connect client of `spark` so that what defines its state is recorded."""
-    from jm.policy.sqlparse import classify
-    from jm.policy.sqlstmt import STATE
-    from jm.policy.flinksql import spark_reset, spark_set
+    from jm.policy.sql.sqlparse import classify
+    from jm.policy.sql.sqlstmt import STATE
+    from jm.policy.sql.flinksql import spark_reset, spark_set
     client = spark.client
     execute_command, config = client.execute_command, client.config
 

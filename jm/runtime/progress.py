@@ -1,5 +1,5 @@
 """In a streaming job's process: a StreamingQueryListener that keeps each query's last
-progress (jm/policy/progress.py: small, bounded) and a thread that writes it to
+progress (jm/policy/jobs/progress.py: small, bounded) and a thread that writes it to
 `progress.json` in the attempt's run dir at most once a second when it changed; the
 JobMaster reads it and commits it with its status reports (at most once per
 `jobmanager.streaming.progress-interval`).
@@ -11,7 +11,7 @@ driver calls it through py4j. A script makes its own session: a thread waits for
 listener then. What the listener costs a micro-batch is measured by bench/listener.py.
 
 In connect mode a query's console sink prints in the peer's shared Connect server, not
-here: the listener says so in the job's log once per such query (jm/policy/sinknote.py).
+here: the listener says so in the job's log once per such query (jm/policy/jobs/sinknote.py).
 """
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
-from jm.policy.progress import merged, query_entry
-from jm.policy.sinknote import SPARK_LOG_ENV, console_note
+from jm.policy.jobs.progress import merged, query_entry
+from jm.policy.jobs.sinknote import SPARK_LOG_ENV, console_note
 
 PROGRESS_FILE = "progress.json"  # in the attempt's run dir; read by the JobMaster
 WRITE_EVERY = 1.0   # seconds between two writes of the file, at most

@@ -17,7 +17,7 @@ import os
 import site
 import sys
 
-from jm.policy.runparams import RunParams
+from jm.policy.jobs.runparams import RunParams
 
 PEER_PTH = "_jm_peer.pth"  # the environment's line to the peer's site-packages
 PARAMS_FILE = "exec-params.json"  # in its run folder: its RunParams for the new interpreter

@@ -26,8 +26,8 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
-from jm.policy import runparams
-from jm.policy.runparams import RunParams
+from jm.policy.jobs import runparams
+from jm.policy.jobs.runparams import RunParams
 
 INFO_FILE = "spark.json"   # in the attempt's run dir; read by the JobMaster
 SCRATCH = runparams.SCRATCH  # a driver JVM's Spark local dir, in its attempt's run dir

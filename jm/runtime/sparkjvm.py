@@ -120,7 +120,7 @@ def spark_conf_dir(log_dir: str, log_level: str,
     """A SPARK_CONF_DIR for the JVMs a peer starts (its Connect server, jobs' drivers):
     Spark's log at `spark.log.level`, on stderr, with `info_logger` at INFO. An `engine`'s
     (a Connect server's, in a folder of its own) also keeps the scheduler's lines that
-    map a task to its streaming query and say it was lost (jm/policy/enginedeath.py reads
+    map a task to its streaming query and say it was lost (jm/policy/spark/enginedeath.py reads
     them when the engine runs out of memory), not its other INFO lines."""
     conf_dir = os.path.join(log_dir, "spark-engine-conf" if engine else "spark-conf")
     os.makedirs(conf_dir, exist_ok=True)

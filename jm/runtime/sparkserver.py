@@ -21,9 +21,9 @@ from typing import Any, Callable, Optional
 
 import aiohttp
 
-from jm.policy.enginedeath import DEATH_LOG, run_mark
-from jm.policy.jobenv import child_environ
-from jm.policy.runparams import TOKEN_ENV
+from jm.policy.spark.enginedeath import DEATH_LOG, run_mark
+from jm.policy.jobs.jobenv import child_environ
+from jm.policy.jobs.runparams import TOKEN_ENV
 from jm.runtime.cgroups import EngineCgroup
 from jm.runtime.sparkapp import IdleSince, jvm_opts_env, local_dirs_env
 from jm.runtime.sparkjvm import (free_port, log_tail, port_open, server_info, spark_conf_dir,
@@ -63,7 +63,7 @@ class SparkConnectServer:
         # the bearer token every client must show (in its environment, never on the
         # command line that `ps` shows): TOKEN_ENV for the server and the peer's clients
         self.token = token or secrets.token_urlsafe(32)
-        self.env_pass = env_pass  # it runs users' SQL and UDFs: jm.policy.jobenv
+        self.env_pass = env_pass  # it runs users' SQL and UDFs: jm.policy.jobs.jobenv
         self.scratch_dir = scratch_dir  # its Spark local dir, emptied before each start
         # on a Spark cluster the server's UI (loopback) says whether it has executors
         self.on_cluster = not master.startswith("local")

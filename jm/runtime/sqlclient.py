@@ -13,7 +13,7 @@ import struct
 import sys
 from typing import Any, Callable, Optional
 
-from jm.policy.jobenv import child_environ
+from jm.policy.jobs.jobenv import child_environ
 from jm.runtime import sqlproto as P
 from jm.runtime.cgroups import remove_job_cgroup
 from jm.runtime.confine import CONFINE_ENV, TENANT_CPU, TENANT_MEMORY, own_cgroup_name
@@ -46,7 +46,7 @@ class ChildProcess:
     def __init__(self, log_path: str, nice: int = 0,
                  on_start: Callable[[int], None] = lambda pid: None, env_pass: tuple = (),
                  env_add: Optional[dict] = None) -> None:
-        self.env_pass = env_pass  # jm.policy.jobenv
+        self.env_pass = env_pass  # jm.policy.jobs.jobenv
         self.env_add = dict(env_add or {})  # the Connect server's token
         self.log_path = log_path
         self.nice = nice

@@ -91,9 +91,9 @@ def stream(df: Any) -> tuple[Any, Rows]:
 
 def replay(spark: Any, statement: str) -> None:
     """Run one of a session's recorded state-defining statements: SQL, or the Spark Connect
-    command a jm.policy.connectplan statement carries (a temporary view made from a
+    command a jm.policy.sql.connectplan statement carries (a temporary view made from a
     DataFrame; nothing else)."""
-    from jm.policy.connectplan import decode
+    from jm.policy.sql.connectplan import decode
     command = decode(statement)
     if command is None:
         spark.sql(statement).collect()

@@ -1,8 +1,8 @@
 """The user's code in a job process: loading it (a script read and compiled before any
 Spark starts, an entry module imported), running a script as `__main__`, and what its
 failure leaves in error.json: one line for it (Spark's error class and message), the
-traceback of the user's frames only (jm/policy/usertrace.py), and whether a restart
-could pass it (jm/policy/hopeless.py)."""
+traceback of the user's frames only (jm/policy/jobs/usertrace.py), and whether a restart
+could pass it (jm/policy/jobs/hopeless.py)."""
 from __future__ import annotations
 
 import builtins
@@ -17,12 +17,12 @@ from importlib.util import find_spec
 from types import CodeType
 from typing import Any, Optional
 
-from jm.policy.hopeless import FailureFacts, hopeless
-from jm.policy.usertrace import error_line, user_traceback
+from jm.policy.jobs.hopeless import FailureFacts, hopeless
+from jm.policy.jobs.usertrace import error_line, user_traceback
 
 
 class EntryNotFound(AttributeError):
-    """The entry module has no such callable (jm/policy/hopeless.py reads the name)."""
+    """The entry module has no such callable (jm/policy/jobs/hopeless.py reads the name)."""
 
 
 class ScriptNotFound(FileNotFoundError):
@@ -43,7 +43,7 @@ def _package_dir(name: str) -> str:
 
 
 # the runner's frames (this package, importlib's, runpy's) are not the user's; of
-# pyspark's and py4j's, a user sees the call their code made (jm/policy/usertrace.py)
+# pyspark's and py4j's, a user sees the call their code made (jm/policy/jobs/usertrace.py)
 HIDDEN = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
           _folder(importlib.__file__), os.path.join(_folder(os.__file__), "runpy.py"))
 COLLAPSED = tuple(p for p in (_package_dir("pyspark"), _package_dir("py4j")) if p)

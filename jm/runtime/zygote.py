@@ -36,10 +36,10 @@ import signal
 import sys
 import time
 
-from jm.policy.runparams import RunParams
-from jm.policy.runparams import TOKEN_ENV
-from jm.policy.submitopts import with_local_files
-from jm.policy.sinknote import SPARK_LOG_ENV
+from jm.policy.jobs.runparams import RunParams
+from jm.policy.jobs.runparams import TOKEN_ENV
+from jm.policy.jobs.submitopts import with_local_files
+from jm.policy.jobs.sinknote import SPARK_LOG_ENV
 from jm.runtime import limits as L
 from jm.runtime.cgroups import remove_job_cgroup, tenant_cgroup_name
 from jm.runtime.confine import limits_note, state_of
@@ -158,7 +158,7 @@ def _child(params: RunParams, fds_to_close: list[int], zygote_pid: int, peer_pid
             if pyenv.activate(params.python_env):  # a module the zygote imported: its own
                 pyenv.exec_fresh(params, [zygote_pid, peer_pid])
         if params.spark_log:  # where a connect-mode query's console output goes
-            os.environ[SPARK_LOG_ENV] = params.spark_log  # (jm/policy/sinknote.py)
+            os.environ[SPARK_LOG_ENV] = params.spark_log  # (jm/policy/jobs/sinknote.py)
         if params.spark_token:  # its engine's (a tenant's or its own), not the peer's
             os.environ[TOKEN_ENV] = params.spark_token
         from jm.runtime.jobrun import run_job

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from jm.policy.runparams import RunParams
+from jm.policy.jobs.runparams import RunParams
 from jm.runtime.frames import Codec, ProtocolError, next_frame
 
 PARENT_ENV = "JM_PARENT_PID"  # set by whoever starts us: the pid we must die with

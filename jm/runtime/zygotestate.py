@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Union
 
-from jm.policy.runparams import RunParams
+from jm.policy.jobs.runparams import RunParams
 from jm.runtime.zygoteproto import TO_PEER, Error, Exited, Guard, Lease, Spawn, Spawned
 
 IDLE_WAIT = 1.0  # seconds: the longest the loop sleeps when nothing is due

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from jm.policy import fsuri
-from jm.policy.reqfile import RequirementsError, livy_requirements
+from jm.policy.jobs import fsuri
+from jm.policy.jobs.reqfile import RequirementsError, livy_requirements
 from raft.records import (CANCELED, CANCELLING, CREATED, FAILED, FINISHED, INITIALIZING,
                           RESTARTING, RUNNING, JobRecord)
 
@@ -51,7 +51,7 @@ def _path(field: str, url: Any, errors: list) -> Optional[str]:
         return u
     scheme = u.split("://", 1)[0].lower() if "://" in u else None
     if scheme in fsuri.REMOTE_SCHEMES:
-        try:  # copied into an artifact by the peer (jm/policy/spec.py remote_refs)
+        try:  # copied into an artifact by the peer (jm/policy/jobs/spec.py remote_refs)
             return fsuri.location(u, field)
         except ValueError as exc:
             errors.append(str(exc))

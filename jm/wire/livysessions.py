@@ -7,7 +7,7 @@ A session's `kind` is the default kind of its statements; a statement may give i
 code runs in a Python process of the session on its peer, with `spark` a Spark Connect
 session on the peer's Spark server; SQL runs in the same Spark session through the SQL
 gateway. `jars`, `pyFiles`, `files` and `archives` become the session's properties as
-Livy maps them (`spark.jars`, ...: jm/policy/sessiondeps.py), and `conf`'s
+Livy maps them (`spark.jars`, ...: jm/policy/sql/sessiondeps.py), and `conf`'s
 `spark.jm.requirements` its Python environment. Resource fields (`driverMemory`,
 `numExecutors`, ...) have no effect here: the sessions share their engine, and the
 session's log says so."""
@@ -17,8 +17,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from jm.policy.sessiondeps import LIVY_FIELDS, livy_fields
-from jm.policy.spec import USER_RE
+from jm.policy.sql.sessiondeps import LIVY_FIELDS, livy_fields
+from jm.policy.jobs.spec import USER_RE
 from raft.livy import StatementState, may_become
 from raft.records import LivyRecord, LivyStatementRecord
 

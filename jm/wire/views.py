@@ -49,7 +49,7 @@ def peer_state(st: ClusterState, p) -> str:
 
 def _role(node: str, leader: Optional[str], members: Optional[list[str]]) -> Optional[str]:
     if members is not None and node not in members:
-        return "non-voter"  # a non-voting member (jm/policy/voters.py)
+        return "non-voter"  # a non-voting member (jm/policy/members/voters.py)
     return "leader" if node == leader else "follower"
 
 

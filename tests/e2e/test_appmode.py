@@ -19,7 +19,7 @@ from tests.helpers import CLASS_ARCHIVE, EXECUTOR_JVM, ROOT, http, http_server, 
 
 pytestmark = pytest.mark.slow
 EXAMPLES = os.path.join(ROOT, "examples")
-from jm.policy.vocab import TERMINAL  # the states a job ends in
+from jm.policy.jobs.vocab import TERMINAL  # the states a job ends in
 
 
 @pytest.fixture(scope="module")
@@ -180,7 +180,7 @@ def test_an_entry_job_in_classic_mode_has_its_own_application(cluster, spark):
     done = poll(lambda: (lambda j: j if j["state"] in TERMINAL else None)(
         job(cluster, b["jobid"])), 240, interval=0.3, what="the classic entry job ended")
     assert done["state"] == "FINISHED", http("GET", f"{cluster.urls[0]}/jobs/{b['jobid']}"
-                                                     "/exceptions")[1]
+                                             "/exceptions")[1]
     result = done["result"]
     assert result["total"] == 3 * sum(range(100)) and result["seen"] == 100
     assert result["name"] == "rdd-entry" and result["app"].startswith("app-")
@@ -214,7 +214,7 @@ while True:
 
 @pytest.mark.parametrize("fault", ["kill", "freeze"])
 def test_application_fenced_across_a_lost_peer_and_gone_after_cancel(cluster, spark,
-                                                                    tmp_path, fault):
+                                                                     tmp_path, fault):
     """kill: SIGKILL of the owner (its driver dies with it); freeze: SIGSTOP of the owner
     (its zygote kills the attempt's group, driver included, when the lease runs out)."""
     app = tmp_path / "forever.py"

@@ -13,7 +13,7 @@ from tests.helpers import http, poll
 
 pytestmark = pytest.mark.slow
 APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apps", "events_script.py")
-from jm.policy.vocab import TERMINAL  # the states a job ends in
+from jm.policy.jobs.vocab import TERMINAL  # the states a job ends in
 
 
 def make_events(batch: int, files: int, per_file: int) -> list[list[dict]]:

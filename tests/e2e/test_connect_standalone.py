@@ -14,7 +14,7 @@ from tests.e2e.procs import ProcessCluster, assert_gone, started
 from tests.helpers import CLASS_ARCHIVE, EXECUTOR_JVM, ROOT, http, poll
 
 pytestmark = pytest.mark.slow
-from jm.policy.vocab import TERMINAL  # the states a job ends in
+from jm.policy.jobs.vocab import TERMINAL  # the states a job ends in
 SQL = "SELECT count(*) AS n FROM range(100000)"
 
 

@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from jm.policy.vocab import TERMINAL
+from jm.policy.jobs.vocab import TERMINAL
 from jm.runtime.cgroups import layout
 from tests.conftest import running
 from tests.helpers import CLASS_ARCHIVE, ahttp, apoll

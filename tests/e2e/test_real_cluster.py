@@ -16,7 +16,7 @@ from tests.helpers import ROOT, http, multipart, poll
 
 pytestmark = pytest.mark.slow
 TEXT = os.path.join(ROOT, "examples", "data", "words.txt")
-from jm.policy.vocab import TERMINAL  # the states a job ends in
+from jm.policy.jobs.vocab import TERMINAL  # the states a job ends in
 
 
 def wait_job(url: str, jid: str, timeout: float = 180) -> dict:

@@ -6,7 +6,7 @@ import os
 import sys
 import time
 
-from jm.policy.runparams import RunParams
+from jm.policy.jobs.runparams import RunParams
 from jm.runtime.executor import Executor
 from tests.helpers import spawned
 

@@ -130,7 +130,7 @@ async def test_a_wiped_voter_would_elect_a_stale_leader(tmp_path, monkeypatch, g
         shutil.rmtree(b.data_dir)
         await a.stop()
         if not guarded:
-            from jm.policy import identity
+            from jm.policy.members import identity
             monkeypatch.setattr("jm.cluster.members.identity.decide",
                                 lambda *a, **k: (identity.VOTER, "guard bypassed"))
         c.peers[1] = _peer(c, 1, rejoin=guarded)

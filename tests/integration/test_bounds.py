@@ -29,7 +29,7 @@ async def test_exit_messages_end_failed_readable_and_truncated(tmp_path):
         assert s == 200
         texts = [e["exception"] for e in ex["all-exceptions"] if e["failure"]]
         # the failure is kept, readable: the byte shows as its escape; an exit before any
-        # Spark ran is not restarted, whatever the strategy (jm/policy/hopeless.py)
+        # Spark ran is not restarted, whatever the strategy (jm/policy/jobs/hopeless.py)
         assert texts == ["SystemExit: cannot read input-\\udcff.csv"], texts
         assert ex["all-exceptions"][0]["final"] is True
         assert ex["all-exceptions"][0]["reason"] == (

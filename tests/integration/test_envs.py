@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from jm.cluster.jobs.envs import READY, EnvBuildError, EnvCache
-from jm.policy.envs import requirement_set
+from jm.policy.jobs.envs import requirement_set
 
 OLD, NEW = "tabulate==0.8.10", "tabulate==0.9.0"  # small, pure Python, not the peer's
 

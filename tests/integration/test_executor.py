@@ -3,7 +3,7 @@ import asyncio
 import os
 import time
 
-from jm.policy.runparams import RunParams
+from jm.policy.jobs.runparams import RunParams
 from jm.runtime.executor import Executor, ProcessExit, Refused
 from tests.helpers import apoll, spawned
 

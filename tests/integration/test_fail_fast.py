@@ -4,7 +4,7 @@ strategy), no driver JVM for a script that does not compile, and tracebacks that
 user's code only (error.json, the job's log, `jm submit --wait`, `jm run --wait`)."""
 import os
 
-from jm.policy.vocab import TERMINAL
+from jm.policy.jobs.vocab import TERMINAL
 from tests.conftest import running
 from tests.helpers import ahttp, apoll, asubmit_to
 from tests.integration.test_cli import jm

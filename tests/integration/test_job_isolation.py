@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from jm.policy.runparams import RunParams, fence_interval
+from jm.policy.jobs.runparams import RunParams, fence_interval
 from jm.runtime.executor import Executor, ExecutorConfigError, ProcessExit
 from jm.runtime.limits import JobLimits, proc_state
 from tests.helpers import ahttp, apoll, spawned

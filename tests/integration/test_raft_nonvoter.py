@@ -1,4 +1,4 @@
-"""A non-voting member (jm/policy/voters.py) through real pysyncobj over TCP: three voters
+"""A non-voting member (jm/policy/members/voters.py) through real pysyncobj over TCP: three voters
 and two read-only members; the readers apply every entry, learn the leader, send their
 writes through it, never count in a quorum (two voters down: nothing commits, though four
 of five processes run), and a reader restarted from nothing gets the whole state."""

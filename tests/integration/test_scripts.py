@@ -11,8 +11,8 @@ import zipfile
 import pytest
 
 from tests.helpers import ahttp, apoll, asubmit_to, multipart
-from jm.policy.engines import PEER_ENGINE
-from jm.policy.vocab import TERMINAL
+from jm.policy.spark.engines import PEER_ENGINE
+from jm.policy.jobs.vocab import TERMINAL
 
 
 async def _ended(c, jid, peer=0, timeout=60):

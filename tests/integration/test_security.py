@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from jm.config import ConfigError, PeerAddress, load_config
-from jm.policy.security import peer_credential
+from jm.policy.members.security import peer_credential
 from tests.conftest import InProcessCluster, running
 from tests.helpers import ROOT, ahttp, apoll, make_conf
 

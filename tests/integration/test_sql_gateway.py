@@ -7,7 +7,7 @@ import os
 import pytest
 import pytest_asyncio
 
-from jm.policy.vocab import TERMINAL
+from jm.policy.jobs.vocab import TERMINAL
 
 from tests.conftest import running
 from tests.helpers import ahttp, apoll

@@ -416,7 +416,7 @@ async def test_the_audit_log_can_be_neither_skipped_nor_flushed(tmp_path):
     so hundreds of them do not push the creation of an admin token out of the log; a
     path is kept to 256 characters."""
     import asyncio
-    from jm.policy.security import peer_credential
+    from jm.policy.members.security import peer_credential
     secret = "audit-test-secret"
     async with running(str(tmp_path), 1, {"rest.auth.token": ROOT,
                                           "cluster.secret": secret}) as c:

@@ -11,7 +11,7 @@ import pytest
 
 from jm.client.cli_http import UsageError
 from jm.client.cli_run import build_run_spec, parse_conf, split_app_args
-from jm.policy.runparams import RunParams
+from jm.policy.jobs.runparams import RunParams
 from jm.wire import views
 from jm.runtime.sparkapp import (IdleSince, InfoWatcher, driver_conf, jvm_opts_env,
                                  local_dirs_env, submit_args, waiting)

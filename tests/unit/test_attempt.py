@@ -1,17 +1,17 @@
-"""jm/policy/attempt.py: the attempts of one job, event in, instructions out (pure)."""
+"""jm/policy/jobs/attempt.py: the attempts of one job, event in, instructions out (pure)."""
 from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from jm.policy.attempt import LEASE_LOST, AttemptState, Phase
-from jm.policy.attemptio import (ArmStopTimer, Begin, CleanupSession, Committed, CompleteStop,
-                                 DelayElapsed, Done, Exited, FailureRead, IntentsChanged, Kill,
-                                 LeaseBack, ReadFailure, ReadResult, Release, Report, Reported,
-                                 ResultRead, SavepointTaken, SessionCleaned, Spawn, Spawned,
-                                 SpawnFailed, StopTimedOut, TakeSavepoint, WaitFor,
-                                 WaitForLease)
-from jm.policy.intents import Intents
-from jm.policy.restart import RestartStrategy
+from jm.policy.jobs.attempt import LEASE_LOST, AttemptState, Phase
+from jm.policy.jobs.attemptio import (ArmStopTimer, Begin, CleanupSession, Committed, CompleteStop,
+                                      DelayElapsed, Done, Exited, FailureRead, IntentsChanged, Kill,
+                                      LeaseBack, ReadFailure, ReadResult, Release, Report, Reported,
+                                      ResultRead, SavepointTaken, SessionCleaned, Spawn, Spawned,
+                                      SpawnFailed, StopTimedOut, TakeSavepoint, WaitFor,
+                                      WaitForLease)
+from jm.policy.jobs.intents import Intents
+from jm.policy.jobs.restart import RestartStrategy
 from raft import state as S
 
 NONE = RestartStrategy("none")

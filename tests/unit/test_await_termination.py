@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from jm.policy.runparams import RunParams
+from jm.policy.jobs.runparams import RunParams
 from jm.runtime.jobrun import JobContext
 
 

@@ -14,13 +14,13 @@ import sys
 import pytest
 
 from jm.config import Config, ConfigError, load_config
-from jm.policy.bounds import bounded_failure, readable, storable, truncate
-from jm.policy.attempt import Phase
-from jm.policy.attemptio import SpawnFailed
-from jm.policy.restart import RestartStrategy, validate_override
-from jm.policy.retention import purge_batches
-from jm.policy.runparams import RunParams
-from jm.policy.spec import SpecError, SpecTooLarge, validate_spec
+from jm.policy.jobs.bounds import bounded_failure, readable, storable, truncate
+from jm.policy.jobs.attempt import Phase
+from jm.policy.jobs.attemptio import SpawnFailed
+from jm.policy.jobs.restart import RestartStrategy, validate_override
+from jm.policy.jobs.retention import purge_batches
+from jm.policy.jobs.runparams import RunParams
+from jm.policy.jobs.spec import SpecError, SpecTooLarge, validate_spec
 from raft import commands as c
 from raft import state as S
 from raft.commands import encode
@@ -270,7 +270,7 @@ def test_args_and_sql_have_their_own_limits():
         validate_spec({"entry": "m:f", "args": {"blob": "x" * 300_000}})
     with pytest.raises(SpecTooLarge, match="jobmanager.spec.max-sql-size"):
         validate_spec({"sql": "SELECT 1 -- " + "x" * 300_000})
-    from jm.policy.spec import SpecLimits
+    from jm.policy.jobs.spec import SpecLimits
     ok = validate_spec({"sql": "SELECT 1 -- " + "x" * 300_000},
                        limits=SpecLimits(sql=1024 * 1024))
     assert ok["sql"].startswith("SELECT 1")
@@ -284,7 +284,7 @@ def test_a_spec_with_a_lone_surrogate_is_a_400_not_a_stuck_write():
 
 
 def test_spec_limits_are_config_keys():
-    from jm.policy.spec import SpecLimits
+    from jm.policy.jobs.spec import SpecLimits
     conf = Config({"jobmanager.spec.max-size": "2 kb", "jobmanager.spec.max-args-size": "1 kb",
                    "jobmanager.spec.max-sql-size": "3 kb",
                    "jobmanager.failure.max-size": "8 kb"}, "/tmp")

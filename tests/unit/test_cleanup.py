@@ -1,4 +1,4 @@
-"""Unit tests for retention: jm/policy/cleanup.py (pure decisions), the log cut
+"""Unit tests for retention: jm/policy/jobs/cleanup.py (pure decisions), the log cut
 (jm/runtime/joblogs.py cap_file), savepoint listing and removal, blob ages, the new config
 keys, and the peer's own log rotation (jm/cluster/peerlog.py peer_log_handler)."""
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 from jm.cluster.blobs import BlobStore
 from jm.cluster.jobs.savepoint import list_savepoints, remove
 from jm.config import ConfigError, load_config
-from jm.policy import cleanup
-from jm.policy.cleanup import (BLOB, CHECKPOINTS, LOG_DIR, RUN_DIR, SAVEPOINT, Entry,
-                               Listing, Policy, Refs, SavepointEntry)
+from jm.policy.jobs import cleanup
+from jm.policy.jobs.cleanup import (BLOB, CHECKPOINTS, LOG_DIR, RUN_DIR, SAVEPOINT, Entry,
+                                    Listing, Policy, Refs, SavepointEntry)
 from jm.runtime import joblogs
 from raft import commands as c
 from raft.state import ClusterState
@@ -476,7 +476,7 @@ def test_an_attempt_restarting_over_and_over_keeps_bounded_logs(tmp_path):
 
 def test_shared_copies_of_uploads_follow_the_blob_rule():
     """<storageDir>/blobs (an upload's durable copy): deleted like a peer's own blob."""
-    from jm.policy import cleanup as cl
+    from jm.policy.jobs import cleanup as cl
     old, new, used = "a" * 64, "b" * 64, "c" * 64
     listing = cl.Listing(shared_blobs=(cl.Entry(old, 0.0), cl.Entry(new, 990.0),
                                        cl.Entry(used, 0.0)))

@@ -13,8 +13,8 @@ from chaos.clock import ClockFault, lease_safe, remove_stale_shm, safe_rate_rang
 from jm.cluster.jobs.jobservices import JobEnv
 from jm.cluster.members.lease import Lease
 from jm.config import Config
-from jm.policy.restart import RestartStrategy, RestartTracker, on_failure
-from jm.policy.retention import expired_jobs, track_ended
+from jm.policy.jobs.restart import RestartStrategy, RestartTracker, on_failure
+from jm.policy.jobs.retention import expired_jobs, track_ended
 from raft import commands as c
 from raft.state import ClusterState
 

@@ -66,7 +66,7 @@ def test_defaults():
     assert c["heartbeat.timeout"] == 3.0
     assert c["jobmanager.lease-timeout"] == 2.0
     assert c["rest.max-body-size"] == 100 * 1024 ** 2
-    assert c["restart-strategy.type"] is None  # by job type: jm/policy/restart.py
+    assert c["restart-strategy.type"] is None  # by job type: jm/policy/jobs/restart.py
     assert c["spark.remote"] is None
     assert c["spark.connect.embedded"] is True
     assert c["jobmanager.log.level"] == "INFO"

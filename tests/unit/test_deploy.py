@@ -132,9 +132,9 @@ def test_the_systemd_unit_runs_a_peer_in_the_foreground():
 
 def test_a_pods_end_drains_its_peer_and_a_scale_down_leaves(tmp_path):
     """The StatefulSet's pods: a preStop hook (a scale-down's removal, jm/local/kube.py),
-    a grace period that covers it and the SIGTERM drain (jm/policy/stopdrain.py), one
+    a grace period that covers it and the SIGTERM drain (jm/policy/members/stopdrain.py), one
     voluntary disruption at a time, and the RBAC the hook needs to read the replicas."""
-    from jm.policy.stopdrain import stop_grace, wait_budget
+    from jm.policy.members.stopdrain import stop_grace, wait_budget
     docs = _docs()
     kinds = {}
     for d in docs:
@@ -183,7 +183,7 @@ def test_the_entry_points_prestop_runs_the_kube_helper(tmp_path):
 
 
 def test_the_systemd_units_stop_waits_for_the_drain():
-    from jm.policy.stopdrain import stop_grace
+    from jm.policy.members.stopdrain import stop_grace
     unit = configparser.ConfigParser(interpolation=None, strict=False)
     unit.optionxform = str
     unit.read(os.path.join(DEPLOY, "systemd", "jobmanager@.service"))

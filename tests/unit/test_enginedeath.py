@@ -1,15 +1,16 @@
-"""Unit tests of jm/policy/enginedeath.py and jm/cluster/jobs/jobengine.py: what an engine's death
-says, whose work ran it out of memory (a statement, a streaming query's micro-batch), and
-when a job that keeps doing it is failed (pure, from log text as Spark 4.3 writes it)."""
+"""Unit tests of jm/policy/spark/enginedeath.py and jm/cluster/jobs/jobengine.py: what an
+engine's death says, whose work ran it out of memory (a statement, a streaming query's
+micro-batch), and when a job that keeps doing it is failed (pure, from log text as Spark
+4.3 writes it)."""
 from __future__ import annotations
 
 import json
 
 from jm.cluster.jobs.jobengine import JobEngine
 from jm.cluster.jobs.savepoint import checkpoint_query_ids
-from jm.policy.enginedeath import (RUN_MARK, OomSuspects, engine_death, engine_killer,
-                                   oom_suspects, run_mark)
-from jm.policy.engines import EngineKey, ShareLevel
+from jm.policy.spark.enginedeath import (RUN_MARK, OomSuspects, engine_death, engine_killer,
+                                         oom_suspects, run_mark)
+from jm.policy.spark.engines import EngineKey, ShareLevel
 
 T = ShareLevel.TENANT
 

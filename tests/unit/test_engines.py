@@ -1,11 +1,11 @@
-"""Unit tests of jm/policy/engines.py: which engine work uses at each share level, and the
+"""Unit tests of jm/policy/spark/engines.py: which engine work uses at each share level, and the
 pool's starts, idle stops, bound and waiting (pure, no Spark)."""
 from __future__ import annotations
 
 from hypothesis import given, settings, strategies as hs
 
-from jm.policy.engines import (PEER_ENGINE, Acquire, EngineKey, EnginePool, Granted, Release,
-                               ShareLevel, Start, Stop, Stopped, Tick, engine_for)
+from jm.policy.spark.engines import (PEER_ENGINE, Acquire, EngineKey, EnginePool, Granted, Release,
+                                     ShareLevel, Start, Stop, Stopped, Tick, engine_for)
 
 T, J = ShareLevel.TENANT, ShareLevel.JOB
 

@@ -1,9 +1,9 @@
-"""A job's requirements (jm/policy/envs.py): valid sets, one spelling and key per set,
+"""A job's requirements (jm/policy/jobs/envs.py): valid sets, one spelling and key per set,
 what stays the peers', requirements files, and which cached environments make room."""
 import pytest
 
-from jm.policy.envs import MAX_REQUIREMENTS, CachedEnv, requirement_set, to_evict
-from jm.policy.reqfile import RequirementsError, livy_requirements, requirements_file
+from jm.policy.jobs.envs import MAX_REQUIREMENTS, CachedEnv, requirement_set, to_evict
+from jm.policy.jobs.reqfile import RequirementsError, livy_requirements, requirements_file
 
 
 def test_the_same_set_in_other_words_is_one_set_with_one_key():

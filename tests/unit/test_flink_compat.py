@@ -38,7 +38,7 @@ def test_termination_mode_is_case_insensitive(raw):
 
 
 @pytest.mark.parametrize("raw,words", [("stop", "/stop"), ("STOP", "/stop"),
-                                        ("kill", "mode=cancel"), ("", "mode=cancel")])
+                                       ("kill", "mode=cancel"), ("", "mode=cancel")])
 def test_other_termination_modes_are_a_400_that_says_what_to_use(raw, words):
     with pytest.raises(ApiError) as exc:
         F.termination_mode(raw)
@@ -48,7 +48,7 @@ def test_other_termination_modes_are_a_400_that_says_what_to_use(raw, words):
 def test_flinks_own_savepoint_body_is_accepted():
     trigger, target, stop = F.savepoint_request(FLINK_SAVEPOINT, False)
     assert len(trigger) == 32 and int(trigger, 16) >= 0  # a Flink TriggerId: 32 hex digits
-    # the target as given: the gateway makes it canonical (jm/policy/fsuri.py)
+    # the target as given: the gateway makes it canonical (jm/policy/jobs/fsuri.py)
     assert (target, stop) == ("file:///sp", False)
 
 
@@ -115,7 +115,7 @@ def st():
     s = ClusterState()
     s.apply(c.RegisterPeer("n1", "h1", 8081, 6123, 11, 2, 1.0))
     s.apply(c.SubmitJob("a" * 32, {"name": "run", "slots": 1, "entry": "m:f",
-                                    "job-type": "streaming"}, 10.0))
+                                   "job-type": "streaming"}, 10.0))
     s.apply(c.SubmitJob("b" * 32, {"name": "fin", "slots": 1, "entry": "m:f"}, 11.0))
     s.apply(c.AssignJobs((c.Assignment("a" * 32, "n1", 0), c.Assignment("b" * 32, "n1", 0)),
                          20.0))

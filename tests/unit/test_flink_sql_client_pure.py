@@ -1,10 +1,10 @@
 """Flink's SQL Client conversation, its pure parts: Flink's SET/RESET in Spark's syntax
-(jm/policy/flinksql.py) and completion hints (jm/policy/sqlcomplete.py)."""
+(jm/policy/sql/flinksql.py) and completion hints (jm/policy/sql/sqlcomplete.py)."""
 import pytest
 
-from jm.policy import flinksql, sqlcomplete
-from jm.policy.sqlparse import classify
-from jm.policy.sqlstmt import STATE
+from jm.policy.sql import flinksql, sqlcomplete
+from jm.policy.sql.sqlparse import classify
+from jm.policy.sql.sqlstmt import STATE
 
 
 @pytest.mark.parametrize("flink,spark", [
@@ -23,7 +23,7 @@ from jm.policy.sqlstmt import STATE
     ("RESET 'execution.runtime-mode'", "RESET `execution.runtime-mode`"),
     ("reset 'spark.sql.shuffle.partitions';", "RESET spark.sql.shuffle.partitions"),
     ("RESET", "RESET"), ("reset ;", "RESET"), ("RESET spark.sql.ansi.enabled",
-                                              "RESET spark.sql.ansi.enabled"),
+                                               "RESET spark.sql.ansi.enabled"),
 ])
 def test_flink_set_and_reset_become_spark_statements_answered_ok(flink, spark):
     t = flinksql.translate(flink)
@@ -99,7 +99,7 @@ def test_no_repeats_and_names_keep_their_case():
 
 @pytest.mark.parametrize("body,field", [
     ({}, "statement"), ({"position": 1}, "statement"), ({"statement": 3, "position": 0},
-                                                         "statement"),
+                                                        "statement"),
     ({"statement": "SELECT"}, "position"), ({"statement": "SELECT", "position": "2"},
                                             "position"),
     ({"statement": "SELECT", "position": True}, "position"),

@@ -1,10 +1,10 @@
-"""Savepoint locations (jm/policy/fsuri.py, pure): every spelling of a place becomes one
+"""Savepoint locations (jm/policy/jobs/fsuri.py, pure): every spelling of a place becomes one
 canonical string; what the cluster cannot write is a ValueError naming the field."""
 from __future__ import annotations
 
 import pytest
 
-from jm.policy import fsuri
+from jm.policy.jobs import fsuri
 
 
 @pytest.mark.parametrize("raw,canonical", [

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from jm import config as C
-from jm.policy.stopdrain import stop_grace, wait_budget
+from jm.policy.members.stopdrain import stop_grace, wait_budget
 from tests.helmrender import render_chart
 from tests.helpers import ROOT
 

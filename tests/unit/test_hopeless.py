@@ -1,9 +1,9 @@
-"""jm/policy/hopeless.py: which failures no restart can pass (pure)."""
+"""jm/policy/jobs/hopeless.py: which failures no restart can pass (pure)."""
 from __future__ import annotations
 
 import pytest
 
-from jm.policy.hopeless import LOAD, RUN, FailureFacts, hopeless
+from jm.policy.jobs.hopeless import LOAD, RUN, FailureFacts, hopeless
 
 
 def kinds(exc_type: type) -> tuple[str, ...]:

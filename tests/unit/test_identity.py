@@ -1,5 +1,5 @@
-"""jm.policy.identity.decide: who may start as a voter."""
-from jm.policy.identity import NON_VOTER, VOTER, WAIT, SeedView, decide
+"""jm.policy.members.identity.decide: who may start as a voter."""
+from jm.policy.members.identity import NON_VOTER, VOTER, WAIT, SeedView, decide
 
 ME = "10.0.0.2:6123"
 KNOWN = SeedView("c1", ("10.0.0.1:6123", ME))

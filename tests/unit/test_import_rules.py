@@ -11,8 +11,9 @@
 * rest/ imports nothing of ours but its gateway protocols (rest/gateway.py) and the
   vocabulary it shares with the peer (jm/api.py, the standard library only);
 * jm/cluster/ imports nothing of rest/: the peer is assembled above both, in jm/peer/ (the
-  process), which no module below imports; its rooms (spark, jobs, sql and members, api)
-  import only rooms below them, and its shared modules no room;
+  process), which no module below imports;
+* the rooms of jm/cluster/ and of jm/policy/ (spark, jobs, sql and members, api) import only
+  rooms below them, and their packages' own modules no room;
 * pyspark is imported only by the job runtime (jm/runtime/);
 * the child processes' code (jm/runtime's zygote, job process, SQL worker, Livy REPL) imports
   no asyncio, aiohttp or pysyncobj and nothing of the peer (jm/cluster, raft.node, rest).
@@ -138,29 +139,33 @@ def test_no_private_name_is_imported_from_another_module(module):
     assert not bad, f"{module} imports {bad}"
 
 
-# jm/cluster's rooms, low to high (sql and members side by side: neither imports the other);
-# its own modules (jm/cluster/*.py: batching, waits, TLS, metrics, blobs...) import no room
+# the rooms of jm/cluster and of jm/policy, low to high (sql and members side by side:
+# neither imports the other); a package's own modules (jm/cluster/*.py: batching, waits,
+# TLS, metrics, blobs...) import none of its rooms
 ROOM_RANKS = {"spark": 0, "jobs": 1, "sql": 2, "members": 2, "api": 3}
+HOUSES = ("jm.cluster", "jm.policy")
 
 
-def _room(module: str):
-    parts = module.split(".")
-    if parts[:2] != ["jm", "cluster"] or len(parts) < 3:
+def _room(module: str, house: str):
+    """The room of `module` in `house`: "" for the house's own modules, None outside."""
+    if not _under(module, [house]) or module == house:
         return None
-    return parts[2] if parts[2] in ROOM_RANKS else ""
+    part = module[len(house) + 1:].split(".")[0]
+    return part if part in ROOM_RANKS else ""
 
 
-def test_the_rooms_of_jm_cluster_are_there():
-    assert {r for r in map(_room, _in("jm.cluster")) if r} == set(ROOM_RANKS)
-    assert [m for m in _in("jm.cluster") if _room(m) is None] == ["jm.cluster"]
+@pytest.mark.parametrize("house", HOUSES)
+def test_the_rooms_are_there(house):
+    assert {r for m in _in(house) if (r := _room(m, house))} == set(ROOM_RANKS)
 
 
-@pytest.mark.parametrize("module", _in("jm.cluster"))
-def test_a_room_of_jm_cluster_imports_no_room_above_or_beside_it(module):
-    mine = _room(module)
+@pytest.mark.parametrize("module", [m for h in HOUSES for m in _in(h) if m != h])
+def test_a_room_imports_no_room_above_or_beside_it(module):
+    house = next(h for h in HOUSES if _under(module, [h]))
+    mine = _room(module, house)
     rank = ROOM_RANKS.get(mine, -1)
-    bad = sorted(n for n in closure(module) if _room(n) and _room(n) != mine
-                 and ROOM_RANKS[_room(n)] >= rank)
+    bad = sorted(n for n in closure(module) if _room(n, house)
+                 and _room(n, house) != mine and ROOM_RANKS[_room(n, house)] >= rank)
     assert not bad, f"{module} ({mine or 'shared'}) imports {bad}"
 
 

@@ -1,5 +1,5 @@
-"""jm.policy.jobenv: what of the peer's environment its children see."""
-from jm.policy.jobenv import child_environ
+"""jm.policy.jobs.jobenv: what of the peer's environment its children see."""
+from jm.policy.jobs.jobenv import child_environ
 
 PEER = {"PATH": "/usr/bin", "HOME": "/root", "LC_ALL": "C.UTF-8", "SPARK_HOME": "/s",
         "PYTHONPATH": "/p", "JM_CONF_REST_AUTH_TOKEN": "t", "JM_CONF_CLUSTER_SECRET": "c",

@@ -1,5 +1,5 @@
 """The pure parts of a Livy `pyspark` session's process: the connect-command marker of a
-temporary view (jm/policy/connectplan.py), the protocol's messages, and how a statement's
+temporary view (jm/policy/sql/connectplan.py), the protocol's messages, and how a statement's
 code runs (jm/runtime/livyexec.py: output, last expression, errors, magics, tables)."""
 import dataclasses
 import datetime
@@ -8,13 +8,13 @@ import io
 
 import pytest
 
-from jm.policy import connectplan as C
-from jm.policy.sqlparse import classify, temp_views
-from jm.policy.sqlstmt import STATE
+from jm.policy.sql import connectplan as C
+from jm.policy.sql.sqlparse import classify, temp_views
+from jm.policy.sql.sqlstmt import STATE
 from jm.runtime.frames import read_frame
 from jm.runtime import livyexec as X
 from jm.runtime import livyproto as P
-from jm.policy.flinksql import spark_reset
+from jm.policy.sql.flinksql import spark_reset
 
 
 @pytest.mark.parametrize("name", ["v", "My View", "a`b", "``", "ünï"])
@@ -74,8 +74,8 @@ def test_protocol_round_trip():
         P.CODEC.pack({"not": "a message"}, 1)
     r = P.CodeResult("error", "x", None, None, "E", "v", ("a", "b"), ("SET a=b",))
     assert P.CodeResult.from_value(dataclasses.asdict(r) | {"traceback": ["a", "b"],
-                                                          "state": ["SET a=b"],
-                                                          "future": 1}) == r
+                                                            "state": ["SET a=b"],
+                                                            "future": 1}) == r
 
 
 def run(code, ns=None):

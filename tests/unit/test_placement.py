@@ -1,10 +1,10 @@
-"""Unit tests for jm/policy/placement.py: the pure least-loaded placement policy."""
+"""Unit tests for jm/policy/members/placement.py: the pure least-loaded placement policy."""
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from jm.policy.placement import PeerLoad, Waiting, place
+from jm.policy.members.placement import PeerLoad, Waiting, place
 
 
 def W(job, slots=1, epoch=0):

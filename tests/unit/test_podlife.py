@@ -1,10 +1,10 @@
-"""jm/policy/podlife.py (pure): a StatefulSet pod joins the membership when it is not a
+"""jm/policy/members/podlife.py (pure): a StatefulSet pod joins the membership when it is not a
 member and leaves it when it is scaled away; and jm/local/kube.py reads no replicas
 outside Kubernetes (its preStop then leaves the pod's end to the SIGTERM drain)."""
 import pytest
 
 from jm.local.kube import desired_replicas
-from jm.policy.podlife import ADD, START, gone, how_to_join, ordinal, scaled_away
+from jm.policy.members.podlife import ADD, START, gone, how_to_join, ordinal, scaled_away
 
 NODE = "jm-3.jm-peers.data.svc.cluster.local:6123"
 

@@ -1,14 +1,14 @@
-"""Issue 31, pure parts: a streaming job's progress kept small (jm/policy/progress.py),
+"""Issue 31, pure parts: a streaming job's progress kept small (jm/policy/jobs/progress.py),
 committed at most once per interval and coalesced (ProgressGate), exported per job with
 bounded labels (jm/cluster/metrics.py job_gauges), and job output framed for the peer's
-stdout (jm/policy/logtee.py); plus the state machine's handling of a progress report."""
+stdout (jm/policy/jobs/logtee.py); plus the state machine's handling of a progress report."""
 import json
 from types import SimpleNamespace
 
 from jm.cluster.metrics import job_gauges
-from jm.policy.logtee import MAX_LINE, frame, split_lines
-from jm.policy.progress import (MAX_NAME, MAX_QUERIES, MAX_SIZE, ProgressGate, bounded,
-                                merged, progress_view, query_entry)
+from jm.policy.jobs.logtee import MAX_LINE, frame, split_lines
+from jm.policy.jobs.progress import (MAX_NAME, MAX_QUERIES, MAX_SIZE, ProgressGate, bounded,
+                                     merged, progress_view, query_entry)
 from raft import commands as c
 from raft.state import ClusterState
 

@@ -1,11 +1,13 @@
-"""Unit and property tests for the pure rebalancing and drain policy (jm/policy/rebalance.py)."""
+"""Unit and property tests for the pure rebalancing and drain policy
+(jm/policy/members/rebalance.py)."""
 from __future__ import annotations
 
 from collections import Counter
 
 from hypothesis import given, settings, strategies as hs
 
-from jm.policy.rebalance import JobInfo, PeerInfo, deviations, plan_drain, plan_rebalance, spread
+from jm.policy.members.rebalance import (JobInfo, PeerInfo, deviations, plan_drain,
+                                         plan_rebalance, spread)
 
 
 def cluster(layout: dict[str, int], slots: int = 8, weights: dict | None = None,
@@ -107,7 +109,7 @@ layouts = hs.dictionaries(hs.sampled_from("abcdef"), hs.integers(0, 12), min_siz
 @settings(max_examples=300, deadline=None)
 @given(layout=layouts, slots=hs.integers(1, 16), threshold=hs.sampled_from([0, 0.5, 1, 2, 3]),
        limit=hs.integers(0, 6), weights=hs.dictionaries(hs.sampled_from("abcdef"),
-                                                         hs.floats(0.5, 4.0)))
+                                                        hs.floats(0.5, 4.0)))
 def test_round_never_exceeds_slots_or_limit(layout, slots, threshold, limit, weights):
     layout = {n: min(c, slots) for n, c in layout.items()}
     peers, jobs = cluster(layout, slots, {n: weights.get(n, float(slots)) for n in layout})

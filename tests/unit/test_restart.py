@@ -1,4 +1,4 @@
-"""Unit tests for jm/policy/restart.py: Flink's restart strategies as pure decisions."""
+"""Unit tests for jm/policy/jobs/restart.py: Flink's restart strategies as pure decisions."""
 from __future__ import annotations
 
 import math
@@ -6,8 +6,8 @@ import math
 import pytest
 
 from jm.config import Config
-from jm.policy.restart import (Decision, RestartStrategy, RestartTracker, on_failure,
-                        validate_override)
+from jm.policy.jobs.restart import (Decision, RestartStrategy, RestartTracker, on_failure,
+                                    validate_override)
 
 
 def conf(**values):

@@ -1,4 +1,4 @@
-"""jm/policy/runparams.py: a job process's parameters, typed and frozen, and their wire
+"""jm/policy/jobs/runparams.py: a job process's parameters, typed and frozen, and their wire
 form for the zygote's pipe (strict both ways)."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 import msgpack
 import pytest
 
-from jm.policy.runparams import (REQUIRED, AttemptPlace, RunParams, RunParamsError,
-                                 attempt_params, cleanup_params, fence_interval)
+from jm.policy.jobs.runparams import (REQUIRED, AttemptPlace, RunParams, RunParamsError,
+                                      attempt_params, cleanup_params, fence_interval)
 
 MINIMAL = {"job_id": "j", "attempt": 2, "node": "h:1", "log_path": "/l/a.log",
            "result_path": "/r/result.json", "error_path": "/r/error.json",

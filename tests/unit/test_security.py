@@ -1,7 +1,8 @@
-"""jm.policy.security: when a peer may start, the peer credential, Host/Origin/Content-Type."""
+"""jm.policy.members.security: when a peer may start, the peer credential,
+Host/Origin/Content-Type."""
 import pytest
 
-from jm.policy import security as sec
+from jm.policy.members import security as sec
 from rest import guard
 
 

@@ -1,8 +1,8 @@
-"""jm/policy/sessiondeps.py: what a SQL gateway or Livy session brings with it (artifacts,
+"""jm/policy/sql/sessiondeps.py: what a SQL gateway or Livy session brings with it (artifacts,
 requirements) from its properties, and Livy's session fields as those properties."""
 import pytest
 
-from jm.policy.sessiondeps import SessionDeps, livy_fields, session_deps, spark_settings
+from jm.policy.sql.sessiondeps import SessionDeps, livy_fields, session_deps, spark_settings
 from jm.wire import livysessions as W
 
 ART = "artifact:sha256:" + "ab" * 32

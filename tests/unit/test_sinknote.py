@@ -1,6 +1,6 @@
-"""jm/policy/sinknote.py: the job log's one line about where a connect-mode query's
+"""jm/policy/jobs/sinknote.py: the job log's one line about where a connect-mode query's
 console output is."""
-from jm.policy.sinknote import console_note, writes_to_console
+from jm.policy.jobs.sinknote import console_note, writes_to_console
 
 CONSOLE = "org.apache.spark.sql.execution.streaming.ConsoleTable$@1b2c3d4e"
 NOOP = "org.apache.spark.sql.execution.datasources.noop.NoopTable$@5f6a7b8c"

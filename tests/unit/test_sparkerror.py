@@ -1,4 +1,4 @@
-"""jm/policy/sparkerror.py: a Spark error as one line for users, the whole text kept.
+"""jm/policy/sql/sparkerror.py: a Spark error as one line for users, the whole text kept.
 
 The texts are what the SQL worker (jm/runtime/sqlworker.py `error_text`) made of the
 exceptions of a real Spark Connect session (pyspark 4.x), captured once."""
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from jm.policy.sparkerror import MAX_SHORT, errors, short
+from jm.policy.sql.sparkerror import MAX_SHORT, errors, short
 
 # what jm/runtime/sqlworker.py `error_text` made of a real Spark Connect session's errors
 # (pyspark 4.x, captured once; the JVM stacks cut after two frames)

@@ -1,11 +1,11 @@
-"""Unit tests for jm/policy/spec.py: validation and normalisation of submitted job specs."""
+"""Unit tests for jm/policy/jobs/spec.py: validation and normalisation of submitted job specs."""
 from __future__ import annotations
 
 import re
 
 import pytest
 
-from jm.policy.spec import JOBID_RE, SpecError, new_job_id, remote_refs, validate_spec
+from jm.policy.jobs.spec import JOBID_RE, SpecError, new_job_id, remote_refs, validate_spec
 
 GOOD_ART = "artifact:sha256:" + "0123456789abcdef" * 4
 
@@ -41,7 +41,7 @@ def test_minimal_sql_spec_named_sql():
 
 def test_full_spec_kept_and_nones_dropped():
     spec = {"name": "clicks", "entry": "m:f", "pyfiles": [GOOD_ART, "/shared/p.zip", "/x.py",
-                                                         "/lib.egg", "/dir/"],
+                                                          "/lib.egg", "/dir/"],
             "args": {"a": 1}, "sql": None, "jobid": "My_job-1", "slots": 3,
             "restart-strategy": {"type": "FixedDelay", "attempts": 2},
             "savepoint-path": None}
@@ -265,7 +265,7 @@ def test_streaming_script_allowed():
     ({"script": "/a.py", "spark-conf": ["a"]}, "spark-conf must be an object"),
     ({"script": "/a.py", "spark-conf": {"executor.memory": "1g"}}, "not a Spark property"),
     ({"script": "/a.py", "spark-conf": {"spark.master": "local"}}, "spark.master is set by the "
-                                                                    "cluster"),
+     "cluster"),
     ({"script": "/a.py", "spark-conf": {"spark.submit.deployMode": "cluster"}},
      "spark.submit.deployMode is set by the cluster"),
     ({"script": "/a.py", "spark-conf": {"spark.jm.job-id": "x"}}, "spark.jm.job-id is set"),

@@ -1,9 +1,9 @@
 """What a session's next holder answers for an operation its dead peer had started: the
 end of a write kept in the session's record (raft/sessions.py) and the decision
-(jm/policy/sqlop.py `adoption`), pure."""
+(jm/policy/sql/sqlop.py `adoption`), pure."""
 import pytest
 
-from jm.policy.sqlop import LOST_WRITE, Adoption, OpState, OpStatus, adoption
+from jm.policy.sql.sqlop import LOST_WRITE, Adoption, OpState, OpStatus, adoption
 from raft import commands as c
 from raft.state import ClusterState
 
@@ -20,7 +20,7 @@ def st():
 def op(st, op_id, kind="write", text="INSERT INTO t VALUES (1)", end="", error="",
        node="a", epoch=1):
     res = st.apply(c.StartSqlOperations((c.SqlOperation("s1", op_id, node, epoch, text, kind,
-                                                         3.0, end, error),)))
+                                                        3.0, end, error),)))
     assert res.ok
     return res.value[0]
 

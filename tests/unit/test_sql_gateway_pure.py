@@ -5,7 +5,8 @@ import struct
 
 import pytest
 
-from jm.policy.sqlstmt import READ, STATE, WRITE, classify, complete, split_statements, temp_views
+from jm.policy.sql.sqlstmt import (READ, STATE, WRITE, classify, complete, split_statements,
+                                   temp_views)
 from jm.runtime.frames import read_frame
 from jm.runtime import sqlproto as P
 from jm.wire.sqlresult import columns, logical_type
@@ -219,7 +220,7 @@ def test_operations_are_kept_for_the_next_holder_fenced_and_bounded(st):
 def test_which_sql_jobs_take_the_fast_path_and_their_result():
     from dataclasses import replace
     from jm.cluster.jobs.sqljobs import fast_path, job_result
-    from jm.policy.runparams import RunParams
+    from jm.policy.jobs.runparams import RunParams
     base = RunParams(job_id="j", attempt=1, node="n", log_path="/l", result_path="/r",
                      error_path="/e", checkpoint_dir="/c", sql="SELECT 1",
                      spark_mode="connect", spark_remote="sc://h:1")

@@ -1,9 +1,9 @@
-"""jm/policy/sqlop.py: a SQL operation's status changes, each allowed and each refused
+"""jm/policy/sql/sqlop.py: a SQL operation's status changes, each allowed and each refused
 one (the table is written out here, not read from the module), and the gateway's
 `Operation.update_state` that applies them."""
 import pytest
 
-from jm.policy.sqlop import OpState, OpStatus, Refused, update_state
+from jm.policy.sql.sqlop import OpState, OpStatus, Refused, update_state
 
 RUNNING, FINISHED, CANCELED, ERROR, CLOSED = (OpStatus.RUNNING, OpStatus.FINISHED,
                                               OpStatus.CANCELED, OpStatus.ERROR,

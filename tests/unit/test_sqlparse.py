@@ -1,13 +1,13 @@
-"""Statement classification with a Spark SQL parser (jm/policy/sqlparse.py, the server's)
-and the client's splitter (jm/policy/sqlstmt.py): Spark's lexical rules (nested
+"""Statement classification with a Spark SQL parser (jm/policy/sql/sqlparse.py, the server's)
+and the client's splitter (jm/policy/sql/sqlstmt.py): Spark's lexical rules (nested
 bracketed comments, raw strings), a table of Spark and Flink SQL Client statements, and
 the fallback to keyword rules for statements sqlglot does not know."""
 import logging
 
 import pytest
 
-from jm.policy import sqlparse, sqlstmt
-from jm.policy.sqlparse import READ, STATE, WRITE, classify, split_statements, temp_views
+from jm.policy.sql import sqlparse, sqlstmt
+from jm.policy.sql.sqlparse import READ, STATE, WRITE, classify, split_statements, temp_views
 
 NESTED = "/* a /* b */ c; */ SELECT 1"
 RAW = "SELECT r'x\\' AS s; SELECT 2"   # the text: SELECT r'x\' AS s; SELECT 2

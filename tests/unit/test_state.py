@@ -731,7 +731,7 @@ def test_submit_jobs_group_commit_gives_one_result_each():
 
 
 def test_purge_forgets_only_ended_jobs_and_expiry_is_pure():
-    from jm.policy.retention import expired_jobs, track_ended
+    from jm.policy.jobs.retention import expired_jobs, track_ended
     st = ClusterState()
     reg(st, "n1")
     seen: dict = {}
@@ -856,7 +856,7 @@ def test_an_ended_job_keeps_a_compact_record(running):
     tb = "Traceback (most recent call last):\n" + "  frame\n" * 2000 + "ValueError: boom"
     for i in range(S.MAX_FAILURES_KEPT + 2):
         report(st, "j1", 1, "n1", S.RESTARTING, failure={"exception": f"E{i}",
-                                                          "traceback": f"{i}" + tb})
+                                                         "traceback": f"{i}" + tb})
         report(st, "j1", 1, "n1", S.RUNNING)
     job = st.jobs["j1"]
     assert len(job.failures) == S.MAX_FAILURES_KEPT  # while it runs: all it may keep
@@ -901,7 +901,7 @@ def _lose_on(st, job_id, node, epoch, t, heard_after, beat=True):
 
 def test_a_job_whose_peers_die_as_it_starts_moves_on_with_the_evidence():
     """The state keeps the run of losses; the next JobMaster counts them against the
-    job's restart strategy (jm/policy/attempt.py)."""
+    job's restart strategy (jm/policy/jobs/attempt.py)."""
     st = ClusterState()
     for n in ("n1", "n2", "n3", "n4"):
         reg(st, n)

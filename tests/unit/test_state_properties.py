@@ -6,7 +6,7 @@ import copy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-from jm.policy.placement import PeerLoad, Waiting, place
+from jm.policy.members.placement import PeerLoad, Waiting, place
 from raft import commands as c
 from raft import state as S
 from raft.state import ClusterState, Result

@@ -1,10 +1,10 @@
-"""jm/policy/stopdrain.py: what a peer told to stop does about its jobs (pure), and the
+"""jm/policy/members/stopdrain.py: what a peer told to stop does about its jobs (pure), and the
 drain record's `by_stop` (raft/state.py): the peer ends its own stop's drain, never an
 operator's."""
 import pytest
 
-from jm.policy import stopdrain as sd
-from jm.policy.stopdrain import DRAIN, SKIP, WAIT, SelfView, StopMarker, StopView
+from jm.policy.members import stopdrain as sd
+from jm.policy.members.stopdrain import DRAIN, SKIP, WAIT, SelfView, StopMarker, StopView
 from raft.commands import DrainPeer, RegisterPeer, decode, encode
 from raft.state import ClusterState
 

@@ -1,12 +1,12 @@
-"""spark-submit's options as Spark properties and their checks (jm/policy/submitopts.py),
+"""spark-submit's options as Spark properties and their checks (jm/policy/jobs/submitopts.py),
 and `jm run`'s mapping of them (local files uploaded, an archive's alias kept)."""
 import argparse
 
 import pytest
 
 from jm.client.cli_run import _submit_options
-from jm.policy.spec import SpecError, validate_spec
-from jm.policy.submitopts import artifact_refs, submit_errors, with_local_files
+from jm.policy.jobs.spec import SpecError, validate_spec
+from jm.policy.jobs.submitopts import artifact_refs, submit_errors, with_local_files
 
 ART = "artifact:sha256:" + "a" * 64
 
@@ -63,7 +63,7 @@ def test_good_dependencies_pass_and_artifacts_become_local_paths():
 
 
 def test_a_packed_environment_joins_the_archives_and_is_the_workers_python():
-    from jm.policy.submitopts import with_packed_env
+    from jm.policy.jobs.submitopts import with_packed_env
     conf, python = with_packed_env({"spark.archives": "/a/dep.zip#dep", "x": "1"},
                                    "/envs/k/jm-packed.tar.gz")
     assert conf == {"spark.archives": "/a/dep.zip#dep,/envs/k/jm-packed.tar.gz#jm-python",

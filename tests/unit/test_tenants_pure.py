@@ -1,12 +1,12 @@
 """Tenants, pure parts: quotas in the replicated state (raft/tenants.py: set, validate,
 forget at no limit; a session over the quota refused when it opens), the slot quota at
-placement (jm/policy/quota.py, jm/policy/placement.py: a job over its tenant's room waits,
-smaller ones of the same tenant and other tenants' go) and who may see what
+placement (jm/policy/members/quota.py, jm/policy/members/placement.py: a job over its
+tenant's room waits, smaller ones of the same tenant and other tenants' go) and who may see what
 (rest/gateway.Credential)."""
 import pytest
 
-from jm.policy import quota
-from jm.policy.placement import PeerLoad, Waiting, place
+from jm.policy.members import quota
+from jm.policy.members.placement import PeerLoad, Waiting, place
 from raft import commands as c
 from raft.state import ClusterState
 from jm.api import ANYONE, ROOT, Credential
@@ -80,7 +80,7 @@ def test_who_sees_which_tenant_s_work(who, tenant, sees):
 
 
 def test_a_tenant_s_proxy_users_survive_the_codec_and_are_checked():
-    from jm.policy.spec import proxy_refusal
+    from jm.policy.jobs.spec import proxy_refusal
     from raft import tenants as T
     from raft.protocol import PROTOCOL
     st = state()
@@ -106,7 +106,7 @@ def test_a_tenant_s_proxy_users_survive_the_codec_and_are_checked():
 
 
 def test_a_tenant_s_savepoint_dirs_survive_the_codec_are_checked_and_need_protocol_6():
-    from jm.policy import fsuri
+    from jm.policy.jobs import fsuri
     from raft import protocol as P, tenants as T
     st = state()
     cmd = c.decode(c.encode(c.SetTenant("team-a", None, None, 1.0, savepoint_dirs=(

@@ -1,9 +1,9 @@
-"""jm/policy/usertrace.py: the user's frames of a traceback, one line for an error (pure)."""
+"""jm/policy/jobs/usertrace.py: the user's frames of a traceback, one line for an error (pure)."""
 from __future__ import annotations
 
 import traceback
 
-from jm.policy.usertrace import error_line, frame_lines, user_frames, user_traceback
+from jm.policy.jobs.usertrace import error_line, frame_lines, user_frames, user_traceback
 
 HIDDEN = ("/opt/jm/", __file__)  # (this file: the frame that catches)
 COLLAPSED = ("/site/pyspark/", "/site/py4j/")

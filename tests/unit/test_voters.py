@@ -1,4 +1,4 @@
-"""The voting core (jm/policy/voters.py): how many of conf/masters vote, the configuration
+"""The voting core (jm/policy/members/voters.py): how many of conf/masters vote, the configuration
 errors of raft.voters, and the role a starting peer takes from what the seeds answer, its
 saved members file, or conf/masters."""
 import subprocess
@@ -8,7 +8,7 @@ import pytest
 
 from jm.cluster.members.membership import load_members, save_members
 from jm.config import ConfigError, load_config
-from jm.policy.voters import NON_VOTING, VOTER, SeedMembers, VotersError, start_role, \
+from jm.policy.members.voters import NON_VOTING, VOTER, SeedMembers, VotersError, start_role, \
     voter_count
 from tests.helpers import ROOT
 
@@ -75,12 +75,12 @@ def test_the_members_file_keeps_the_role(tmp_path):
 
 
 def view(node, alive=True, dead_since=None, **kw):
-    from jm.policy.voters import PeerView
+    from jm.policy.members.voters import PeerView
     return PeerView(node, alive, dead_since, **kw)
 
 
 def test_the_core_replaces_a_voter_dead_past_the_limit_and_stays_odd():
-    from jm.policy.voters import core_step
+    from jm.policy.members.voters import core_step
     voters = ["a", "b", "c"]
     peers = [view("a"), view("b"), view("c", False, 100.0), view("d"), view("e")]
     # dead 20 s of 30: nothing yet; at 30 s it leaves the voters (d can take its place)
@@ -103,7 +103,7 @@ def test_the_core_replaces_a_voter_dead_past_the_limit_and_stays_odd():
 
 
 def test_a_promotion_is_refused_with_the_reason():
-    from jm.policy.voters import promotion_refusal
+    from jm.policy.members.voters import promotion_refusal
     assert promotion_refusal("a", ["a", "b"], 3, view("a")) == (409, "a is a voter already")
     assert promotion_refusal("x", ["a", "b"], 3, None)[0] == 404
     assert "core is full" in promotion_refusal("d", ["a", "b", "c"], 3, view("d"))[1]
@@ -114,7 +114,7 @@ def test_a_promotion_is_refused_with_the_reason():
 
 
 def test_only_a_committed_removal_in_its_own_cluster_proves_a_removal():
-    from jm.policy.voters import removal_proven
+    from jm.policy.members.voters import removal_proven
     seed = SeedMembers(("h:1",), (), ("h:5",), "cluster-a")
     assert removal_proven("h:5", seed, "cluster-a")
     assert not removal_proven("h:5", seed, "cluster-b")       # another cluster's word
@@ -124,7 +124,7 @@ def test_only_a_committed_removal_in_its_own_cluster_proves_a_removal():
 
 
 def test_a_voter_s_removal_is_settled_once_its_place_is_taken_or_cannot_be():
-    from jm.policy.voters import core_after_removal
+    from jm.policy.members.voters import core_after_removal
     peers = [view("a"), view("b"), view("c", alive=False, dead_since=0.0), view("d")]
     # the removed voter still counts: not settled
     core = core_after_removal("c", ["a", "b", "c"], peers, 3, 10.0, "a")

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 from jm.cluster.peerclient import PeerAnswer
 from jm.cluster.members.voting import LAG_RETRY, RETRY_AFTER, VotingCore
-from jm.policy.voters import PROMOTE_MAX_LAG
+from jm.policy.members.voters import PROMOTE_MAX_LAG
 from raft.records import ALIVE
 
 A, B, C = "10.0.0.1:6123", "10.0.0.2:6123", "10.0.0.3:6123"

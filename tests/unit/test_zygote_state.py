@@ -9,7 +9,7 @@ import msgpack
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from jm.policy.runparams import RunParams
+from jm.policy.jobs.runparams import RunParams
 from jm.runtime.zygoteproto import (Error, Exited, Guard, Lease, ProtocolError, Ready, Spawn,
                                     Spawned, next_frame, pack, unpack)
 from jm.runtime.zygotestate import (PAUSED_POLL, ChildEnding, ChildReaped, ChildStopped,
@@ -41,7 +41,7 @@ def test_the_state_is_pure():
         elif isinstance(node, ast.ImportFrom):
             names.add(node.module)
     assert names == {"__future__", "dataclasses", "typing", "jm.runtime.zygoteproto",
-                     "jm.policy.runparams"}  # (pure: jm/policy/)
+                     "jm.policy.jobs.runparams"}  # (pure: jm/policy/)
     assert refused("k") == Exited("k", 0, -int(signal.SIGKILL), int(signal.SIGKILL), True)
 
 
@@ -86,7 +86,7 @@ def test_exit_of_a_fenced_job_is_reported_fenced():
     forked(z, "a", 41)
     z.handle(Tick(), 10.5)
     assert z.handle(ChildReaped(41, -9, 9), 10.6) == [DropCgroup(41),
-                                                       Send(Exited("a", 41, -9, 9, True))]
+                                                      Send(Exited("a", 41, -9, 9, True))]
 
 
 def test_renewed_lease_keeps_jobs_running():
@@ -133,7 +133,7 @@ def test_exit_reported_once_with_code_and_signal():
     forked(z, "a", 41)
     assert z.handle(ChildEnding(41), 2.0) == [KillLeftovers(41)]
     assert z.handle(ChildReaped(41, 3, 0), 2.0) == [DropCgroup(41),
-                                                     Send(Exited("a", 41, 3, 0, False))]
+                                                    Send(Exited("a", 41, 3, 0, False))]
     assert z.handle(ChildEnding(41), 2.0) == []
     assert z.handle(ChildReaped(41, 3, 0), 2.0) == []
     assert z.children == {}

@@ -8,7 +8,7 @@ import functools
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from jm.api import ApiError
-from jm.policy.spec import SpecError
+from jm.policy.jobs.spec import SpecError
 from raft.node import RaftUnavailable
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional
 from jm.api import ANYONE, ApiError, Credential
 from jm.cluster.api.apiwrites import Writes, api_errors
 from jm.cluster.blobs import BlobError, safe_name
-from jm.policy.tenancy import tenant_for
+from jm.policy.api.tenancy import tenant_for
 from raft.artifacts import named_by
 from raft.commands import AddArtifact, ForgetArtifacts
 from raft.tenants import key as tenant_key

@@ -12,7 +12,7 @@ from jm.cluster.api.apiwrites import Writes, api_errors
 from jm.cluster.members.resourcemanager import rebalance_round, to_command
 from jm.cluster.members.voting import PromotionRefused, peer_views
 from jm.config import ConfigError, parse_peer
-from jm.policy.voters import CoreAfterRemoval, core_after_removal
+from jm.policy.members.voters import CoreAfterRemoval, core_after_removal
 from jm.wire import views
 from raft.commands import AdmitPeer, DrainPeer, RemovePeer
 
@@ -41,7 +41,7 @@ class ClusterApi:
 
     def identity(self) -> dict:
         """What this replica knows of the cluster, without a leader (a starting peer whose
-        Raft data is missing asks this: jm/policy/identity.py): its id and the peers
+        Raft data is missing asks this: jm/policy/members/identity.py): its id and the peers
         registered in it (not removed). Until this peer's own registration is applied
         here, its replica may still be replaying the log (a restarted member applies its
         journal only once a leader tells it what is committed): it is `starting`, and

@@ -8,7 +8,7 @@ import time
 from typing import Any, Callable, ContextManager, Mapping, Optional
 
 from jm.cluster.api.readcache import OverviewCache
-from jm.policy import pages
+from jm.policy.api import pages
 from jm.wire import views
 from raft.commands import CancelJob, ReportStatuses
 from raft.records import TERMINAL

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from jm.api import ANYONE, ApiError, Credential
 from jm.cluster.api.apiwrites import Writes, api_errors
 from jm.cluster.api.resolver import SubmissionResolver
-from jm.policy import fsuri
+from jm.policy.jobs import fsuri
 from raft.commands import CancelJob, SubmitJob, TriggerSavepoint
 
 if TYPE_CHECKING:

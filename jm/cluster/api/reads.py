@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from jm.api import ANYONE, ApiError, Credential
 from jm.cluster.api.apiwrites import Writes
 from jm.cluster.peerclient import PeerUnreachable
-from jm.policy.pages import DEFAULT_LIMIT
-from jm.policy.progress import progress_view
+from jm.policy.api.pages import DEFAULT_LIMIT
+from jm.policy.jobs.progress import progress_view
 from jm.runtime import joblogs
 from jm.wire import views
 from raft.tenants import key as tenant_key

@@ -13,10 +13,10 @@ from jm.api import ApiError, Credential
 from jm.cluster.jobs import remotefs
 from jm.cluster.api.apiwrites import Writes
 from jm.cluster.jobs.savepoint import SavepointError, read_metadata
-from jm.policy.tenancy import tenant_for
-from jm.policy import fsuri
-from jm.policy.spec import SpecLimits, proxy_refusal, remote_refs, validate_spec
-from jm.policy.submitopts import artifact_refs
+from jm.policy.api.tenancy import tenant_for
+from jm.policy.jobs import fsuri
+from jm.policy.jobs.spec import SpecLimits, proxy_refusal, remote_refs, validate_spec
+from jm.policy.jobs.submitopts import artifact_refs
 from raft.tenants import key as tenant_key, proxy_users as tenant_proxy_users, \
     savepoint_dirs as tenant_savepoint_dirs
 

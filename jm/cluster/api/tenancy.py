@@ -1,7 +1,7 @@
 """Tenants on a peer: which job, batch, session or artifact a caller may see (the REST
 layer answers 404 for another tenant's, as for one that does not exist) and the tenants'
 quotas (`PUT /tenants/{t}`, `GET /tenants`, `jm tenant`). The quotas are kept by
-raft/tenants.py (sessions) and the ResourceManager's placement (slots, jm/policy/quota.py).
+raft/tenants.py (sessions) and the ResourceManager's placement (slots, jm/policy/members/quota.py).
 The audit log is jm/cluster/api/auditapi.py's."""
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from jm.api import ApiError, Credential, Named
 from jm.cluster.api.apiwrites import Writes, api_errors
 from jm.cluster.members.resourcemanager import tenant_usage
 from jm.configvalues import parse_memory
-from jm.policy import fsuri, quota
+from jm.policy.jobs import fsuri
+from jm.policy.members import quota
 from raft import tenants as T
 from raft.commands import SetTenant
 from raft.records import TERMINAL

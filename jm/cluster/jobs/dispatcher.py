@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from raft import state as S, tenants
 from jm.cluster.jobs.jobservices import JobEnv
 from jm.cluster.jobs.jobmaster import JobMaster
-from jm.policy.intents import Intents
+from jm.policy.jobs.intents import Intents
 
 log = logging.getLogger("jm.cluster.dispatcher")
 

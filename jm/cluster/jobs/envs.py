@@ -1,4 +1,4 @@
-"""The peer's cache of per-job Python environments (jm/policy/envs.py decides what a set
+"""The peer's cache of per-job Python environments (jm/policy/jobs/envs.py decides what a set
 is and what makes room; this builds and keeps them).
 
 An environment is a virtual environment under `<data dir>/envs/<key>` (key: the set and
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Callable, Optional
 
-from jm.policy.envs import CachedEnv, RequirementSet, to_evict
+from jm.policy.jobs.envs import CachedEnv, RequirementSet, to_evict
 
 log = logging.getLogger("jm.envs")
 

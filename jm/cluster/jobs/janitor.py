@@ -2,7 +2,7 @@
 the logs its job processes and child processes write, and watches its free disk space.
 The peer's own log rotates in jm/cluster/peerlog.py.
 
-What may be deleted is decided by jm/policy/cleanup.py (pure) from the replicated state
+What may be deleted is decided by jm/policy/jobs/cleanup.py (pure) from the replicated state
 and a listing of the folders; this module lists, decides and deletes:
 
 * every `jobmanager.cleanup.interval`, once this incarnation's registration is applied
@@ -32,12 +32,12 @@ from typing import Any, Callable, Optional
 
 from jm.cluster.blobs import BlobStore, newest_mtime
 from jm.cluster.jobs.savepoint import list_savepoints, remove as remove_savepoint
-from jm.policy import cleanup
-from jm.policy.fsuri import is_remote
-from jm.policy.cleanup import (BLOB, CHECKPOINTS, LOG_DIR, RUN_DIR, SAVEPOINT, SESSION_LOG,
-                               SHARED_BLOB, SHARED_TEMP, TEMP, Deletion, Entry, Listing,
-                               Policy)
-from jm.policy.retention import purge_batches
+from jm.policy.jobs import cleanup
+from jm.policy.jobs.fsuri import is_remote
+from jm.policy.jobs.cleanup import (BLOB, CHECKPOINTS, LOG_DIR, RUN_DIR, SAVEPOINT, SESSION_LOG,
+                                    SHARED_BLOB, SHARED_TEMP, TEMP, Deletion, Entry, Listing,
+                                    Policy)
+from jm.policy.jobs.retention import purge_batches
 from jm.runtime import joblogs
 from raft.commands import ForgetArtifacts
 from raft.node import RaftUnavailable

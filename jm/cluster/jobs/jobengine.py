@@ -1,15 +1,15 @@
 """A connect-mode job's engine, as its JobMaster holds it: acquired at the job's first
 spawn (its tenant's engine, or its own at `share-level: job`, started as its tenant's OS
 user), held until the JobMaster ends so that restarts find it warm, released then; and
-what the engine's deaths mean for the job's attempts (jm/policy/engines.py decides)."""
+what the engine's deaths mean for the job's attempts (jm/policy/spark/engines.py decides)."""
 from __future__ import annotations
 
 import os
 from typing import Any, Callable, Iterable, Optional
 
-from jm.policy.enginedeath import (DEATH_LOG, OomSuspects, engine_killer, oom_suspects,
-                                   ran_out_of_memory)
-from jm.policy.engines import EngineKey
+from jm.policy.spark.enginedeath import (DEATH_LOG, OomSuspects, engine_killer, oom_suspects,
+                                         ran_out_of_memory)
+from jm.policy.spark.engines import EngineKey
 from jm.runtime.sparkjvm import log_tail
 from raft.tenants import TenantRuntime
 

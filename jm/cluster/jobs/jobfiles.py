@@ -25,8 +25,8 @@ import time
 from typing import Any, Optional
 
 from jm.cluster.peerlog import rfc3339
-from jm.policy.bounds import bounded_failure
-from jm.policy.logtee import frame, split_lines
+from jm.policy.jobs.bounds import bounded_failure
+from jm.policy.jobs.logtee import frame, split_lines
 
 log = logging.getLogger("jm.jobfiles")
 _CHUNK = 1 << 20
@@ -194,7 +194,7 @@ def read_from(path: str, offset: int, limit: int = _CHUNK) -> tuple[bytes, int]:
 
 class StdoutTee:
     """Follows the log file of a job's running attempt and writes its new lines to the
-    peer's stdout, each framed with the job and the attempt (jm/policy/logtee.py); the
+    peer's stdout, each framed with the job and the attempt (jm/policy/jobs/logtee.py); the
     lines left when the attempt ends are written by `stop`."""
 
     POLL = 0.25  # seconds between two looks at the file

@@ -1,5 +1,5 @@
 """JobMaster: one per job assigned to this peer (one epoch). The driver of the job's
-AttemptState (jm/policy/attempt.py, where every decision is): it runs attempts in job
+AttemptState (jm/policy/jobs/attempt.py, where every decision is): it runs attempts in job
 processes, reports their status with its epoch (fencing token), reads what they leave,
 takes savepoints and commits moves, as the state instructs."""
 from __future__ import annotations
@@ -26,19 +26,19 @@ from jm.cluster.jobs.jobpython import JobPython
 from jm.cluster.jobs.jobservices import JobEnv, next_report_seq
 from jm.runtime.executor import ExecutorLost, JobProcess, ProcessExit, Refused
 from jm.runtime.sparkapp import SCRATCH
-from jm.policy.enginedeath import OomSuspects
-from jm.policy.bounds import bounded_failure, readable, storable, truncate
-from jm.policy.attempt import AttemptState
-from jm.policy.attemptio import (ArmStopTimer, Begin, CleanupSession, Committed, CompleteStop,
-                                 DelayElapsed, Done, Exited, FailureRead, IntentsChanged, Kill,
-                                 LeaseBack, ReadFailure, ReadResult, Release, Report, Reported,
-                                 ResultRead, SavepointTaken, SessionCleaned, Spawn, Spawned,
-                                 SpawnFailed, StopTimedOut, TakeSavepoint, WaitFor,
-                                 WaitForLease)
-from jm.policy.intents import Intents
-from jm.policy.runparams import AttemptPlace, RunParams, attempt_params, cleanup_params
-from jm.policy.restart import RestartStrategy
-from jm.policy.submitopts import artifact_refs, with_local_files
+from jm.policy.spark.enginedeath import OomSuspects
+from jm.policy.jobs.bounds import bounded_failure, readable, storable, truncate
+from jm.policy.jobs.attempt import AttemptState
+from jm.policy.jobs.attemptio import (ArmStopTimer, Begin, CleanupSession, Committed, CompleteStop,
+                                      DelayElapsed, Done, Exited, FailureRead, IntentsChanged, Kill,
+                                      LeaseBack, ReadFailure, ReadResult, Release, Report, Reported,
+                                      ResultRead, SavepointTaken, SessionCleaned, Spawn, Spawned,
+                                      SpawnFailed, StopTimedOut, TakeSavepoint, WaitFor,
+                                      WaitForLease)
+from jm.policy.jobs.intents import Intents
+from jm.policy.jobs.runparams import AttemptPlace, RunParams, attempt_params, cleanup_params
+from jm.policy.jobs.restart import RestartStrategy
+from jm.policy.jobs.submitopts import artifact_refs, with_local_files
 from jm.cluster.jobs import remotefs
 from jm.cluster.jobs.artifacts import missing_code
 from jm.cluster.jobs.jobfiles import StdoutTee, read_failure, read_json, read_result
@@ -53,7 +53,7 @@ STOP_WAIT = 5.0  # seconds a stopping JobMaster waits for its cancelled tasks
 
 
 class JobMaster:
-    """The driver of one job's AttemptState (jm/policy/attempt.py): it turns the job
+    """The driver of one job's AttemptState (jm/policy/jobs/attempt.py): it turns the job
     process, the replicated state, files and timers into events, one at a time from a
     queue, and performs the instructions the state returns."""
 

@@ -7,9 +7,9 @@ from dataclasses import replace
 from typing import Any, Optional
 
 from jm.cluster.jobs.envs import Env, EnvBuildError
-from jm.policy.envs import RequirementSet
-from jm.policy.runparams import RunParams
-from jm.policy.submitopts import with_packed_env
+from jm.policy.jobs.envs import RequirementSet
+from jm.policy.jobs.runparams import RunParams
+from jm.policy.jobs.submitopts import with_packed_env
 
 NOT_RETRIED = "its requirements could not be installed"  # a final failure's reason
 

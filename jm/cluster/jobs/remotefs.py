@@ -21,7 +21,7 @@ import threading
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
-from jm.policy.fsuri import join, scheme_of
+from jm.policy.jobs.fsuri import join, scheme_of
 
 CONNECT_TIMEOUT = 10.0   # seconds to reach the store
 REQUEST_TIMEOUT = 60.0   # seconds a request may take

@@ -17,7 +17,7 @@ is complete. A remote location (s3://, gs://, hdfs://: jm/cluster/jobs/remotefs.
 next to the checkpoint and uploaded with `_metadata` last: there a savepoint whose
 `_metadata` exists is complete.
 
-Retention (the Raft leader's janitor, jm/policy/cleanup.py): in `state.savepoints.dir` each
+Retention (the Raft leader's janitor, jm/policy/jobs/cleanup.py): in `state.savepoints.dir` each
 job keeps its newest `state.savepoints.num-retained` savepoints; a savepoint holding a
 `_pinned` file (`touch <location>/_pinned`), one a job in the job store resumes from and
 each job's last one are never deleted. Other target directories, and a remote
@@ -35,8 +35,8 @@ from typing import Optional
 
 from jm.cluster.jobs import remotefs
 from jm.cluster.jobs.jobfiles import Refused, copy_regular, copy_tree, read_bounded
-from jm.policy.cleanup import PIN_FILE, SavepointEntry, norm
-from jm.policy.fsuri import is_remote, join
+from jm.policy.jobs.cleanup import PIN_FILE, SavepointEntry, norm
+from jm.policy.jobs.fsuri import is_remote, join
 
 METADATA = "_metadata"
 MAX_METADATA = 1 << 20  # bytes of a savepoint's _metadata read (it lists its queries)

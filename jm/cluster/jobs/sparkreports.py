@@ -11,8 +11,8 @@ import os
 from typing import Any, Awaitable, Callable, Optional
 
 from jm.cluster.jobs.jobfiles import read_json
-from jm.policy.bounds import json_size, storable
-from jm.policy.progress import MAX_SIZE as MAX_PROGRESS_SIZE, ProgressGate, bounded
+from jm.policy.jobs.bounds import json_size, storable
+from jm.policy.jobs.progress import MAX_SIZE as MAX_PROGRESS_SIZE, ProgressGate, bounded
 from jm.runtime.progress import PROGRESS_FILE
 from jm.runtime.sparkapp import INFO_FILE
 
@@ -86,7 +86,7 @@ class SparkReports:
 class ProgressReports:
     """A streaming job's last progress, from the file its job process writes
     (jm/runtime/progress.py), committed with a status report at most once per
-    `interval` s, the newest one (jm/policy/progress.py ProgressGate). Informative like
+    `interval` s, the newest one (jm/policy/jobs/progress.py ProgressGate). Informative like
     the Spark details: a failure to report it never fails the attempt."""
 
     POLL = 1.0  # seconds between two looks at the file

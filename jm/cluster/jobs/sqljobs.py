@@ -4,7 +4,7 @@ a forked job process. The contract is the job's: result.json / error.json in its
 directory, a line in its log, cancel and the lease ending it. `SqlJobExecutor` stands in
 for the peer's Executor in the JobMasters' environment and sends every other job on.
 
-A job whose statement only reads (jm/policy/sqlparse.py: SELECT, WITH, SHOW, ...) leaves
+A job whose statement only reads (jm/policy/sql/sqlparse.py: SELECT, WITH, SHOW, ...) leaves
 nothing in its session, so it runs in a warm session the peer keeps for such jobs (one
 per distinct `spark-conf`, a new one after the Spark server restarts or after it idled):
 no session to open, no first-statement cost, nothing to release. Any other statement
@@ -21,9 +21,9 @@ from collections import OrderedDict
 from typing import Any, Optional
 
 from jm.wire.sqlresult import columns
-from jm.policy.runparams import RunParams
-from jm.policy.sqlparse import READ, classify
-from jm.policy.sparkerror import short
+from jm.policy.jobs.runparams import RunParams
+from jm.policy.sql.sqlparse import READ, classify
+from jm.policy.sql.sparkerror import short
 from jm.runtime import sqlproto as P
 from jm.runtime.executor import JobProcess, ProcessExit, Refused, SpawnResult, Started
 from jm.cluster.spark.sqlworkers import SqlWorkers

@@ -1,4 +1,4 @@
-"""The amnesia guard's I/O (decisions: jm/policy/identity.py): the identity file next to
+"""The amnesia guard's I/O (decisions: jm/policy/members/identity.py): the identity file next to
 the Raft journal, and what the seeds know (GET /cluster/identity, from their replicas:
 no leader needed)."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ from aiohttp import web
 
 from jm.config import ConfigError
 from jm.cluster.peerclient import PeerClient, PeerUnreachable
-from jm.policy.identity import NON_VOTER, WAIT, SeedView, decide
+from jm.policy.members.identity import NON_VOTER, WAIT, SeedView, decide
 
 log = logging.getLogger("jm.cluster.identity")
 IDENTITY_FILE = "identity"
@@ -66,7 +66,7 @@ async def ask_identities(urls: list[str], client: PeerClient,
 
 async def amnesia_guard(had_data: bool, raft_dir: str, node: str, seeds: list[str],
                         client: PeerClient, rejoin: bool, wait: float = 60.0) -> str:
-    """Voter or non-voter (jm/policy/identity.py), or ConfigError: must not start. Asks
+    """Voter or non-voter (jm/policy/members/identity.py), or ConfigError: must not start. Asks
     the seeds again (every RETRY s) while they cannot tell, for up to `wait` s."""
     deadline = time.monotonic() + wait
     logged = False
@@ -99,7 +99,7 @@ def early_answer(had_data: bool, raft_dir: str, node: str) -> dict:
 async def serve_early(host: str, port: int, ssl_context: Any, answer: dict,
                       middleware: Any) -> web.AppRunner:
     """GET /cluster/identity (`answer`) on the REST port while the peer starts, so that
-    the peers of a new cluster, all starting, find each other (jm/policy/identity.py);
+    the peers of a new cluster, all starting, find each other (jm/policy/members/identity.py);
     every other route is a 503. The caller cleans it up before the REST app binds."""
     async def identity(request: web.Request) -> web.Response:
         return web.json_response(answer)

@@ -34,8 +34,8 @@ from typing import Any, Callable, Optional
 from jm.config import Config, ConfigError, PeerAddress
 from jm.cluster.peerclient import PeerClient, PeerUnreachable
 from jm.cluster.members.identity import read_identity
-from jm.policy.voters import (NON_VOTING, VOTER, SeedMembers, VotersError, removal_proven,
-                              start_role)
+from jm.policy.members.voters import (NON_VOTING, VOTER, SeedMembers, VotersError, removal_proven,
+                                      start_role)
 from raft.commands import RetirePeer
 from raft.members import holds_jobs
 from raft.records import ALIVE
@@ -105,7 +105,7 @@ async def initial_members(me: PeerAddress, masters: list[PeerAddress], raft_dir:
                           client: PeerClient, voters: int, scheme: str = "http"
                           ) -> tuple[str, list[str]]:
     """This peer's role and the voters it starts with (see the module's docstring and
-    jm/policy/voters.py). ConfigError when the cluster says this peer is not a member."""
+    jm/policy/members/voters.py). ConfigError when the cluster says this peer is not a member."""
     seeds = [m for m in masters if m != me]
     current = await ask_seeds(seeds, client, scheme=scheme) if seeds else None
     lines = [m.raft_addr for m in masters]

@@ -1,6 +1,6 @@
 """Which tenants' OS users this peer's host lacks: its heartbeat names those tenants
 (`Heartbeat.lacks`), and placement keeps their jobs on peers whose host has the user
-(jm/policy/placement.py). A job that no peer can run as its tenant's user is still
+(jm/policy/members/placement.py). A job that no peer can run as its tenant's user is still
 placed, and its attempt fails with UserNotFound naming the user, as on a single host.
 
 A look-up reads the host's user database (NSS); a user's answer is kept for `ttl` s, so

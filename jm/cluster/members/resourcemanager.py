@@ -1,8 +1,9 @@
 """ResourceManager: active on the Raft leader only. Places waiting jobs on live peers
-(pure policy in jm.policy.placement), declares peers dead after `heartbeat.timeout` without a
-heartbeat, counted from when this peer applied it (a new leader keeps what it applied as a
-follower, and gives every peer a grace from its takeover), moves the streaming jobs of
-draining peers away and rebalances (pure policy in jm.policy.rebalance)."""
+(pure policy in jm.policy.members.placement), declares peers dead after
+`heartbeat.timeout` without a heartbeat, counted from when this peer applied it (a new
+leader keeps what it applied as a follower, and gives every peer a grace from its
+takeover), moves the streaming jobs of draining peers away and rebalances (pure policy
+in jm.policy.members.rebalance)."""
 from __future__ import annotations
 
 import asyncio
@@ -15,13 +16,13 @@ from typing import Callable, Optional
 from raft import state as S
 from raft.commands import (ANYWHERE, Assignment, AssignJobs, DeclarePeerDead, Heartbeat,
                            LeaseRound, Move, MoveJobs, PurgeJobs, RegisterPeer)
-from jm.policy.retention import expired_jobs, purge_batches, track_ended
+from jm.policy.jobs.retention import expired_jobs, purge_batches, track_ended
 from raft.state import ClusterState
 from raft.node import RaftUnavailable
 from jm.cluster.waits import wait_event
-from jm.policy.placement import PeerLoad, Waiting, place
-from jm.policy.quota import room, tenant_key, usage
-from jm.policy.rebalance import JobInfo, PeerInfo, PlannedMove, plan_drain, plan_rebalance
+from jm.policy.members.placement import PeerLoad, Waiting, place
+from jm.policy.members.quota import room, tenant_key, usage
+from jm.policy.members.rebalance import JobInfo, PeerInfo, PlannedMove, plan_drain, plan_rebalance
 
 log = logging.getLogger("jm.rm")
 
@@ -74,7 +75,7 @@ def tenant_room(st: ClusterState) -> dict[str, int]:
 
 
 def tenant_usage(st: ClusterState) -> dict[str, int]:
-    """Pure: the slots each tenant's jobs hold (jm/policy/quota.py)."""
+    """Pure: the slots each tenant's jobs hold (jm/policy/members/quota.py)."""
     return usage((st.jobs[j].tenant, slots) for owned in st.assigned.values()
                  for j, slots in owned.items())
 
@@ -365,7 +366,7 @@ class ResourceManager:
         """Forget ended jobs past jobstore.expiration-time or jobstore.max-capacity.
 
         An ended job's age counts from when this peer first saw it ended, on this peer's
-        monotonic clock (jm.policy.retention), never from its `end_time`: that one is
+        monotonic clock (jm.policy.jobs.retention), never from its `end_time`: that one is
         stamped by the wall clock of the job's owner, another host. A new leader counts
         from its own first look (a job may be kept longer, never forgotten early)."""
         if self.mono() - self._last_purge < self.purge_every:

@@ -1,4 +1,4 @@
-"""A peer told to stop drains first (jm/policy/stopdrain.py decides; this drives it).
+"""A peer told to stop drains first (jm/policy/members/stopdrain.py decides; this drives it).
 
 jm/peer/main.py runs `drain_before_stop` between the first SIGTERM/SIGINT and `Peer.stop()`:
 it commits `DrainPeer(by_stop=True)` with `jobmanager.stop.drain-deadline` (the leader's
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Optional
 
 from jm.cluster.jobs.jobfiles import read_json
-from jm.policy import stopdrain as policy
-from jm.policy.stopdrain import DRAIN, SKIP, SelfView, StopMarker, StopView
+from jm.policy.members import stopdrain as policy
+from jm.policy.members.stopdrain import DRAIN, SKIP, SelfView, StopMarker, StopView
 from raft import protocol
 from raft.commands import DrainPeer
 from raft.outcomes import RaftUnavailable

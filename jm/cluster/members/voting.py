@@ -1,4 +1,4 @@
-"""The voting core's upkeep: promoting non-voting members (jm/policy/voters.py).
+"""The voting core's upkeep: promoting non-voting members (jm/policy/members/voters.py).
 
 A promotion, on request (`POST /cluster/peers/{node}/promote`) or by the leader's rounds
 when the core is short of `raft.voters` (a voter removed, or one dead for
@@ -24,7 +24,7 @@ import time
 from typing import Any, Callable, Optional
 
 from jm.cluster.peerclient import PeerClient, PeerUnreachable
-from jm.policy.voters import PROMOTE_MAX_LAG, PeerView, core_step, promotion_refusal
+from jm.policy.members.voters import PROMOTE_MAX_LAG, PeerView, core_step, promotion_refusal
 from raft.node import MembershipRefused, RaftUnavailable
 from raft.records import ALIVE
 

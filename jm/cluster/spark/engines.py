@@ -1,5 +1,5 @@
 """The peer's engines (Spark Connect servers) at the configured share level: the thin
-driver of jm/policy/engines.py's EnginePool. It starts and stops the servers the pool
+driver of jm/policy/spark/engines.py's EnginePool. It starts and stops the servers the pool
 names, hands them to the work that acquired them and ticks the pool's idle timeout.
 
 Work acquires an engine by its key (`key_for(tenant, job_id)`) and a holder name, and
@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from jm.policy.enginedeath import OomSuspects, engine_death, oom_suspects
-from jm.policy.engines import (PEER_ENGINE, Acquire, EngineKey, EnginePool, Granted, Release,
-                               ShareLevel, Start, Stop, Stopped, Tick, engine_for)
+from jm.policy.spark.enginedeath import OomSuspects, engine_death, oom_suspects
+from jm.policy.spark.engines import (PEER_ENGINE, Acquire, EngineKey, EnginePool, Granted, Release,
+                                     ShareLevel, Start, Stop, Stopped, Tick, engine_for)
 from jm.runtime.sparkserver import SparkConnectServer
 from raft.tenants import NO_RUNTIME, TenantRuntime
 

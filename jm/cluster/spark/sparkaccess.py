@@ -15,10 +15,10 @@ from typing import Callable, Optional
 
 from jm.cluster.spark.engines import Engines
 from jm.config import Config
-from jm.policy.engines import PEER_ENGINE, EngineKey, ShareLevel
+from jm.policy.spark.engines import PEER_ENGINE, EngineKey, ShareLevel
 from raft.tenants import TenantRuntime
 from jm.configvalues import parse_memory
-from jm.policy.runparams import TOKEN_ENV, RunParams, fence_interval
+from jm.policy.jobs.runparams import TOKEN_ENV, RunParams, fence_interval
 from jm.runtime.cgroups import EngineCgroup, heap
 from jm.runtime.confine import passable
 from jm.runtime.executor import Executor, Started

@@ -11,7 +11,7 @@ import os
 from dataclasses import replace
 from typing import Callable, Mapping, Optional
 
-from jm.policy.runparams import TOKEN_ENV
+from jm.policy.jobs.runparams import TOKEN_ENV
 from jm.runtime.confine import TENANT_CPU, TENANT_MEMORY
 from jm.runtime.limits import from_conf as job_limits
 from jm.runtime.sqlclient import SqlWorker

@@ -4,7 +4,7 @@ here, one at a time and in order, each ended in the replicated state with its ou
 * `sql` statements run through the SQL gateway in the session's Spark session, with a
   request id made from the statement's number: after a failover the next holder runs the
   same operation, so a read runs again and a write is answered from the session's record
-  (jm/policy/sqlop.py), never run twice.
+  (jm/policy/sql/sqlop.py), never run twice.
 * `pyspark` statements run in the session's Python process (jm/runtime/livyclient.py),
   whose `spark` is the same Spark session. What they change in it (SET, temporary views)
   is recorded for the session's next holder. A Python statement that was running when
@@ -25,7 +25,7 @@ from jm.cluster.sql.sqlservices import SqlServices
 from jm.cluster.sql.sessionhost import SessionHost
 from jm.cluster.sql.sqlstatements import Cancelled, Failed, Rows, SqlStatements
 from jm.cluster.waits import wait_event
-from jm.policy.runparams import TOKEN_ENV
+from jm.policy.jobs.runparams import TOKEN_ENV
 from jm.runtime.confine import TENANT_CPU, TENANT_MEMORY
 from jm.runtime.limits import from_conf as job_limits
 from jm.runtime.sqlclient import StatementError, WorkerLost

@@ -16,8 +16,8 @@ from jm.cluster.sql.sqlservices import SqlServices
 from jm.cluster.sql.sessionhost import SessionHost, check_deps
 from jm.cluster.sql.sqlsessions import SqlSessions, check_properties_size
 from jm.cluster.sql.sqlstatements import SqlStatements
-from jm.policy.tenancy import tenant_for
-from jm.policy.spec import proxy_refusal
+from jm.policy.api.tenancy import tenant_for
+from jm.policy.jobs.spec import proxy_refusal
 from jm.wire import livysessions as W
 from raft import livy as L
 from raft.livy import StatementState

@@ -1,4 +1,4 @@
-"""A SQL gateway session's dependencies on the peer that holds it (jm/policy/sessiondeps.py
+"""A SQL gateway session's dependencies on the peer that holds it (jm/policy/sql/sessiondeps.py
 says which): its artifacts fetched here (copies handed to the OS user of the process that
 reads them, when that is not the peer's), its Python environment taken from the peer's
 cache (jm/cluster/jobs/envs.py); both kept until the session leaves this peer.
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Optional
 
 from jm.cluster.jobs.jobpython import JobPython
-from jm.policy.sessiondeps import SessionDeps
-from jm.policy.submitopts import split_alias
+from jm.policy.sql.sessiondeps import SessionDeps
+from jm.policy.jobs.submitopts import split_alias
 from jm.runtime.confine import hand_over, passable
 
 

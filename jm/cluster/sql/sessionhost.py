@@ -24,8 +24,8 @@ from jm.cluster.sql.sessiondeps import ShippedDeps
 from jm.cluster.sql.sqlops import LocalSession
 from jm.cluster.spark.sqlworkers import SqlWorkers
 from jm.cluster.waits import wait_event
-from jm.policy.sessiondeps import SessionDeps, session_deps, spark_settings
-from jm.policy.sqlop import OpStatus
+from jm.policy.sql.sessiondeps import SessionDeps, session_deps, spark_settings
+from jm.policy.sql.sqlop import OpStatus
 from jm.runtime import sqlproto as P
 from jm.runtime.sqlclient import SqlWorker
 from raft import tenants as T
@@ -40,7 +40,7 @@ RUNNING = OpStatus.RUNNING
 
 def check_deps(props: Mapping[str, str]) -> SessionDeps:
     """A session's dependencies; 400 naming each dependency property that is wrong
-    (jm/policy/sessiondeps.py)."""
+    (jm/policy/sql/sessiondeps.py)."""
     try:
         return session_deps(props)
     except ValueError as exc:

@@ -1,5 +1,5 @@
 """Completion hints for a statement being typed in a SQL gateway session (Flink's
-complete-statement, rest/sql.py): keywords (jm/policy/sqlcomplete.py), the session's
+complete-statement, rest/sql.py): keywords (jm/policy/sql/sqlcomplete.py), the session's
 tables and views and Spark's functions, gathered in its Spark session on the peer that
 holds it (jm/cluster/sql/sessionhost.py).
 """
@@ -12,7 +12,7 @@ from typing import Optional
 
 from jm.cluster.sql.sessionhost import SessionHost
 from jm.cluster.sql.sqlops import LocalSession
-from jm.policy import sqlcomplete
+from jm.policy.sql import sqlcomplete
 from jm.runtime import sqlproto as P
 from jm.api import ApiError
 
@@ -29,7 +29,7 @@ class SqlCompletion:
 
     async def complete(self, handle: str, body: dict, forwarded: bool) -> list:
         """Flink's complete-statement: the hints for the word typed at `position`
-        (jm/policy/sqlcomplete.py), with the session's tables and views and Spark's
+        (jm/policy/sql/sqlcomplete.py), with the session's tables and views and Spark's
         functions gathered from its Spark session (keywords only if that fails)."""
         try:
             statement, position = sqlcomplete.request(body)

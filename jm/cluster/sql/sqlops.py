@@ -1,13 +1,13 @@
 """A SQL operation and a SQL session as the peer holding the session keeps them
 (jm/cluster/sql/sqlgateway.py). An operation's status changes only through `update_state`,
-checked against jm/policy/sqlop.py's table."""
+checked against jm/policy/sql/sqlop.py's table."""
 from __future__ import annotations
 
 import asyncio
 import logging
 from typing import Any, Optional
 
-from jm.policy.sqlop import OpState, OpStatus, Refused, update_state
+from jm.policy.sql.sqlop import OpState, OpStatus, Refused, update_state
 
 log = logging.getLogger("jm.sql")
 
@@ -41,7 +41,7 @@ class Operation:
         return self.state.error
 
     def update_state(self, to: OpStatus, error: Optional[str] = None) -> bool:
-        """Change the status if jm/policy/sqlop.py's table allows it (True); a refused
+        """Change the status if jm/policy/sql/sqlop.py's table allows it (True); a refused
         change (a statement that ends after it was cancelled or closed) leaves it."""
         new = update_state(self.state, to, error)
         if isinstance(new, Refused):

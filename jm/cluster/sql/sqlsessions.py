@@ -16,8 +16,8 @@ import uuid
 from typing import Any, Mapping
 
 from jm.cluster.sql.sessionhost import SessionHost, check_deps
-from jm.policy.tenancy import tenant_for
-from jm.policy.sqlop import OpStatus
+from jm.policy.api.tenancy import tenant_for
+from jm.policy.sql.sqlop import OpStatus
 from raft import sessions as S
 from raft.commands import CloseSqlSessions, OpenSqlSession
 from raft.node import RaftUnavailable

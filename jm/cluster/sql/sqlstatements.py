@@ -20,9 +20,9 @@ from jm.cluster.batcher import Batcher
 from jm.cluster.sql.sqlservices import SqlServices
 from jm.cluster.sql.sessionhost import SessionHost
 from jm.cluster.sql.sqlops import LocalSession, Operation
-from jm.policy import connectplan, flinksql, sparkerror
-from jm.policy.sqlop import OpStatus, adoption
-from jm.policy.sqlparse import READ, STATE, WRITE, classify, temp_views
+from jm.policy.sql import connectplan, flinksql, sparkerror
+from jm.policy.sql.sqlop import OpStatus, adoption
+from jm.policy.sql.sqlparse import READ, STATE, WRITE, classify, temp_views
 from jm.runtime import sqlproto as P
 from jm.runtime.sqlclient import StatementError, WorkerLost
 from jm.wire import sqlresult
@@ -275,7 +275,7 @@ class SqlStatements:
 
     def _adopt(self, s: LocalSession, op_id: str) -> Optional[Operation]:
         """An operation this peer does not know but the session's record does: its peer
-        died (or restarted) while the client still wanted it (jm/policy/sqlop.py
+        died (or restarted) while the client still wanted it (jm/policy/sql/sqlop.py
         `adoption`): a read (or a session-defining statement not kept yet) runs again
         here; one that ended is answered from the record; a write that had not ended is
         an error that says it may or may not have run."""
@@ -381,7 +381,7 @@ def op_of(handle: str, request_id: str) -> str:
 
 
 async def _classify(statement: str, defining: list) -> str:
-    """The statement's kind (jm/policy/sqlparse.py; the session's temporary views read
+    """The statement's kind (jm/policy/sql/sqlparse.py; the session's temporary views read
     only for a DROP VIEW), off the event loop when the text is long."""
     def run() -> str:
         return classify(statement, lambda: temp_views(defining))

@@ -7,11 +7,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from jm.policy import fsuri
-from jm.policy.bounds import json_size
-from jm.policy.envs import RequirementsError, requirement_set
-from jm.policy.restart import validate_override
-from jm.policy.submitopts import submit_errors
+from jm.policy.jobs import fsuri
+from jm.policy.jobs.bounds import json_size
+from jm.policy.jobs.envs import RequirementsError, requirement_set
+from jm.policy.jobs.restart import validate_override
+from jm.policy.jobs.submitopts import submit_errors
 
 FIELDS = {"name", "entry", "pyfiles", "args", "sql", "jobid", "slots", "restart-strategy",
           "savepoint-path", "job-type", "script", "argv", "spark-mode", "spark-conf",
@@ -24,7 +24,7 @@ FORBIDDEN_SPARK_KEYS = ("spark.master", "spark.remote", "spark.submit.deployMode
                         "spark.api.mode", "spark.connect.grpc.binding.port")
 FORBIDDEN_SPARK_PREFIXES = ("spark.jm.",)
 SCRIPT_SUFFIXES = (".py", ".zip")
-from jm.policy.vocab import ENTRY_RE  # (package.module:function)
+from jm.policy.jobs.vocab import ENTRY_RE  # (package.module:function)
 JOBID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")   # raft/tenants.py NAME
 USER_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}")                # a POSIX user name

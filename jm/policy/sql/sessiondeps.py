@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from jm.policy.envs import requirement_set
-from jm.policy.reqfile import RequirementsError, livy_requirements
-from jm.policy.submitopts import (ARTIFACT, PACKAGE_PROPERTIES, checked_files, entries,
-                                  split_alias)
+from jm.policy.jobs.envs import requirement_set
+from jm.policy.jobs.reqfile import RequirementsError, livy_requirements
+from jm.policy.jobs.submitopts import (ARTIFACT, PACKAGE_PROPERTIES, checked_files, entries,
+                                       split_alias)
 
 PYFILES = "spark.submit.pyFiles"
 REQUIREMENTS = "spark.jm.requirements"

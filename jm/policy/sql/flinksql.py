@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from jm.policy.sqlstmt import strip_comments
+from jm.policy.sql.sqlstmt import strip_comments
 
 OK_SCHEMA = {"type": "struct", "fields": [
     {"name": "result", "type": "string", "nullable": True, "metadata": {}}]}

@@ -10,7 +10,7 @@ sequence of rounds ends. Never more than `limit` moves, never beyond a target's 
 only movable jobs (streaming, not stopping, cancelling or already moving).
 
 Drain: every movable job of a draining peer is placed on the other peers by the
-placement policy of the cluster (jm.policy.placement), up to `limit`.
+placement policy of the cluster (jm.policy.members.placement), up to `limit`.
 No I/O, no clock.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from jm.policy.placement import PeerLoad, Waiting, place
+from jm.policy.members.placement import PeerLoad, Waiting, place
 
 
 @dataclass(frozen=True)

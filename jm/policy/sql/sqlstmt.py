@@ -11,7 +11,7 @@ may run again after a failover.
   failover during one the client hears it may or may not have run.
 
 Standard library only: the light client (jm/client/cli_sql.py) splits scripts with it.
-The server classifies with a Spark SQL parser (jm/policy/sqlparse.py), which falls back
+The server classifies with a Spark SQL parser (jm/policy/sql/sqlparse.py), which falls back
 to the keyword rules here for statements the parser does not know.
 """
 from __future__ import annotations

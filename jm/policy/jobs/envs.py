@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from jm.policy.reqfile import RequirementsError
+from jm.policy.jobs.reqfile import RequirementsError
 
 MAX_REQUIREMENTS = 200           # entries in one set
 MAX_REQUIREMENT = 1000           # characters of one entry

@@ -1,4 +1,4 @@
-"""The vocabulary of jm/policy/attempt.py: the events a JobMaster's driver feeds its
+"""The vocabulary of jm/policy/jobs/attempt.py: the events a JobMaster's driver feeds its
 AttemptState (what happened) and the instructions it gets back (what to do). Frozen
 dataclasses; `restart` tags let the state drop an event about an earlier process."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
-from jm.policy.intents import Intents
+from jm.policy.jobs.intents import Intents
 
 
 # ---- events ------------------------------------------------------------------------------

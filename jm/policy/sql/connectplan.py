@@ -1,12 +1,12 @@
 """A temporary view made from a DataFrame, as a session's state-defining statement (pure:
 the standard library and
-jm/policy/flinksql.py's quoting).
+jm/policy/sql/flinksql.py's quoting).
 
 A Livy `pyspark` session's `df.createOrReplaceTempView("v")` runs a Spark Connect command
 (`create_dataframe_view`, with the DataFrame's plan), not SQL. To replay it on another
 peer after a failover, the command's bytes are recorded in a statement that is also valid
 Spark SQL defining a temporary view of that name, so whatever reads a session's recorded
-statements to learn its temporary views (jm.policy.sqlparse.temp_views) sees it:
+statements to learn its temporary views (jm.policy.sql.sqlparse.temp_views) sees it:
 
     /* jm:connect-command <base64 of the command> */ CREATE OR REPLACE TEMPORARY VIEW `v` AS SELECT 1
 
@@ -19,7 +19,7 @@ import binascii
 import re
 from typing import Optional
 
-from jm.policy.flinksql import backquote
+from jm.policy.sql.flinksql import backquote
 
 MARKER = "/* jm:connect-command "
 MAX_COMMAND = 256 * 1024   # bytes: a bigger view's plan is not recorded

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from jm.policy.sqlstmt import statement_pieces
+from jm.policy.sql.sqlstmt import statement_pieces
 
 KEYWORDS = tuple(sorted(set("""
 ADD ALL ALTER ANALYZE AND ANTI ANY ARCHIVE ARRAY AS ASC AT BETWEEN BIGINT BINARY BOOLEAN

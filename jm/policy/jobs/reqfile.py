@@ -1,6 +1,6 @@
 """A requirements.txt as pip reads it, without its options (pure, standard library only:
 `jm run --requirements FILE` reads it on the client's side, the peers check each entry
-again with jm/policy/envs.py)."""
+again with jm/policy/jobs/envs.py)."""
 from __future__ import annotations
 
 import re

@@ -36,7 +36,7 @@ from typing import Any, Iterable, Optional
 
 from raft import artifacts
 
-JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")  # jm/policy/spec.py JOBID_RE
+JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")  # jm/policy/jobs/spec.py JOBID_RE
 DIGEST = re.compile(r"^[0-9a-f]{64}$")
 PIN_FILE = "_pinned"
 

@@ -36,7 +36,7 @@ class Waiting:
     job_id: str
     slots: int
     epoch: int
-    tenant: str = "default"  # its tenant's quota key (jm/policy/quota.py)
+    tenant: str = "default"  # its tenant's quota key (jm/policy/members/quota.py)
 
 
 def _tie(job_id: str, node: str) -> int:

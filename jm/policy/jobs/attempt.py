@@ -27,14 +27,14 @@ import enum
 from dataclasses import replace
 from typing import Any, Optional
 
-from jm.policy.attemptio import (Begin, IntentsChanged, Spawned, SpawnFailed, Exited,
-                                 Reported, StopTimedOut, SessionCleaned, ResultRead,
-                                 FailureRead, SavepointTaken, Committed, DelayElapsed,
-                                 LeaseBack, Event, Report, Spawn, Kill, ArmStopTimer,
-                                 CleanupSession, ReadResult, ReadFailure, TakeSavepoint,
-                                 Release, CompleteStop, WaitFor, WaitForLease, Done)
-from jm.policy.intents import Ending, Intents
-from jm.policy.restart import RestartStrategy, RestartTracker, on_failure
+from jm.policy.jobs.attemptio import (Begin, IntentsChanged, Spawned, SpawnFailed, Exited,
+                                      Reported, StopTimedOut, SessionCleaned, ResultRead,
+                                      FailureRead, SavepointTaken, Committed, DelayElapsed,
+                                      LeaseBack, Event, Report, Spawn, Kill, ArmStopTimer,
+                                      CleanupSession, ReadResult, ReadFailure, TakeSavepoint,
+                                      Release, CompleteStop, WaitFor, WaitForLease, Done)
+from jm.policy.jobs.intents import Ending, Intents
+from jm.policy.jobs.restart import RestartStrategy, RestartTracker, on_failure
 from raft import state as S
 
 

@@ -132,5 +132,5 @@ def with_packed_env(conf: dict, archive: str) -> tuple[dict, str]:
 def local_files(conf: dict, props: Iterable[str] = FILE_PROPERTIES) -> list[str]:
     """The local paths a job's file properties name (an archive's alias dropped)."""
     return [ref for prop in props for ref, _ in (split_alias(e) for e in
-                                                  entries(conf.get(prop) or ""))
+                                                 entries(conf.get(prop) or ""))
             if ref.startswith("/")]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Mapping, Optional, Union
 
-from jm.policy.sqlstmt import READ, STATE
+from jm.policy.sql.sqlstmt import READ, STATE
 
 
 class OpStatus(str, Enum):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Mapping, Optional
 
-from jm.policy.sinknote import SPARK_CONNECT_LOG
+from jm.policy.jobs.sinknote import SPARK_CONNECT_LOG
 
 SCRATCH = "spark-local"  # a driver JVM's Spark local dir, in its attempt's run dir
 
@@ -92,7 +92,7 @@ class RunParams:
     session_id: Optional[str] = None
     spark_ready_file: Optional[str] = None
     spark_wait: float = 180.0
-    spark_log: Optional[str] = None  # the peer's Connect server's output (jm/policy/sinknote.py)
+    spark_log: Optional[str] = None  # the peer's Connect server's output (jobs/sinknote.py)
     # its engine's own token (a tenant's or a job's engine: none other opens to it); None:
     # the peer engine's, in the zygote's environment
     spark_token: Optional[str] = None

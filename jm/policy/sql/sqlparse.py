@@ -1,7 +1,7 @@
 """What a statement does to its session, told by a Spark SQL parser: sqlglot's Spark
 dialect (pure: no I/O, no clock; but a third-party package, so the light client, which
-splits with jm/policy/sqlstmt.py, never imports this module). The server's classifier:
-the same kinds (STATE, READ, WRITE: see jm/policy/sqlstmt.py) and temporary views, read
+splits with jm/policy/sql/sqlstmt.py, never imports this module). The server's classifier:
+the same kinds (STATE, READ, WRITE: see jm/policy/sql/sqlstmt.py) and temporary views, read
 from a syntax tree instead of a statement's first words.
 
 * A text is split with sqlglot's Spark tokenizer (nested bracketed comments, raw strings
@@ -23,8 +23,8 @@ from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.tokens import TokenType
 
-from jm.policy import sqlstmt
-from jm.policy.sqlstmt import READ, STATE, WRITE
+from jm.policy.sql import sqlstmt
+from jm.policy.sql.sqlstmt import READ, STATE, WRITE
 
 PARSE_MAX = 64 * 1024   # characters: a longer text is split and classified by keywords
 GLOBAL_TEMP = "global_temp"   # Spark's spark.sql.globalTempDatabase (default)
@@ -164,7 +164,7 @@ def _views_of(session_views: Views) -> Callable[[], set[str]]:
 
 
 def classify(statement: str, session_views: Views = ()) -> str:
-    """STATE, READ or WRITE (jm/policy/sqlstmt.py). `session_views`: the session's
+    """STATE, READ or WRITE (jm/policy/sql/sqlstmt.py). `session_views`: the session's
     temporary views (lower case), or a function giving them, called only for a DROP VIEW
     that does not say TEMPORARY (the one statement that needs them)."""
     views = _views_of(session_views)

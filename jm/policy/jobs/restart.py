@@ -13,7 +13,7 @@ Option names follow Flink: `restart-strategy.type` and
 With `restart-strategy.type` unset (the default), the strategy depends on the job, as in
 Flink without and with checkpointing and as spark-submit never retries: a batch or
 application job fails at once (`none`), a streaming job restarts (`fixed-delay`, with
-its options' values: 3 attempts, 1 s). A failure that cannot pass (jm/policy/hopeless.py)
+its options' values: 3 attempts, 1 s). A failure that cannot pass (jm/policy/jobs/hopeless.py)
 is never restarted, whatever the strategy.
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ class RestartStrategy:
         """Cluster defaults from config (with restart-strategy.type unset: by the job's
         type), overridden by a (validated) job spec entry."""
         kind = conf["restart-strategy.type"] or (DEFAULT_STREAMING if streaming
-                                                  else DEFAULT_BATCH)
+                                                 else DEFAULT_BATCH)
         if override and override.get("type"):
             kind = RESTART_TYPES[str(override["type"]).lower()]
         opts = {}
@@ -123,7 +123,7 @@ def on_failure(strategy: RestartStrategy, tracker: RestartTracker, now: float,
                ) -> tuple[RestartTracker, Decision]:
     """Record a failure at `now` (monotonic seconds, the clock of every earlier `now` in
     `tracker`) and decide. `rand` in [0, 1) drives the jitter. A `hopeless` failure (why
-    no restart can pass it: jm/policy/hopeless.py) is never restarted."""
+    no restart can pass it: jm/policy/jobs/hopeless.py) is never restarted."""
     o = strategy.options
     kind = strategy.type
     if hopeless:

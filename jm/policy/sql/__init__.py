@@ -1,0 +1,1 @@
+"""Pure decisions about SQL: statements split and classified, an operation's status table, Flink's SQL in Spark's syntax, completion hints, Spark's errors as users read them, a session's dependencies."""
