@@ -44,7 +44,7 @@ def _base(request: web.Request) -> str:
 async def _body(request: web.Request, optional: bool = True) -> dict:
     """The request's JSON object, read only up to what a statement may be, plus room for
     its configuration (a generated multi-megabyte statement stalled the peer's loop)."""
-    most = _gw(request).conf["sql-gateway.max-statement-size"] + BODY_OVERHEAD
+    most = _gw(request).max_statement_size + BODY_OVERHEAD
     body = await json_body(request, optional=optional,
                            limit=("sql-gateway.max-statement-size", most)
                            if most <= request.app[MAX_BODY] else None)

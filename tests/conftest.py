@@ -24,26 +24,45 @@ class InProcessCluster(MiniCluster):
         super().__init__(peers=n, conf=conf, base_dir=base, startup_timeout=30, spark=spark)
 
 
+_ARCHIVE: dict = {}  # the class-data archive being made: its process and lock
+
+
 def pytest_collection_finish(session) -> None:
     """A run with slow tests (the ones that start Spark) makes the class-data archive of
-    Spark's JVM first, once (tests.helpers.CLASS_ARCHIVE): every Spark JVM of the run
-    then starts in half the CPU. Without it they start as they would anyway."""
+    Spark's JVM (tests.helpers.CLASS_ARCHIVE) once, in the background: the Spark JVMs
+    started after it is there (atomically, whole) start in half the CPU; the ones before
+    start as they would without it. The tests never wait for it."""
     if not any(item.get_closest_marker("slow") for item in session.items):
         return
     import fcntl
     import subprocess
     from tests.helpers import CLASS_ARCHIVE, ROOT
+    if os.path.exists(CLASS_ARCHIVE):
+        return
     os.makedirs(os.path.dirname(CLASS_ARCHIVE), exist_ok=True)
-    with open(CLASS_ARCHIVE + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # (one maker among pytest-xdist's workers)
-        if os.path.exists(CLASS_ARCHIVE):
-            return
-        r = subprocess.run([sys.executable, "-m", "jm.runtime.classarchive", CLASS_ARCHIVE,
-                            "--java-opts", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=600)
-        if r.returncode != 0:
-            print(f"warning: no class-data archive for Spark: {r.stderr.strip()}",
-                  file=sys.stderr)
+    lock = open(CLASS_ARCHIVE + ".lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # (one maker: pytest-xdist)
+    except OSError:
+        lock.close()
+        return
+    out = open(CLASS_ARCHIVE + ".log", "w")
+    _ARCHIVE.update(lock=lock, out=out, proc=subprocess.Popen(
+        [sys.executable, "-m", "jm.runtime.classarchive", CLASS_ARCHIVE,
+         "--java-opts", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"],
+        cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
+
+
+def pytest_sessionfinish(session) -> None:
+    """The archive's maker stopped if it still runs (by its process group), its lock let go."""
+    import signal
+    proc = _ARCHIVE.pop("proc", None)
+    if proc is not None:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        _ARCHIVE.pop("out").close()
+        _ARCHIVE.pop("lock").close()
 
 
 @contextlib.asynccontextmanager

@@ -11,10 +11,12 @@ at a time (one Arrow batch at a time), so a large result never sits whole in thi
 """
 from __future__ import annotations
 
+import collections
 import importlib
 import os
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
@@ -23,6 +25,9 @@ from jm.runtime.confine import confine_self
 from jm.runtime import sqlproto as P
 
 MAX_ERROR = 16000
+CANCEL_WAIT = 10.0   # s: a cancel interrupts a statement not yet known to the server again
+CANCEL_AGAIN = 0.1   # s: ... this often
+EARLY_CANCELS = 1000  # cancels kept for Executes that have not arrived
 
 
 def error_text(exc: BaseException) -> str:
@@ -30,6 +35,10 @@ def error_text(exc: BaseException) -> str:
     msg = str(exc).strip() or type(exc).__name__
     name = type(exc).__name__
     return (msg if msg.startswith(name) else f"{name}: {msg}")[:MAX_ERROR]
+
+
+class Cancelled(Exception):
+    """A statement cancelled before it started."""
 
 
 class Operation:
@@ -40,6 +49,7 @@ class Operation:
         self.width = 0
         self.lock = threading.Lock()  # one page at a time
         self.closed = False
+        self.running = False  # its statement's execution is under way (on_Execute)
 
 
 class Rows:
@@ -115,6 +125,8 @@ class Worker:
         self.properties: dict[str, dict] = {}  # each session's, for a bare RESET
         self.session_locks: dict[str, threading.Lock] = {}
         self.ops: dict[str, Operation] = {}
+        # operations cancelled before their Execute arrived (both are in flight at once)
+        self.cancelled: collections.deque = collections.deque(maxlen=EARLY_CANCELS)
         self.lock = threading.Lock()
 
     # ---- replies --------------------------------------------------------------------
@@ -189,11 +201,17 @@ class Worker:
         spark = self._session(m.session)
         op = Operation(m.session, "jm-op-" + m.op)
         with self.lock:
+            if m.op in self.cancelled:
+                self.cancelled.remove(m.op)
+                raise Cancelled(f"operation {m.op} was cancelled before it started")
             self.ops[m.op] = op
+            op.running = True
         spark.addTag(op.tag)  # thread-local: this statement's RPCs, for a cancel
         applied: dict = {}
         try:
             applied = sqlconf.apply(spark, m.config)  # the statement's own (Flink's)
+            if op.closed:
+                raise Cancelled(f"operation {m.op} was cancelled before it started")
             schema, op.rows = stream(spark.sql(m.statement))
             op.width = len(schema.fields)
             if sqlconf.is_bare_reset(m.statement):  # back to the session's properties
@@ -203,6 +221,7 @@ class Worker:
             self._drop(m.op)
             raise
         finally:
+            op.running = False
             spark.removeTag(op.tag)
             sqlconf.restore(spark, applied)
         return {"schema": schema.jsonValue(), **page}
@@ -231,15 +250,27 @@ class Worker:
         return page
 
     def on_Cancel(self, m: P.Cancel) -> bool:
-        op = self.ops.get(m.op)
-        if op is None:
-            return False
+        """Stop an operation's execution in Spark. Its Execute may still be on its way
+        (then it does not start) or not yet known to the server (then the interrupt is
+        sent again until the server has it, or the Execute has ended): a cancel never
+        leaves a statement running in Spark."""
+        with self.lock:
+            op = self.ops.get(m.op)
+            if op is None:
+                self.cancelled.append(m.op)
+                return False
+        op.closed = True  # (what has not started of it does not: on_Execute)
         spark = self.sessions.get(op.session)
-        if spark is not None:
-            try:
-                spark.interruptTag(op.tag)
+        deadline = time.monotonic() + CANCEL_WAIT
+        while spark is not None:
+            try:  # (an interrupt that stopped one of its RPCs: what follows sees closed)
+                if spark.interruptTag(op.tag) or not op.running:
+                    break
             except Exception:
-                pass
+                break
+            if time.monotonic() > deadline:
+                break
+            time.sleep(CANCEL_AGAIN)
         self._drop(m.op)
         return True
 

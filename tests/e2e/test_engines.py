@@ -72,6 +72,10 @@ async def _answered(c, jid, headers):
 
 async def test_each_tenant_has_its_engine_and_an_engine_s_death_stays_with_its_tenant(
         tmp_path):
+    # (the run's class-data archive, made in the background at its start: here before
+    # the engines start, so that they map it)
+    await apoll(lambda: os.path.exists(CLASS_ARCHIVE), 300, interval=0.5,
+                what=f"the class-data archive {CLASS_ARCHIVE}")
     settings = {"rest.auth.token": ROOT, "spark.connect.embedded": True,
                 "spark.connect.share-level": "tenant", "spark.master": "local[1]",
                 "spark.driver.memory": "512m", "spark.connect.engine.idle-timeout": "10 s",

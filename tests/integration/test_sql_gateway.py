@@ -122,6 +122,20 @@ async def test_flink_flow_on_any_peer_with_session_state_and_pages(sqlc):
     assert s == 404 and b["errors"]
 
 
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _spark_idle(cluster) -> bool:
+    """Whether no peer's Connect JVM used more than a third of a core over a second."""
+    pids = [p.spark.proc.pid for p in cluster.peers if p.spark and p.spark.proc]
+    before = [_cpu_seconds(pid) for pid in pids]
+    await asyncio.sleep(1.0)
+    return bool(pids) and all(_cpu_seconds(pid) - b < 0.35 for pid, b in zip(pids, before))
+
+
 async def test_errors_bad_input_and_cancel(sqlc):
     sh = await open_session(sqlc, 1)
     s, b = await run(sqlc, sh, "SELECT * FROM no_such_table", peer=0)
@@ -172,6 +186,10 @@ async def test_errors_bad_input_and_cancel(sqlc):
     assert s == 200 and b["status"] == "CANCELED"
     s, b = await ahttp("GET", f"{sqlc.url(0)}/v1/sessions/{sh}/operations/{oh}/result/0")
     assert s == 409
+    # ... and stopped in Spark: every peer's Connect JVM goes back to idle (a cancel that
+    # reached the SQL worker before the statement reached Spark left it counting)
+    await apoll(lambda: _spark_idle(sqlc), 30, interval=0.1,
+                what="the Connect servers idle after the cancel")
     # a retried statement (same X-Request-Id) is the same operation and runs once: a
     # CREATE TEMP VIEW run twice would fail with "already exists"
     url = f"{sqlc.url(2)}/v1/sessions/{sh}/statements"

@@ -23,6 +23,7 @@ from jm.api import Credential, ResultPage, SessionInfo
 
 class SqlGateway:
     def __init__(self, svc: SqlServices) -> None:
+        self.max_statement_size: int = svc.conf["sql-gateway.max-statement-size"]
         self.host = SessionHost(svc)
         self.sessions = SqlSessions(self.host)
         self.statements = SqlStatements(svc, self.host)
