@@ -30,7 +30,7 @@ from jm.api import ANYONE, ApiError, Credential, UnknownSession
 class LivySessions:
     def __init__(self, svc: SqlServices, host: SessionHost, sessions: SqlSessions,
                  statements: SqlStatements) -> None:
-        self.svc, self.host, self.sessions = svc, host, sessions
+        self.svc, self.host, self.sql_sessions = svc, host, sessions
         self.raft, self.node = svc.raft, svc.node
         self.runner = LivyRunner(svc, host, statements)
 
@@ -125,8 +125,8 @@ class LivySessions:
             "sessions", tenant, granted)
         if refused:
             raise ApiError(403, refused)
-        node, limit = self.sessions.place()
-        value = await self.sessions.open_checked(OpenLivySession(
+        node, limit = self.sql_sessions.place()
+        value = await self.sql_sessions.open_checked(OpenLivySession(
             str(uuid.uuid4()), req.kind, req.name, req.conf, node, time.time(), limit,
             req.notes, tenant, who.name, req.proxy_user))
         return self.session(value["id"])
