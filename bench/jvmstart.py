@@ -19,7 +19,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from jm.runtime.sparkjvm import free_port, spark_home  # noqa: E402
+from jm.runtime.classarchive import STARTED, start_server  # noqa: E402
+from jm.runtime.sparkjvm import free_port  # noqa: E402
 
 FAST = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
@@ -37,21 +38,12 @@ def _tree_cpu(pid: int) -> float:
 def one(opts: str) -> dict:
     """Start a server with these JVM options, run SELECT 1 through Spark Connect, stop it."""
     port = free_port()
-    env = {**os.environ, "SPARK_HOME": spark_home(), "SPARK_SUBMIT_OPTS": opts}
-    env.pop("SPARK_CONF_DIR", None)
     t0 = time.monotonic()
-    proc = subprocess.Popen(
-        [os.path.join(spark_home(), "bin", "spark-class"), "org.apache.spark.deploy.SparkSubmit",
-         "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-         "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-         "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-         "--conf", f"spark.connect.grpc.binding.port={port}", "spark-internal"],
-        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, text=True)
+    proc = start_server(port, opts)
     try:
         assert proc.stderr is not None
         for line in proc.stderr:
-            if "Spark Connect server started" in line:
+            if STARTED in line:
                 break
         started = time.monotonic() - t0
         from pyspark.sql import SparkSession

@@ -45,7 +45,7 @@ def pytest_collection_finish(session) -> None:
         return
     import fcntl
     import subprocess
-    from tests.helpers import CLASS_ARCHIVE, ROOT
+    from tests.helpers import CLASS_ARCHIVE, FAST_JVM, ROOT
     if os.path.exists(CLASS_ARCHIVE):
         return
     os.makedirs(os.path.dirname(CLASS_ARCHIVE), exist_ok=True)
@@ -58,7 +58,7 @@ def pytest_collection_finish(session) -> None:
     out = open(CLASS_ARCHIVE + ".log", "w")
     _ARCHIVE.update(lock=lock, out=out, proc=subprocess.Popen(
         [sys.executable, "-m", "jm.runtime.classarchive", CLASS_ARCHIVE,
-         "--java-opts", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"],
+         "--java-opts", FAST_JVM],
         cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True))
 
 

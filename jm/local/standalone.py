@@ -19,6 +19,7 @@ import urllib.request
 from typing import Any, Callable, Optional
 
 from jm.local.localcluster import free_ports
+from jm.runtime.sparkapp import jvm_opts_env
 from jm.runtime.sparkjvm import spark_conf_dir, spark_home
 
 
@@ -62,11 +63,8 @@ class StandaloneCluster:
         # class-data archive (for the executors: spark.executor.extraJavaOptions) needs
         log_config = os.path.join(spark_conf_dir(self.base, "WARN", "org.apache.spark.deploy"),
                                   "log4j2.properties")
-        opts = [os.environ.get("SPARK_DAEMON_JAVA_OPTS", ""),
-                f"-Dlog4j2.configurationFile={log_config}"]
-        if self.class_archive:
-            opts.append(f"-XX:SharedArchiveFile={self.class_archive}")
-        env = spark_env(SPARK_DAEMON_JAVA_OPTS=" ".join(opts).strip(),
+        env = spark_env(**jvm_opts_env(os.environ, None, log_config, self.class_archive,
+                                       var="SPARK_DAEMON_JAVA_OPTS"),
                         SPARK_LOG_DIR=os.path.join(self.base, "logs"),
                         SPARK_WORKER_DIR=os.path.join(self.base, "work"),
                         # the executors' scratch (blockmgr-*, spark-*): here, not in /tmp

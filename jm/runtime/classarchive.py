@@ -42,6 +42,23 @@ def _warm_up(port: int, token: str) -> None:
         spark.stop()
 
 
+def start_server(port: int, opts: str, env_add: Optional[dict] = None) -> subprocess.Popen:
+    """A Spark Connect server (local[2], loopback, no UI) from pyspark's distribution, with
+    these JVM options and the peer's JVMs' class path (the jars alone); its log on the
+    returned process's stderr (STARTED once it serves)."""
+    env = {**os.environ, "SPARK_HOME": spark_home(), "SPARK_SUBMIT_OPTS": opts,
+           **(env_add or {})}
+    env.pop("SPARK_CONF_DIR", None)
+    cmd = [os.path.join(env["SPARK_HOME"], "bin", "spark-class"),
+           "org.apache.spark.deploy.SparkSubmit",
+           "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+           "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+           "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+           "--conf", f"spark.connect.grpc.binding.port={port}", "spark-internal"]
+    return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
 def build(path: str, timeout: float = 300.0, opts: str = "") -> None:
     """Make the archive at `path` (replaced whole, or left as it was on an error):
     RuntimeError saying why if it could not."""
@@ -49,17 +66,8 @@ def build(path: str, timeout: float = 300.0, opts: str = "") -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.tmp-{os.getpid()}"
     port, token = free_port(), secrets.token_urlsafe(16)
-    env = {**os.environ, "SPARK_HOME": spark_home(), TOKEN_ENV: token,
-           "SPARK_SUBMIT_OPTS": f"{opts} -XX:ArchiveClassesAtExit={tmp}".strip()}
-    env.pop("SPARK_CONF_DIR", None)  # the class path of the peer's JVMs: the jars alone
-    cmd = [os.path.join(env["SPARK_HOME"], "bin", "spark-class"),
-           "org.apache.spark.deploy.SparkSubmit",
-           "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-           "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-           "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-           "--conf", f"spark.connect.grpc.binding.port={port}", "spark-internal"]
-    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = start_server(port, f"{opts} -XX:ArchiveClassesAtExit={tmp}".strip(),
+                        {TOKEN_ENV: token})
     tail: list[str] = []
     try:
         deadline = time.monotonic() + timeout

@@ -69,20 +69,21 @@ def local_dirs_env(env: Any, conf: dict, scratch: Optional[str]) -> dict:
 
 
 def jvm_opts_env(env: Any, scratch: Optional[str], log_config: Optional[str] = None,
-                 class_archive: Optional[str] = None) -> dict:
-    """Pure: SPARK_SUBMIT_OPTS for a JVM the peer starts, each option unless the operator
-    chose it (in SPARK_SUBMIT_OPTS): its scratch folder as java.io.tmpdir (Spark Connect's
-    `artifacts-<uuid>` folders, extracted native libraries), so a JVM killed by a fence
-    leaves nothing in /tmp either; its log4j configuration as a file, not a SPARK_CONF_DIR
-    on its class path, so the class path is the jars alone and a class-data archive
-    (`spark.class-archive`, jm/runtime/classarchive.py) made of them maps."""
-    opts = env.get("SPARK_SUBMIT_OPTS", "")
+                 class_archive: Optional[str] = None, var: str = "SPARK_SUBMIT_OPTS") -> dict:
+    """Pure: SPARK_SUBMIT_OPTS (or `var`: a standalone daemon's SPARK_DAEMON_JAVA_OPTS) for
+    a JVM the peer starts, each option unless the operator chose it (in that variable):
+    its scratch folder as java.io.tmpdir (Spark Connect's `artifacts-<uuid>` folders,
+    extracted native libraries), so a JVM killed by a fence leaves nothing in /tmp either;
+    its log4j configuration as a file, not a SPARK_CONF_DIR on its class path, so the class
+    path is the jars alone and a class-data archive (`spark.class-archive`,
+    jm/runtime/classarchive.py) made of them maps."""
+    opts = env.get(var, "")
     extra = [f"{flag}{value}" for flag, value in (
         ("-Djava.io.tmpdir=", scratch), ("-Dlog4j2.configurationFile=", log_config),
         ("-XX:SharedArchiveFile=", class_archive)) if value and flag not in opts]
     if not extra:
         return {}
-    return {"SPARK_SUBMIT_OPTS": " ".join([opts, *extra]).strip()}
+    return {var: " ".join([opts, *extra]).strip()}
 
 
 def _fence_gateway_launch() -> None:

@@ -303,3 +303,7 @@ def test_a_jvm_the_peer_starts_has_the_jars_alone_on_its_class_path():
     mine = "-XX:SharedArchiveFile=/mine.jsa -Dlog4j2.configurationFile=/my.xml"
     assert jvm_opts_env({"SPARK_SUBMIT_OPTS": mine}, None, "/c/l", "/a.jsa") == {}
     assert jvm_opts_env({}, None, None, None) == {}
+    # a standalone daemon's variable, the same way
+    assert jvm_opts_env({"SPARK_DAEMON_JAVA_OPTS": "-Dx=1"}, None, "/l", "/a.jsa",
+                        var="SPARK_DAEMON_JAVA_OPTS") == {"SPARK_DAEMON_JAVA_OPTS": (
+                            "-Dx=1 -Dlog4j2.configurationFile=/l -XX:SharedArchiveFile=/a.jsa")}
