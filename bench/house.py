@@ -2,7 +2,8 @@
 rest with the stdlib `ast` only (nothing of theirs is imported): the size of PeerGateway,
 SqlGateway and RaftHost with their repository bases, of the Gateway protocols, of Peer's
 attributes and the GatewayServices(...) call; private names imported across modules;
-pysyncobj's mangled privates (`_SyncObj__x`) and the classes built on pysyncobj's;
+pysyncobj's mangled privates (SyncObj's `__x` seen from outside) and the classes built on
+pysyncobj's;
 spec[...] and conf[...] reads; the import graph's cycles and arrows up the layers, which
 are, low to high (an import from a lower layer into a higher one is an arrow up):
 
@@ -250,9 +251,10 @@ def private_imports(mods: dict) -> dict:
 
 
 def pysyncobj_privates(mods: dict) -> dict:
-    """Mangled privates (`_SyncObj__raftState`) as attributes, names, defs (overrides) or
-    whole strings (getattr); and the plain privates imported from pysyncobj."""
-    refs, files, plain = [], set(), set()
+    """Mangled privates (SyncObj's `__raftState` seen from outside) as attributes, names,
+    defs (overrides) or whole strings (getattr); and the plain privates imported from
+    pysyncobj."""
+    refs, files, plain = [], {}, set()
     for m in mods.values():
         for n in ast.walk(m["tree"]):
             word = (n.attr if isinstance(n, ast.Attribute) else n.id if isinstance(n, ast.Name)
@@ -260,10 +262,11 @@ def pysyncobj_privates(mods: dict) -> dict:
                     n.value if isinstance(n, ast.Constant) and isinstance(n.value, str) else "")
             if MANGLED.fullmatch(word):
                 refs.append(word)
-                files.add(m["path"])
+                files[m["path"]] = files.get(m["path"], 0) + 1
             if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("pysyncobj"):
                 plain |= {a.name for a in n.names if a.name.startswith("_")}
     return {"references": len(refs), "distinct": len(set(refs)), "files": len(files),
+            "by-file": dict(sorted(files.items())),
             "classes": sorted({r.split("__")[0][1:] for r in refs}),
             "private-imports": sorted(plain)}
 

@@ -1,14 +1,14 @@
 """The pysyncobj this build was written against, checked when a peer starts.
 
-The raft package overrides or reads private (name-mangled) members of pysyncobj's
-classes: `_SyncObj__sendAppendEntries`, `_TcpServer__socket`, `_FileJournal__journalFile`,
-... A release that renames one of them would not fail loudly: an override would simply
-never be called (a read-only member would get every entry again, a journal write would go
+raft/door.py overrides or reads private (name-mangled) members of pysyncobj's
+classes: SyncObj's `__sendAppendEntries`, TcpServer's `__socket`, FileJournal's
+`__journalFile`, ... A release that renames one of them would not fail loudly: an override
+would simply never be called (a read-only member would get every entry again, a journal write would go
 unsynced). So pyproject.toml pins the version exactly, and `check()` refuses to start a
 peer on any other version, or on one whose classes lack a member we use.
 
-`PRIVATES` lists them; tests/unit/test_compat.py checks that it names every mangled
-member the raft package mentions, so a new override cannot be added without it.
+`PRIVATES` lists them; tests/unit/test_compat.py checks that it names exactly the mangled
+members raft/door.py mentions, and that no other module mentions one.
 """
 
 from __future__ import annotations

@@ -17,16 +17,16 @@ period later, and a lease round reaches it that much later (`beats.stuck_round`
 allows a lease). Voters get every send as before: commits, elections and the leader's
 view of its followers are untouched.
 
-`ReaderFanout` decides (pure, time passed in); `LazyReaders` (a SyncObj mixin) narrows
-pysyncobj's send to what it decides, and WireTransport tells it which member forwarded
-which write (pysyncobj's "apply_command_response" carries the index).
+`ReaderFanout` decides (pure, time passed in); `LazyReaders` (a part of raft/raftnode.py's
+node) narrows pysyncobj's send to what it decides, and WireTransport tells it which member
+forwarded which write (pysyncobj's "apply_command_response" carries the index).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Iterable, Optional
+from typing import Any, Callable, Hashable, Iterable, Optional
 
-from pysyncobj.monotonic import monotonic as monotonic_time
+from raft.door import NodeView
 
 READER_PERIOD = 0.1  # s: how often every non-voting member gets the log
 CATCH_UP = 1000  # entries behind: a non-voting member catching up gets every send
@@ -63,48 +63,48 @@ class ReaderFanout:
 
 
 class LazyReaders:
-    """Place before pysyncobj's SyncObj: its append-entries reach the non-voting members
-    as `ReaderFanout` says. pysyncobj iterates its set of read-only nodes when it sends;
-    that set is narrowed for the call (on the tick thread, the only one that sends or
-    changes the set) and made whole again after, less any reader that disconnected
-    meanwhile."""
+    """A leader's append-entries reach the non-voting members as `ReaderFanout` says.
+    pysyncobj iterates its set of read-only nodes when it sends; that set is narrowed for
+    the call (on the tick thread, the only one that sends or changes the set) and made
+    whole again after, less any reader that disconnected meanwhile."""
 
-    _fanout: Optional[ReaderFanout] = None
+    def __init__(self, view: NodeView) -> None:
+        self.view = view
+        self.fanout: Optional[ReaderFanout] = None
 
     def note_forwarded(self, node: Any, index: int) -> None:
         """Called by the transport (tick thread) when the leader answers a forwarded
         write with its log index."""
-        fanout = self._fanout
-        if fanout is not None and node in self._SyncObj__readonlyNodes:  # type: ignore
+        fanout = self.fanout
+        if fanout is not None and node in self.view.readers:
             fanout.forwarded(node, index)
 
-    def _SyncObj__sendAppendEntries(self) -> None:
-        fanout = self._fanout
+    def send(self, send_all: Callable[[], None], now: float) -> None:
+        """Run pysyncobj's send (`send_all`) to the readers due now."""
+        view = self.view
+        fanout = self.fanout
         if fanout is None:
-            fanout = self._fanout = ReaderFanout(max(  # type: ignore[attr-defined]
-                READER_PERIOD, self.conf.appendEntriesPeriod))
-        every = self._SyncObj__readonlyNodes  # type: ignore[has-type]
-        now = monotonic_time()
+            fanout = self.fanout = ReaderFanout(max(READER_PERIOD, view.append_period))
+        every = view.readers
         to = fanout.targets(now, every, self._catching_up(every))
         if to is None or not every:
-            super()._SyncObj__sendAppendEntries()  # type: ignore[misc]
+            send_all()
         else:
             narrowed = set(to)
-            self._SyncObj__readonlyNodes = narrowed
+            view.readers = narrowed
             try:
-                super()._SyncObj__sendAppendEntries()  # type: ignore[misc]
+                send_all()
             finally:
-                self._SyncObj__readonlyNodes = every
+                view.readers = every
                 every.difference_update(to - narrowed)  # disconnected during the send
-        fanout.sent(now, to, self._SyncObj__raftCommitIndex)  # type: ignore[attr-defined]
+        fanout.sent(now, to, view.commit_index)
 
     def _catching_up(self, readers: set) -> list:
         """Readers that need the snapshot (their next entry is compacted away) or are
         more than CATCH_UP entries behind the commit index (a reader just started has
         acknowledged nothing): they get every send until they have caught up."""
-        nxt = self._SyncObj__raftNextIndex  # type: ignore[attr-defined]
-        match = self._SyncObj__raftMatchIndex  # type: ignore[attr-defined]
-        first = self._SyncObj__raftLog[0][1]  # type: ignore[attr-defined]
-        commit = self._SyncObj__raftCommitIndex  # type: ignore[attr-defined]
+        view = self.view
+        nxt, match, commit = view.next_index, view.match_index, view.commit_index
+        first = view.first_index
         return [r for r in readers
                 if nxt.get(r, 0) <= first or commit - match.get(r, 0) > CATCH_UP]

@@ -10,9 +10,8 @@ import time
 from typing import Any, Optional
 
 from pysyncobj.monotonic import monotonic as monotonic_time
-from pysyncobj.tcp_connection import TcpConnection
-
 from raft import wire
+from raft.door import HookedConnection
 
 log = logging.getLogger("jm.raft.wire")
 DEFAULT_MAX_MESSAGE = 256 * 1024 * 1024
@@ -48,7 +47,7 @@ def _peer_of(sock: Optional[socket.socket]) -> str:
         return "?"
 
 
-class WireConnection(TcpConnection):
+class WireConnection(HookedConnection):
     """pysyncobj's connection, reading frames through raft/wire.py."""
 
     def __init__(self, *args: Any, frame_limit: int = DEFAULT_MAX_MESSAGE,
@@ -57,7 +56,7 @@ class WireConnection(TcpConnection):
         self.frame_limit = frame_limit
         self.member = member  # it has said which member it is (or we called it)
         self.opened_at = time.monotonic()
-        self.peer = _peer_of(self._TcpConnection__socket)
+        self.peer = _peer_of(self.sock)
 
     def send(self, message: Any) -> None:
         if self.sendRandKey:
@@ -65,16 +64,15 @@ class WireConnection(TcpConnection):
         data = wire.pack(message)
         if self.encryptor:
             data = self.encryptor.encrypt_at_time(data, int(monotonic_time()))
-        self._TcpConnection__writeBuffer += wire.HEADER.pack(len(data)) + data
-        self._TcpConnection__trySendBuffer()
+        self.write(wire.HEADER.pack(len(data)) + data)
 
     def refuse(self, why: str, level: int = logging.WARNING) -> None:
         _say(f"refuse:{why[:30]}", level, "Raft connection from %s dropped: %s", self.peer, why)
         self.disconnect()
 
-    def _TcpConnection__processRead(self) -> bool:
-        more = super()._TcpConnection__processRead()
-        buf = self._TcpConnection__readBuffer
+    def read_more(self) -> bool:
+        more = super().read_more()
+        buf = self.read_buffer
         if more and len(buf) >= 4:  # a frame too long is refused before it is read
             why = wire.frame_error(wire.HEADER.unpack_from(buf)[0], self.frame_limit,
                                    self.member)
@@ -83,8 +81,8 @@ class WireConnection(TcpConnection):
                 return False
         return more
 
-    def _TcpConnection__processParseMessage(self) -> Any:
-        buf = self._TcpConnection__readBuffer
+    def next_message(self) -> Any:
+        buf = self.read_buffer
         if len(buf) < 4:
             return None
         length = wire.HEADER.unpack_from(buf)[0]
@@ -113,5 +111,5 @@ class WireConnection(TcpConnection):
         except Exception as exc:  # a bad token (wrong raft.password), a bad tuple
             self.refuse(f"{type(exc).__name__}: {exc}"[:200] or "an unreadable frame")
             return None
-        self._TcpConnection__readBuffer = buf[4 + length:]
+        self.read_buffer = buf[4 + length:]
         return message

@@ -24,17 +24,13 @@ import errno
 import logging
 import os
 import threading
-import time
 from typing import Any, Callable, Optional
 
 from pysyncobj import journal as pj
-from pysyncobj import syncobj as ps
 
-from raft.amnesia import NoVoteUntilCaughtUp, OwnAttributes
-from raft.durablefiles import DURABLE_DUMPS, fsync_dir, fsync_file
-from raft.fanout import LazyReaders
-from raft.leaving import Leaving
-from raft.prevote import PRE_VOTE, PRE_VOTE_RESPONSE, PreVote
+from raft.door import HookedJournal, journal_of
+from raft.durablefiles import fsync_dir, fsync_file
+from raft.prevote import PRE_VOTE, PRE_VOTE_RESPONSE
 from raft.syncer import JournalFailed, JournalSyncer  # noqa: F401  (JournalFailed: re-exported)
 from raft.transport import WireTransport
 
@@ -47,7 +43,6 @@ class UnreadableSnapshot(JournalFailed):
 
 
 RESERVE_CHUNK = 4 * 1024 * 1024  # bytes of journal written ahead at a time
-_factory_lock = threading.Lock()
 
 
 def _write_zeros(fd: int, start: int, end: int) -> None:
@@ -88,7 +83,7 @@ class DurableMetaStorer(pj.MetaStorer):
         fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
-class DurableJournal(JournalSyncer, pj.FileJournal):
+class DurableJournal(JournalSyncer, HookedJournal):
     """pysyncobj's file journal with a syncer thread: `sync()` returns once everything
     written before the call is on disk; `sync_soon()` starts that without waiting (a
     leader's own copy is written out while its followers write theirs)."""
@@ -96,7 +91,7 @@ class DurableJournal(JournalSyncer, pj.FileJournal):
     def __init__(self, path: str, dump_path: Optional[str]) -> None:
         created = not os.path.exists(path)
         super().__init__(path)
-        self._FileJournal__metaStorer = DurableMetaStorer(path + ".meta", self)
+        self.use_meta_storer(DurableMetaStorer(path + ".meta", self))
         self.trouble: Optional[str] = None  # what the disk refuses now (None: all well)
         self.dump_path = dump_path
         self.syncs = 0            # fsyncs of the journal
@@ -130,12 +125,11 @@ class DurableJournal(JournalSyncer, pj.FileJournal):
         time: an fdatasync of entries written into them has no file metadata to commit
         (no block allocation, no size change), so it does not wait for the filesystem's
         journal, nor for other files' data that this would flush (ext4 data=ordered)."""
-        need = self._FileJournal__currentOffset + size + 4096
+        need = self.end_offset + size + 4096
         if need <= self._zeroed:
             return
-        resizable = self._FileJournal__journalFile
-        start = max(self._zeroed, self._FileJournal__currentOffset)
-        fd = resizable._ResizableFile__f.fileno()
+        start = max(self._zeroed, self.end_offset)
+        fd = self.fd
         before = os.fstat(fd).st_size
         # a chunk ahead; on a full disk just what this entry needs, so that the journal
         # does not take the last free blocks from the other files of the member
@@ -146,13 +140,13 @@ class DurableJournal(JournalSyncer, pj.FileJournal):
                 _write_zeros(fd, start, end)
             except OSError as exc:
                 with contextlib.suppress(OSError):  # give back what the try took
-                    os.ftruncate(fd, max(before, len(resizable._ResizableFile__mm)))
+                    os.ftruncate(fd, max(before, len(self.mapping)))
                 if exc.errno != errno.ENOSPC or end == need:
                     raise
                 continue
             self._sync_or_fail(fd)  # (it also writes out the entries in the mapping)
             break
-        mm = resizable._ResizableFile__mm
+        mm = self.mapping
         if len(mm) < end:  # (mm.size() is the file's size, len(mm) the mapping's)
             mm.resize(end)  # the file is that long already: only the mapping grows
         self._zeroed = end
@@ -214,12 +208,12 @@ class SyncingTransport(WireTransport):
     """pysyncobj's TCP transport: a message that speaks for this member's log (an
     answer to append-entries, a vote) leaves only once the journal is on disk; a
     leader's append-entries start its sync and leave at once. During a tick of
-    `DurableSyncObj` messages are held and sent together after one sync."""
+    a durable RaftNode (raft/raftnode.py) messages are held and sent together after one sync."""
 
     _held: Optional[list] = None
 
     def _journal(self) -> Optional[DurableJournal]:
-        journal = getattr(self._syncObj, "_SyncObj__raftLog", None)
+        journal = journal_of(self._syncObj)
         return journal if isinstance(journal, DurableJournal) else None
 
     def _before(self, messages: list) -> None:
@@ -248,107 +242,3 @@ class SyncingTransport(WireTransport):
             return True
         self._before([message])
         return super().send(node, message)
-
-
-class DurableSyncObj(OwnAttributes, Leaving, NoVoteUntilCaughtUp, PreVote, LazyReaders,
-                     ps.SyncObj):
-    """A tick's messages are held and sent after one sync. pysyncobj's tick ends waiting
-    for socket events: here the tick runs without waiting, its messages go out, and then
-    the wait (whose handlers' answers are held and sent after one sync in turn), so that
-    no message waits for the next socket event."""
-
-    def _SyncObj__loadDumpFile(self, clearJournal: bool) -> Any:
-        """pysyncobj keeps the journal at start-up only if it begins where the snapshot
-        ends. A power cut between a snapshot's rename and the journal's compaction leaves a
-        journal that begins at the older snapshot: pysyncobj would clear it, and with it
-        the entries committed after the new snapshot. Compact it here instead, dropping
-        only what the snapshot holds."""
-        if not clearJournal:
-            try:
-                data = self._SyncObj__serializer.deserialize()
-            except Exception as exc:  # (pysyncobj calls this when the file exists)
-                # pysyncobj would log it and go on from an empty state, replaying the
-                # journal's entries after the snapshot onto it: a replica unlike any other
-                raise UnreadableSnapshot(
-                    f"the Raft snapshot {self._SyncObj__conf.fullDumpFile} cannot be read "
-                    f"({type(exc).__name__}: {exc}): this member stops (with its Raft dir "
-                    f"{os.path.dirname(self._SyncObj__conf.fullDumpFile)} moved away, it starts "
-                    "without Raft data and gets the state from the other members)") from exc
-            journal = self._SyncObj__raftLog
-            for k in range(1, len(journal) - 1):
-                if journal[k] == data[2] and journal[k + 1] == data[1]:
-                    journal.deleteEntriesTo(k)
-                    break
-        return super()._SyncObj__loadDumpFile(clearJournal)
-
-    def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
-        """A follower's answer "I have everything before N" that arrives after more
-        entries went out (answers wait for the follower's fsync) must not move the
-        leader's next index back: pysyncobj would send those entries again, and the
-        follower would drop and rewrite what it already has. Only a reset (the logs
-        differ) moves it back."""
-        keep = None
-        if (isinstance(message, dict) and message.get("type") == "next_node_idx"
-                and message.get("success") and not message.get("reset")):
-            keep = self._SyncObj__raftNextIndex.get(node)
-        super()._SyncObj__onMessageReceived(node, message)
-        if keep is not None:
-            nxt = self._SyncObj__raftNextIndex
-            if node in nxt and nxt[node] < keep:
-                nxt[node] = keep
-
-    _halted: Optional[str] = None  # why this member does nothing any more
-
-    def _onTick(self, timeToWait: float = 0.0) -> None:
-        if self._halted is not None:
-            time.sleep(timeToWait or 0.1)  # (the auto-tick thread's pace) until stopped
-            return
-        try:
-            self._tick(timeToWait)
-        except UnreadableSnapshot as exc:
-            self._halt(str(exc))
-
-    def _halt(self, why: str) -> None:
-        """Fail-stop: no more ticks (nothing applied, sent or answered); the journal's
-        failure hook tells the peer, which stops saying why."""
-        self._halted = why
-        journal = self._SyncObj__raftLog
-        if isinstance(journal, DurableJournal):
-            journal._fail(why)
-        else:
-            log.critical("%s", why)
-
-    def _tick(self, timeToWait: float) -> None:
-        transport = self._SyncObj__transport
-        if not isinstance(transport, SyncingTransport):
-            return super()._onTick(timeToWait)
-        transport.hold()
-        try:
-            super()._onTick(0.0)
-        finally:
-            transport.release()
-        if timeToWait > 0:
-            transport.hold()
-            try:
-                self._poller.poll(timeToWait)
-            finally:
-                transport.release()
-
-
-def durable_syncobj(self_addr: str, other_addrs: list, conf: Any, consumers: list,
-                    dump_path: Optional[str], no_vote: bool = False) -> Any:
-    """A SyncObj whose journal is a DurableJournal and whose messages wait for it."""
-    def create(path: Optional[str] = None) -> Any:
-        if path is None:
-            return pj.MemoryJournal()
-        return DurableJournal(path, dump_path)
-    if dump_path:
-        DURABLE_DUMPS.add(os.path.abspath(dump_path))
-    with _factory_lock:  # pysyncobj creates its journal through this module-level name
-        original = ps.createJournal
-        ps.createJournal = create
-        try:
-            return DurableSyncObj(self_addr, other_addrs, conf=conf, consumers=consumers,
-                                  transportClass=SyncingTransport, no_vote=no_vote)
-        finally:
-            ps.createJournal = original

@@ -22,52 +22,69 @@ A leaving member says so to the others once (a `leaving` message): a leader hand
 asks none of them to take over (a whole cluster that stops would wait an election timeout
 for each), until its connection goes (it stopped; started again, it counts again).
 
-Everything here runs on pysyncobj's tick thread (ticks and message handlers); the flags
-are set from the event loop (a plain attribute: read at the next tick).
+`Leaving` is one part of raft/raftnode.py's node: it sees every message first
+(`admit`), every tick (`tick`) and whether a leader may append (`may_append`). It runs on
+pysyncobj's tick thread; `leave`, `hold` and `release` are called from the event loop (plain
+attributes: read at the next tick).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
-from pysyncobj.monotonic import monotonic as monotonic_time
-from pysyncobj.syncobj import _RAFT_STATE
+from raft.door import NodeView
 
-_ELECTION_MESSAGES = frozenset({"request_vote", "timeout_now", "pre_vote"})
+ELECTION_MESSAGES = frozenset({"request_vote", "timeout_now", "pre_vote"})
 LEAVING = "leaving"  # a member's word that it leaves (raft/wire.py lets it through)
 FAR = 10 ** 9  # s: an election deadline never reached
 
 
+def address_of(node: Any) -> str:
+    return getattr(node, "address", str(node))
+
+
 class Leaving:
-    _leaving = False  # out of elections for good (its peer is stopping)
-    _holding = False  # a leader handing over: no new entry
-    _vote_for = None  # the address of the member it asked to take over, while it waits
-    _announced = False  # it told the others it leaves
-    _left: frozenset = frozenset()  # the addresses of members that said they leave
+    def __init__(self, view: NodeView) -> None:
+        self.view = view
+        self.leaving = False  # out of elections for good (its peer is stopping)
+        self.holding = False  # a leader handing over: no new entry
+        self.vote_for: Optional[str] = None  # the member it asked to take over, meanwhile
+        self.announced = False  # it told the others it leaves
+        self.left: frozenset = frozenset()  # the addresses of members that said they leave
 
-    def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
-        if isinstance(message, dict) and message.get("type") == LEAVING:
-            self._left = self._left | {getattr(node, "address", str(node))}
-            return
-        if (self._leaving and isinstance(message, dict)
-                and message.get("type") in _ELECTION_MESSAGES
-                and not (message.get("type") == "request_vote" and self._vote_for
-                         and getattr(node, "address", None) == self._vote_for)):
-            return  # no vote (but the target's), no pre-vote, no election on request
-        super()._SyncObj__onMessageReceived(node, message)  # type: ignore[misc]
+    def leave(self) -> None:
+        self.leaving = True
 
-    def _onTick(self, timeToWait: float = 0.0) -> None:
-        if self._left:  # one whose connection went has stopped: started again, it counts
-            up = {getattr(n, "address", str(n)) for n in self._SyncObj__connectedNodes}
-            self._left = self._left & up
-        if self._leaving and not self._announced:
-            self._announced = True
-            for node in list(self._SyncObj__otherNodes):
-                self._SyncObj__transport.send(node, {"type": LEAVING})
-        if self._leaving and self._SyncObj__raftState != _RAFT_STATE.LEADER:
-            self._SyncObj__raftElectionDeadline = monotonic_time() + FAR
-        super()._onTick(timeToWait)  # type: ignore[misc]
+    def hold(self) -> None:
+        """A leader handing over: append nothing new (`vote_for` names its target)."""
+        self.holding = True
 
-    def _checkCommandsToApply(self) -> None:
-        if self._holding and self._SyncObj__raftState == _RAFT_STATE.LEADER:
-            return  # (queued: appended by whoever leads next, or by this one if it stays)
-        super()._checkCommandsToApply()  # type: ignore[misc]
+    def release(self) -> None:
+        self.holding, self.vote_for = False, None
+
+    def admit(self, node: Any, kind: Optional[str]) -> bool:
+        """Whether a message of `kind` from `node` goes on to the node's handler."""
+        if kind == LEAVING:
+            self.left = self.left | {address_of(node)}
+            return False
+        if (self.leaving and kind in ELECTION_MESSAGES
+                and not (kind == "request_vote" and self.vote_for
+                         and getattr(node, "address", None) == self.vote_for)):
+            return False  # no vote (but the target's), no pre-vote, no election on request
+        return True
+
+    def tick(self, now: float) -> None:
+        view = self.view
+        if self.left:  # one whose connection went has stopped: started again, it counts
+            up = {address_of(n) for n in view.connected}
+            self.left = self.left & up
+        if self.leaving and not self.announced:
+            self.announced = True
+            for node in list(view.others):
+                view.send(node, {"type": LEAVING})
+        if self.leaving and not view.is_leader:
+            view.election_deadline = now + FAR
+
+    def may_append(self) -> bool:
+        """False while a leader holds its log (its commands wait in pysyncobj's queue:
+        appended by whoever leads next, or by this one if it stays)."""
+        return not (self.holding and self.view.is_leader)

@@ -9,16 +9,16 @@ import time
 from typing import Any, Optional
 
 from pysyncobj.poller import POLL_EVENT_TYPE
-from pysyncobj.tcp_server import TcpServer
 
 from raft import wire
+from raft.door import HookedServer
 from raft.framing import WireConnection, Throttle
 
 log = logging.getLogger("jm.raft.wire")
 LISTEN_BACKLOG = 128
 
 
-class WireServer(TcpServer):
+class WireServer(HookedServer):
     """pysyncobj's listener, kept open whatever accept() says (wire.accept_error_action)."""
 
     def __init__(self, *args: Any, frame_limit: int = wire.HANDSHAKE_LIMIT,
@@ -33,9 +33,9 @@ class WireServer(TcpServer):
     def bind(self) -> None:
         super().bind()
         self.failed = False
-        self._TcpServer__socket.listen(LISTEN_BACKLOG)  # pysyncobj listens with 5
+        self.listening.listen(LISTEN_BACKLOG)  # pysyncobj listens with 5
 
-    def _TcpServer__onNewConnection(self, descr: int, event: int) -> None:
+    def on_accept(self, descr: int, event: int) -> None:
         if event & POLL_EVENT_TYPE.READ:
             for _ in range(64):  # what is waiting, within reason
                 if not self._accept_one():
@@ -46,7 +46,7 @@ class WireServer(TcpServer):
             self.failed = True
 
     def _accept_one(self) -> bool:
-        lsock = self._TcpServer__socket
+        lsock = self.listening
         if lsock is None or self.paused_until is not None:
             return False
         try:
@@ -63,21 +63,18 @@ class WireServer(TcpServer):
             return True
         self.backoff = 0.0
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._TcpServer__sendBufferSize)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._TcpServer__recvBufferSize)
+            send_size, recv_size = self.buffer_sizes
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_size)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, recv_size)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.setblocking(False)
-            conn = WireConnection(poller=self._TcpServer__poller, socket=sock,
-                                  timeout=self._TcpServer__connectionTimeout,
-                                  sendBufferSize=self._TcpServer__sendBufferSize,
-                                  recvBufferSize=self._TcpServer__recvBufferSize,
-                                  keepalive=self._TcpServer__keepalive,
-                                  frame_limit=self.frame_limit, member=False)
+            conn = WireConnection(socket=sock, frame_limit=self.frame_limit, member=False,
+                                  **self.connection_options())
         except OSError as exc:  # the other side went away already, or no memory
             sock.close()
             log.debug("Raft connection lost while being accepted: %s", exc)
             return True
-        self._TcpServer__onNewConnectionCallback(conn)
+        self.accepted(conn)
         return True
 
     def pause(self, exc: OSError) -> None:
@@ -86,9 +83,7 @@ class WireServer(TcpServer):
         connections wait in its backlog until `resume`."""
         self.backoff = wire.next_backoff(self.backoff)
         self.paused_until = time.monotonic() + self.backoff
-        fileno = self._TcpServer__fileno
-        if fileno is not None:
-            self._TcpServer__poller.unsubscribe(fileno)
+        self.watch(False)
         self._say("accept", logging.WARNING, "Raft listener: accept() failed (%s); it "
                   "listens again in %.2f s", exc, self.backoff)
 
@@ -96,7 +91,4 @@ class WireServer(TcpServer):
         if self.paused_until is None or time.monotonic() < self.paused_until:
             return
         self.paused_until = None
-        fileno = self._TcpServer__fileno
-        if fileno is not None:
-            self._TcpServer__poller.subscribe(fileno, self._TcpServer__onNewConnection,
-                                              POLL_EVENT_TYPE.READ | POLL_EVENT_TYPE.ERROR)
+        self.watch(True)

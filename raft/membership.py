@@ -100,7 +100,7 @@ class MembershipMixin:
     def leave_elections(self) -> None:
         """From now on this member never campaigns, votes or answers a pre-vote or a
         TimeoutNow (its peer is stopping: raft/leaving.py)."""
-        self.syncobj._leaving = True
+        self.syncobj.leaving.leave()
 
     async def hand_off(self, timeout: float) -> Optional[str]:
         """A stopping leader hands leadership over (Raft thesis 3.10): it appends nothing
@@ -114,7 +114,7 @@ class MembershipMixin:
         deadline = loop.time() + timeout
         own = self.addr_to_node.get(self.self_addr, self.self_addr)
         tried: list[str] = []
-        so._holding = True
+        so.leaving.hold()
         try:
             while loop.time() < deadline:
                 leader = self.leader()
@@ -130,7 +130,7 @@ class MembershipMixin:
                     tried.clear()  # every one tried: again, from the most caught up
                     await asyncio.sleep(0.02)
                     continue
-                so._vote_for = targets[0]  # (a leaving member's one vote)
+                so.leaving.vote_for = targets[0]  # (a leaving member's one vote)
                 if not await self.transfer_leadership(targets[0]):
                     await asyncio.sleep(0.02)  # not caught up yet (the log is held now)
                     continue
@@ -144,12 +144,12 @@ class MembershipMixin:
                                 "the next member", targets[0], self.settings.max_timeout)
             return None
         finally:
-            so._holding, so._vote_for = False, None
+            so.leaving.release()
 
     def _hand_off_targets(self, tried: list[str]) -> list[str]:
         """The connected members not tried yet and not leaving themselves, the most caught
         up first."""
-        left = getattr(self.syncobj, "_left", frozenset())
+        left = self.syncobj.leaving.left
         others = [m for m in self.members() if m != self.self_addr and m not in tried
                   and m not in left and self.connected(m)]
         return sorted(others, key=lambda m: -(self.match_index(m) or 0))
@@ -157,7 +157,7 @@ class MembershipMixin:
     def voting(self) -> bool:
         """False on a non-voting member, and while a member whose data was lost catches
         up (raft/amnesia.py)."""
-        return self.is_voter and bool(getattr(self.syncobj, "voting", True))
+        return self.is_voter and self.syncobj.voting
 
     def readonly_connected(self) -> int:
         """On a voter: how many non-voting members are connected to it now."""

@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional
 from raft import protocol
 from raft.commands import Barrier, encode
 from raft.consumer import StateConsumer
+from raft.door import journal_of, transport_of
 from raft.handover import PromotionMixin
 from raft.journal import DurableJournal
 from raft.membership import MembershipMixin
@@ -94,7 +95,7 @@ class RaftHost(PromotionMixin, MembershipMixin):
     def _watch_journal(self, syncobj: Any) -> None:
         """A failed fsync of the journal stops the member: `failed` is set (from the fsync
         thread) and the peer stops; its restart recovers from its disk."""
-        journal = getattr(syncobj, "_SyncObj__raftLog", None)
+        journal = journal_of(syncobj)
         if not isinstance(journal, DurableJournal):
             return
 
@@ -109,18 +110,18 @@ class RaftHost(PromotionMixin, MembershipMixin):
         return StateConsumer(self._on_applied, self._on_loaded, self._gate)
 
     def _wire(self) -> Optional[WireTransport]:
-        transport = getattr(self.syncobj, "_SyncObj__transport", None)
+        transport = transport_of(self.syncobj)
         return transport if isinstance(transport, WireTransport) else None
 
 
     def disk_trouble(self) -> Optional[str]:
         """What this member's disk refuses now (a full disk holds its Raft), or None."""
-        journal = getattr(self.syncobj, "_SyncObj__raftLog", None)
+        journal = journal_of(self.syncobj)
         return journal.trouble if isinstance(journal, DurableJournal) else None
 
     def journal_stats(self) -> dict:
         """fsyncs of the Raft journal (raft.fsync): how many, entries covered, seconds."""
-        journal = getattr(self.syncobj, "_SyncObj__raftLog", None)
+        journal = journal_of(self.syncobj)
         return journal.stats() if isinstance(journal, DurableJournal) else {}
 
     def snapshot_stats(self) -> SnapshotStats:
@@ -255,7 +256,7 @@ class RaftHost(PromotionMixin, MembershipMixin):
                               if c.state in (0, 1, 2) else c.state,
                               "keys": bool(c.sendRandKey) if so.encryptor else None,
                               "unsent": c.getSendBufferSize()}
-                     for n, c in list(so._SyncObj__transport._connections.items())}
+                     for n, c in list(transport_of(so)._connections.items())}
         except (RuntimeError, AttributeError) as exc:  # (the tick thread changed a dict)
             return f"Raft state not readable now: {exc!r}"
         names = {0: "follower", 1: "candidate", 2: "leader"}
@@ -346,7 +347,7 @@ class RaftHost(PromotionMixin, MembershipMixin):
         for other in (handover.syncobj if handover else None, retired):
             if other is not None:
                 other.destroy_synchronous()
-        journal = getattr(self.syncobj, "_SyncObj__raftLog", None)
+        journal = journal_of(self.syncobj)
         if isinstance(journal, DurableJournal):
             journal.close_soon()  # a write waiting for a full disk must not hold the stop
         self.syncobj.destroy_synchronous()

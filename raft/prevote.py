@@ -21,16 +21,16 @@ A member whose term went past the leader's all the same (its vote requests were 
 answers that leader's entries with a vote request at its term, so that it steps down and
 a leader is elected at a newer term, rather than leaving that member out for good.
 
-Everything here runs on pysyncobj's tick thread (ticks and message handlers).
+`PreVote` is one part of raft/raftnode.py's node: it sees the messages (`admit`) and says
+at each tick whether pysyncobj may start an election in it (`tick`); where not, the node
+puts the election deadline out of pysyncobj's reach for that tick. Tick thread only.
 """
 from __future__ import annotations
 
 import logging
-import math
-from typing import Any
+from typing import Any, Optional
 
-from pysyncobj.monotonic import monotonic as monotonic_time
-from pysyncobj.syncobj import _RAFT_STATE
+from raft.door import NodeView
 
 log = logging.getLogger("jm.raft")
 
@@ -47,32 +47,32 @@ def grants(is_leader: bool, since_leader: float, min_timeout: float, my_term: in
 
 
 class PreVote:
-    _pv_term = -1  # the term of this member's pre-vote round in progress
-    _pv_granted: frozenset = frozenset()
-    _pv_go = False  # a majority granted: pysyncobj's election runs at the next tick
-    _leader_heard = float("-inf")  # monotonic time of the last append-entries of a leader
+    def __init__(self, view: NodeView) -> None:
+        self.view = view
+        self.term = -1  # the term of this member's pre-vote round in progress
+        self.granted: frozenset = frozenset()
+        self.go = False  # a majority granted: pysyncobj's election runs at the next tick
+        self.leader_heard = float("-inf")  # when a leader's append-entries last came
+        self.told: dict = {}  # leader -> when it was last told this member's term
 
-    def _pv_last(self) -> tuple[int, int]:
-        return (self._SyncObj__getCurrentLogTerm(), self._SyncObj__getCurrentLogIndex())
-
-    def _SyncObj__onMessageReceived(self, node: Any, message: Any) -> None:
-        kind = message.get("type") if isinstance(message, dict) else None
+    def admit(self, node: Any, kind: Optional[str], message: Any, now: float) -> bool:
+        """Whether a message goes on to the node's handler (pre-votes stop here)."""
         if kind == PRE_VOTE:
-            self._pv_answer(node, message)
-            return
+            self._answer(node, message, now)
+            return False
         if kind == PRE_VOTE_RESPONSE:
-            self._pv_count(node, message)
-            return
+            self._count(node, message)
+            return False
         if kind == "append_entries":
             term = message.get("term", -1)
-            if term >= self._SyncObj__raftCurrentTerm:
-                self._leader_heard = monotonic_time()
-                self._pv_go = False
-            elif isinstance(term, int) and self._SyncObj__selfNode is not None:
-                self._tell_term(node, term)
-        super()._SyncObj__onMessageReceived(node, message)  # type: ignore[misc]
+            if term >= self.view.term:
+                self.leader_heard = now
+                self.go = False
+            elif isinstance(term, int) and self.view.has_address:
+                self._tell_term(node, term, now)
+        return True
 
-    def _tell_term(self, node: Any, leader_term: int) -> None:
+    def _tell_term(self, node: Any, leader_term: int, now: float) -> None:
         """A leader of an older term sends entries: this member's term went past it
         without the others hearing (its vote requests were lost, say, while its disk held
         it). pysyncobj drops the leader's messages and answers nothing, and pre-votes go
@@ -81,80 +81,61 @@ class PreVote:
         steps down, grants it only to a log as up to date as its own, and the members
         elect a leader at a newer term (as etcd answers such a leader; at most once per
         minimum election timeout per leader)."""
-        now = monotonic_time()
-        told = getattr(self, "_pv_told", None)
-        if told is None:
-            told = self._pv_told = {}
-        if now - told.get(node, float("-inf")) < self._SyncObj__conf.raftMinTimeout:
+        view = self.view
+        if now - self.told.get(node, float("-inf")) < view.min_timeout:
             return
-        told[node] = now
-        last_term, last_index = self._pv_last()
+        self.told[node] = now
+        last_term, last_index = view.last_entry()
         log.info("a leader of term %d is behind this member's term %d: telling it",
-                 leader_term, self._SyncObj__raftCurrentTerm)
-        self._SyncObj__transport.send(node, {"type": "request_vote",
-                                             "term": self._SyncObj__raftCurrentTerm,
-                                             "last_log_index": last_index,
-                                             "last_log_term": last_term})
+                 leader_term, view.term)
+        view.send(node, {"type": "request_vote", "term": view.term,
+                         "last_log_index": last_index, "last_log_term": last_term})
 
-    def _pv_answer(self, node: Any, message: dict) -> None:
+    def _answer(self, node: Any, message: dict, now: float) -> None:
         try:
             term = int(message["term"])
             last = (int(message["last_log_term"]), int(message["last_log_index"]))
         except (KeyError, TypeError, ValueError):
             return
-        ok = grants(self._SyncObj__raftState == _RAFT_STATE.LEADER,
-                    monotonic_time() - self._leader_heard,
-                    self._SyncObj__conf.raftMinTimeout, self._SyncObj__raftCurrentTerm,
-                    self._pv_last(), term, last)
-        self._SyncObj__transport.send(node, {"type": PRE_VOTE_RESPONSE, "term": term,
-                                             "granted": ok})
+        view = self.view
+        ok = grants(view.is_leader, now - self.leader_heard, view.min_timeout, view.term,
+                    view.last_entry(), term, last)
+        view.send(node, {"type": PRE_VOTE_RESPONSE, "term": term, "granted": ok})
 
-    def _pv_count(self, node: Any, message: dict) -> None:
-        if (message.get("term") != self._pv_term or not message.get("granted")
-                or self._SyncObj__raftState == _RAFT_STATE.LEADER):
+    def _count(self, node: Any, message: dict) -> None:
+        view = self.view
+        if (message.get("term") != self.term or not message.get("granted")
+                or view.is_leader):
             return
-        self._pv_granted = self._pv_granted | {node}
-        if len(self._pv_granted) + 1 > (len(self._SyncObj__otherNodes) + 1) / 2:
-            self._pv_term = -1
-            self._pv_go = True
-            self._SyncObj__raftElectionDeadline = 0  # campaign at the next tick
+        self.granted = self.granted | {node}
+        if len(self.granted) + 1 > (len(view.others) + 1) / 2:
+            self.term = -1
+            self.go = True
+            view.election_deadline = 0  # campaign at the next tick
 
-    def _onTick(self, timeToWait: float = 0.0) -> None:
-        campaign = (self._SyncObj__raftState == _RAFT_STATE.LEADER
-                    or self._SyncObj__selfNode is None
-                    or self._SyncObj__transferInProgress
-                    or not self._SyncObj__otherNodes)
-        if (not campaign
-                and self._SyncObj__raftElectionDeadline < monotonic_time()
-                and self._SyncObj__connectedToAnyone()):
-            if self._pv_go:
-                self._pv_go, campaign = False, True  # pysyncobj campaigns in this tick
+    def tick(self, now: float) -> bool:
+        """Whether pysyncobj may start an election in this tick."""
+        view = self.view
+        if (view.is_leader or not view.has_address or view.transferring
+                or not view.others):
+            return True
+        if view.election_deadline < now and view.connected_to_anyone():
+            if self.go:
+                self.go = False  # pysyncobj campaigns in this tick
                 log.info("no leader heard: campaigning for term %d (a majority granted a "
-                         "pre-vote)", self._SyncObj__raftCurrentTerm + 1)
-            else:
-                self._pv_start()
-        if campaign:
-            return super()._onTick(timeToWait)  # type: ignore[misc]
-        # pysyncobj looks at the election timeout again further on in its tick, after work
-        # that can take long (its one-second write of the term and commit index, which
-        # waits while the disk is full): a timeout passing in between would start an
-        # election without a pre-vote, raising this member's term where no one may hear it
-        deadline = self._SyncObj__raftElectionDeadline
-        self._SyncObj__raftElectionDeadline = math.inf
-        try:
-            super()._onTick(timeToWait)  # type: ignore[misc]
-        finally:  # (unless a handler set it meanwhile: an append-entries, a timeout_now)
-            if self._SyncObj__raftElectionDeadline == math.inf:
-                self._SyncObj__raftElectionDeadline = deadline
+                         "pre-vote)", view.term + 1)
+                return True
+            self._start(now)
+        return False
 
-    def _pv_start(self) -> None:
+    def _start(self, now: float) -> None:
         """Ask every other member; another round after a new random timeout."""
-        self._pv_term = self._SyncObj__raftCurrentTerm + 1
-        self._pv_granted = frozenset()
-        last_term, last_index = self._pv_last()
-        message = {"type": PRE_VOTE, "term": self._pv_term, "last_log_term": last_term,
+        view = self.view
+        self.term = view.term + 1
+        self.granted = frozenset()
+        last_term, last_index = view.last_entry()
+        message = {"type": PRE_VOTE, "term": self.term, "last_log_term": last_term,
                    "last_log_index": last_index}
-        for node in list(self._SyncObj__otherNodes):
-            self._SyncObj__transport.send(node, message)
-        self._SyncObj__raftElectionDeadline = (monotonic_time()
-                                               + self._SyncObj__generateRaftTimeout())
+        for node in list(view.others):
+            view.send(node, message)
+        view.election_deadline = now + view.new_timeout()

@@ -27,11 +27,9 @@ from typing import Any, Optional
 
 from pysyncobj import SyncObjConf
 
-from raft.amnesia import GuardedSyncObj
-from raft.journal import durable_syncobj
+from raft.raftnode import new_node
 from raft.snapshots import SnapshotTimer
 from raft.torn import repair_torn_tail
-from raft.transport import WireTransport
 
 log = logging.getLogger("jm.raft")
 
@@ -79,14 +77,10 @@ def make_syncobj(self_addr: str, other_addrs: list[str], data_dir: str, settings
     if conf.journalFile:
         repair_torn_tail(conf.journalFile)  # (a power cut may have left it torn)
     if not voter:
-        syncobj = GuardedSyncObj(None, other_addrs, conf=conf, consumers=[consumer],
-                                 transportClass=WireTransport)
-    elif settings.fsync:
-        syncobj = durable_syncobj(self_addr, other_addrs, conf, [consumer],
-                                  conf.fullDumpFile, no_vote=no_vote)
+        syncobj = new_node(None, other_addrs, conf, [consumer])
     else:
-        syncobj = GuardedSyncObj(self_addr, other_addrs, conf=conf, consumers=[consumer],
-                                 transportClass=WireTransport, no_vote=no_vote)
+        syncobj = new_node(self_addr, other_addrs, conf, [consumer], durable=settings.fsync,
+                           no_vote=no_vote)
     SnapshotTimer().attach(syncobj)  # (its first snapshot is minutes or 20,000 entries away)
     return syncobj
 

@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from raft.door import serializer_of
+
 
 @dataclass(frozen=True)
 class SnapshotStats:
@@ -32,7 +34,7 @@ class SnapshotTimer:
     def attach(self, syncobj: Any) -> "SnapshotTimer":
         """Wrap the serializer of `syncobj` (pysyncobj calls its methods through the
         instance, so instance attributes stand in for them)."""
-        serializer = syncobj._SyncObj__serializer
+        serializer = serializer_of(syncobj)
         serialize, check = serializer.serialize, serializer.checkSerializing
 
         def timed_serialize(data: Any, ident: Any) -> Any:

@@ -91,7 +91,7 @@ class JournalSyncer:
                 # the journal is a shared file mapping: its written pages are the file's
                 # page cache, and fdatasync writes them out with the file's size (what
                 # msync MS_SYNC of the whole mapping does on Linux)
-                self._sync_or_fail(self._FileJournal__journalFile._ResizableFile__f.fileno())
+                self._sync_or_fail(self.fd)
             except (OSError, ValueError):
                 return
             with self._cond:

@@ -8,7 +8,7 @@ every lazyfs drops its unsynced writes. Mount again, start the peers again: ever
 acknowledged job is there (`raft.fsync: true`). The control case (`raft.fsync: false`)
 shows that the fault bites: there, acknowledged jobs are lost.
 
-test_snapshot_survives_power_cut: one member (raft.fsync's DurableSyncObj) on a lazyfs, a
+test_snapshot_survives_power_cut: one member (raft.fsync's durable RaftNode) on a lazyfs, a
 cut right after pysyncobj renamed a new snapshot (raft.dump) over the old one, before the
 journal's compaction: every acknowledged entry is still there (raft/journal.py fsyncs a
 snapshot before the rename, and compacts such a journal at start-up instead of clearing it).
@@ -25,7 +25,7 @@ import pytest
 from pysyncobj import SyncObjConf, SyncObjConsumer, replicated
 
 from chaos.lazyfs import BLOCK, LazyMount  # the standard library only (mfusepy: in its process)
-from raft.journal import durable_syncobj
+from raft.raftnode import new_node
 from tests.e2e.powercut import (ACKS_BEFORE_CUT, Load, PowerCluster, _accepted,
                                 _fuse_missing)
 from tests.helpers import consistent_session, end_session, free_ports, http, poll
@@ -156,14 +156,14 @@ class _SlowToPickle:
 
 
 def _member(mnt: str, slow: bool) -> tuple[Any, _Items]:
-    """One Raft member (raft.fsync's DurableSyncObj) with its files on `mnt`, ticked by
+    """One Raft member (raft.fsync's durable RaftNode) with its files on `mnt`, ticked by
     hand, snapshots only when forced."""
     items = _Items(slow)
     conf = SyncObjConf(journalFile=os.path.join(mnt, "raft.journal"),
                        fullDumpFile=os.path.join(mnt, "raft.dump"), autoTick=False,
                        logCompactionMinEntries=10 ** 9, logCompactionMinTime=10 ** 9)
     addr = f"127.0.0.1:{free_ports(1)[0]}"
-    return durable_syncobj(addr, [], conf, [items], conf.fullDumpFile), items
+    return new_node(addr, [], conf, [items], durable=True), items
 
 
 def _ticks(obj: Any, cond: Any, what: str, timeout: float = 30.0) -> None:

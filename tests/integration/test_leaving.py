@@ -84,7 +84,7 @@ async def test_a_stopping_leader_hands_over_at_once_and_stays_out_of_elections(t
             assert all(w.gap < LEASE for w in writers), (round_, [w.gap for w in writers])
             # the stopping member follows, at the new leader's term: it never campaigned
             winner = next(h for h in rest if h.addr_to_node[h.self_addr] == new)
-            assert leader.syncobj._SyncObj__raftState == _RAFT_STATE.FOLLOWER
+            assert leader.syncobj.getStatus()["state"] == _RAFT_STATE.FOLLOWER
             assert leader.term() == winner.term() > term, (leader.term(), winner.term())
             for w in writers:
                 await w.stop()

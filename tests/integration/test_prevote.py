@@ -9,13 +9,14 @@ import pytest
 from pysyncobj.syncobj import _RAFT_STATE
 
 from raft.commands import Barrier
+from raft.door import NodeView, journal_of
 from raft.prevote import grants
 from tests.helpers import apoll
 from tests.integration.test_raft_journal import _hosts, _leader, _stop
 
 
 def _term(host) -> int:
-    return host.syncobj._SyncObj__raftCurrentTerm
+    return NodeView(host.syncobj).term
 
 
 def _name(host) -> str:
@@ -32,9 +33,10 @@ def _state(host) -> dict:
     stacks = {t.name: "".join(traceback.format_stack(frames[t.ident])[-4:])
               for t in threading.enumerate()
               if t.ident in frames and ("tick" in t.name.lower() or "sync" in t.name.lower())}
-    return {"state": so._SyncObj__raftState, "term": _term(host), "leader": host.leader(),
-            "connected": so._SyncObj__connectedToAnyone(),
-            "transfer": so._SyncObj__transferInProgress, "threads": stacks}
+    view = NodeView(so)
+    return {"state": so.getStatus()["state"], "term": _term(host), "leader": host.leader(),
+            "connected": view.connected_to_anyone(),
+            "transfer": view.transferring, "threads": stacks}
 
 
 def _slow_hosts(tmp_path, fsync: bool) -> list:
@@ -82,14 +84,14 @@ async def test_a_follower_whose_timeout_passes_does_not_depose_a_live_leader(tmp
             # steps down on hearing it. Set on its tick thread, between ticks (a write from
             # this thread could land in the middle of a tick, past the pre-vote's look)
             if armed.is_set():
-                so._SyncObj__raftElectionDeadline = 0
+                NodeView(so).election_deadline = 0
                 armed.clear()
         so.addOnTickCallback(expire)
         for _ in range(10):
             armed.set()
             try:  # (0 until its next tick asks for pre-votes or hears the leader)
                 await apoll(lambda: not armed.is_set()
-                            and so._SyncObj__raftElectionDeadline > 0, 30,
+                            and NodeView(so).election_deadline > 0, 30,
                             what="the follower's tick")
             except AssertionError as exc:
                 raise AssertionError(f"{exc}; the follower: {_state(follower)}") from None
@@ -131,7 +133,7 @@ async def test_a_follower_held_past_its_timeout_within_a_tick_does_not_campaign(
         leader = await _settled(hosts)
         term = _term(leader)
         follower = next(h for h in hosts if h is not leader)
-        journal = follower.syncobj._SyncObj__raftLog
+        journal = journal_of(follower.syncobj)
         real, held = journal.onOneSecondTimer, {"done": False}
         release = threading.Event()
 

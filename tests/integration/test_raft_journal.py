@@ -11,6 +11,7 @@ from pysyncobj.transport import TCPTransport
 
 import raft.journal
 from raft.commands import Barrier
+from raft.door import journal_of
 from raft.journal import DurableJournal
 from raft.node import RaftHost, RaftSettings
 from tests.helpers import apoll, free_ports
@@ -38,7 +39,7 @@ def sends(monkeypatch):
     real_send, real_commit = TCPTransport.send, FileJournal.setRaftCommitIndex
 
     def send(self, node, message):
-        journal = getattr(self._syncObj, "_SyncObj__raftLog", None)
+        journal = journal_of(self._syncObj)
         seen["sends"].append((message.get("type") if isinstance(message, dict) else None,
                               isinstance(journal, DurableJournal) and journal.dirty))
         return real_send(self, node, message)
@@ -94,8 +95,7 @@ async def test_a_failed_sync_stops_the_member_for_good_and_its_restart_recovers(
     try:
         leader = await _leader(hosts)
         sick, other = [h for h in hosts if h is not leader]
-        sick_fd = sick.syncobj._SyncObj__raftLog._FileJournal__journalFile \
-            ._ResizableFile__f.fileno()
+        sick_fd = journal_of(sick.syncobj).fd
         real = os.fdatasync
         failing = {"on": True}
 
@@ -135,8 +135,8 @@ async def test_a_failed_sync_of_room_written_ahead_stops_the_member_too(tmp_path
     try:
         leader = await _leader(hosts)
         sick = next(h for h in hosts if h is not leader)
-        journal = sick.syncobj._SyncObj__raftLog
-        sick_fd = journal._FileJournal__journalFile._ResizableFile__f.fileno()
+        journal = journal_of(sick.syncobj)
+        sick_fd = journal.fd
         real_zeros, real_sync = raft.journal._write_zeros, os.fdatasync
         armed = {"fail": False, "failed": 0}
 

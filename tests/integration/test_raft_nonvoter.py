@@ -10,6 +10,7 @@ import time
 import pytest
 
 from raft.commands import Barrier
+from raft.door import transport_of
 from raft.fanout import READER_PERIOD
 from raft.node import RaftHost, RaftSettings, RaftUnavailable
 from tests.helpers import apoll, free_ports
@@ -147,7 +148,7 @@ async def test_the_leader_sends_quiet_readers_the_log_once_a_period(tmp_path):
                     and leader_of(voters) is not None, 30, what="a leader known to all")
         leader = leader_of(voters)
         await apoll(lambda: leader.readonly_connected() == 2, 10, what="both readers seen")
-        transport = leader.syncobj._SyncObj__transport
+        transport = transport_of(leader.syncobj)
         original, sent = transport.send, collections.Counter()
 
         def counting(node, message):  # messages carrying entries, per member
@@ -181,7 +182,7 @@ def leader_of(voters):
 async def test_snapshots_are_timed_and_load(tmp_path):
     """raft/snapshots.py: a member's log compaction (a forked child writes the snapshot)
     is counted and timed, on a voter (raft.dump) and a reader (raft.reader-dump); the
-    snapshots hold none of the node's own attributes (raft/amnesia.py OwnAttributes: a
+    snapshots hold none of the node's own attributes (raft/door.py replicate_only_code_version: a
     timer in them made every snapshot unloadable) and load."""
     hosts = _cluster(tmp_path, 1, 1, log_compaction_min_entries=40)
     voter, reader = hosts

@@ -1,13 +1,15 @@
 """A member whose snapshot exists but cannot be read stops (fail-stop) instead of doing
 what pysyncobj does: log it and go on from an empty state, replaying the journal's
 entries after the snapshot onto it (a replica unlike any other, answering reads). A real
-DurableSyncObj (raft.fsync) on a temporary dir, ticked by hand."""
+durable RaftNode (raft.fsync) on a temporary dir, ticked by hand."""
 import os
 import time
 
 from pysyncobj import SyncObjConf, SyncObjConsumer, replicated
 
-from raft.journal import DurableJournal, durable_syncobj
+from raft.door import journal_of
+from raft.journal import DurableJournal
+from raft.raftnode import new_node
 from tests.helpers import free_ports
 
 
@@ -26,8 +28,7 @@ def _member(d: str):
     conf = SyncObjConf(journalFile=os.path.join(d, "raft.journal"),
                        fullDumpFile=os.path.join(d, "raft.dump"), autoTick=False,
                        logCompactionMinEntries=10 ** 9, logCompactionMinTime=10 ** 9)
-    return durable_syncobj(f"127.0.0.1:{free_ports(1)[0]}", [], conf, [items],
-                           conf.fullDumpFile), items
+    return new_node(f"127.0.0.1:{free_ports(1)[0]}", [], conf, [items], durable=True), items
 
 
 def _ticks(obj, cond, what, timeout=30.0):
@@ -60,7 +61,7 @@ def test_a_member_with_an_unreadable_snapshot_stops_instead_of_starting_empty(tm
 
     obj, items = _member(d)
     try:
-        journal = obj._SyncObj__raftLog
+        journal = journal_of(obj)
         assert isinstance(journal, DurableJournal)
         _ticks(obj, lambda: journal.failed is not None, "the member to fail")
         assert "the Raft snapshot" in journal.failed and "cannot be read" in journal.failed

@@ -266,6 +266,7 @@ async def test_the_raft_listener_survives_emfile(tmp_path, fsync, caplog):
     process-level test with a real RLIMIT_NOFILE: tests/e2e/test_wire_limits.py."""
     import errno
 
+    from raft.door import transport_of
     from raft.node import RaftHost, RaftSettings
     from tests.helpers import free_ports
     port = free_ports(1)[0]
@@ -274,9 +275,9 @@ async def test_the_raft_listener_survives_emfile(tmp_path, fsync, caplog):
                     asyncio.get_running_loop(), {addr: "p0"})
     try:
         await apoll(lambda: host.leader() == "p0", 20, what="single-node leader")
-        server = host.syncobj._SyncObj__transport._server
-        failing = _FailingAccept(server._TcpServer__socket, errno.EMFILE, 5)
-        server._TcpServer__socket = failing
+        server = transport_of(host.syncobj)._server
+        failing = _FailingAccept(server.listening, errno.EMFILE, 5)
+        server.listening = failing
         conns = []
         for _ in range(3):  # each waits in the backlog until accept() works again
             conns.append(await asyncio.open_connection("127.0.0.1", port))
