@@ -79,7 +79,7 @@ class MiniCluster:
             await asyncio.gather(*(p.start() for p in self.peers))
             await self._until(self._ready, self.startup_timeout, "every peer registered")
             if self.spark:
-                await self._until(lambda: self.peers[0].spark.ready.is_set(), 300,
+                await self._until(lambda: self.peers[0].ground.sparks.server.ready.is_set(), 300,
                                   "Spark Connect ready")
         except BaseException:
             await self.stop()
@@ -87,12 +87,12 @@ class MiniCluster:
         return self
 
     def _ready(self) -> bool:
-        if not all(p.registered.is_set() for p in self.peers):
+        if not all(p.parts.registered.is_set() for p in self.peers):
             return False
-        if self.peers[0].raft.leader() is None:
+        if self.peers[0].parts.raft.leader() is None:
             return False
         for p in self.peers:
-            with p.raft.read() as st:
+            with p.parts.raft.read() as st:
                 if len(st.alive_peers()) != len(self.peers):
                     return False
         return True

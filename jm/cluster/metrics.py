@@ -144,10 +144,10 @@ def peer_gauges(svc: Any, leader: Optional[str]) -> Gauges:
         "jm_slots_used": one("Slots used on this peer (with moves on their way)", used),
         "jm_slots": one("Slots of this peer", conf["jobmanager.slots"]),
         "jm_spark_connect_up": one("1 if this peer's Spark Connect is ready", int(spark_up)),
-        "jm_lease_valid": one("1 if this peer holds a valid lease", int(svc.lease.valid())),
+        "jm_lease_valid": one("1 if this peer holds a valid lease", int(svc.lease.term.valid())),
         "jm_lease_age_max_seconds": one("The oldest this peer's lease got before a renewal, "
                                         "since it started (it fences at "
-                                        "jobmanager.lease-timeout)", svc.lease.age_max),
+                                        "jobmanager.lease-timeout)", svc.lease.term.age_max),
         "jm_disk_free_bytes": ("Room left for this peer on the file system of its data "
                                "or log folder", ("dir",), [((k,), f) for k, f, _ in disk]),
         "jm_disk_size_bytes": ("Size of the file system of this peer's data or log folder",
@@ -244,7 +244,11 @@ class PeerMetrics:
                                   ("peer",), registry=reg,
                                   buckets=LATENCY_BUCKETS).labels(node)
         if read_gauges is not None:
-            self.registry.register(_ScrapeGauges(node, read_gauges))
+            self.add_gauges(read_gauges)
+
+    def add_gauges(self, read_gauges: Callable[[], Gauges]) -> None:
+        """Scrape-time gauges read from `read_gauges` (the peer's, once it is built)."""
+        self.registry.register(_ScrapeGauges(self.node, read_gauges))
 
     def observe_rest(self, method: str, route: str, code: int, seconds: float) -> None:
         self._rest.labels(self.node, method, route, str(code)).observe(seconds)

@@ -39,21 +39,22 @@ async def _serve(peer: Peer) -> None:
     faulthandler.register(signal.SIGUSR2, all_threads=True)
     # `kill -USR1 <pid>`: this member's Raft state (raft/node.py describe) into the log
     loop.add_signal_handler(signal.SIGUSR1, lambda: log.warning(
-        "%s", peer.raft.describe() if peer.raft else "Raft not started"))
+        "%s", peer.parts.raft.describe() if peer.parts else "Raft not started"))
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal)
     undrain: Optional[asyncio.Task] = None
     try:
         await peer.start()
-        drains = StopDrainParts(peer.raft, peer.node, peer.data_dir, peer.lease_valid,
+        parts, removed_ev = peer.parts, peer.ground.removed
+        drains = StopDrainParts(parts.raft, peer.node, peer.ground.data_dir, parts.term.valid,
                                 peer.conf.timeouts.commit)
         # the drain its last stop began ends once it is registered (jm/cluster/members/stopdrain.py)
-        undrain = asyncio.create_task(end_stop_drain(drains, peer.registered, peer.removed))
-        removed = asyncio.create_task(peer.removed.wait())
+        undrain = asyncio.create_task(end_stop_drain(drains, parts.registered, removed_ev))
+        removed = asyncio.create_task(removed_ev.wait())
         removed.add_done_callback(lambda _: stop.set())
-        failed = asyncio.create_task(peer.raft.failed.wait())  # fail-stop: raft/journal.py
+        failed = asyncio.create_task(parts.raft.failed.wait())  # fail-stop: raft/journal.py
         failed.add_done_callback(lambda _: stop.set())
-        refused = asyncio.create_task(peer.lease.refused.wait())  # an older protocol
+        refused = asyncio.create_task(parts.lease.refused.wait())  # an older protocol
         refused.add_done_callback(lambda _: stop.set())
         # everything allocated at start-up is long-lived: keep it out of the collector's
         # way, and collect the young generation less often (fewer pauses under load)
@@ -62,8 +63,8 @@ async def _serve(peer: Peer) -> None:
         gc.set_threshold(10000, 20, 20)
         await stop.wait()
         undrain.cancel()
-        if signalled and not peer.removed.is_set() and not peer.raft.failed.is_set() \
-                and not peer.lease.refused.is_set():
+        if signalled and not removed_ev.is_set() and not parts.raft.failed.is_set() \
+                and not parts.lease.refused.is_set():
             # told to stop: drain first (jobmanager.stop.drain-deadline), then stop
             await drain_before_stop(drains, peer.conf["jobmanager.stop.drain-deadline"],
                                     peer.conf["jobmanager.cancel-timeout"], hurry)
@@ -71,7 +72,7 @@ async def _serve(peer: Peer) -> None:
         if undrain is not None:
             undrain.cancel()
         await peer.stop()
-        if peer.removed.is_set():
+        if peer.ground.removed.is_set():
             peer.forget_raft_data()
 
 
@@ -112,11 +113,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     asyncio.set_event_loop(loop)
     try:
         loop.run_until_complete(_serve(peer))
-        if peer.raft is not None and peer.raft.failure:
-            print(f"jobmanager: stopped: {peer.raft.failure}", file=sys.stderr)
+        parts = peer.parts
+        if parts is not None and parts.raft.failure:
+            print(f"jobmanager: stopped: {parts.raft.failure}", file=sys.stderr)
             return 1  # (a supervisor restarts it: systemd's Restart=on-failure, Kubernetes)
-        if peer.lease is not None and peer.lease.refusal:
-            print(f"jobmanager: cannot start: {peer.lease.refusal}", file=sys.stderr)
+        if parts is not None and parts.lease.refusal:
+            print(f"jobmanager: cannot start: {parts.lease.refusal}", file=sys.stderr)
             return 2
     except ConfigError as exc:  # e.g. not a member of the cluster it should join
         print(f"jobmanager: cannot start: {exc}", file=sys.stderr)

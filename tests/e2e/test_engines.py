@@ -128,7 +128,7 @@ async def test_each_tenant_has_its_engine_and_an_engine_s_death_stays_with_its_t
         page = await apoll(fetched, 120, what="the SQL statement's first page")
         assert [d["fields"] for d in page["results"]["data"]] == [[42]], page
         assert (await _engines(c))["tenant-b"]["holders"] == 2  # its job and its session
-        worker = c.peers[0].sql.host.workers.find(engines["tenant-b"]["url"])
+        worker = c.peers[0].parts.sql.host.workers.find(engines["tenant-b"]["url"])
         assert worker is not None and worker.alive
         if CGROUPS:  # b's Livy code runs within b's memory (a cgroup of its own)
             assert await _livy_memory_limit(c, b) == 1 << 30
@@ -260,7 +260,7 @@ async def test_a_tenant_s_engine_sql_worker_and_jobs_run_as_its_os_user(tmp_path
         engine = (await _engines(c))["tenant-a"]
         assert _uid(engine["pid"]) == nobody  # (its JVM: the child of the pdeathsig exec)
         await _statement(c, a, "SELECT 1")
-        worker = await apoll(lambda: (w := c.peers[0].sql.host.workers.find(engine["url"]))
+        worker = await apoll(lambda: (w := c.peers[0].parts.sql.host.workers.find(engine["url"]))
                              and w.proc and w, 60, what="the tenant's SQL worker")
         assert _uid(worker.proc.pid) == nobody
         s, body = await ahttp("PATCH", c.url(0) + f"/jobs/{jid}", headers=a)

@@ -353,7 +353,7 @@ async def test_spark_remote_uses_an_existing_connect_endpoint(cluster, tmp_path)
     c = InProcessCluster(str(tmp_path), 1, {"spark.remote": f"{remote}/;token={CONNECT_TOKEN}"})
     try:
         await c.start()
-        assert c.peers[0].spark is None  # no embedded server
+        assert c.peers[0].ground.sparks.server is None  # no embedded server
         s, b = await ahttp("POST", c.url(0) + "/jobs", {"sql": "SELECT 40 + 2 AS answer"})
         assert s == 202
 

@@ -30,7 +30,7 @@ async def _submit(c, i, n):
 
 
 def _has(peer, ids):
-    with peer.raft.read() as st:
+    with peer.parts.raft.read() as st:
         return all(j in st.jobs for j in ids)
 
 
@@ -41,10 +41,10 @@ async def test_a_wiped_member_is_refused_without_rejoin_and_catches_up_with_it(t
         ids = await _submit(c, 0, 3)
         b = c.peers[1]
         await apoll(lambda: _has(b, ids), 30, what="B has the jobs")
-        await apoll(lambda: os.path.exists(os.path.join(b.raft_dir, "identity")), 30,
+        await apoll(lambda: os.path.exists(os.path.join(b.ground.raft_dir, "identity")), 30,
                     what="B's identity file")
         await b.stop()
-        shutil.rmtree(b.data_dir)
+        shutil.rmtree(b.ground.data_dir)
         again = _peer(c, 1)
         try:  # (stopped also when it starts after all: nothing may outlive the test)
             with pytest.raises(ConfigError, match="--rejoin"):
@@ -55,11 +55,11 @@ async def test_a_wiped_member_is_refused_without_rejoin_and_catches_up_with_it(t
         assert s == 200 and b.node in body["known"] and body["cluster-id"]
         back = c.peers[1] = _peer(c, 1, rejoin=True)
         await back.start()
-        assert back.raft.started_without_vote  # (it may have caught up already)
-        await apoll(lambda: back.raft.voting() and _has(back, ids), 30,
+        assert back.parts.raft.started_without_vote  # (it may have caught up already)
+        await apoll(lambda: back.parts.raft.voting() and _has(back, ids), 30,
                     what="B caught up and votes again")
-        await apoll(lambda: back.registered.is_set(), 30, what="B registered again")
-        ident = os.path.join(back.raft_dir, "identity")
+        await apoll(lambda: back.parts.registered.is_set(), 30, what="B registered again")
+        ident = os.path.join(back.ground.raft_dir, "identity")
         await apoll(lambda: os.path.exists(ident), 30, what="B's new identity file")
         more = await _submit(c, 1, 2)
         await apoll(lambda: all(_has(p, ids + more) for p in c.peers), 30,
@@ -76,11 +76,11 @@ async def test_a_wiped_member_whose_seeds_cannot_answer_does_not_start(tmp_path)
     c = InProcessCluster(str(tmp_path), 3, {"rebalance.strategy": "none"})
     await c.start()
     try:
-        await apoll(lambda: os.path.exists(os.path.join(c.peers[1].raft_dir, "identity")),
+        await apoll(lambda: os.path.exists(os.path.join(c.peers[1].ground.raft_dir, "identity")),
                     30, what="B's identity file")
         for p in c.peers:
             await p.stop()
-        shutil.rmtree(c.peers[1].data_dir)
+        shutil.rmtree(c.peers[1].ground.data_dir)
         c.peers[1] = _peer(c, 1, **{"cluster.seed-wait": "1 s"})
         with pytest.raises(ConfigError, match="no seed of conf/masters could say"):
             await c.peers[1].start()
@@ -97,11 +97,11 @@ async def test_a_data_dir_of_another_peer_is_refused(tmp_path):
     await c.start()
     try:
         a, b = c.peers
-        await apoll(lambda: all(os.path.exists(os.path.join(p.raft_dir, "identity"))
+        await apoll(lambda: all(os.path.exists(os.path.join(p.ground.raft_dir, "identity"))
                                 for p in c.peers), 30, what="identity files")
         await b.stop()
-        shutil.rmtree(b.data_dir)
-        shutil.copytree(a.data_dir, b.data_dir)  # a copied disk image
+        shutil.rmtree(b.ground.data_dir)
+        shutil.copytree(a.ground.data_dir, b.ground.data_dir)  # a copied disk image
         again = _peer(c, 1)
         try:
             with pytest.raises(ConfigError, match="belongs to peer"):
@@ -127,7 +127,7 @@ async def test_a_wiped_voter_would_elect_a_stale_leader(tmp_path, monkeypatch, g
         ids = await _submit(c, 0, 5)
         await apoll(lambda: _has(b, ids), 30, what="B has the acknowledged jobs")
         await b.stop()
-        shutil.rmtree(b.data_dir)
+        shutil.rmtree(b.ground.data_dir)
         await a.stop()
         if not guarded:
             from jm.policy.members import identity
@@ -139,19 +139,19 @@ async def test_a_wiped_voter_would_elect_a_stale_leader(tmp_path, monkeypatch, g
         await asyncio.gather(c.peers[1].start(), c.peers[2].start())
         if guarded:
             for _ in range(30):  # watch a while: no leader without A (3 s of elections)
-                assert c.peers[2].raft.leader() is None and c.peers[1].raft.leader() is None
+                assert all(c.peers[k].parts.raft.leader() is None for k in (1, 2))
                 await asyncio.sleep(0.1)  # observation window, not a wait for state
         else:
             # a leader among B and C, and an entry of its term on both (their
             # registrations commit only on both): until then A, back with the longer log,
             # could still win B's vote and the control would keep the jobs by luck
-            await apoll(lambda: c.peers[2].raft.leader() is not None
-                        and c.peers[1].registered.is_set() and c.peers[2].registered.is_set(),
+            await apoll(lambda: c.peers[2].parts.raft.leader() is not None
+                        and all(c.peers[k].parts.registered.is_set() for k in (1, 2)),
                         30, what="a leader among B and C, both registered in its term")
         await c.peers[0].start()
-        await apoll(lambda: all(p.raft.leader() is not None for p in c.peers), 30,
+        await apoll(lambda: all(p.parts.raft.leader() is not None for p in c.peers), 30,
                     what="a leader known to all")
-        await apoll(lambda: all(p.raft.caught_up() for p in c.peers), 30, what="caught up")
+        await apoll(lambda: all(p.parts.raft.caught_up() for p in c.peers), 30, what="caught up")
         await asubmit(c.url(2), {"entry": "jobs_fixture:quick", "pyfiles": [FIX]})
         if guarded:
             await apoll(lambda: all(_has(p, ids) for p in c.peers), 30,

@@ -83,7 +83,7 @@ async def test_index_from_the_future_is_503_and_garbage_is_400(tmp_path):
         s, b, _ = await call("GET", c.url(1) + "/jobs", headers={"X-JM-Min-Index": "x"})
         assert s == 400 and "X-JM-Min-Index" in b["errors"][0]
         # the peer is none the worse for it
-        await apoll(lambda: c.peers[1].raft.applied_index() >= idx, 10, what="applied")
+        await apoll(lambda: c.peers[1].parts.raft.applied_index() >= idx, 10, what="applied")
         s, b, _ = await call("GET", c.url(1) + "/overview",
                              headers={"X-JM-Min-Index": str(idx)})
         assert s == 200
@@ -99,8 +99,8 @@ async def test_a_log_is_fetched_from_its_peer_once_that_peer_has_applied_the_att
     gate = threading.Event()
     try:
         await c.start()
-        await apoll(lambda: c.peers[0].raft.leader(), 10, what="a leader")
-        leader = c.peers[0].raft.leader()
+        await apoll(lambda: c.peers[0].parts.raft.leader(), 10, what="a leader")
+        leader = c.peers[0].parts.raft.leader()
         lagging = next(p for p in c.peers if p.node != leader)
         asker = next(i for i, p in enumerate(c.peers) if p is not lagging)
         # the other peers take no new work: the job goes to the lagging peer (not by luck)
@@ -109,14 +109,14 @@ async def test_a_log_is_fetched_from_its_peer_once_that_peer_has_applied_the_att
                 s, b, _ = await call("POST", c.url(asker) + f"/nodes/{p.node}/drain")
                 assert s == 202 and b["state"] == "DRAINED", b
         # the lagging peer's Raft thread stops after its next apply
-        lagging.raft.apply_hooks.append(lambda command, result: gate.wait(30))
+        lagging.parts.raft.apply_hooks.append(lambda command, result: gate.wait(30))
         s, b, _ = await call("POST", c.url(asker) + "/jobs",
                              {"entry": "jobs_fixture:quick", "pyfiles": [FIX]})
         assert s == 202, b
         jid = b["jobid"]
 
         def placed():
-            with c.peers[asker].raft.read() as st:
+            with c.peers[asker].parts.raft.read() as st:
                 job = st.jobs[jid]
                 return job.attempts and job.attempts[-1].node
         assert await apoll(placed, 10, what="placed") == lagging.node

@@ -186,7 +186,7 @@ async def test_flink_sets_are_replayed_in_sparks_syntax_on_the_next_peer(tmp_pat
         assert s == 200, b
 
         def recorded():
-            with c.peers[0].raft.read() as st:
+            with c.peers[0].parts.raft.read() as st:
                 replay = list(st.sessions[sh].statements)
             return replay if len(replay) == 3 else None
         replay = await apoll(recorded, 30, what="the three statements recorded")

@@ -261,7 +261,7 @@ async def test_kill_minus_one_from_a_job_running_as_nobody_leaves_the_peers_aliv
     _open_up(tmp_path)
     async with running(str(tmp_path), 1, {"jobmanager.executor.user": "nobody",
                                           "jobmanager.executor.preload": "none"}) as c:
-        zygote = c.peers[0].executor.zygote_pid
+        zygote = c.peers[0].ground.executor.zygote_pid
         job = await _run_job(c, "isolation_jobs:kill_everyone", 60)
         assert job["state"] == "FINISHED", job
         assert job["result"] == "still here"
@@ -284,10 +284,10 @@ async def test_a_job_of_another_user_cannot_read_the_peer_s_journal_or_audit_log
                            headers=headers)  # (an audit entry)
         assert s == 201, b
         peer = c.peers[0]
-        audit = os.path.join(peer.log_dir, "audit.log")
-        journal = os.path.join(peer.raft_dir, "raft.journal")
+        audit = os.path.join(peer.ground.log_dir, "audit.log")
+        journal = os.path.join(peer.ground.raft_dir, "raft.journal")
         assert os.path.exists(audit) and os.path.exists(journal)
-        assert os.stat(peer.raft_dir).st_mode & 0o777 == 0o700
+        assert os.stat(peer.ground.raft_dir).st_mode & 0o777 == 0o700
         assert os.stat(audit).st_mode & 0o777 == 0o600
         s, b = await ahttp("POST", c.url(0) + "/jobs", {
             "entry": "isolation_jobs:peer_files", "pyfiles": [FIX],
@@ -367,7 +367,7 @@ async def test_a_spark_connect_job_runs_as_nobody_under_the_default_limits(tmp_p
         job = await _run_job(c, "isolation_jobs:spark_probe", 240)
         assert job["state"] == "FINISHED", job
         assert job["result"]["count"] == 1000 and job["result"]["uid"] == 65534
-        with open(f"/proc/{c.peers[0].spark.proc.pid}/environ", "rb") as f:
+        with open(f"/proc/{c.peers[0].ground.sparks.server.proc.pid}/environ", "rb") as f:
             names = {v.split(b"=", 1)[0].decode() for v in f.read().split(b"\0") if v}
         assert "SPARK_HOME" in names and not names & set(SECRETS), names & set(SECRETS)
         print("spark connect job:", job["result"])
@@ -377,7 +377,7 @@ async def test_a_spark_connect_job_runs_as_nobody_under_the_default_limits(tmp_p
 async def _livy_code_runs_as_the_executor_user(c):
     """A Livy pyspark session's code (no proxyUser) runs as jobmanager.executor.user under
     the job processes' limits: it cannot read the peer's journal."""
-    journal = os.path.join(c.peers[0].raft_dir, "raft.journal")
+    journal = os.path.join(c.peers[0].ground.raft_dir, "raft.journal")
     s, b = await ahttp("POST", c.url(0) + "/sessions", {"kind": "pyspark"})
     assert s == 201, b
     n = b["id"]

@@ -10,14 +10,14 @@ async def test_heartbeats_reach_the_log_in_rounds(cluster3):
     c = cluster3
     seen = []
     hook = lambda command, result: seen.append((command, result))  # noqa: E731
-    follower = next(p for p in c.peers if not p.raft.is_leader())
-    follower.raft.apply_hooks.append(hook)
+    follower = next(p for p in c.peers if not p.parts.raft.is_leader())
+    follower.parts.raft.apply_hooks.append(hook)
     try:
         # a few heartbeat intervals (500 ms) applied on a follower
         await apoll(lambda: sum(isinstance(cmd, LeaseRound) for cmd, _ in seen) >= 6, 30,
                     what="lease rounds applied")
     finally:
-        follower.raft.apply_hooks.remove(hook)
+        follower.parts.raft.apply_hooks.remove(hook)
     assert not [cmd for cmd, _ in seen if isinstance(cmd, Heartbeat)]
     rounds = [(cmd, res) for cmd, res in seen if isinstance(cmd, LeaseRound)]
     nodes = {hb.node for cmd, _ in rounds for hb in cmd.beats}
@@ -28,7 +28,7 @@ async def test_heartbeats_reach_the_log_in_rounds(cluster3):
 
 async def test_the_beat_route_checks_input_and_only_the_leader_takes_beats(cluster3):
     c = cluster3
-    lead = next(i for i, p in enumerate(c.peers) if p.raft.is_leader())
+    lead = next(i for i, p in enumerate(c.peers) if p.parts.raft.is_leader())
     other = (lead + 1) % 3
     s, b = await ahttp("POST", c.url(lead) + "/cluster/beat", {"node": "x"})
     assert s == 400 and "time" in b["errors"][0]

@@ -88,7 +88,7 @@ async def test_a_livy_client_runs_sql_and_python_on_any_peer(cluster):
     assert err.ename == "ZeroDivisionError" and any("line 2" in t for t in err.traceback), err
     # the closed session's Python process log, on the peer that held it: the janitor
     # deletes it (aged past the janitor's grace for files just written)
-    held = [p for p in (os.path.join(p.log_dir, f"livy-session-{sid}.log") for p in c.peers)
+    held = [p for p in (os.path.join(p.ground.log_dir, f"livy-session-{sid}.log") for p in c.peers)
             if os.path.exists(p)]
     assert len(held) == 1, held
 
@@ -97,7 +97,7 @@ async def test_a_livy_client_runs_sql_and_python_on_any_peer(cluster):
             if os.path.exists(path):
                 age(path, 60)
         for p in c.peers:
-            await p.janitor.sweep()
+            await p.ground.janitor.sweep()
         return not os.path.exists(held[0])
     await apoll(swept, 30, what="the closed session's log deleted")
 

@@ -162,12 +162,12 @@ async def test_a_peer_with_a_wrong_secret_cannot_join(tmp_path):
         bad = Peer(load_config(c.conf_dir, {"cluster.secret": "wrong"}), masters[2], masters)
         c.peers = good + [bad]
         await asyncio.gather(*(p.start() for p in c.peers))
-        await apoll(lambda: all(p.registered.is_set() for p in good), 30,
+        await apoll(lambda: all(p.parts.registered.is_set() for p in good), 30,
                     what="the two right peers registered")
         # watch the cluster for a while: the wrong peer never gets in
         for _ in range(40):
-            assert not bad.registered.is_set()
-            with good[0].raft.read() as st:
+            assert not bad.parts.registered.is_set()
+            with good[0].parts.raft.read() as st:
                 assert bad.node not in st.peers
             await asyncio.sleep(0.1)  # observation window, not a wait for state
         s, b = await ahttp("GET", c.url(2) + "/healthz")

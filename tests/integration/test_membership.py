@@ -84,7 +84,7 @@ async def test_a_voter_removed_is_replaced_by_promoting_a_non_voter(tmp_path):
         assert s == 202, b
         rest = sorted([p.node for i, p in enumerate(c.peers) if i != out])
         await apoll(lambda: _members_now(c, li, rest), 60, what="the non-voter promoted")
-        await apoll(lambda: c.peers[3].raft.voting(), 30, what="it votes")
+        await apoll(lambda: c.peers[3].parts.raft.voting(), 30, what="it votes")
         assert await non_voters(c, li) == {}
         s, b = await ahttp("POST", c.url(3) + "/jobs", {"entry": "jobs_fixture:quick",
                                                         "pyfiles": [FIX]})
@@ -143,7 +143,7 @@ async def test_remove_the_leader_while_it_runs_a_batch_job(tmp_path):
         assert s == 202 and b["state"] == "LEAVING", b
         rest = sorted(p.node for p in c.peers if p.node != leader)
         await apoll(lambda: _members_now(c, other, rest), 60, what="the leader removed")
-        await apoll(lambda: c.peers[li].removed.is_set(), 30, what="it knows it was removed")
+        await apoll(lambda: c.peers[li].ground.removed.is_set(), 30, what="it knows it was removed")
         for jid in jids:  # the removed leader's job starts again elsewhere (the others fit)
             j = await job(c, jid, other)
             assert j["node"] != leader, j
@@ -174,7 +174,7 @@ async def test_a_peer_of_another_cluster_saying_not_a_member_moves_no_data(tmp_p
     from jm.cluster.peerclient import PeerClient
     from jm.config import ConfigError
     async with running(str(tmp_path / "b"), 1) as b:
-        me, raft_dir = b.masters()[0], b.peers[0].raft_dir
+        me, raft_dir = b.masters()[0], b.peers[0].ground.raft_dir
         await apoll(lambda: os.path.exists(os.path.join(raft_dir, IDENTITY_FILE)), 30,
                     what="the identity file")
     client = PeerClient({})

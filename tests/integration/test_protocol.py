@@ -61,7 +61,7 @@ async def test_a_peer_of_an_older_protocol_holds_features_back_until_it_is_upgra
         ops_h = {"Authorization": f"Bearer {b['token']}"}
         # peer 0 upgraded, peer 1 still speaks protocol 1: the cluster runs 1
         await _restart(c, 0)
-        await apoll(lambda: c.peers[0].registered.is_set(), 30, what="peer 0 registered")
+        await apoll(lambda: c.peers[0].parts.registered.is_set(), 30, what="peer 0 registered")
         await _protocol(c, 1)
         want = {c.peers[0].node: PROTOCOL, c.peers[1].node: 1}
 
@@ -86,7 +86,7 @@ async def test_a_peer_of_an_older_protocol_holds_features_back_until_it_is_upgra
         job = await _finished(c, ops_h)
         assert job["submitter"] in ("", None), job
         for p in c.peers:
-            with p.raft.read() as st:
+            with p.parts.raft.read() as st:
                 assert st.jobs[job["jid"]].submitter == ""
         await _stop_drain_ends_at_the_next_start(c, 0)
         # peer 1 upgraded too: protocol 2, and the features work
@@ -108,27 +108,28 @@ async def _stop_drain_ends_at_the_next_start(c, i):
     peer = c.peers[i]
 
     def parts(p):
-        return StopDrainParts(p.raft, p.node, p.data_dir, p.lease_valid, 10.0)
+        return StopDrainParts(p.parts.raft, p.node, p.ground.data_dir, p.parts.term.valid, 10.0)
 
     async def drained():  # (skipped, saying why, while a busy machine holds an election)
         return await drain_before_stop(parts(peer), 60.0, 5.0, asyncio.Event()) == "drained"
     await apoll(drained, 60, what=f"{peer.node} drained for its stop")
-    with peer.raft.read() as st:
+    with peer.parts.raft.read() as st:
         me = st.peers[peer.node]
         assert me.draining and not me.drain_by_stop and me.drain_deadline == 60.0
-    assert os.path.exists(os.path.join(peer.data_dir, MARKER))
+    assert os.path.exists(os.path.join(peer.ground.data_dir, MARKER))
     await _restart(c, i)
     back = c.peers[i]
-    await asyncio.wait_for(end_stop_drain(parts(back), back.registered, back.removed), 60)
+    await asyncio.wait_for(
+        end_stop_drain(parts(back), back.parts.registered, back.ground.removed), 60)
 
     def undrained():
         for p in c.peers:
-            with p.raft.read() as st:
+            with p.parts.raft.read() as st:
                 if st.peers[peer.node].draining:
                     return False
         return True
     await apoll(undrained, 30, what=f"{peer.node} undrained on every replica")
-    assert not os.path.exists(os.path.join(peer.data_dir, MARKER))
+    assert not os.path.exists(os.path.join(peer.ground.data_dir, MARKER))
 
 
 async def _older_peer_is_refused(c):
@@ -136,9 +137,10 @@ async def _older_peer_is_refused(c):
     lease says why; as a process, it exits 2 with that line."""
     await _restart(c, 1, version=1)
     peer = c.peers[1]
-    await apoll(lambda: peer.lease.refused.is_set(), 30, what="the registration refused")
-    assert f"this peer speaks protocol 1 and the cluster runs protocol {PROTOCOL}" in peer.lease.refusal
-    assert not peer.registered.is_set()
+    await apoll(lambda: peer.parts.lease.refused.is_set(), 30, what="the registration refused")
+    assert (f"this peer speaks protocol 1 and the cluster runs protocol {PROTOCOL}"
+            in peer.parts.lease.refusal)
+    assert not peer.parts.registered.is_set()
     await _protocol(c, PROTOCOL)
     await peer.stop()
     proc = await asyncio.create_subprocess_exec(

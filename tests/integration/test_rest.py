@@ -238,7 +238,7 @@ async def test_artifact_upload_is_content_addressed_and_runs_everywhere(cluster3
     assert art["id"] == "sha256:" + hashlib.sha256(code).hexdigest()
     assert art["name"] == "evil_name.py"
     # stored under its hash inside the blob store, never at the given path
-    data_dir = c.peers[0].blobs.dir
+    data_dir = c.peers[0].ground.blobs.dir
     assert os.path.exists(os.path.join(data_dir, art["id"][7:], "evil_name.py"))
     assert not os.path.exists(os.path.join(os.path.dirname(os.path.dirname(data_dir)),
                                            "evil_name.py"))

@@ -64,15 +64,16 @@ def job_dirs(c, jid):
     """Every folder any peer (or the shared storage) holds for the job."""
     out = []
     for p in c.peers:
-        out += [os.path.join(p.data_dir, "jobs", jid), os.path.join(p.log_dir, "jobs", jid)]
+        out += [os.path.join(p.ground.data_dir, "jobs", jid),
+                os.path.join(p.ground.log_dir, "jobs", jid)]
     out.append(os.path.join(c.peers[0].conf.path("high-availability.storageDir"), jid))
     return [d for d in out if os.path.exists(d)]
 
 
 async def sweeps_after(c, n=2):
     """Every peer's janitor completed `n` more sweeps (so a deletion had its chance)."""
-    start = [p.janitor.sweeps for p in c.peers]
-    await apoll(lambda: all(p.janitor.sweeps >= s + n for p, s in zip(c.peers, start)), 30,
+    start = [p.ground.janitor.sweeps for p in c.peers]
+    await apoll(lambda: all(p.ground.janitor.sweeps >= s + n for p, s in zip(c.peers, start)), 30,
                 what="janitor sweeps")
 
 
@@ -112,13 +113,13 @@ async def test_janitor_keeps_what_live_jobs_need_and_deletes_the_rest(tmp_path):
         used = await upload(c, "chatty.py", CHATTY)
         unused_old = await upload(c, "old.py", b"x = 1\n")
         unused_new = await upload(c, "new.py", b"y = 2\n")
-        blob = {a["id"]: c.peers[0].blobs.local_path(a["id"], a["name"])
+        blob = {a["id"]: c.peers[0].ground.blobs.local_path(a["id"], a["name"])
                 for a in (used, unused_old, unused_new)}
         chatty = await asubmit_to(c, {"entry": "chatty:main", "pyfiles": [used["pyfile"]]})
         await wait_state(c, chatty, "RUNNING")
         age(os.path.dirname(blob[used["id"]]), 7200)
         age(os.path.dirname(blob[unused_old["id"]]), 7200)
-        shared_old = c.peers[0].ha_blobs.local_path(unused_old["id"], unused_old["name"])
+        shared_old = c.peers[0].ground.ha_blobs.local_path(unused_old["id"], unused_old["name"])
         age(os.path.dirname(shared_old), 7200)  # its copy in the shared storage too
 
         # savepoints of a streaming job: the 1st pinned by hand, the 2nd one a job resumes
@@ -228,8 +229,8 @@ async def test_artifacts_no_job_names_are_forgotten_after_their_grace_period(tmp
         async def unused_forgotten():
             return all([unused["id"] not in await listed(p) for p in (0, 1)])
         await apoll(unused_forgotten, 30, what="the unused artifact forgotten on every peer")
-        await apoll(lambda: c.peers[0].blobs.local_path(unused["id"], unused["name"]) is None
-                    and c.peers[0].ha_blobs.local_path(unused["id"], unused["name"]) is None,
+        await apoll(lambda: c.peers[0].ground.blobs.local_path(unused["id"], unused["name"]) is None
+                    and c.peers[0].ground.ha_blobs.local_path(unused["id"], unused["name"]) is None,
                     30, what="its files deleted")
         await apoll(lambda: time.time() > uploaded[-1] + 3, 30, what="the grace period over")
         await sweeps_after(c)  # past its grace period too: a job names it

@@ -197,16 +197,18 @@ async def test_connect_jobs_say_when_their_peers_server_waits_for_executors(clus
     def live(jid):  # RUNNING is applied before the JobMaster takes its attempt as live:
         # from then on it relays its server's notes (it reads the server's current info
         # itself when it goes live: here there is no server, so wait for that moment)
-        m = owner[jobs[jid]["node"]].dispatcher.masters.get(jid)
+        m = owner[jobs[jid]["node"]].parts.dispatcher.masters.get(jid)
         return m is not None and m.state.live is not None
     await apoll(lambda: live(connect) and live(classic), 30, what="both attempts live")
     server = {"spark-app-id": "app-1", "master": "spark://m:7077", "executors": 0,
               "shared": "the peer's Spark Connect server"}
-    for jid in (connect, classic):  # each job's own peer hears from its server
-        owner[jobs[jid]["node"]]._spark_info_changed(PEER_ENGINE, server)  # nothing to say
+    def tell(jid, info):  # each job's own peer hears from its server
+        owner[jobs[jid]["node"]].parts.dispatcher.note_engine_info(PEER_ENGINE, info)
+    for jid in (connect, classic):
+        tell(jid, server)  # nothing to say
     note = "no executor granted by spark://m:7077 for 30 s or more: ..."
     for jid in (connect, classic):
-        owner[jobs[jid]["node"]]._spark_info_changed(PEER_ENGINE, dict(server, waiting=note))
+        tell(jid, dict(server, waiting=note))
 
     async def detail(jid, key):
         s, b = await ahttp("GET", cluster3.url(1) + f"/jobs/{jid}")
@@ -220,7 +222,7 @@ async def test_connect_jobs_say_when_their_peers_server_waits_for_executors(clus
     s, other = await ahttp("GET", cluster3.url(0) + f"/jobs/{classic}")
     assert "spark-waiting" not in other and "spark-app-id" not in other["attempts"][-1]
 
-    owner[jobs[connect]["node"]]._spark_info_changed(PEER_ENGINE, dict(server, executors=1))
+    tell(connect, dict(server, executors=1))
 
     async def cleared():
         b = (await ahttp("GET", cluster3.url(0) + f"/jobs/{connect}"))[1]

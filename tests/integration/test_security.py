@@ -103,7 +103,7 @@ async def test_peers_show_a_credential_derived_from_the_secret(tmp_path):
                            headers={"Authorization": f"Bearer {peer_credential(secret)}"})
         assert s == 200
         for p in c.peers:
-            assert secret not in str(p.peer_headers)
+            assert secret not in str(p.ground.peer_client.headers)
         await ahttp("PATCH", c.url(0) + f"/jobs/{jid}?mode=cancel")
 
 

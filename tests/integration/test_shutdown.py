@@ -31,7 +31,7 @@ async def _running_job(c, peer_index: int) -> int:
         return j if j.get("state") == "RUNNING" else None
     job = await apoll(running, 30, what="job running")
     peer = next(p for p in c.peers if p.node == job["node"])
-    return peer, await apoll(lambda: next((jp.pid for jp in peer.executor._procs.values()
+    return peer, await apoll(lambda: next((jp.pid for jp in peer.ground.executor._procs.values()
                                            if jp.pid > 0), None), 10, what="job pid")
 
 
@@ -41,7 +41,7 @@ async def test_stop_with_a_stuck_component_and_a_frozen_zygote(tmp_path):
     try:
         await c.start()
         peer, job_pid = await _running_job(c, 0)
-        zygote_pid = peer.executor.proc.pid
+        zygote_pid = peer.ground.executor.proc.pid
 
         async def stuck():  # a component that ignores its cancellation (until released)
             while not release.is_set():
@@ -49,7 +49,7 @@ async def test_stop_with_a_stuck_component_and_a_frozen_zygote(tmp_path):
                     await release.wait()
                 except asyncio.CancelledError:
                     continue
-        peer.dispatcher.close = stuck
+        peer.parts.dispatcher.close = stuck
         os.kill(zygote_pid, signal.SIGSTOP)  # and a zygote that cannot read its EOF
         t0 = time.monotonic()
         await asyncio.wait_for(peer.stop(timeout=4.0), 30)
@@ -69,7 +69,7 @@ async def test_minicluster_stop_leaves_no_process(tmp_path):
     try:
         await c.start()
         peer, job_pid = await _running_job(c, 0)
-        pids = [job_pid] + [p.executor.proc.pid for p in c.peers]
+        pids = [job_pid] + [p.ground.executor.proc.pid for p in c.peers]
     finally:
         t0 = time.monotonic()
         await c.stop(timeout=20)

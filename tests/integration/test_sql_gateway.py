@@ -130,7 +130,8 @@ def _cpu_seconds(pid: int) -> float:
 
 async def _spark_idle(cluster) -> bool:
     """Whether no peer's Connect JVM used more than a third of a core over a second."""
-    pids = [p.spark.proc.pid for p in cluster.peers if p.spark and p.spark.proc]
+    servers = [p.ground.sparks.server for p in cluster.peers]
+    pids = [s.proc.pid for s in servers if s and s.proc]
     before = [_cpu_seconds(pid) for pid in pids]
     await asyncio.sleep(1.0)
     return bool(pids) and all(_cpu_seconds(pid) - b < 0.35 for pid, b in zip(pids, before))
@@ -354,9 +355,9 @@ async def test_sql_jobs_run_in_the_sql_worker(sqlc):
     assert failed["state"] == "FAILED"
     s, ex = await ahttp("GET", sqlc.url(0) + f"/jobs/{bad}/exceptions")
     assert "nope" in ex["root-exception"].lower(), ex
-    workers = [w.proc.pid for p in sqlc.peers for w in p.sql.host.workers.values() if w.proc]
+    workers = [w.proc.pid for p in sqlc.peers for w in p.parts.sql.host.workers.values() if w.proc]
     assert workers
-    for pid in [sqlc.peers[0].spark.proc.pid] + workers:
+    for pid in [sqlc.peers[0].ground.sparks.server.proc.pid] + workers:
         names = environ_names(pid)
         assert "PATH" in names and not names & set(SECRETS), (pid, names & set(SECRETS))
     for pid in workers:  # users' SQL runs there: confined as a job process is
@@ -452,7 +453,7 @@ async def test_a_peer_that_has_not_applied_a_new_session_yet_catches_up(sqlc, mo
     from jm.cluster.sql.sqlsessions import SqlSessions
     from jm.api import UnknownSession
     sh = await open_session(sqlc, 0)
-    lagging = sqlc.peers[1].sql
+    lagging = sqlc.peers[1].parts.sql
     real_record, real_catch_up = SessionHost.record, SqlSessions.catch_up
     barriers = []
 
@@ -509,7 +510,7 @@ async def test_the_connect_server_refuses_clients_without_the_peers_token(sqlc):
     embedded Connect server takes only the token the peer gives its own jobs."""
     import subprocess
     import sys
-    server = sqlc.peers[0].spark
+    server = sqlc.peers[0].ground.sparks.server
     probe = ("import sys; from pyspark.sql import SparkSession; "
              "s = SparkSession.builder.remote(sys.argv[1]).create(); "
              "print(s.sql('SELECT 7 AS x').collect()[0].x)")

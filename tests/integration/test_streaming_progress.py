@@ -210,7 +210,7 @@ async def _console_sink_note(c):
         s, b = await ahttp("GET", c.url(0) + f"/jobs/{jid}/logs")
         return b["text"] if s == 200 and "console sink" in b["text"] else None
     text = await apoll(noted, 240, interval=0.5, what="the job log's console-sink note")
-    path = os.path.join(c.peers[0].log_dir, "spark-connect.log")
+    path = os.path.join(c.peers[0].ground.log_dir, "spark-connect.log")
     assert (f"[jm] query to_console writes to the console sink: in connect mode that "
             f"output is in the peer's Spark Connect log, {path}") in text, text
 

@@ -58,9 +58,9 @@ async def _closed_by_peer(reader, timeout: float = 10.0) -> bool:
 async def _commits(cluster) -> None:
     """Every peer commits a write through Raft, and all agree on one leader."""
     for p in cluster.peers:
-        res = await p.raft.submit(Barrier(), 10.0)
+        res = await p.parts.raft.submit(Barrier(), 10.0)
         assert res.ok
-    leaders = {p.raft.leader() for p in cluster.peers}
+    leaders = {p.parts.raft.leader() for p in cluster.peers}
     assert len(leaders) == 1 and None not in leaders, leaders
 
 
@@ -68,7 +68,7 @@ async def _commits(cluster) -> None:
                          ids=["no-password", "password"])
 async def test_a_pickle_that_would_run_code_is_refused(tmp_path, settings):
     async with running(str(tmp_path / "c"), settings=settings) as c:
-        leader_before = c.peers[0].raft.leader()
+        leader_before = c.peers[0].parts.raft.leader()
         marks = []
         for i in range(len(c.peers)):  # the leader and the followers
             port = _raft_port(c, i)
@@ -89,8 +89,8 @@ async def test_a_pickle_that_would_run_code_is_refused(tmp_path, settings):
             writer.close()
         await _commits(c)
         assert not [m for m in marks if m.exists()], "the payload ran"
-        assert all(len(p.raft.members()) == 3 for p in c.peers)
-        assert c.peers[0].raft.leader() == leader_before  # nobody lost a beat
+        assert all(len(p.parts.raft.members()) == 3 for p in c.peers)
+        assert c.peers[0].parts.raft.leader() == leader_before  # nobody lost a beat
 
 
 async def test_a_client_claiming_to_be_a_member_cannot_run_code_either(tmp_path):
@@ -111,7 +111,7 @@ async def test_a_client_claiming_to_be_a_member_cannot_run_code_either(tmp_path)
             writer.close()
             await apoll(lambda: _commits_ok(c), 30, what="the cluster commits again")
         assert not mark.exists(), "the payload ran"
-        assert all(len(p.raft.members()) == 3 for p in c.peers)
+        assert all(len(p.parts.raft.members()) == 3 for p in c.peers)
 
 
 async def _commits_ok(cluster) -> bool:

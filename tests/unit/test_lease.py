@@ -68,18 +68,18 @@ async def test_a_stuck_heartbeat_does_not_hold_back_the_next_ones():
     lease = make(raft, rec)
     task = await started(raft, lease)
     try:
-        assert not rec.fenced and lease.valid()
+        assert not rec.fenced and lease.term.valid()
         # the first heartbeat never gets an answer (its leader died with it) ...
         await until(lambda: len(raft.of(Heartbeat)) >= 3)
         first, second = raft.of(Heartbeat)[0], raft.of(Heartbeat)[1]
         assert first[0].time < second[0].time
         # ... while a later one is acknowledged: the lease runs from the later send time
-        before = lease.lease_from
+        before = lease.term.lease_from
         second[1].set_result(Result(True))
-        await until(lambda: lease.lease_from != before)
-        assert lease.lease_from > before
+        await until(lambda: lease.term.lease_from != before)
+        assert lease.term.lease_from > before
         # the lease had aged since the registration's send time (jm_lease_age_max_seconds)
-        assert 0 < lease.age_max <= time.monotonic() - before
+        assert 0 < lease.term.age_max <= time.monotonic() - before
         # never more than MAX_IN_FLIGHT unanswered at once
         await asyncio.sleep(INTERVAL * 10)  # let the loop try to send more (a bound, not a wait)
         unanswered = [f for _, f in raft.of(Heartbeat) if not f.done()]
@@ -98,16 +98,16 @@ async def test_declared_dead_fences_before_registering_again_and_ignores_old_ans
         old = raft.of(Heartbeat)[1]
         raft.of(Heartbeat)[0][1].set_result(Result.fail("stale", "declared dead"))
         await until(lambda: len(raft.of(RegisterPeer)) == 2)
-        assert not lease.registered.is_set() and lease.lease_from is None
+        assert not lease.registered.is_set() and lease.term.lease_from is None
         assert rec.lease_end == 0.0  # the zygote was told to stop everything
         assert rec.events[-1] == "fence"  # fenced before the new registration was sent
         # an answer to a heartbeat of the old incarnation renews nothing
         old[1].set_result(Result(True))
         await asyncio.sleep(0.05)  # give the answer a chance to (wrongly) renew
-        assert lease.lease_from is None and rec.fenced
+        assert lease.term.lease_from is None and rec.fenced
         raft.of(RegisterPeer)[1][1].set_result(Result(True))
         await until(lease.registered.is_set)
-        assert not rec.fenced and lease.valid()
+        assert not rec.fenced and lease.term.valid()
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -127,7 +127,7 @@ async def test_no_leader_retries_soon_and_the_watchdog_fences_when_the_lease_run
         await until(lambda: len(raft.of(Heartbeat)) == 2, timeout=2.0)
         # nothing is acknowledged: the watchdog fences the peer after the 0.3 s lease
         await until(lambda: rec.fenced, timeout=3.0)
-        assert not lease.valid() and lease.expired()
+        assert not lease.term.valid() and lease.term.expired()
     finally:
         for t in tasks:
             t.cancel()

@@ -45,7 +45,7 @@ class Writes:
         """The Raft leader as far as this peer can tell. An isolated pysyncobj follower
         keeps naming its last leader (it starts no election while connected to nobody),
         so a peer whose lease has run out knows no leader."""
-        if self.lease.expired():
+        if self.lease.term.expired():
             return None
         return self.raft.leader()
 

@@ -21,7 +21,7 @@ class PeerHealth:
 
     def readiness(self) -> dict:
         registered = self.svc.lease.registered.is_set()
-        lease = self.svc.lease.valid()
+        lease = self.svc.lease.term.valid()
         started = self.svc.started()
         why = [w for w, bad in (("not started", not started), ("not registered", not registered),
                                 ("lease not valid", not lease)) if bad]

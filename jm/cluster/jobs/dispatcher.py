@@ -15,6 +15,8 @@ from raft import state as S, tenants
 from jm.cluster.jobs.jobservices import JobEnv
 from jm.cluster.jobs.jobmaster import JobMaster
 from jm.policy.jobs.intents import Intents
+from jm.policy.spark.enginedeath import OomSuspects
+from jm.policy.spark.engines import EngineKey
 
 log = logging.getLogger("jm.cluster.dispatcher")
 
@@ -105,6 +107,20 @@ class Dispatcher:
         if self.fenced:
             self.fenced = False
             self._wake.set()
+
+    def note_engine_info(self, key: EngineKey, info: dict) -> None:
+        """An engine's application changed or started or stopped waiting for executors:
+        the connect-mode jobs on it say so."""
+        for master in list(self.masters.values()):
+            if master.engine_key == key:
+                master.note_server(info)
+
+    def lose_engine(self, key: EngineKey, why: str, suspects: OomSuspects) -> None:
+        """An engine's JVM died: the jobs on it (and only those) lose their attempt; those
+        whose work ran it out of memory are told so (jm/cluster/jobs/jobengine.py)."""
+        for master in list(self.masters.values()):
+            if master.engine_key == key:
+                master.lose_engine(why, suspects)
 
     async def stop_all(self) -> None:
         masters, self.masters = list(self.masters.values()), {}

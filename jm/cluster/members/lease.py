@@ -32,49 +32,19 @@ MAX_IN_FLIGHT = 4
 NO_LEADER_RETRY = 0.1  # seconds between tries while the cluster elects a leader
 
 
-class Lease:
-    def __init__(self, raft, node: str, register: Callable[[], RegisterPeer],
-                 heartbeat: Callable[[float], Heartbeat], interval: float, lease_timeout: float,
-                 register_timeout: float, executor, dispatcher,
-                 send: Optional[Callable[[Heartbeat, float, bool], Awaitable[Result]]] = None,
-                 now: Optional[asyncio.Event] = None) -> None:
-        """`send(heartbeat, timeout, urgent)`: the heartbeat's Result once committed (the
-        leader's lease round, jm/cluster/members/beats.py; urgent: this peer missed renewals, the
-        leader should not wait to gather more); default: a Raft command of its own.
-        `now`: set by whoever has a change to tell (Spark's readiness): a heartbeat goes
-        at once."""
-        self.raft = raft
-        self.send = send or (lambda hb, timeout, urgent: raft.submit(hb, timeout))
-        self.node = node
-        self.make_register = register
-        self.make_heartbeat = heartbeat
-        self.interval = interval
-        self.timeout = lease_timeout
-        self.register_timeout = register_timeout
-        self.executor = executor
-        self.dispatcher = dispatcher
-        self.registered = asyncio.Event()
-        self.refused = asyncio.Event()  # the cluster will never take this peer's build
-        self.refusal = ""
-        self.now = now or asyncio.Event()  # set: send a heartbeat at once
-        self.renewed = asyncio.Event()  # set at each renewal (wait_valid waits for one)
+class LeaseTerm:
+    """Whether this peer holds its lease: what `Lease` renews, read by whatever may run
+    only under it (JobMasters wait for it, SQL workers and REST writes check it). Made
+    before the components that read it, and before the Lease, which needs some of them."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
         self.lease_from: Optional[float] = None  # monotonic send time of the newest ack
         # the oldest this peer's lease ever got before a renewal (s): how close it came to
         # fencing (a leader change, a slow commit); jm_lease_age_max_seconds
         self.age_max = 0.0
-        self._incarnation = 0  # answers to heartbeats of an earlier registration are void
-        self._fence_first = False  # declared dead: stop everything before registering again
-        self._in_flight: set[asyncio.Task] = set()
-        self._last_stamp = 0.0  # the newest Heartbeat.time sent by this process
-        self._told: Optional[tuple] = None  # (ready, disk_low, lacks) of the last one told
+        self.renewed = asyncio.Event()  # set at each renewal (wait_valid waits for one)
 
-    def stamp(self, wall: float) -> float:
-        """A heartbeat's time: this host's wall clock, but always above the previous one
-        (by a microsecond while the wall clock is behind, e.g. stepped back 30 s)."""
-        self._last_stamp = max(wall, self._last_stamp + 1e-6)
-        return self._last_stamp
-
-    # ---- the lease ------------------------------------------------------------------------
     def valid(self) -> bool:
         return (self.lease_from is not None and
                 time.monotonic() - self.lease_from <= self.timeout)
@@ -89,12 +59,59 @@ class Lease:
             self.renewed.clear()
             await self.renewed.wait()
 
-    def _renew(self, sent_mono: float) -> None:
+    def renew(self, sent_mono: float) -> float:
+        """A heartbeat sent at `sent_mono` was acknowledged: the lease's new end."""
         if self.lease_from is not None and sent_mono > self.lease_from:
             self.age_max = max(self.age_max, time.monotonic() - self.lease_from)
         self.lease_from = max(self.lease_from or 0.0, sent_mono)
-        self.executor.set_lease(self.lease_from + self.timeout)
         self.renewed.set()
+        return self.lease_from + self.timeout
+
+    def drop(self) -> None:
+        """No lease (a new registration starts one)."""
+        self.lease_from = None
+
+
+class Lease:
+    def __init__(self, raft, node: str, register: Callable[[], RegisterPeer],
+                 heartbeat: Callable[[float], Heartbeat], interval: float, lease_timeout: float,
+                 register_timeout: float, executor, dispatcher,
+                 send: Optional[Callable[[Heartbeat, float, bool], Awaitable[Result]]] = None,
+                 now: Optional[asyncio.Event] = None, term: Optional[LeaseTerm] = None) -> None:
+        """`send(heartbeat, timeout, urgent)`: the heartbeat's Result once committed (the
+        leader's lease round, jm/cluster/members/beats.py; urgent: this peer missed renewals, the
+        leader should not wait to gather more); default: a Raft command of its own.
+        `now`: set by whoever has a change to tell (Spark's readiness): a heartbeat goes
+        at once. `term`: the lease it renews (default: one of its own)."""
+        self.raft = raft
+        self.send = send or (lambda hb, timeout, urgent: raft.submit(hb, timeout))
+        self.node = node
+        self.make_register = register
+        self.make_heartbeat = heartbeat
+        self.interval = interval
+        self.timeout = lease_timeout
+        self.register_timeout = register_timeout
+        self.executor = executor
+        self.dispatcher = dispatcher
+        self.registered = asyncio.Event()
+        self.refused = asyncio.Event()  # the cluster will never take this peer's build
+        self.refusal = ""
+        self.now = now or asyncio.Event()  # set: send a heartbeat at once
+        self.term = term or LeaseTerm(lease_timeout)
+        self._incarnation = 0  # answers to heartbeats of an earlier registration are void
+        self._fence_first = False  # declared dead: stop everything before registering again
+        self._in_flight: set[asyncio.Task] = set()
+        self._last_stamp = 0.0  # the newest Heartbeat.time sent by this process
+        self._told: Optional[tuple] = None  # (ready, disk_low, lacks) of the last one told
+
+    def stamp(self, wall: float) -> float:
+        """A heartbeat's time: this host's wall clock, but always above the previous one
+        (by a microsecond while the wall clock is behind, e.g. stepped back 30 s)."""
+        self._last_stamp = max(wall, self._last_stamp + 1e-6)
+        return self._last_stamp
+
+    def _renew(self, sent_mono: float) -> None:
+        self.executor.set_lease(self.term.renew(sent_mono))
 
     # ---- the loops ------------------------------------------------------------------------
     async def run(self) -> None:
@@ -145,7 +162,7 @@ class Lease:
             log.warning("registration refused: %s", res.error)
             return self.interval
         self._incarnation += 1
-        self.lease_from = None  # a new incarnation: its lease starts now
+        self.term.drop()  # a new incarnation: its lease starts now
         self._renew(sent)
         self.registered.set()
         self.dispatcher.unfence()
@@ -159,8 +176,9 @@ class Lease:
             # disk low, a tenant's user missing) that placement should see now, not half
             # an interval later
             news = (hb.ready, hb.disk_low, hb.lacks)
-            urgent = self.lease_from is None or news != self._told \
-                or sent_mono - self.lease_from > 1.5 * self.interval
+            held = self.term.lease_from
+            urgent = held is None or news != self._told \
+                or sent_mono - held > 1.5 * self.interval
             res = await self.send(hb, self.timeout, urgent)
         except RaftUnavailable as exc:
             # no leader (an election) or no commit: try again soon, not an interval later,
@@ -177,12 +195,12 @@ class Lease:
         if res.ok:
             self._told = news  # (told: later ones need not hurry)
             self._renew(sent_mono)
-            if self.valid():  # an old ack may renew into the past
+            if self.term.valid():  # an old ack may renew into the past
                 self.dispatcher.unfence()
         elif res.code in ("stale", "not-found"):
             log.warning("this peer was declared dead; registering again")
             self.registered.clear()
-            self.lease_from = None
+            self.term.drop()
             self.executor.set_lease(0.0)  # the zygote stops everything now
             self._fence_first = True  # and the loop stops the JobMasters before registering
             self.now.set()
@@ -194,10 +212,11 @@ class Lease:
         step = min(0.1, self.timeout / 10)
         while True:
             await asyncio.sleep(step)  # a periodic check, not a wait for state
-            if self.lease_from is None or self.dispatcher.fenced:
+            held = self.term.lease_from
+            if held is None or self.dispatcher.fenced:
                 continue
-            if time.monotonic() - self.lease_from > self.timeout:
+            if time.monotonic() - held > self.timeout:
                 log.error("no heartbeat acknowledged for %.1f s (lease %.1f s): stopping all "
-                          "job processes of this peer", time.monotonic() - self.lease_from,
+                          "job processes of this peer", time.monotonic() - held,
                           self.timeout)
                 await self.dispatcher.fence()

@@ -44,6 +44,8 @@ class SparkAccess:
         self.child_env = {TOKEN_ENV: self.token} if self.token else {}
         self.engines: Optional[Engines] = None
         self._executor: Optional[Executor] = None
+        # told of an engine's application (started, stopped, waiting for executors)
+        self.on_info: list[Callable[[EngineKey, dict], None]] = []
         archive = conf["spark.class-archive"]
         if archive and self.embedded and not os.path.isfile(archive):  # (not fatal: slower)
             log.warning("spark.class-archive %s is no file: Spark starts without it (make it "
@@ -51,21 +53,23 @@ class SparkAccess:
 
     def build(self, executor: Executor, guard: Callable[[str, int], None],
               on_ready_change: Callable[[], None],
-              on_info: Callable[[EngineKey, dict], None],
               unguard: Callable[[str], None] = lambda name: None) -> None:
         """The engines (none started): `guard(name, pid)` makes an engine's JVM die with
         the lease (`unguard(name)` once it is stopped); `on_ready_change` hears of the
-        peer engine's readiness, `on_info(key, info)` of an engine's application
-        (started, stopped, waiting for executors)."""
+        peer engine's readiness."""
         conf, self._executor = self.conf, executor
         self._guard = guard
-        self._on_ready_change, self._on_info = on_ready_change, on_info
+        self._on_ready_change = on_ready_change
         self.engines = Engines(
             ShareLevel(conf["spark.connect.share-level"]),
             conf["spark.connect.engine.idle-timeout"], conf["spark.connect.engine.max-per-peer"],
             self._make, remote=conf["spark.remote"], embedded=self.embedded)
         self.engines.on_stopped.append(lambda key, server: unguard(_guard_name(key)))
         self.engines.on_stopped.append(self._forget)
+
+    def _tell_info(self, key: EngineKey, info: dict) -> None:
+        for hook in self.on_info:
+            hook(key, info)
 
     def _forget(self, key: EngineKey, server: SparkConnectServer) -> None:
         """An engine stopped for good: its data dir (scratch, work dir) goes; its log dir
@@ -101,7 +105,7 @@ class SparkAccess:
             nice=conf["jobmanager.executor.nice"],
             on_ready_change=self._on_ready_change if peer else (lambda: None),
             waiting_after=conf["spark.executor-wait-warning"],
-            on_info=lambda info: self._on_info(key, info),
+            on_info=lambda info: self._tell_info(key, info),
             scratch_dir=os.path.join(data_dir, SCRATCH),
             env_pass=conf["jobmanager.executor.env-pass"],
             # a tenant's or a job's engine opens to its own work only: a token of its own
