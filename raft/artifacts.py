@@ -9,24 +9,21 @@ a forgotten artifact.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from raft import commands as c
+from raft.jobspec import JobSpec
 from raft.records import ArtifactRecord, Result
 
 PREFIX = "artifact:"
 MAX_TENANTS_KEPT = 100  # tenants that uploaded the same content, kept with it
 
 
-def named_by(spec: Any) -> list[str]:
+def named_by(spec: JobSpec) -> list[str]:
     """The artifact ids (`sha256:<hex>`) a job spec names (its pyfiles and script)."""
-    if not isinstance(spec, dict):
-        return []
-    refs = list(spec.get("pyfiles") or []) + [spec.get("script")]
-    return [r[len(PREFIX):] for r in refs if isinstance(r, str) and r.startswith(PREFIX)]
+    return [r[len(PREFIX):] for r in spec.code_refs()
+            if isinstance(r, str) and r.startswith(PREFIX)]
 
 
-def unknown(state, spec: Any) -> list[str]:
+def unknown(state, spec: JobSpec) -> list[str]:
     return [a for a in named_by(spec) if a not in state.artifacts]
 
 

@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 from raft import artifacts
 from raft import commands as c
+from raft.jobspec import JobSpec, wire_problems
 from raft.records import (
     CREATED, RESTARTING, CANCELLING, CANCELED, FAILED, FINISHED, TERMINAL, REPORTABLE,
     ALIVE, MAX_FAILURES_KEPT, Result, PeerRecord, JobRecord, PeerLoss)
@@ -72,12 +73,16 @@ def _submit(state, cmd: c.SubmitJob) -> Result:
         return Result(True, {"jobid": state.request_ids[cmd.request_id], "duplicate": True})
     if cmd.job_id in state.jobs:
         return Result.fail("exists", f"job {cmd.job_id} already exists")
-    gone = artifacts.unknown(state, cmd.spec)
+    problems = wire_problems(cmd.spec)
+    if problems:
+        return Result.fail("invalid", "; ".join(problems))
+    spec = JobSpec.from_wire(dict(cmd.spec, jobid=cmd.job_id))
+    gone = artifacts.unknown(state, spec)
     if gone:  # (forgotten by the janitor since the peer checked)
         return Result.fail("invalid", "; ".join(
             f"unknown artifact artifact:{a}; upload it with POST /artifacts" for a in gone))
-    job = JobRecord(cmd.job_id, str(cmd.spec.get("name") or cmd.job_id), dict(cmd.spec),
-                    cmd.time, cmd.request_id, tenant=cmd.tenant, submitter=cmd.submitter)
+    job = JobRecord(cmd.job_id, spec.name or cmd.job_id, spec, cmd.time, cmd.request_id,
+                    tenant=cmd.tenant, submitter=cmd.submitter)
     job.timestamps[CREATED] = cmd.time
     state.jobs[job.id] = job
     state._count(job.status, 1)

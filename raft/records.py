@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from raft.jobspec import JobSpec
+
 # Flink's job states
 CREATED = "CREATED"
 INITIALIZING = "INITIALIZING"
@@ -122,7 +124,7 @@ class SavepointRecord:
 class JobRecord:
     id: str
     name: str
-    spec: dict
+    spec: JobSpec  # (a wire form given is read into one: tests, older snapshots)
     submitted_at: float
     request_id: str = ""
     status: str = CREATED
@@ -150,13 +152,28 @@ class JobRecord:
     # jobmanager.streaming.progress-interval; jm/policy/jobs/progress.py, a few hundred bytes)
     progress: Optional[dict] = None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.spec, JobSpec):
+            self.spec = JobSpec.from_wire(self.spec or {})
+
+    def __getstate__(self) -> dict:
+        """Pickled (a snapshot) with its spec's wire form: plain data for any build."""
+        state = dict(self.__dict__)
+        state["spec"] = self.spec.wire()
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if not isinstance(self.spec, JobSpec):
+            self.spec = JobSpec.from_wire(self.spec or {})
+
     @property
     def slots(self) -> int:
-        return int(self.spec.get("slots", 1) or 1)
+        return self.spec.slots
 
     @property
     def streaming(self) -> bool:
-        return self.spec.get("job-type") == STREAMING
+        return self.spec.streaming
 
     def pending_savepoints(self) -> list:
         return [sp for sp in self.savepoints.values() if sp.status == IN_PROGRESS]

@@ -129,7 +129,7 @@ def batch(job: JobRecord, log: Optional[list] = None) -> dict:
     app = apps[-1] if apps and isinstance(apps[-1], dict) else {}
     app_id, ui = app.get("spark-app-id"), app.get("spark-ui")
     return {"id": job.number, "name": job.name, "owner": job.submitter or None,
-            "proxyUser": job.spec.get("proxy-user"),
+            "proxyUser": job.spec.proxy_user,
             "state": STATES.get(job.status, "starting"), "appId": app_id,
             "appInfo": {"driverLogUrl": None, "sparkUiUrl": ui},
             "log": list(log or []), "jobid": job.id}
@@ -137,7 +137,7 @@ def batch(job: JobRecord, log: Optional[list] = None) -> dict:
 
 def batches(jobs: list, start: int, size: int) -> dict:
     """GET /batches: the script jobs, oldest first, `size` of them from `start`."""
-    mine = sorted((j for j in jobs if j.number and j.spec.get("script") is not None),
+    mine = sorted((j for j in jobs if j.number and j.spec.script is not None),
                   key=lambda j: j.number)
     return {"from": start, "total": len(mine),
             "sessions": [batch(j) for j in mine[start:start + size]]}

@@ -168,13 +168,13 @@ def job_detail(job: JobRecord, now: float) -> dict:
     if note:
         out["spark-waiting"] = note
     out.update({
-        "spec": job.spec,
+        "spec": job.spec.wire(),
         "timestamps": {k: _ms(v) for k, v in job.timestamps.items()},
         "attempts": [_attempt(a) for a in job.attempts],
         "cancel-requested": job.cancel_requested,
         "failures": job.failure_count,
         "result": job.result,
-        "job-type": job.spec.get("job-type", S.BATCH),
+        "job-type": job.spec.job_type,
         "moves": job.moves,
         "moving-to": job.move_to,
         "stop-request": job.stop_trigger,

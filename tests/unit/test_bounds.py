@@ -24,6 +24,7 @@ from jm.policy.jobs.spec import SpecError, SpecTooLarge, validate_spec
 from raft import commands as c
 from raft import state as S
 from raft.commands import encode
+from raft.jobspec import JobSpec
 from raft.state import ClusterState, Result
 from tests.unit.test_clock_use import _Raft
 
@@ -140,7 +141,7 @@ def _jobmaster(tmp_path, **conf):  # (a Spawn would need the rest of JobEnv)
     config = Config(conf, str(tmp_path))
     env = JobEnv("n1", config, None, _Reporter(), None, lambda: None, None, str(tmp_path),
                  str(tmp_path), lambda: 1.0)
-    return JobMaster(env, "j", 1, {"entry": "m:f"}), env.reporter
+    return JobMaster(env, "j", 1, JobSpec.from_wire({"entry": "m:f"})), env.reporter
 
 
 def test_a_failure_with_a_lone_surrogate_and_5_mb_reaches_failed(tmp_path):

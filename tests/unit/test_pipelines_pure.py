@@ -48,7 +48,7 @@ def test_create_keep_and_upgrade_from_the_stop_s_savepoint():
                                        9.0))
     assert res.ok and st.jobs["j1"].status == S.FINISHED
     new = st.jobs["j2"]
-    assert new.status == S.CREATED and new.spec["savepoint-path"] == "/sp/9"
+    assert new.status == S.CREATED and new.spec.savepoint_path == "/sp/9"
     p = st.pipelines["clicks"]
     assert [(v.version, v.job_id, v.restored_from) for v in p.versions] == [
         (1, "j1", None), (2, "j2", "/sp/9")]

@@ -10,6 +10,7 @@ import pytest
 
 from jm.policy.jobs.runparams import (REQUIRED, AttemptPlace, RunParams, RunParamsError,
                                       attempt_params, cleanup_params, fence_interval)
+from raft.jobspec import JobSpec
 
 MINIMAL = {"job_id": "j", "attempt": 2, "node": "h:1", "log_path": "/l/a.log",
            "result_path": "/r/result.json", "error_path": "/r/error.json",
@@ -101,8 +102,9 @@ CONF = _Conf({"spark.master": "spark://m:7077", "spark.executor-wait-warning": 3
 
 
 def test_attempt_params_from_a_spec_and_the_peer():
-    spec = {"name": "wc", "entry": "m:main", "argv": ["1"], "spark-mode": "classic",
-            "spark-conf": {"spark.x": "y"}, "args": {"n": 3}, "savepoint-path": "/sp"}
+    spec = JobSpec.from_wire({"name": "wc", "entry": "m:main", "argv": ["1"],
+                              "spark-mode": "classic", "spark-conf": {"spark.x": "y"},
+                              "args": {"n": 3}, "savepoint-path": "/sp"})
     place = AttemptPlace("job1", 4, 2, "host:8081", "/w/jobs/job1/4-2", "/logs", "/ha/job1/cp",
                          "/confdir", "sc://h:15002", "/ready", "sess", ("/p/",), "/app.py")
     p = attempt_params(spec, CONF, place, streaming=True)
@@ -120,7 +122,8 @@ def test_attempt_params_from_a_spec_and_the_peer():
         spark_ready_file="/ready", spark_wait=120.0, spark_log="/logs/spark-connect.log",
         max_result_rows=10, max_result_size=2048, max_failure_size=1024,
         fence_interval=0.25)  # a quarter of the 1 s lease
-    bare = attempt_params({"sql": "SELECT 1"}, CONF, place, streaming=False)
+    bare = attempt_params(JobSpec.from_wire({"sql": "SELECT 1"}), CONF, place,
+                          streaming=False)
     assert bare.spark_mode == "connect" and bare.argv == () and dict(bare.args) == {}
     # the Connect server's output is in the peer's log dir only when the peer runs it
     for other in ({"spark.remote": "sc://elsewhere:15002"}, {"spark.connect.embedded": False}):

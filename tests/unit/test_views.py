@@ -145,7 +145,9 @@ def test_jobs_overview_rows(st):
 
 def test_job_detail(st):
     d = V.job_detail(st.jobs["fin"], now=100.0)
-    assert d["spec"] == {"name": "job-fin", "slots": 1, "entry": "m:f"}
+    assert d["spec"] == {"jobid": "fin", "name": "job-fin", "slots": 1, "entry": "m:f",
+                         "args": {}, "pyfiles": [], "job-type": "batch",
+                         "spark-mode": "connect"}  # (the defaults filled in)
     assert d["timestamps"] == {"CREATED": 11000, "RUNNING": 21000, "FINISHED": 30500}
     assert d["attempts"] == [{"attempt": 1, "node": "n2", "start-time": 20000,
                               "end-time": 30500, "end-reason": "finished"}]

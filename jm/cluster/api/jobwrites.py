@@ -27,7 +27,8 @@ class JobWrites:
                      who: Credential = ANYONE) -> dict:
         """`names`: what the client calls the spec's fields, for its errors (Livy's);
         `who`: the caller (the job's tenant and submitter)."""
-        spec, tenant = self.resolver.owned_spec(spec, names, who)
+        sub = self.resolver.prepare(spec, names, who)
+        tenant = sub.spec.tenant
         self.writes.writable()
         request_id = tenant_request_id(tenant, request_id)
         if request_id:  # a retry of a request this replica applied: its job, nothing read again
@@ -35,8 +36,8 @@ class JobWrites:
                 known = st.request_ids.get(request_id)
             if known is not None:
                 return {"jobid": known}
-        await self.resolver.check_spec(spec, names, who)
-        res = await self.submitter.submit(SubmitJob(spec["jobid"], spec, time.time(),
+        job = await self.resolver.resolve(sub, names, who)
+        res = await self.submitter.submit(SubmitJob(job.jobid, job.wire(), time.time(),
                                                     request_id, tenant, who.name))
         if not res.ok:
             raise ApiError(409 if res.code in ("exists", "protocol") else 400, res.error)

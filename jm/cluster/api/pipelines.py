@@ -56,11 +56,11 @@ class Pipelines:
         if "jobid" in body:
             raise ApiError(400, "jobid: a pipeline's jobs get their ids from it (leave it "
                                 "out)")
-        spec, tenant = self.resolver.owned_spec(dict(body, name=body.get("name") or name),
-                                                None, who)
-        spec.pop("jobid", None)
+        sub = self.resolver.prepare(dict(body, name=body.get("name") or name), None, who)
+        tenant = sub.spec.tenant
         self.writes.writable()
-        await self.resolver.check_spec(spec, None, who)
+        spec = (await self.resolver.resolve(sub, None, who)).wire()
+        spec.pop("jobid", None)  # (each version's job gets one of its own)
         job_id = re.sub(r"[^A-Za-z0-9_-]", "-", name[:40]) + "-" + uuid.uuid4().hex[:16]
         out = await self.writes.write(PutPipeline(name, spec, job_id, time.time(), tenant,
                                                   who.name))

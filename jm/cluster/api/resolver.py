@@ -1,7 +1,8 @@
 """What a submission names, checked and fetched before it is written (a job's, a
-pipeline's): the spec validated with its tenant and proxy user; remote files copied into
-artifacts; a script readable; every artifact known and its bytes still kept; a savepoint
-readable, in a place its tenant may use, and of its tenant's jobs."""
+pipeline's): the spec parsed with its tenant and proxy user (`prepare`: the pure
+jm/policy/api/submission.py with the state's limits); then `resolve`: remote files
+copied into artifacts; a script readable; every artifact known and its bytes still kept;
+a savepoint readable, in a place its tenant may use, and of its tenant's jobs."""
 from __future__ import annotations
 
 import asyncio
@@ -13,10 +14,12 @@ from jm.api import ApiError, Credential
 from jm.cluster.jobs import remotefs
 from jm.cluster.api.apiwrites import Writes
 from jm.cluster.jobs.savepoint import SavepointError, read_metadata
-from jm.policy.api.tenancy import tenant_for
+from jm.policy.api.submission import (Refused, Submission, SubmitLimits, prepare_submission,
+                                      with_artifact)
 from jm.policy.jobs import fsuri
-from jm.policy.jobs.spec import SpecLimits, proxy_refusal, remote_refs, validate_spec
+from jm.policy.jobs.spec import SpecLimits
 from jm.policy.jobs.submitopts import artifact_refs
+from raft.jobspec import JobSpec
 from raft.tenants import key as tenant_key, proxy_users as tenant_proxy_users, \
     savepoint_dirs as tenant_savepoint_dirs
 
@@ -39,51 +42,59 @@ class SubmissionResolver:
         with self.raft.read() as st:
             return max([p.slots for p in st.peers.values()] + [self.conf["jobmanager.slots"]])
 
-    def owned_spec(self, spec: Any, names: Optional[dict], who: Credential
-                   ) -> tuple[dict, Optional[str]]:
-        """The validated spec with its tenant (the caller's, jm/cluster/api/tenancy.py) and a
-        proxy user the policy allows (else 403)."""
-        spec = validate_spec(spec, self.max_slots(), SpecLimits.from_conf(self.conf))
-        tenant = tenant_for(who, spec.pop("tenant", None))
-        if tenant is not None:
-            spec["tenant"] = tenant
-        if spec.get("proxy-user"):
-            self._check_proxy_user(spec["proxy-user"], (names or {}).get("proxy-user",
-                                                                         "proxy-user"), tenant)
-        return spec, tenant
+    def prepare(self, raw: Any, names: Optional[dict], who: Credential) -> Submission:
+        """`raw` parsed as a job of `who`'s tenant (jm/policy/api/submission.py), or the
+        ApiError of its refusal (400, 403 for a tenant or proxy user not allowed, 413)."""
+        out = prepare_submission(raw, who, SubmitLimits(
+            SpecLimits.from_conf(self.conf), self.max_slots(),
+            tuple(self.conf["jobmanager.executor.proxy-users"]), self._proxy_users_of),
+            names)
+        if isinstance(out, Refused):
+            raise ApiError(out.status, *out.errors)
+        return out
 
-    async def check_spec(self, spec: dict, names: Optional[dict], who: Credential) -> None:
+    def _proxy_users_of(self, tenant: Optional[str]) -> tuple:
+        with self.raft.read() as st:
+            return tuple(tenant_proxy_users(st, tenant))
+
+    async def resolve(self, sub: Submission, names: Optional[dict], who: Credential
+                      ) -> JobSpec:
         """What a spec names must be there: remote files are copied into artifacts (the
-        spec then names those), a script readable, artifacts known, a savepoint readable."""
-        for field, uri in remote_refs(spec):  # copied once, as spark-submit downloads them
+        spec returned names those), a script readable, artifacts known, a savepoint
+        readable."""
+        spec = sub.spec
+        for field, uri in sub.remote:  # copied once, as spark-submit downloads them
             ref = await self._remote_artifact((names or {}).get(field, field), uri, who)
-            if spec.get("script") == uri:
-                spec["script"] = ref
-            spec["pyfiles"] = [ref if p == uri else p for p in spec["pyfiles"]]
-        script = spec.get("script")
+            spec = with_artifact(spec, uri, ref)
+        script = spec.script
         if script and not script.startswith("artifact:"):
             problem = await asyncio.to_thread(script_problem, script)
             if problem:
                 raise ApiError(400, f"script: {problem}")
-        await self._known_artifacts([("pyfiles", p) for p in spec["pyfiles"]]
+        await self._known_artifacts([("pyfiles", p) for p in spec.pyfiles]
                                     + ([("script", script)] if script else [])
                                     + [("spark-conf", r) for r in
-                                       artifact_refs(spec.get("spark-conf") or {})])
-        if spec.get("savepoint-path"):
-            await self.savepoint_place(spec["savepoint-path"], "savepoint-path", who)
-            await self.check_location(spec["savepoint-path"], "savepoint-path")
-            try:
-                meta = await asyncio.wait_for(asyncio.to_thread(
-                    read_metadata, spec["savepoint-path"], remotefs.options(self.conf)),
-                    REMOTE_CHECK_TIMEOUT)
-            except SavepointError as exc:
-                raise ApiError(400, f"savepoint-path: {exc}")
-            except asyncio.TimeoutError:
-                raise ApiError(400, f"savepoint-path: {spec['savepoint-path']} could not be "
-                                    f"read within {REMOTE_CHECK_TIMEOUT:.0f} s")
-            if not who.sees_all and not self._savepoint_of(meta, who):
-                raise ApiError(403, f"savepoint-path: {spec['savepoint-path']} is not a "
-                                    f"savepoint of tenant {who.tenant}'s jobs")
+                                       artifact_refs(spec.spark_conf or {})])
+        if spec.savepoint_path:
+            await self._check_savepoint(spec.savepoint_path, who)
+        return spec
+
+    async def _check_savepoint(self, path: str, who: Credential) -> None:
+        """A savepoint to start from: in a place `who`'s tenant may read, readable, and
+        of that tenant's jobs."""
+        await self.savepoint_place(path, "savepoint-path", who)
+        await self.check_location(path, "savepoint-path")
+        try:
+            meta = await asyncio.wait_for(asyncio.to_thread(
+                read_metadata, path, remotefs.options(self.conf)), REMOTE_CHECK_TIMEOUT)
+        except SavepointError as exc:
+            raise ApiError(400, f"savepoint-path: {exc}")
+        except asyncio.TimeoutError:
+            raise ApiError(400, f"savepoint-path: {path} could not be read within "
+                                f"{REMOTE_CHECK_TIMEOUT:.0f} s")
+        if not who.sees_all and not self._savepoint_of(meta, who):
+            raise ApiError(403, f"savepoint-path: {path} is not a savepoint of tenant "
+                                f"{who.tenant}'s jobs")
 
     async def savepoint_place(self, loc: str, field: str, who: Credential) -> None:
         """403 unless a tenant's savepoint is read or written under state.savepoints.dir
@@ -147,16 +158,6 @@ class SubmissionResolver:
             problem = f"its file system did not open within {REMOTE_CHECK_TIMEOUT:.0f} s"
         if problem:
             raise ApiError(400, f"{field} {loc}: {problem}")
-
-    def _check_proxy_user(self, user: str, field: str, tenant: Optional[str]) -> None:
-        """403 unless jobmanager.executor.proxy-users and the job's tenant (its
-        proxy-users) let its jobs run as `user`."""
-        with self.raft.read() as st:
-            granted = tenant_proxy_users(st, tenant)
-        refused = proxy_refusal(user, self.conf["jobmanager.executor.proxy-users"], field,
-                                tenant=tenant, tenant_users=granted)
-        if refused:
-            raise ApiError(403, refused)
 
     async def _remote_artifact(self, field: str, uri: str, who: Credential) -> str:
         """A remote file (s3://, gs://, hdfs://) copied into the cluster's artifacts ->

@@ -13,6 +13,7 @@ from typing import Callable, Optional
 from jm.cluster.blobs import BlobStore
 from jm.cluster.peerclient import PeerClient
 from raft.commands import AddArtifact
+from raft.jobspec import JobSpec
 from raft.node import RaftHost, RaftUnavailable
 
 
@@ -70,9 +71,9 @@ class ArtifactFetcher:
         return self.blobs.local_path(art_id, name)
 
 
-def missing_code(spec: dict) -> Optional[str]:
+def missing_code(spec: JobSpec) -> Optional[str]:
     """The job's script or pyfile given as a local path that is not there (blocking)."""
-    for path in [spec.get("script"), *(spec.get("pyfiles") or [])]:
+    for path in [spec.script, *spec.pyfiles]:
         if path and not str(path).startswith("artifact:") and not os.path.exists(path):
             return str(path)
     return None

@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass
 
 from raft import state as S, tenants
+from raft.jobspec import JobSpec
 from jm.cluster.jobs.jobservices import JobEnv
 from jm.cluster.jobs.jobmaster import JobMaster
 from jm.policy.jobs.intents import Intents
@@ -26,7 +27,7 @@ class Placement:
     """A job assigned here, as the replicated state has it."""
     epoch: int
     intents: Intents
-    spec: dict
+    spec: JobSpec
     losses: tuple = ()  # S.PeerLoss: its last attempts that lost their peer as they started
     tenant: Optional[str] = None  # whose job (its engine at share-level tenant)
     runtime: tenants.TenantRuntime = tenants.NO_RUNTIME  # its tenant's OS user, engines

@@ -17,6 +17,7 @@ from typing import Any, Awaitable, Optional
 
 from raft import state as S
 from raft.commands import CompleteSavepoint, ReleaseJob, StatusReport
+from raft.jobspec import JobSpec
 from raft.node import RaftUnavailable
 from raft.tenants import NO_RUNTIME, TenantRuntime
 from jm.cluster.spark.engines import NoEngine, own_token
@@ -57,7 +58,7 @@ class JobMaster:
     process, the replicated state, files and timers into events, one at a time from a
     queue, and performs the instructions the state returns."""
 
-    def __init__(self, env: JobEnv, job_id: str, epoch: int, spec: dict,
+    def __init__(self, env: JobEnv, job_id: str, epoch: int, spec: JobSpec,
                  losses: tuple = (), tenant: Optional[str] = None,
                  runtime: TenantRuntime = NO_RUNTIME) -> None:
         self.env = env
@@ -67,24 +68,24 @@ class JobMaster:
         self.job_id = job_id
         self.epoch = epoch
         self.spec = spec
-        self.streaming = spec.get("job-type") == S.STREAMING
+        self.streaming = spec.streaming
         self.intents = Intents()
         self.state = AttemptState(
-            RestartStrategy.from_config(env.conf, spec.get("restart-strategy"), self.streaming),
+            RestartStrategy.from_config(env.conf, spec.restart_strategy, self.streaming),
             self.streaming, losses=losses)
         self.events: asyncio.Queue = asyncio.Queue()
         self.process: Optional[JobProcess] = None
         self.session_id: Optional[str] = None
         self.task: Optional[asyncio.Task] = None
-        self.connect = spec.get("spark-mode") != "classic"
+        self.connect = not spec.classic
         # the engine a connect-mode job runs on (jm/cluster/jobs/jobengine.py)
         self.engine = JobEngine(
             env.engines, env.engines.key_for(tenant, job_id), f"job:{job_id}:{epoch}",
             runtime, env.conf["spark.connect.startup-timeout"]
         ) if self.connect and env.engines is not None else None
         # its own Python environment (jm/cluster/jobs/jobpython.py), when it names requirements
-        self.python = JobPython(env.envs, spec["requirements"]) \
-            if spec.get("requirements") else None
+        self.python = JobPython(env.envs, list(spec.requirements)) \
+            if spec.requirements else None
         self._helpers: set[asyncio.Task] = set()   # exit watchers, timers, report outcomes
         self._savepoint_tasks: dict[str, asyncio.Task] = {}
         self.log = logging.LoggerAdapter(log, {"job": job_id, "epoch": epoch})
@@ -171,7 +172,7 @@ class JobMaster:
 
     def _peer_files(self, pyfiles: list[str], script: Optional[str]) -> tuple[str, ...]:
         """The resolved pyfiles and script that are artifacts: the peer's copies."""
-        named = list(self.spec.get("pyfiles") or []) + [self.spec.get("script")]
+        named = list(self.spec.pyfiles) + [self.spec.script]
         return tuple(path for given, path in zip(named, list(pyfiles) + [script])
                      if path and isinstance(given, str) and given.startswith("artifact:"))
 
@@ -342,10 +343,10 @@ class JobMaster:
         watched from now on) or SpawnFailed."""
         run_dir = self._run_dir(restart)
         try:
-            pyfiles = await self.env.resolve_pyfiles(self.spec.get("pyfiles") or [])
+            pyfiles = await self.env.resolve_pyfiles(list(self.spec.pyfiles))
             script = None
-            if self.spec.get("script"):
-                script = (await self.env.resolve_pyfiles([self.spec["script"]]))[0]
+            if self.spec.script:
+                script = (await self.env.resolve_pyfiles([self.spec.script]))[0]
             await self._restore()
             if self.python is not None:
                 await self.python.acquire()
@@ -458,7 +459,7 @@ class JobMaster:
             return res
 
     async def _restore(self) -> None:
-        path = self.spec.get("savepoint-path")
+        path = self.spec.savepoint_path
         if path and await asyncio.to_thread(restore, path, self.checkpoint_dir, self.job_dir,
                                             remotefs.options(self.env.conf)):
             self.log.info("job %s restored from savepoint %s", self.job_id, path)
@@ -472,7 +473,7 @@ class JobMaster:
         server: stop them (through its session) before anyone else runs this job."""
         if (not self.session_id or not (self.engine and self.engine.server
                                         or self.env.spark_remote())
-                or self.spec.get("spark-mode") == "classic"):  # its queries died with its driver
+                or self.spec.classic):  # its queries died with its driver
             return
         if self.engine is not None and self.engine.restarted():
             return  # its queries died with its engine's JVM: no session to clean up

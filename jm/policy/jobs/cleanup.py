@@ -121,9 +121,8 @@ def refs_of(jobs_held: Iterable[Any], livy_sessions: Iterable[int] = ()) -> Refs
     jobs, arts, sps = set(), set(), set()
     for job in jobs_held:
         jobs.add(job.id)
-        spec = job.spec or {}
-        arts.update(a.split(":", 1)[-1] for a in artifacts.named_by(spec))
-        for loc in (spec.get("savepoint-path"), job.savepoint_location):
+        arts.update(a.split(":", 1)[-1] for a in artifacts.named_by(job.spec))
+        for loc in (job.spec.savepoint_path, job.savepoint_location):
             if isinstance(loc, str) and loc:
                 sps.add(norm(loc))
     return Refs(frozenset(jobs), frozenset(arts), frozenset(sps), frozenset(livy_sessions))

@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any, Mapping, Optional
 
 from jm.policy.jobs.sinknote import SPARK_CONNECT_LOG
+from raft.jobspec import JobSpec
 
 SCRATCH = "spark-local"  # a driver JVM's Spark local dir, in its attempt's run dir
 
@@ -170,32 +171,32 @@ class AttemptPlace:
     peer_files: tuple[str, ...] = field(default=())
 
 
-def attempt_params(spec: Mapping[str, Any], conf: Any, place: AttemptPlace,
+def attempt_params(spec: JobSpec, conf: Any, place: AttemptPlace,
                    streaming: bool) -> RunParams:
     """The RunParams of one attempt of a job (its spec, the peer's configuration `conf`)."""
     p = place
     return RunParams(
         job_id=p.job_id, attempt=p.attempt, node=p.node,
-        name=spec.get("name"), streaming=streaming,
-        entry=spec.get("entry"), sql=spec.get("sql"),
-        script=p.script, argv=tuple(spec.get("argv") or ()),
-        spark_mode=spec.get("spark-mode") or "connect",
-        spark_conf=spec.get("spark-conf") or {},
+        name=spec.name, streaming=streaming,
+        entry=spec.entry, sql=spec.sql,
+        script=p.script, argv=spec.argv,
+        spark_mode=spec.spark_mode,
+        spark_conf=dict(spec.spark_conf or {}),
         spark_master=conf["spark.master"],
         spark_defaults=conf.spark_conf,
         driver_host=p.node.rsplit(":", 1)[0],
         spark_conf_dir=p.spark_conf_dir,
         class_archive=conf["spark.class-archive"] or None,
         spark_waiting_after=conf["spark.executor-wait-warning"],
-        args=spec.get("args") or {}, pyfiles=p.pyfiles, peer_files=p.peer_files,
+        args=dict(spec.args), pyfiles=p.pyfiles, peer_files=p.peer_files,
         log_path=posixpath.join(p.log_dir, "jobs", p.job_id,
                                 f"attempt-{p.attempt}-{p.restart}.log"),
         result_path=posixpath.join(p.run_dir, "result.json"),
         error_path=posixpath.join(p.run_dir, "error.json"),
         scratch_dir=posixpath.join(p.run_dir, SCRATCH),
         checkpoint_dir=p.checkpoint_dir,
-        restore_path=spec.get("savepoint-path"),
-        run_as=spec.get("proxy-user") or None,
+        restore_path=spec.savepoint_path,
+        run_as=spec.proxy_user or None,
         spark_remote=p.spark_remote,
         session_id=p.session_id,
         spark_ready_file=p.spark_ready_file,
