@@ -91,9 +91,9 @@ async def run(members: int, rounds: int) -> dict:
             await asyncio.sleep(1.0)  # (steady writes)
             for b in beats:
                 b.reset()
-            leader.leave_elections()
+            leader.membership.leave_elections()
             started = time.monotonic()
-            new = await leader.hand_off(10.0)
+            new = await leader.membership.hand_off(10.0)
             handoffs.append(time.monotonic() - started if new else float("inf"))
             await asyncio.sleep(1.0)  # (the writes after it)
             gaps.append(max(b.gap for b in beats))

@@ -386,6 +386,7 @@ def main() -> None:
         "sql-gateway": class_shape(mods, "SqlGateway", "jm.cluster.sql.sqlgateway"),
         "sql-gateway-parts": parts(mods, "SqlGateway", "jm.cluster.sql.sqlgateway"),
         "raft-host": class_shape(mods, "RaftHost", "raft.node"),
+        "raft-host-parts": parts(mods, "RaftHost", "raft.node"),
         "peer-attributes": peer_attributes(mods),
         "gateway-services-args": calls_to(mods, "GatewayServices"),
         "private-imports-across-modules": private_imports(mods),

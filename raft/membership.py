@@ -1,28 +1,41 @@
-"""RaftHost's view and changes of the Raft membership (pysyncobj's dynamic membership;
-the leader makes the changes), and leadership transfer. A mixin of raft/node.py's
-RaftHost; it uses the host's `syncobj`, `loop`, `self_addr` and `is_voter`."""
+"""The Raft membership as a member sees it and changes to it (pysyncobj's dynamic
+membership; the leader makes the changes), leadership transfer, and leaving elections:
+`Members`, a role of raft/node.py's RaftHost (`host.membership`), reading the node the
+member runs now (raft/current.py)."""
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from pysyncobj import FAIL_REASON
 
+from raft.current import CurrentNode
 from raft.outcomes import FAIL_NAMES, MembershipRefused, RaftUnavailable, settle
 
 log = logging.getLogger("jm.raft")
 
 
-class MembershipMixin:
+class Members:
     """Members, their replication and connection status, membership changes, and
-    leadership transfer."""
+    leadership transfer. `leader()` and `is_leader()` are the host's (node ids)."""
+
+    def __init__(self, current: CurrentNode, loop: asyncio.AbstractEventLoop, self_addr: str,
+                 addr_to_node: dict[str, str], max_timeout: float,
+                 leader: Callable[[], Optional[str]], is_leader: Callable[[], bool]) -> None:
+        self.current, self.loop, self.self_addr = current, loop, self_addr
+        self.addr_to_node, self.max_timeout = addr_to_node, max_timeout
+        self.leader, self.is_leader = leader, is_leader
+
+    @property
+    def syncobj(self) -> Any:
+        return self.current.syncobj
 
     # ---- membership (pysyncobj's dynamic membership; the leader makes the changes) -----
     def members(self) -> list[str]:
         """The Raft members as this replica knows them (node ids, this one included)."""
         others = self.syncobj.otherNodes  # a copy, made on the tick thread's data
-        own = {self.self_addr} if self.is_voter else set()
+        own = {self.self_addr} if self.current.is_voter else set()
         return sorted(own | {getattr(n, "address", str(n)) for n in others})
 
     def match_index(self, node: str) -> Optional[int]:
@@ -136,12 +149,12 @@ class MembershipMixin:
                     continue
                 tried.append(targets[0])
                 log.info("handing Raft leadership over to %s", targets[0])
-                until = min(deadline, loop.time() + self.settings.max_timeout)
+                until = min(deadline, loop.time() + self.max_timeout)
                 while loop.time() < until and self.is_leader():
                     await asyncio.sleep(0.01)
                 if self.is_leader():
                     log.warning("%s did not take Raft leadership over within %.1f s: asking "
-                                "the next member", targets[0], self.settings.max_timeout)
+                                "the next member", targets[0], self.max_timeout)
             return None
         finally:
             so.leaving.release()
@@ -157,7 +170,7 @@ class MembershipMixin:
     def voting(self) -> bool:
         """False on a non-voting member, and while a member whose data was lost catches
         up (raft/amnesia.py)."""
-        return self.is_voter and self.syncobj.voting
+        return self.current.is_voter and self.syncobj.voting
 
     def readonly_connected(self) -> int:
         """On a voter: how many non-voting members are connected to it now."""

@@ -4,9 +4,11 @@ pysyncobj runs its own tick thread; every callback arrives there. This module
 keeps the tick thread's work tiny (decode, apply, signal) and hands results to
 the asyncio loop with `call_soon_threadsafe`. Reads from asyncio code take the
 state lock, which apply holds while it mutates.
-The consumer is in raft/consumer.py, the write API's errors in raft/outcomes.py; RaftHost's
-membership and leadership transfer (raft/membership.py) and its side of a promotion to
-voter (raft/handover.py) are mixins.
+The consumer is in raft/consumer.py, the write API's errors in raft/outcomes.py. RaftHost's
+roles are objects of their own, reading the node it runs now (raft/current.py):
+`membership` (raft/membership.py: members, membership changes, leadership transfer and
+hand-off, leaving elections) and `promotion` (raft/handover.py: a non-voting member
+becoming a voter).
 """
 from __future__ import annotations
 
@@ -21,16 +23,16 @@ from typing import Any, Callable, Optional
 from raft import protocol
 from raft.commands import Barrier, encode
 from raft.consumer import StateConsumer
+from raft.current import CurrentNode
 from raft.door import journal_of, transport_of
-from raft.handover import PromotionMixin
+from raft.handover import Promotion, wire_of
 from raft.journal import DurableJournal
-from raft.membership import MembershipMixin
+from raft.membership import Members
 from raft.outcomes import MembershipRefused  # noqa: F401  (re-exported: jm/ imports it here)
 from raft.outcomes import ProtocolRefused, RaftUnavailable, NotAppended, resolve_future
-from raft.promotion import Handover, make_syncobj
+from raft.promotion import make_syncobj
 from raft.snapshots import SnapshotStats, stats_of
 from raft.state import Result
-from raft.transport import WireTransport
 
 log = logging.getLogger("jm.raft")
 
@@ -53,7 +55,7 @@ class RaftSettings:
     max_connections: int = 0  # inbound Raft connections; 0: 4 per member, at least 16
 
 
-class RaftHost(PromotionMixin, MembershipMixin):
+class RaftHost:
     """One Raft member: replicated ClusterState plus an async write API."""
 
     def __init__(self, self_addr: str, other_addrs: list[str], data_dir: str,
@@ -66,7 +68,6 @@ class RaftHost(PromotionMixin, MembershipMixin):
         `other_addrs`: it applies the log, forwards its writes to the leader, listens on
         no Raft port and keeps no journal (a restart gets the leader's snapshot)."""
         self.started_without_vote = no_vote
-        self.is_voter = voter
         self.loop = loop
         self.self_addr = self_addr
         self.addr_to_node = dict(addr_to_node)
@@ -82,15 +83,33 @@ class RaftHost(PromotionMixin, MembershipMixin):
         os.makedirs(data_dir, exist_ok=True)
         self.data_dir, self.settings = data_dir, settings
         self._gate = threading.RLock()
-        self._handover: Optional[Handover] = None  # becoming a voter (raft/promotion.py)
-        self._retired: Any = None  # the read-only node after the hand-over
         self.failure: Optional[str] = None  # why this member stopped (its journal failed)
         self.failed = asyncio.Event()  # ... set then: the peer stops (fail-stop)
-        self.consumer = self._new_consumer()
-        self.syncobj = make_syncobj(self_addr, other_addrs, data_dir, settings, self.consumer,
-                                    voter, no_vote)
-        self._watch_journal(self.syncobj)
-        self._transport = self._wire()
+        # the roles and the consumer exist before the node: its tick thread may apply
+        # (or load a snapshot) before make_syncobj returns
+        self.current = CurrentNode(None, self._new_consumer(), voter, None)
+        self.membership = Members(self.current, loop, self_addr, self.addr_to_node,
+                                  settings.max_timeout, self.leader, self.is_leader)
+        self.promotion = Promotion(self.current, self._gate, self_addr, data_dir, settings,
+                                   self._new_consumer, self._watch_journal, self._took_over)
+        syncobj = make_syncobj(self_addr, other_addrs, data_dir, settings,
+                               self.current.consumer, voter, no_vote)
+        with self._gate:
+            self.current.syncobj, self.current.transport = syncobj, wire_of(syncobj)
+        self._watch_journal(syncobj)
+
+    # the node it runs now (read-only here: a promotion replaces it)
+    @property
+    def syncobj(self) -> Any:
+        return self.current.syncobj
+
+    @property
+    def consumer(self) -> StateConsumer:
+        return self.current.consumer
+
+    @property
+    def is_voter(self) -> bool:
+        return self.current.is_voter
 
     def _watch_journal(self, syncobj: Any) -> None:
         """A failed fsync of the journal stops the member: `failed` is set (from the fsync
@@ -109,11 +128,6 @@ class RaftHost(PromotionMixin, MembershipMixin):
     def _new_consumer(self) -> StateConsumer:
         return StateConsumer(self._on_applied, self._on_loaded, self._gate)
 
-    def _wire(self) -> Optional[WireTransport]:
-        transport = transport_of(self.syncobj)
-        return transport if isinstance(transport, WireTransport) else None
-
-
     def disk_trouble(self) -> Optional[str]:
         """What this member's disk refuses now (a full disk holds its Raft), or None."""
         journal = journal_of(self.syncobj)
@@ -130,10 +144,16 @@ class RaftHost(PromotionMixin, MembershipMixin):
 
     # ---- tick-thread side -------------------------------------------------------------
     def _on_loaded(self, consumer: Any) -> None:
-        if consumer is not self.consumer:
-            self._hand_over(consumer)
+        if consumer is not self.consumer:  # (the consumer holds the gate)
+            self.promotion.hand_over(consumer)
             return
         self._run_load_hooks()
+
+    def _took_over(self, ahead: bool) -> None:
+        """The voting node of a promotion serves now."""
+        if ahead:  # a snapshot brought it past: what listeners hold is older
+            self._run_load_hooks()
+        self._schedule_notify()
 
     def _run_load_hooks(self) -> None:
         for hook in self.load_hooks:
@@ -141,9 +161,9 @@ class RaftHost(PromotionMixin, MembershipMixin):
 
     def _on_applied(self, consumer: Any, command: Any, result: Result) -> None:
         if consumer is not self.consumer:  # the voting node of a promotion: catching up
-            self._hand_over(consumer)
+            self.promotion.hand_over(consumer)
             return
-        transport = self._transport
+        transport = self.current.transport
         if transport is not None:  # room for every peer's reader connection
             transport.readers = len(self.consumer.state.peers)
         for hook in self.apply_hooks:
@@ -341,12 +361,8 @@ class RaftHost(PromotionMixin, MembershipMixin):
                 self.loop.call_soon_threadsafe(self._watch_task.cancel)
             except RuntimeError:  # the loop is closed already
                 pass
-        with self._gate:
-            handover, self._handover = self._handover, None
-            retired, self._retired = self._retired, None
-        for other in (handover.syncobj if handover else None, retired):
-            if other is not None:
-                other.destroy_synchronous()
+        for other in self.promotion.take_nodes():
+            other.destroy_synchronous()
         journal = journal_of(self.syncobj)
         if isinstance(journal, DurableJournal):
             journal.close_soon()  # a write waiting for a full disk must not hold the stop

@@ -112,7 +112,7 @@ class Peer:
         if p is not None:
             # out of elections from now on: it can neither depose the leader the others
             # elect nor be elected and stop under them (raft/leaving.py)
-            p.raft.leave_elections()
+            p.raft.membership.leave_elections()
             if p.raft.is_leader():
                 await bounded(self._hand_over(p, min(3.0, timeout / 2)), deadline,
                               f"peer {self.node}: handing Raft leadership over")
@@ -145,7 +145,7 @@ class Peer:
         TimeoutNow, its log held meanwhile), so the cluster neither waits an election
         timeout for it nor lets the peers' leases run out."""
         started = time.monotonic()
-        leader = await p.raft.hand_off(timeout)
+        leader = await p.raft.membership.hand_off(timeout)
         if leader is None:
             log.warning("no other member took Raft leadership over (none that is not "
                         "stopping too, or none within %.1f s)", timeout)

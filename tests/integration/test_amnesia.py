@@ -56,7 +56,7 @@ async def test_a_wiped_member_is_refused_without_rejoin_and_catches_up_with_it(t
         back = c.peers[1] = _peer(c, 1, rejoin=True)
         await back.start()
         assert back.parts.raft.started_without_vote  # (it may have caught up already)
-        await apoll(lambda: back.parts.raft.voting() and _has(back, ids), 30,
+        await apoll(lambda: back.parts.raft.membership.voting() and _has(back, ids), 30,
                     what="B caught up and votes again")
         await apoll(lambda: back.parts.registered.is_set(), 30, what="B registered again")
         ident = os.path.join(back.ground.raft_dir, "identity")
@@ -151,7 +151,8 @@ async def test_a_wiped_voter_would_elect_a_stale_leader(tmp_path, monkeypatch, g
         await c.peers[0].start()
         await apoll(lambda: all(p.parts.raft.leader() is not None for p in c.peers), 30,
                     what="a leader known to all")
-        await apoll(lambda: all(p.parts.raft.caught_up() for p in c.peers), 30, what="caught up")
+        await apoll(lambda: all(p.parts.raft.membership.caught_up() for p in c.peers), 30,
+                    what="caught up")
         await asubmit(c.url(2), {"entry": "jobs_fixture:quick", "pyfiles": [FIX]})
         if guarded:
             await apoll(lambda: all(_has(p, ids) for p in c.peers), 30,

@@ -64,16 +64,16 @@ async def test_a_stopping_leader_hands_over_at_once_and_stays_out_of_elections(t
         for round_ in range(ROUNDS):
             leader = await _leader(hosts)
             rest = [h for h in hosts if h is not leader]
-            await apoll(lambda: all(leader.match_index(h.self_addr) for h in rest), 30,
+            await apoll(lambda: all(leader.membership.match_index(h.self_addr) for h in rest), 30,
                         what="the leader knows where each member's log is")
             writers = [Writer(h) for h in rest]
             await apoll(lambda: all(w.done >= 3 for w in writers), 30,
                         what="the followers' writes acknowledged")
             for w in writers:
                 w.timing = True
-            leader.leave_elections()
+            leader.membership.leave_elections()
             term = leader.term()
-            new = await leader.hand_off(10.0)
+            new = await leader.membership.hand_off(10.0)
             assert new is not None and new != leader.addr_to_node[leader.self_addr], new
             assert not leader.is_leader()
             # the others write on through the new leader: nothing was lost in the move

@@ -84,7 +84,7 @@ async def test_a_voter_removed_is_replaced_by_promoting_a_non_voter(tmp_path):
         assert s == 202, b
         rest = sorted([p.node for i, p in enumerate(c.peers) if i != out])
         await apoll(lambda: _members_now(c, li, rest), 60, what="the non-voter promoted")
-        await apoll(lambda: c.peers[3].parts.raft.voting(), 30, what="it votes")
+        await apoll(lambda: c.peers[3].parts.raft.membership.voting(), 30, what="it votes")
         assert await non_voters(c, li) == {}
         s, b = await ahttp("POST", c.url(3) + "/jobs", {"entry": "jobs_fixture:quick",
                                                         "pyfiles": [FIX]})

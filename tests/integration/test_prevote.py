@@ -110,7 +110,7 @@ async def test_without_the_leader_a_new_one_is_elected_and_a_transfer_moves_it(t
         target = next(h for h in hosts if h is not leader)
         # pysyncobj refuses a transfer to a member the leader does not know to have its
         # whole log yet (right after the election, its first entry may be on its way)
-        await apoll(lambda: leader.transfer_leadership(target.self_addr), 30,
+        await apoll(lambda: leader.membership.transfer_leadership(target.self_addr), 30,
                     what="the leader to accept the transfer")
         await apoll(lambda: target.leader() == _name(target), 30, what="the transfer")
         await asyncio.to_thread(target.destroy)

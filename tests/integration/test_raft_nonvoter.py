@@ -41,8 +41,8 @@ async def test_readers_apply_everything_write_through_the_leader_and_never_vote(
         await apoll(lambda: all(h.leader() in {v.self_addr for v in voters} for h in hosts)
                     and len({h.leader() for h in hosts}) == 1, 30, what="one leader for all")
         leader = next(v for v in voters if v.is_leader())
-        assert not any(r.is_leader() or r.voting() for r in readers)
-        assert readers[0].members() == sorted(v.self_addr for v in voters)
+        assert not any(r.is_leader() or r.membership.voting() for r in readers)
+        assert readers[0].membership.members() == sorted(v.self_addr for v in voters)
         # a write from a reader goes through the leader and is applied everywhere
         res = await readers[0].submit(Barrier(), 10)
         assert res.ok
@@ -51,7 +51,8 @@ async def test_readers_apply_everything_write_through_the_leader_and_never_vote(
             assert await h.wait_applied(index, 10), h.self_addr
         # the readers hold no journal and listen on no Raft port
         assert not os.path.exists(tmp_path / "p3" / "raft.journal")
-        await apoll(lambda: leader.readonly_connected() == 2, 10, what="both readers seen")
+        await apoll(lambda: leader.membership.readonly_connected() == 2, 10,
+                    what="both readers seen")
         # two voters down: four of five processes run, but the readers do not vote
         others = [v for v in voters if v is not leader]
         for v in others:
@@ -113,9 +114,9 @@ async def test_a_reader_promoted_in_place_hands_over_without_going_back(tmp_path
                 await asyncio.sleep(0.005)
         watcher = asyncio.create_task(watch())
         await asyncio.sleep(0.3)  # (let writes flow: the hand-over happens amid them)
-        reader.begin_voting([v.self_addr for v in voters])
+        reader.promotion.begin_voting([v.self_addr for v in voters])
         assert reader.is_voter is False
-        await leader.change_member(True, reader.self_addr, 10)
+        await leader.membership.change_member(True, reader.self_addr, 10)
         await apoll(lambda: reader.is_voter, 30, what="the reader took over as a voter")
         await asyncio.sleep(0.3)
         stop.set()
@@ -126,7 +127,7 @@ async def test_a_reader_promoted_in_place_hands_over_without_going_back(tmp_path
         index = leader.applied_index()
         assert await reader.wait_applied(index, 10)
         assert seen == list(range(seen[0], seen[0] + len(seen))) and seen[-1] == index
-        assert reader.voting() or await apoll(lambda: reader.voting(), 10, what="voting")
+        assert await apoll(lambda: reader.membership.voting(), 10, what="voting")
         assert os.path.exists(tmp_path / "p2" / "raft.journal")
         # it counts in the quorum now: the other voter (not the leader) gone, 2 of 3 commit
         other = next(v for v in voters if v is not leader)
@@ -147,7 +148,8 @@ async def test_the_leader_sends_quiet_readers_the_log_once_a_period(tmp_path):
         await apoll(lambda: all(h.leader() is not None for h in hosts)
                     and leader_of(voters) is not None, 30, what="a leader known to all")
         leader = leader_of(voters)
-        await apoll(lambda: leader.readonly_connected() == 2, 10, what="both readers seen")
+        await apoll(lambda: leader.membership.readonly_connected() == 2, 10,
+                    what="both readers seen")
         transport = transport_of(leader.syncobj)
         original, sent = transport.send, collections.Counter()
 

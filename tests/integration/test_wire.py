@@ -89,7 +89,7 @@ async def test_a_pickle_that_would_run_code_is_refused(tmp_path, settings):
             writer.close()
         await _commits(c)
         assert not [m for m in marks if m.exists()], "the payload ran"
-        assert all(len(p.parts.raft.members()) == 3 for p in c.peers)
+        assert all(len(p.parts.raft.membership.members()) == 3 for p in c.peers)
         assert c.peers[0].parts.raft.leader() == leader_before  # nobody lost a beat
 
 
@@ -111,7 +111,7 @@ async def test_a_client_claiming_to_be_a_member_cannot_run_code_either(tmp_path)
             writer.close()
             await apoll(lambda: _commits_ok(c), 30, what="the cluster commits again")
         assert not mark.exists(), "the payload ran"
-        assert all(len(p.parts.raft.members()) == 3 for p in c.peers)
+        assert all(len(p.parts.raft.membership.members()) == 3 for p in c.peers)
 
 
 async def _commits_ok(cluster) -> bool:

@@ -311,6 +311,7 @@ class FakeRaft:
     def __init__(self, state, leader=True):
         self.state, self.leader, self.deposed = state, leader, False
         self.submitted = []
+        self.membership = self  # (RaftHost's role: caught_up)
 
     def read(self):
         import contextlib

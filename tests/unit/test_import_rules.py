@@ -224,10 +224,10 @@ def test_pyspark_only_in_the_job_runtime(module):
 
 def test_the_checker_sees_what_it_must():
     """Imports through our own modules count (peer -> raft.node -> pysyncobj), and so do
-    imports inside functions (the health role imports the metrics only for gauges)."""
+    imports inside functions (Livy's runner imports its process's client only to start one)."""
     assert "pysyncobj" in closure("jm.peer.peer")
     assert "pysyncobj" not in imports_of("jm.peer.peer")
-    assert "jm.cluster.metrics" in imports_of("jm.cluster.api.health")
+    assert "jm.runtime.livyclient" in imports_of("jm.cluster.sql.livyrunner")
     assert _under("aiohttp.web", POLICY_FORBIDDEN) and not _under("aiohttpx", ["aiohttp"])
 
 

@@ -21,6 +21,7 @@ class FakeRaft:
         peers = {n: SimpleNamespace(id=n, state=ALIVE, declared_dead_at=None, leaving=False,
                                     draining=False) for n in (A, B, C)}
         self.state = SimpleNamespace(peers=peers)
+        self.membership = self  # (RaftHost's role: members, change_member)
 
     def members(self) -> list[str]:
         return list(self.voters)

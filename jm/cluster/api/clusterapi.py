@@ -69,7 +69,7 @@ class ClusterApi:
         change is in (a starting peer asks this to learn whether it is a member)."""
         await self.writes.barrier()
         leader = self.writes.leader()
-        members = self.raft.members()
+        members = self.raft.membership.members()
         with self.raft.read() as st:
             pending = views.membership_pending(st, members)
             readers = views.non_voters(st, members)
@@ -85,8 +85,9 @@ class ClusterApi:
     def _core_after(self, removed: str, voters: Optional[list] = None) -> CoreAfterRemoval:
         with self.raft.read() as st:
             peers = peer_views(st)
-        return core_after_removal(removed, self.raft.members() if voters is None else voters,
-                                  peers, self.voting.target, time.time(), self.writes.leader())
+        voters = self.raft.membership.members() if voters is None else voters
+        return core_after_removal(removed, voters, peers, self.voting.target, time.time(),
+                                  self.writes.leader())
 
     async def _core_settled(self, removed: str) -> CoreAfterRemoval:
         """Until the removed voter's place is taken (or cannot be): a non-voter promoted
@@ -149,7 +150,7 @@ class ClusterApi:
         node = addr.node_id
         with self.raft.read() as st:
             known = node in st.peers or node in st.joining
-        if node in self.raft.members() or known:
+        if node in self.raft.membership.members() or known:
             raise ApiError(409, f"{node} is a member already")
         self.writes.writable()
         with self.raft.read() as st:
@@ -164,7 +165,8 @@ class ClusterApi:
         # a non-voting member first: the leader promotes it once it runs, if the voting
         # core is short of raft.voters (jm/cluster/members/voting.py)
         return {"id": node, "peer": str(addr), "role": "non-voter",
-                "members": self.raft.members(), "next": f"bin/jobmanager.sh start {addr}"}
+                "members": self.raft.membership.members(),
+                "next": f"bin/jobmanager.sh start {addr}"}
 
     @api_errors
     async def remove_peer(self, node: str, deadline: Optional[float]) -> dict:
@@ -174,7 +176,7 @@ class ClusterApi:
                 node = parse_peer(node, "peer").node_id
             except ConfigError as exc:
                 raise ApiError(400, str(exc))
-        members = self.raft.members()
+        members = self.raft.membership.members()
         with self.raft.read() as st:
             known = node in st.peers or node in st.joining
         if node not in members and not known:

@@ -22,6 +22,7 @@ from jm.cluster.api.services import GatewayServices
 from jm.cluster.sql.sqlgateway import SqlGateway
 from jm.cluster.api.tenancy import Tenants
 from jm.cluster.api.tokens import Tokens
+from jm.cluster.metrics import peer_gauges
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,11 @@ def build_gateway(svc: GatewayServices) -> PeerGateway:
         cluster=ClusterApi(node=svc.node, conf=conf, raft=raft, writes=writes,
                            lease=svc.lease, rounds=svc.rounds, voting=svc.voting,
                            candidate=svc.candidate, had_data=svc.had_data),
-        health=PeerHealth(svc, writes), replica=writes, tokens=Tokens(conf, raft, writes),
+        health=PeerHealth(node=svc.node, raft=raft, writes=writes, lease=svc.lease,
+                          started=svc.started, data_dir=svc.data_dir, spark=svc.spark,
+                          spark_remote=svc.spark_remote, engines=svc.engines,
+                          gauges=lambda: peer_gauges(svc, writes.leader())),
+        replica=writes, tokens=Tokens(conf, raft, writes),
         tenants=tenants,
         audit=PeerAudit(node=svc.node, conf=conf, raft=raft, log_dir=svc.log_dir,
                         url_of=svc.url_of, peer_client=svc.peer_client),

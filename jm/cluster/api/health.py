@@ -4,25 +4,33 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from jm.cluster.api.apiwrites import Writes
-from jm.cluster.api.services import GatewayServices
+
+if TYPE_CHECKING:
+    from jm.cluster.members.lease import Lease
+    from jm.cluster.spark.engines import Engines
+    from jm.runtime.sparkserver import SparkConnectServer
+    from raft.node import RaftHost
 
 
 class PeerHealth:
-    def __init__(self, svc: GatewayServices, writes: Writes) -> None:
-        self.svc, self.writes, self.node, self.raft = svc, writes, svc.node, svc.raft
-
-    def gauges(self) -> dict:
-        """Prometheus gauges, read at scrape time (jm/cluster/metrics.py)."""
-        from jm.cluster.metrics import peer_gauges
-        return peer_gauges(self.svc, self.writes.leader())
+    def __init__(self, *, node: str, raft: "RaftHost", writes: Writes, lease: "Lease",
+                 started: Callable[[], bool], data_dir: str,
+                 spark: Optional["SparkConnectServer"], spark_remote: Callable[[], Optional[str]],
+                 engines: Optional["Engines"], gauges: Callable[[], dict]) -> None:
+        """`spark`: the peer engine (None at other share levels, or without engines);
+        `gauges`: the Prometheus gauges read at scrape time (jm/cluster/metrics.py)."""
+        self.node, self.raft, self.writes, self.lease = node, raft, writes, lease
+        self.started, self.data_dir = started, data_dir
+        self.spark, self.spark_remote, self.engines = spark, spark_remote, engines
+        self.gauges = gauges
 
     def readiness(self) -> dict:
-        registered = self.svc.lease.registered.is_set()
-        lease = self.svc.lease.term.valid()
-        started = self.svc.started()
+        registered = self.lease.registered.is_set()
+        lease = self.lease.term.valid()
+        started = self.started()
         why = [w for w, bad in (("not started", not started), ("not registered", not registered),
                                 ("lease not valid", not lease)) if bad]
         return {"ready": not why, "node": self.node, "registered": registered,
@@ -31,19 +39,19 @@ class PeerHealth:
     def report(self) -> dict:
         leader = self.writes.leader()
         disk = self.raft.disk_trouble()
-        registered = self.svc.lease.registered.is_set()
+        registered = self.lease.registered.is_set()
         try:
-            st = os.statvfs(self.svc.data_dir)
+            st = os.statvfs(self.data_dir)
             free: Optional[int] = st.f_bavail * st.f_frsize
         except OSError:
             free = None
-        spark, engines = self.svc.spark, self.svc.engines
+        spark, engines = self.spark, self.engines
         out = {"ok": leader is not None and registered and disk is None,
                "node": self.node, "leader": leader, "registered": registered,
                # (at share-level tenant or job, engines start with their work)
                "spark-ready": bool(spark.ready.is_set() if spark is not None
                                    else engines is not None and engines.embedded),
-               "spark-remote": _no_token(self.svc.spark_remote()), "disk-problem": disk,
+               "spark-remote": _no_token(self.spark_remote()), "disk-problem": disk,
                "disk-free": free}
         if engines is not None and engines.embedded:
             out["share-level"] = engines.level.value

@@ -74,7 +74,7 @@ class JobViews:
         many jobs each runs in all)."""
         leader = self.writes.leader()
         with self.raft.read() as st:
-            out = views.nodes(st, leader, self.raft.members(),
+            out = views.nodes(st, leader, self.raft.membership.members(),
                               views.ALL_TENANTS if who.sees_all else who.tenant)
         return {**out, **self.lists.page(query, "nodes", out["nodes"], None)}
 

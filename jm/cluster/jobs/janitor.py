@@ -114,7 +114,7 @@ class Janitor:
 
     async def sweep(self) -> list[Deletion]:
         """One round: list, decide (pure), delete. Nothing before the replica is ready."""
-        if self.raft is None or not self._ready() or not self.raft.caught_up():
+        if self.raft is None or not self._ready() or not self.raft.membership.caught_up():
             return []
         leader = self.raft.is_leader()
         listing = await asyncio.to_thread(self._list, leader)

@@ -180,7 +180,7 @@ class Membership:
 
     def persist(self) -> None:
         """Rewrite the members file if the membership changed (any peer, every round)."""
-        members = self.raft.members()
+        members = self.raft.membership.members()
         if members != self._saved:
             try:
                 save_members(self.raft_dir, members,
@@ -192,7 +192,7 @@ class Membership:
 
     async def step(self) -> None:
         """One reconciliation round on the leader: at most one change."""
-        members = self.raft.members()
+        members = self.raft.membership.members()
         with self.raft.read() as st:
             retire = [p.id for p in st.peers.values()
                       if p.leaving and p.state == ALIVE and not holds_jobs(st, p.id)]
@@ -213,13 +213,14 @@ class Membership:
     async def _remove(self, node: str, dead: bool) -> None:
         if node == self.raft.self_addr:  # the leader cannot remove itself: hand over first
             log.info("this peer is being removed: handing leadership over")
-            await self.raft.hand_off(self.raft.settings.max_timeout * 2)
+            await self.raft.membership.hand_off(self.raft.settings.max_timeout * 2)
             return
         now = self.mono()
-        seen, index = self._removal_seen.setdefault(node, (now, self.raft.commit_index()))
-        matched = self.raft.match_index(node)
+        seen, index = self._removal_seen.setdefault(
+            node, (now, self.raft.membership.commit_index()))
+        matched = self.raft.membership.match_index(node)
         has_it = matched is not None and matched >= index
-        if not removal_due(now - seen, has_it, dead, self.raft.connected(node)):
+        if not removal_due(now - seen, has_it, dead, self.raft.membership.connected(node)):
             # let it receive its removal, and a heartbeat that says it is committed, first
             # (it then stops by itself; if not, it finds out through Peer.watch_membership)
             return
@@ -228,7 +229,7 @@ class Membership:
 
     async def _change(self, add: bool, node: str) -> None:
         try:
-            await self.raft.change_member(add, node, self.write_timeout)
+            await self.raft.membership.change_member(add, node, self.write_timeout)
             log.info("Raft membership: %s %s", "added" if add else "removed", node)
         except MembershipRefused:
             pass  # another change is not committed yet: the next round tries again
@@ -256,7 +257,7 @@ class RemovalWatch:
         """Removed if the state, caught up with what the leader committed, still has this
         peer's tombstone (a peer added again after its removal has not)."""
         deadline = time.monotonic() + 10.0
-        while time.monotonic() < deadline and not self.raft.caught_up():
+        while time.monotonic() < deadline and not self.raft.membership.caught_up():
             await asyncio.sleep(0.05)
         with self.raft.read() as st:
             removed = self.node in st.removed

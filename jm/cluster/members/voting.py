@@ -65,7 +65,7 @@ class VotingCore:
     async def step(self) -> None:
         now = self.mono()
         self._tried = {n: t for n, t in self._tried.items() if now < t}
-        voters = self.raft.members()
+        voters = self.raft.membership.members()
         with self.raft.read() as st:
             views = peer_views(st)
         change = core_step(voters, views, self.target, self.wall(), self.replace_after,
@@ -83,7 +83,7 @@ class VotingCore:
         try:
             await self.promote(node)
             log.warning("non-voting member %s promoted: the voting core has %d voters",
-                        node, len(self.raft.members()))
+                        node, len(self.raft.membership.members()))
         except PromotionRefused as exc:
             if exc.behind:
                 self._tried[node] = now + LAG_RETRY
@@ -95,7 +95,7 @@ class VotingCore:
 
     async def _change(self, add: bool, node: str) -> bool:
         try:
-            await self.raft.change_member(add, node, self.write_timeout)
+            await self.raft.membership.change_member(add, node, self.write_timeout)
             return True
         except MembershipRefused:
             return False  # another change is not committed yet: the next round tries again
@@ -105,7 +105,7 @@ class VotingCore:
 
     # ---- a promotion ----------------------------------------------------------------------
     async def promote(self, node: str) -> dict:
-        voters = self.raft.members()
+        voters = self.raft.membership.members()
         with self.raft.read() as st:
             view = next((v for v in peer_views(st) if v.id == node), None)
         why = promotion_refusal(node, voters, self.target, view)
@@ -122,12 +122,12 @@ class VotingCore:
             await self._abandon(url)
             raise
         try:
-            await self.raft.change_member(True, node, self.write_timeout)
+            await self.raft.membership.change_member(True, node, self.write_timeout)
         except MembershipRefused:
             await self._abandon(url)
             raise PromotionRefused(409, "another membership change is not committed yet; "
                                         "try again") from None
-        return {"id": node, "role": "voter", "members": self.raft.members()}
+        return {"id": node, "role": "voter", "members": self.raft.membership.members()}
 
     def _refuse_behind(self, node: str, applied: int) -> None:
         lag = self.raft.applied_index() - applied
@@ -179,13 +179,13 @@ class VoterCandidate:
     def begin(self, voters: list[str]) -> int:
         """Start (or keep) the voting node; this replica's applied index. ValueError if
         this peer votes already."""
-        self.raft.begin_voting(voters)
+        self.raft.promotion.begin_voting(voters)
         if self._watch is None or self._watch.done():
             self._watch = asyncio.get_running_loop().create_task(self._give_up_later())
         return self.raft.applied_index()
 
     def abandon(self) -> bool:
-        return self.raft.abandon_voting()
+        return self.raft.promotion.abandon_voting()
 
     async def _give_up_later(self) -> None:
         deadline = self.mono_now() + self.timeout
@@ -194,7 +194,7 @@ class VoterCandidate:
                 return
             await asyncio.sleep(0.2)  # a periodic check of a local flag
         if not self.raft.is_voter:
-            self.raft.abandon_voting()
+            self.raft.promotion.abandon_voting()
 
     @staticmethod
     def mono_now() -> float:
