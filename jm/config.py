@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import yaml
@@ -18,6 +17,8 @@ import yaml
 # re-exported: what other modules import from jm.config
 from jm.configpeers import (MAX_PEER_ADDRESS, PeerAddress, choose_self,  # noqa: F401
                             parse_peer, read_masters, rest_base_url)
+from jm.configsections import (ExecutorSettings, SparkSettings,  # noqa: F401  (re-exported)
+                               Timeouts)
 from jm.policy.spark.engines import MIN_IDLE_TIMEOUT
 from jm.configvalues import RESTART_TYPES  # noqa: F401
 from jm.configvalues import (ConfigError, bool_value, choice_value, float_value, int_value,
@@ -270,16 +271,6 @@ def read_secret_file(key: str, path: str) -> str:
     return value
 
 
-@dataclass(frozen=True)
-class Timeouts:
-    """The waits a peer's parts share (seconds), read once from the configuration."""
-    commit: float     # raft.commit-timeout: a write of the peer's own, committed and applied
-    write: float      # rest.write-timeout: a client's write (then 503, outcome unknown)
-    heartbeat: float  # heartbeat.timeout: a peer silent this long is dead
-    interval: float   # heartbeat.interval
-    lease: float      # jobmanager.lease-timeout: a peer's jobs run while it holds one
-
-
 class Config:
     """Parsed, validated settings. `conf[key]` gives the typed value."""
 
@@ -361,11 +352,24 @@ class Config:
         return self.values[key]
 
     @property
-    def timeouts(self) -> "Timeouts":
-        return Timeouts(commit=self["raft.commit-timeout"], write=self["rest.write-timeout"],
-                        heartbeat=self["heartbeat.timeout"],
-                        interval=self["heartbeat.interval"],
-                        lease=self["jobmanager.lease-timeout"])
+    def timeouts(self) -> Timeouts:
+        return Timeouts.of(self)
+
+    @property
+    def spark(self) -> SparkSettings:
+        """spark.*, typed (read once: the configuration does not change)."""
+        return self._section("_spark", SparkSettings.of)
+
+    @property
+    def executor(self) -> ExecutorSettings:
+        """jobmanager.executor.* but its limits (jm/runtime/limits.py), typed."""
+        return self._section("_executor", ExecutorSettings.of)
+
+    def _section(self, name: str, make: Callable[["Config"], Any]) -> Any:
+        made = self.__dict__.get(name)
+        if made is None:
+            made = self.__dict__[name] = make(self)
+        return made
 
     def path(self, key: str) -> str:
         """A path setting, resolved against the installation directory."""

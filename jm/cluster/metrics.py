@@ -116,7 +116,7 @@ def peer_gauges(svc: Any, leader: Optional[str]) -> Gauges:
     sync = raft.syncobj
     # (at share-level tenant or job there is no peer engine: engines start with their work)
     spark_up = svc.spark.ready.is_set() if svc.spark else bool(
-        conf["spark.remote"] or (svc.engines is not None and svc.engines.embedded))
+        conf.spark.remote or (svc.engines is not None and svc.engines.embedded))
     journal = raft.journal_stats()
     snap = raft.snapshot_stats()
     disk = []

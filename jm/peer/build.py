@@ -142,7 +142,7 @@ def build(*, conf: Config, me: PeerAddress, masters: list[PeerAddress], ground: 
                  wait_lease=term.wait_valid,
                  commit=lambda command: raft.submit(command, t.commit),
                  metrics=ground.metrics,
-                 spark_conf_dir=spark_conf_dir(ground.log_dir, conf["spark.log.level"]),
+                 spark_conf_dir=spark_conf_dir(ground.log_dir, conf.spark.log_level),
                  spark_info=sparks.info, engines=sparks.engines, envs=envs)
     dispatcher = Dispatcher(raft, env)
     sparks.on_info.append(dispatcher.note_engine_info)

@@ -71,11 +71,9 @@ def lay_ground(conf: Config, me: PeerAddress) -> Ground:
     blobs = BlobStore(os.path.join(data_dir, "blobs"))
     ha_blobs = BlobStore(os.path.join(conf.path("high-availability.storageDir"), "blobs"))
     sparks = SparkAccess(conf, node, data_dir, log_dir)
-    executor = Executor(log_dir, conf["jobmanager.executor.preload"],
-                        conf["jobmanager.executor.nice"], job_limits(conf),
-                        conf["jobmanager.executor.cgroup"],
-                        env_pass=conf["jobmanager.executor.env-pass"],
-                        env_add=sparks.child_env)
+    ex = conf.executor
+    executor = Executor(log_dir, ex.preload, ex.nice, job_limits(conf), ex.cgroup,
+                        env_pass=ex.env_pass, env_add=sparks.child_env)
     # what this peer shows other peers (artifact and log fetches): a credential derived
     # from cluster.secret (never the secret, which may be the Raft password)
     credential = peer_credential(secret) if secret else None

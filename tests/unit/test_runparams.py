@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from types import SimpleNamespace
 
 import msgpack
 import pytest
 
+from jm.config import KEYS
+from jm.configsections import SparkSettings
 from jm.policy.jobs.runparams import (REQUIRED, AttemptPlace, RunParams, RunParamsError,
                                       attempt_params, cleanup_params, fence_interval)
 from raft.jobspec import JobSpec
@@ -93,8 +96,17 @@ def test_frozen_and_immutable_inside():
 class _Conf(dict):
     spark_conf = {"spark.ui.port": "4050"}
 
+    @property
+    def spark(self):
+        return SparkSettings.of(self)
 
-CONF = _Conf({"spark.master": "spark://m:7077", "spark.executor-wait-warning": 30.0,
+    @property
+    def timeouts(self):
+        return SimpleNamespace(lease=self["jobmanager.lease-timeout"])
+
+
+CONF = _Conf({**{k: v for k, (_, v) in KEYS.items() if k.startswith("spark.")},
+              "spark.master": "spark://m:7077", "spark.executor-wait-warning": 30.0,
               "spark.connect.startup-timeout": 120.0, "sql.max-result-rows": 10,
               "jobmanager.result.max-size": 2048, "jobmanager.failure.max-size": 1024,
               "spark.connect.embedded": True, "spark.remote": None,

@@ -47,7 +47,7 @@ class SubmissionResolver:
         ApiError of its refusal (400, 403 for a tenant or proxy user not allowed, 413)."""
         out = prepare_submission(raw, who, SubmitLimits(
             SpecLimits.from_conf(self.conf), self.max_slots(),
-            tuple(self.conf["jobmanager.executor.proxy-users"]), self._proxy_users_of),
+            self.conf.executor.proxy_users, self._proxy_users_of),
             names)
         if isinstance(out, Refused):
             raise ApiError(out.status, *out.errors)

@@ -81,7 +81,7 @@ class JobMaster:
         # the engine a connect-mode job runs on (jm/cluster/jobs/jobengine.py)
         self.engine = JobEngine(
             env.engines, env.engines.key_for(tenant, job_id), f"job:{job_id}:{epoch}",
-            runtime, env.conf["spark.connect.startup-timeout"]
+            runtime, env.conf.spark.startup_timeout
         ) if self.connect and env.engines is not None else None
         # its own Python environment (jm/cluster/jobs/jobpython.py), when it names requirements
         self.python = JobPython(env.envs, list(spec.requirements)) \

@@ -32,13 +32,14 @@ log = logging.getLogger(__name__)
 class SparkAccess:
     def __init__(self, conf: Config, node: str, data_dir: str, log_dir: str) -> None:
         self.conf = conf
+        self.spark = spark = conf.spark
         self.node = node
         self.data_dir = data_dir
         self.log_dir = log_dir
-        self.embedded = bool(conf["spark.connect.embedded"] and not conf["spark.remote"])
+        self.embedded = spark.runs_engines
         # the embedded Connect server's token: its clients are this peer's jobs (through
         # the zygote's environment) and SQL worker, and whoever is given spark.connect.token
-        self.token = ((conf["spark.connect.token"] or secrets.token_urlsafe(32))
+        self.token = ((spark.token or secrets.token_urlsafe(32))
                       if self.embedded else None)
         # what every process this peer starts gets in its environment
         self.child_env = {TOKEN_ENV: self.token} if self.token else {}
@@ -46,7 +47,7 @@ class SparkAccess:
         self._executor: Optional[Executor] = None
         # told of an engine's application (started, stopped, waiting for executors)
         self.on_info: list[Callable[[EngineKey, dict], None]] = []
-        archive = conf["spark.class-archive"]
+        archive = spark.class_archive
         if archive and self.embedded and not os.path.isfile(archive):  # (not fatal: slower)
             log.warning("spark.class-archive %s is no file: Spark starts without it (make it "
                         "with python -m jm.runtime.classarchive %s)", archive, archive)
@@ -57,13 +58,13 @@ class SparkAccess:
         """The engines (none started): `guard(name, pid)` makes an engine's JVM die with
         the lease (`unguard(name)` once it is stopped); `on_ready_change` hears of the
         peer engine's readiness."""
-        conf, self._executor = self.conf, executor
+        self._executor = executor
         self._guard = guard
         self._on_ready_change = on_ready_change
+        spark = self.spark
         self.engines = Engines(
-            ShareLevel(conf["spark.connect.share-level"]),
-            conf["spark.connect.engine.idle-timeout"], conf["spark.connect.engine.max-per-peer"],
-            self._make, remote=conf["spark.remote"], embedded=self.embedded)
+            ShareLevel(spark.share_level), spark.engine_idle_timeout, spark.engine_max_per_peer,
+            self._make, remote=spark.remote, embedded=self.embedded)
         self.engines.on_stopped.append(lambda key, server: unguard(_guard_name(key)))
         self.engines.on_stopped.append(self._forget)
 
@@ -92,22 +93,23 @@ class SparkAccess:
             for d in (data_dir, log_dir):
                 passable(os.path.dirname(d))
                 passable(d)
-        port = (conf["spark.connect.port"] if peer else 0) or free_port()
+        spark = self.spark
+        port = (spark.port if peer else 0) or free_port()
         name = _guard_name(key)
         return SparkConnectServer(
-            port, conf["spark.master"], log_dir,
+            port, spark.master, log_dir,
             os.path.join(data_dir, "spark-ready"),
-            _heap(conf["spark.driver.memory"], 0 if peer else rt.memory),
-            server_conf(conf["spark.master"], conf.spark_conf, conf["spark.connect.cores"]),
-            conf["spark.log.level"], conf["spark.connect.startup-timeout"],
+            _heap(spark.driver_memory, 0 if peer else rt.memory),
+            server_conf(spark.master, spark.defaults, spark.cores),
+            spark.log_level, spark.startup_timeout,
             self._warmup if peer else _no_warmup,
             on_start=lambda pid: self._guard(name, pid),
-            nice=conf["jobmanager.executor.nice"],
+            nice=conf.executor.nice,
             on_ready_change=self._on_ready_change if peer else (lambda: None),
-            waiting_after=conf["spark.executor-wait-warning"],
+            waiting_after=spark.executor_wait_warning,
             on_info=lambda info: self._tell_info(key, info),
             scratch_dir=os.path.join(data_dir, SCRATCH),
-            env_pass=conf["jobmanager.executor.env-pass"],
+            env_pass=conf.executor.env_pass,
             # a tenant's or a job's engine opens to its own work only: a token of its own
             token=self.token if peer else secrets.token_urlsafe(32),
             on_exit=lambda code, tail, over: self.engines.lost(key, code, tail, over),
@@ -115,7 +117,7 @@ class SparkAccess:
             work_dir=os.path.join(data_dir, "work") if rt.os_user and not peer else None,
             cgroup=EngineCgroup(f"{os.getpid()}-{key.name}", rt.memory, rt.cpu)
             if not peer and (rt.memory or rt.cpu) else None,
-            class_archive=conf["spark.class-archive"] or None)
+            class_archive=spark.class_archive)
 
     @property
     def server(self) -> Optional[SparkConnectServer]:
@@ -124,8 +126,8 @@ class SparkAccess:
 
     def remote(self) -> Optional[str]:
         """The Connect URL of the peer's own engine or `spark.remote` (None: neither)."""
-        if self.conf["spark.remote"]:
-            return self.conf["spark.remote"]
+        if self.spark.remote:
+            return self.spark.remote
         server = self.server
         return server.url if server else None
 
@@ -161,13 +163,12 @@ class SparkAccess:
             error_path=os.path.join(self.data_dir, "warmup-error.json"),
             checkpoint_dir=os.path.join(self.data_dir, "warmup"),
             spark_remote=server.url, spark_ready_file=None,
-            spark_wait=self.conf["spark.connect.startup-timeout"],
+            spark_wait=self.spark.startup_timeout,
             max_result_rows=1, max_result_size=1024,
-            fence_interval=fence_interval(self.conf["jobmanager.lease-timeout"]))
+            fence_interval=fence_interval(self.conf.timeouts.lease))
         started = await self._executor.spawn(params)
         if isinstance(started, Started):  # (Refused: no lease, no warm-up)
-            await asyncio.wait_for(started.process.exited,
-                                   self.conf["spark.connect.startup-timeout"])
+            await asyncio.wait_for(started.process.exited, self.spark.startup_timeout)
 
 
 def _guard_name(key: EngineKey) -> str:

@@ -41,9 +41,9 @@ class SqlWorkers:
             worker = self.by_url[url] = SqlWorker(
                 url, self.conf["sql-gateway.worker-threads"],
                 os.path.join(self.log_dir, f"sql-worker{suffix}.log"),
-                self.conf["jobmanager.executor.nice"],
+                self.conf.executor.nice,
                 on_start=lambda pid: self.guard(f"sql-worker{suffix}", pid),
-                env_pass=self.conf["jobmanager.executor.env-pass"],
+                env_pass=self.conf.executor.env_pass,
                 env_add=dict(self.child_env, **({TOKEN_ENV: token} if token else {})))
             # (it switches to `user` itself, after making its tenant's cgroup as root)
             worker.confine = dict(replace(job_limits(self.conf), user=user).to_dict(),

@@ -327,9 +327,9 @@ class LivyRunner:
         shipped = await self.host.shipped(lv.handle, props, user)
         lv.repl = LivyProcess(s.engine.url, lv.handle,
                               os.path.join(svc.log_dir, f"livy-session-{lv.number}.log"),
-                              conf["jobmanager.executor.nice"],
+                              conf.executor.nice,
                               on_start=lambda pid: svc.guard(f"livy-session-{lv.number}", pid),
-                              env_pass=conf["jobmanager.executor.env-pass"],
+                              env_pass=conf.executor.env_pass,
                               env_add=dict(svc.child_env, **_token_of(s)),
                               pyfiles=shipped.pyfiles)
         lv.repl.user, lv.repl.python = proxy, shipped.python

@@ -121,7 +121,7 @@ class LivySessions:
         with self.raft.read() as st:
             granted = T.proxy_users(st, tenant)
         refused = req.proxy_user and proxy_refusal(
-            req.proxy_user, self.svc.conf["jobmanager.executor.proxy-users"], "proxyUser",
+            req.proxy_user, self.svc.conf.executor.proxy_users, "proxyUser",
             "sessions", tenant, granted)
         if refused:
             raise ApiError(403, refused)

@@ -94,7 +94,7 @@ class SessionHost:
             key = engines.key_for(tenant)
             try:
                 engine = await engines.acquire(key, self._holder(s),
-                                               self.conf["spark.connect.startup-timeout"],
+                                               self.conf.spark.startup_timeout,
                                                runtime)
             except NoEngine as exc:
                 raise ApiError(503, str(exc), headers={"Retry-After": "5"})

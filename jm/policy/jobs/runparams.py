@@ -174,7 +174,7 @@ class AttemptPlace:
 def attempt_params(spec: JobSpec, conf: Any, place: AttemptPlace,
                    streaming: bool) -> RunParams:
     """The RunParams of one attempt of a job (its spec, the peer's configuration `conf`)."""
-    p = place
+    p, spark = place, conf.spark
     return RunParams(
         job_id=p.job_id, attempt=p.attempt, node=p.node,
         name=spec.name, streaming=streaming,
@@ -182,12 +182,12 @@ def attempt_params(spec: JobSpec, conf: Any, place: AttemptPlace,
         script=p.script, argv=spec.argv,
         spark_mode=spec.spark_mode,
         spark_conf=dict(spec.spark_conf or {}),
-        spark_master=conf["spark.master"],
-        spark_defaults=conf.spark_conf,
+        spark_master=spark.master,
+        spark_defaults=spark.defaults,
         driver_host=p.node.rsplit(":", 1)[0],
         spark_conf_dir=p.spark_conf_dir,
-        class_archive=conf["spark.class-archive"] or None,
-        spark_waiting_after=conf["spark.executor-wait-warning"],
+        class_archive=spark.class_archive,
+        spark_waiting_after=spark.executor_wait_warning,
         args=dict(spec.args), pyfiles=p.pyfiles, peer_files=p.peer_files,
         log_path=posixpath.join(p.log_dir, "jobs", p.job_id,
                                 f"attempt-{p.attempt}-{p.restart}.log"),
@@ -200,13 +200,13 @@ def attempt_params(spec: JobSpec, conf: Any, place: AttemptPlace,
         spark_remote=p.spark_remote,
         session_id=p.session_id,
         spark_ready_file=p.spark_ready_file,
-        spark_wait=conf["spark.connect.startup-timeout"],
+        spark_wait=spark.startup_timeout,
         spark_log=(posixpath.join(p.log_dir, SPARK_CONNECT_LOG)
-                   if conf["spark.connect.embedded"] and not conf["spark.remote"] else None),
+                   if spark.runs_engines else None),
         max_result_rows=conf["sql.max-result-rows"],
         max_result_size=conf["jobmanager.result.max-size"],
         max_failure_size=conf["jobmanager.failure.max-size"],
-        fence_interval=fence_interval(conf["jobmanager.lease-timeout"]),
+        fence_interval=fence_interval(conf.timeouts.lease),
     )
 
 
