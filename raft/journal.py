@@ -23,8 +23,7 @@ import contextlib
 import errno
 import logging
 import os
-import threading
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from pysyncobj import journal as pj
 
@@ -58,14 +57,14 @@ def _write_zeros(fd: int, start: int, end: int) -> None:
 
 class DurableMetaStorer(pj.MetaStorer):
     """The term, vote and commit index: a new file, fsynced, renamed over the old one.
-    A disk that refuses (full) holds the member until it accepts (`journal.retry`)."""
+    A disk that refuses (full) holds the member until it accepts (`syncer.retry`)."""
 
-    def __init__(self, path: str, journal: "DurableJournal") -> None:
+    def __init__(self, path: str, syncer: JournalSyncer) -> None:
         super().__init__(path)
-        self.journal = journal
+        self.syncer = syncer
 
     def storeMeta(self, meta: dict) -> None:
-        self.journal.retry(lambda: self._store(meta), "the Raft term and vote")
+        self.syncer.retry(lambda: self._store(meta), "the Raft term and vote")
 
     def _store(self, meta: dict) -> None:
         path = self.getPath()
@@ -83,40 +82,22 @@ class DurableMetaStorer(pj.MetaStorer):
         fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
-class DurableJournal(JournalSyncer, HookedJournal):
-    """pysyncobj's file journal with a syncer thread: `sync()` returns once everything
-    written before the call is on disk; `sync_soon()` starts that without waiting (a
-    leader's own copy is written out while its followers write theirs)."""
+class DurableJournal(HookedJournal):
+    """pysyncobj's file journal with a syncer (raft/syncer.py): `syncer.sync()` returns
+    once everything written before the call is on disk; `syncer.sync_soon()` starts that
+    without waiting (a leader's own copy is written out while its followers write
+    theirs)."""
 
     def __init__(self, path: str, dump_path: Optional[str]) -> None:
         created = not os.path.exists(path)
         super().__init__(path)
-        self.use_meta_storer(DurableMetaStorer(path + ".meta", self))
-        self.trouble: Optional[str] = None  # what the disk refuses now (None: all well)
+        self.syncer = JournalSyncer(lambda: self.fd)
+        self.use_meta_storer(DurableMetaStorer(path + ".meta", self.syncer))
         self.dump_path = dump_path
-        self.syncs = 0            # fsyncs of the journal
-        self.synced_entries = 0   # entries they covered
-        self.sync_seconds = 0.0
-        self._entries = 0         # entries added so far
-        self._written = 0         # changes made so far (tick thread)
-        self._synced = 0          # changes known to be on disk
-        self._synced_entries_mark = 0
-        self._want = False
-        self._closed = False
-        self._giving_up = False   # the member is stopping: a write waiting for room fails
-        # a failed fdatasync of the journal, for good: Linux may have dropped the pages it
-        # could not write and marked them clean, so a later fdatasync that succeeds says
-        # nothing about them (PostgreSQL's "fsyncgate"). The member stops (fail-stop) and
-        # its restart reads what is on disk.
-        self.failed: Optional[str] = None
-        self.on_failed: Callable[[str], None] = lambda why: None
-        self._cond = threading.Condition()
         self._zeroed = 0          # the file is written (with zeros) up to here
-        self._thread = threading.Thread(target=self._sync_loop, name="raft-fsync", daemon=True)
-        self._thread.start()
         if created:
-            self._written += 1
-            self.sync()
+            self.syncer.wrote()
+            self.syncer.sync()
             fsync_dir(os.path.dirname(os.path.abspath(path)))
 
     # ---- room written ahead ------------------------------------------------------------
@@ -144,7 +125,7 @@ class DurableJournal(JournalSyncer, HookedJournal):
                 if exc.errno != errno.ENOSPC or end == need:
                     raise
                 continue
-            self._sync_or_fail(fd)  # (it also writes out the entries in the mapping)
+            self.syncer.sync_fd(fd)  # (it also writes out the entries in the mapping)
             break
         mm = self.mapping
         if len(mm) < end:  # (mm.size() is the file's size, len(mm) the mapping's)
@@ -153,24 +134,23 @@ class DurableJournal(JournalSyncer, HookedJournal):
 
     # ---- what makes the journal dirty ----------------------------------------------
     def add(self, command: Any, idx: int, term: int) -> None:
-        self.retry(lambda: self._reserve(len(command) + 24), "the Raft journal")
+        self.syncer.retry(lambda: self._reserve(len(command) + 24), "the Raft journal")
         super().add(command, idx, term)
-        self._entries += 1
-        self._written += 1
+        self.syncer.wrote(entries=1)
 
     def clear(self) -> None:
         self._snapshot_durable()  # the entries dropped here live on in the snapshot
         super().clear()
-        self._written += 1
+        self.syncer.wrote()
 
     def deleteEntriesFrom(self, entryFrom: int) -> None:
         super().deleteEntriesFrom(entryFrom)
-        self._written += 1
+        self.syncer.wrote()
 
     def deleteEntriesTo(self, entryTo: int) -> None:
         self._snapshot_durable()
         super().deleteEntriesTo(entryTo)
-        self.sync()
+        self.syncer.sync()
 
     def setRaftCommitIndex(self, raftCommitIndex: int) -> None:
         """pysyncobj calls this when the commit index moves, before the entries up to it
@@ -178,7 +158,7 @@ class DurableJournal(JournalSyncer, HookedJournal):
         it is on disk first (with one member no message would have synced it). A disk
         that refuses the sync holds the member's Raft here (no answers, no applies, no
         heartbeats: its lease runs out and its jobs move) until it syncs again."""
-        self.retry(self.sync, "the Raft journal")
+        self.syncer.retry(self.syncer.sync, "the Raft journal")
         super().setRaftCommitIndex(raftCommitIndex)
 
     def _snapshot_durable(self) -> None:
@@ -188,12 +168,10 @@ class DurableJournal(JournalSyncer, HookedJournal):
 
     def _destroy(self) -> None:
         try:
-            if self.failed is None:  # (a failed journal holds nothing more to sync)
-                self.sync()
+            if self.syncer.failed is None:  # (a failed journal holds nothing more to sync)
+                self.syncer.sync()
         finally:
-            with self._cond:
-                self._closed = True
-                self._cond.notify_all()
+            self.syncer.close()
             super()._destroy()
 
 
@@ -208,7 +186,8 @@ class SyncingTransport(WireTransport):
     """pysyncobj's TCP transport: a message that speaks for this member's log (an
     answer to append-entries, a vote) leaves only once the journal is on disk; a
     leader's append-entries start its sync and leave at once. During a tick of
-    a durable RaftNode (raft/raftnode.py) messages are held and sent together after one sync."""
+    a durable RaftNode (raft/raftnode.py) messages are held and sent together after one
+    sync."""
 
     _held: Optional[list] = None
 
@@ -221,9 +200,9 @@ class SyncingTransport(WireTransport):
         if journal is None:
             return
         if all(isinstance(m, dict) and m.get("type") in _NO_WAIT for m in messages):
-            journal.sync_soon()
+            journal.syncer.sync_soon()
         else:
-            journal.sync()
+            journal.syncer.sync()
 
     def hold(self) -> None:
         self._held = []

@@ -121,9 +121,9 @@ class RaftHost:
         def on_failed(why: str) -> None:
             self.failure = why
             self.loop.call_soon_threadsafe(self.failed.set)
-        journal.on_failed = on_failed
-        if journal.failed is not None:  # (it failed before the hook was set)
-            on_failed(journal.failed)
+        journal.syncer.on_failed = on_failed
+        if journal.syncer.failed is not None:  # (it failed before the hook was set)
+            on_failed(journal.syncer.failed)
 
     def _new_consumer(self) -> StateConsumer:
         return StateConsumer(self._on_applied, self._on_loaded, self._gate)
@@ -131,12 +131,12 @@ class RaftHost:
     def disk_trouble(self) -> Optional[str]:
         """What this member's disk refuses now (a full disk holds its Raft), or None."""
         journal = journal_of(self.syncobj)
-        return journal.trouble if isinstance(journal, DurableJournal) else None
+        return journal.syncer.trouble if isinstance(journal, DurableJournal) else None
 
     def journal_stats(self) -> dict:
         """fsyncs of the Raft journal (raft.fsync): how many, entries covered, seconds."""
         journal = journal_of(self.syncobj)
-        return journal.stats() if isinstance(journal, DurableJournal) else {}
+        return journal.syncer.stats() if isinstance(journal, DurableJournal) else {}
 
     def snapshot_stats(self) -> SnapshotStats:
         """This member's snapshots: how many, and how long the last one took."""
@@ -365,5 +365,5 @@ class RaftHost:
             other.destroy_synchronous()
         journal = journal_of(self.syncobj)
         if isinstance(journal, DurableJournal):
-            journal.close_soon()  # a write waiting for a full disk must not hold the stop
+            journal.syncer.close_soon()  # a write waiting for a full disk must not hold the stop
         self.syncobj.destroy_synchronous()

@@ -138,7 +138,7 @@ class RaftNode(HookedSyncObj):
         self.halted = why
         journal = journal_of(self)
         if isinstance(journal, DurableJournal):
-            journal._fail(why)
+            journal.syncer.fail(why)
         else:
             log.critical("%s", why)
 

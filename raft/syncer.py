@@ -1,12 +1,14 @@
-"""The Raft journal's disk policy (a mixin of raft/journal.py's DurableJournal): a
-syncer thread that fdatasyncs the journal once for every change made before a `sync()`
-(group commit), fail-stop when an fdatasync fails, and waiting out a disk that refuses
-writes (full) instead of failing."""
+"""The Raft journal's disk policy (raft/journal.py's DurableJournal holds one as
+`syncer`): a syncer thread that fdatasyncs the journal once for every change made before
+a `sync()` (group commit), fail-stop when an fdatasync fails, and waiting out a disk that
+refuses writes (full) instead of failing."""
 from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
+from typing import Callable, Optional
 
 log = logging.getLogger("jm.raft")
 
@@ -16,8 +18,42 @@ class JournalFailed(OSError):
 
 
 class JournalSyncer:
-    """`sync()`, `sync_soon()` and their syncer thread (`_sync_loop`), `retry`; the
-    attributes they use are set by DurableJournal.__init__."""
+    """`sync()`, `sync_soon()` and their syncer thread (`_sync_loop`), `retry`. The
+    journal says when it changed (`wrote`); `fd()` is its file's descriptor."""
+
+    def __init__(self, fd: Callable[[], int]) -> None:
+        self.fd = fd
+        self.trouble: Optional[str] = None  # what the disk refuses now (None: all well)
+        # a failed fdatasync of the journal, for good: Linux may have dropped the pages it
+        # could not write and marked them clean, so a later fdatasync that succeeds says
+        # nothing about them (PostgreSQL's "fsyncgate"). The member stops (fail-stop) and
+        # its restart reads what is on disk.
+        self.failed: Optional[str] = None
+        self.on_failed: Callable[[str], None] = lambda why: None
+        self.syncs = 0            # fsyncs of the journal
+        self.synced_entries = 0   # entries they covered
+        self.sync_seconds = 0.0
+        self._entries = 0         # entries added so far
+        self._written = 0         # changes made so far (tick thread)
+        self._synced = 0          # changes known to be on disk
+        self._synced_entries_mark = 0
+        self._want = False
+        self._closed = False
+        self._giving_up = False   # the member is stopping: a write waiting for room fails
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._sync_loop, name="raft-fsync", daemon=True)
+        self._thread.start()
+
+    def wrote(self, entries: int = 0) -> None:
+        """(Tick thread) The journal changed: `entries` appended, or entries dropped."""
+        self._entries += entries
+        self._written += 1
+
+    def close(self) -> None:
+        """The journal is closed: the syncer thread ends, a sync waiting fails."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
 
     @property
     def dirty(self) -> bool:
@@ -91,7 +127,7 @@ class JournalSyncer:
                 # the journal is a shared file mapping: its written pages are the file's
                 # page cache, and fdatasync writes them out with the file's size (what
                 # msync MS_SYNC of the whole mapping does on Linux)
-                self._sync_or_fail(self.fd)
+                self.sync_fd(self.fd())
             except (OSError, ValueError):
                 return
             with self._cond:
@@ -103,7 +139,7 @@ class JournalSyncer:
                     self.sync_seconds += time.perf_counter() - start
                 self._cond.notify_all()
 
-    def _sync_or_fail(self, fd: int) -> None:
+    def sync_fd(self, fd: int) -> None:
         """fdatasync the journal's file; if it fails, the journal fails for good (and
         JournalFailed is raised): whatever it was to write may be lost, though the pages
         read back as written."""
@@ -114,11 +150,12 @@ class JournalSyncer:
         except (OSError, ValueError) as exc:
             if self._closed:  # (the member is stopping: its file was closed under it)
                 raise
-            self._fail(f"the Raft journal could not be synced ({exc}): this member "
+            self.fail(f"the Raft journal could not be synced ({exc}): this member "
                        "stops; restarted, it recovers from what its disk holds")
             raise JournalFailed(self.failed) from exc
 
-    def _fail(self, why: str) -> None:
+    def fail(self, why: str) -> None:
+        """The member stops for good, saying why (`on_failed`)."""
         with self._cond:
             if self.failed is not None:  # (both threads saw it: said once)
                 return

@@ -41,11 +41,11 @@ def sends(monkeypatch):
     def send(self, node, message):
         journal = journal_of(self._syncObj)
         seen["sends"].append((message.get("type") if isinstance(message, dict) else None,
-                              isinstance(journal, DurableJournal) and journal.dirty))
+                              isinstance(journal, DurableJournal) and journal.syncer.dirty))
         return real_send(self, node, message)
 
     def commit(self, index):
-        seen["commits"].append(isinstance(self, DurableJournal) and self.dirty)
+        seen["commits"].append(isinstance(self, DurableJournal) and self.syncer.dirty)
         return real_commit(self, index)
     monkeypatch.setattr(TCPTransport, "send", send)
     monkeypatch.setattr(FileJournal, "setRaftCommitIndex", commit)

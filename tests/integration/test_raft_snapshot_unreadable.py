@@ -63,9 +63,9 @@ def test_a_member_with_an_unreadable_snapshot_stops_instead_of_starting_empty(tm
     try:
         journal = journal_of(obj)
         assert isinstance(journal, DurableJournal)
-        _ticks(obj, lambda: journal.failed is not None, "the member to fail")
-        assert "the Raft snapshot" in journal.failed and "cannot be read" in journal.failed
-        assert dump in journal.failed and "Raft dir" in journal.failed
+        _ticks(obj, lambda: journal.syncer.failed is not None, "the member to fail")
+        assert "the Raft snapshot" in journal.syncer.failed and "cannot be read" in journal.syncer.failed
+        assert dump in journal.syncer.failed and "Raft dir" in journal.syncer.failed
         for _ in range(50):  # it does nothing more: nothing applied, no leadership
             obj.doTick(0.01)
         assert items.items == [] and not obj._isLeader()
