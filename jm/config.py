@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+from functools import cached_property
 from typing import Any, Callable, Optional
 
 import yaml
@@ -351,25 +352,20 @@ class Config:
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
 
-    @property
+    # typed sections, read once (the configuration does not change)
+    @cached_property
     def timeouts(self) -> Timeouts:
         return Timeouts.of(self)
 
-    @property
+    @cached_property
     def spark(self) -> SparkSettings:
-        """spark.*, typed (read once: the configuration does not change)."""
-        return self._section("_spark", SparkSettings.of)
+        """spark.*"""
+        return SparkSettings.of(self)
 
-    @property
+    @cached_property
     def executor(self) -> ExecutorSettings:
-        """jobmanager.executor.* but its limits (jm/runtime/limits.py), typed."""
-        return self._section("_executor", ExecutorSettings.of)
-
-    def _section(self, name: str, make: Callable[["Config"], Any]) -> Any:
-        made = self.__dict__.get(name)
-        if made is None:
-            made = self.__dict__[name] = make(self)
-        return made
+        """jobmanager.executor.* but its limits (jm/runtime/limits.py)"""
+        return ExecutorSettings.of(self)
 
     def path(self, key: str) -> str:
         """A path setting, resolved against the installation directory."""

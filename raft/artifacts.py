@@ -19,8 +19,7 @@ MAX_TENANTS_KEPT = 100  # tenants that uploaded the same content, kept with it
 
 def named_by(spec: JobSpec) -> list[str]:
     """The artifact ids (`sha256:<hex>`) a job spec names (its pyfiles and script)."""
-    return [r[len(PREFIX):] for r in spec.code_refs()
-            if isinstance(r, str) and r.startswith(PREFIX)]
+    return [r[len(PREFIX):] for r in spec.code_refs() if r.startswith(PREFIX)]
 
 
 def unknown(state, spec: JobSpec) -> list[str]:

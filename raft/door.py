@@ -20,13 +20,14 @@ pysyncobj").
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from pysyncobj import journal as pj
 from pysyncobj.poller import POLL_EVENT_TYPE
 from pysyncobj.syncobj import _RAFT_STATE, SyncObj
 from pysyncobj.tcp_connection import TcpConnection
 from pysyncobj.tcp_server import TcpServer
+
 
 # ---- a node ---------------------------------------------------------------------------
 def journal_of(node: Any) -> Any:
@@ -83,15 +84,6 @@ class HookedSyncObj(SyncObj):
     def load_snapshot(self, clear_journal: bool) -> Any:
         """Load the snapshot file (at start, or one a leader sent: `clear_journal`)."""
         return SyncObj._SyncObj__loadDumpFile(self, clear_journal)
-
-    def next_index_of(self, node: Any) -> Optional[int]:
-        return self._SyncObj__raftNextIndex.get(node)
-
-    def raise_next_index(self, node: Any, index: int) -> None:
-        """Move the leader's next index for `node` up to `index` (never down)."""
-        nxt = self._SyncObj__raftNextIndex
-        if node in nxt and nxt[node] < index:
-            nxt[node] = index
 
     @property
     def dump_file(self) -> str:

@@ -86,10 +86,11 @@ class RaftNode(HookedSyncObj):
         keep = None
         if (self.durable and kind == "next_node_idx" and message.get("success")
                 and not message.get("reset")):
-            keep = self.next_index_of(node)
+            keep = self.view.next_index.get(node)
         super().on_message(node, message)
-        if keep is not None:
-            self.raise_next_index(node, keep)
+        nxt = self.view.next_index
+        if keep is not None and node in nxt and nxt[node] < keep:
+            nxt[node] = keep
 
     def send_entries(self) -> None:
         self.readers.send(super().send_entries, monotonic_time())

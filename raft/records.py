@@ -164,8 +164,7 @@ class JobRecord:
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        if not isinstance(self.spec, JobSpec):
-            self.spec = JobSpec.from_wire(self.spec or {})
+        self.__post_init__()
 
     @property
     def slots(self) -> int:

@@ -89,7 +89,6 @@ class Lease:
         self.make_register = register
         self.make_heartbeat = heartbeat
         self.interval = interval
-        self.timeout = lease_timeout
         self.register_timeout = register_timeout
         self.executor = executor
         self.dispatcher = dispatcher
@@ -98,6 +97,7 @@ class Lease:
         self.refusal = ""
         self.now = now or asyncio.Event()  # set: send a heartbeat at once
         self.term = term or LeaseTerm(lease_timeout)
+        self.timeout = self.term.timeout
         self._incarnation = 0  # answers to heartbeats of an earlier registration are void
         self._fence_first = False  # declared dead: stop everything before registering again
         self._in_flight: set[asyncio.Task] = set()

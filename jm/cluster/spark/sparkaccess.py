@@ -36,11 +36,10 @@ class SparkAccess:
         self.node = node
         self.data_dir = data_dir
         self.log_dir = log_dir
-        self.embedded = spark.runs_engines
         # the embedded Connect server's token: its clients are this peer's jobs (through
         # the zygote's environment) and SQL worker, and whoever is given spark.connect.token
         self.token = ((spark.token or secrets.token_urlsafe(32))
-                      if self.embedded else None)
+                      if spark.runs_engines else None)
         # what every process this peer starts gets in its environment
         self.child_env = {TOKEN_ENV: self.token} if self.token else {}
         self.engines: Optional[Engines] = None
@@ -48,7 +47,7 @@ class SparkAccess:
         # told of an engine's application (started, stopped, waiting for executors)
         self.on_info: list[Callable[[EngineKey, dict], None]] = []
         archive = spark.class_archive
-        if archive and self.embedded and not os.path.isfile(archive):  # (not fatal: slower)
+        if archive and spark.runs_engines and not os.path.isfile(archive):  # (not fatal: slower)
             log.warning("spark.class-archive %s is no file: Spark starts without it (make it "
                         "with python -m jm.runtime.classarchive %s)", archive, archive)
 
@@ -64,7 +63,7 @@ class SparkAccess:
         spark = self.spark
         self.engines = Engines(
             ShareLevel(spark.share_level), spark.engine_idle_timeout, spark.engine_max_per_peer,
-            self._make, remote=spark.remote, embedded=self.embedded)
+            self._make, remote=spark.remote, embedded=spark.runs_engines)
         self.engines.on_stopped.append(lambda key, server: unguard(_guard_name(key)))
         self.engines.on_stopped.append(self._forget)
 
