@@ -8,29 +8,15 @@ from typing import Any, Callable, Mapping, Optional, Protocol
 from jm.api import ANYONE, Credential, Named, ResultPage, SessionInfo
 
 
-class SqlGatewayApi(Protocol):
-    """The SQL gateway of a peer (Flink SQL Gateway's REST API, rest/sql.py). Methods on
+class SqlSessionsApi(Protocol):
+    """The SQL gateway's sessions (Flink SQL Gateway's REST API, rest/sql.py). Methods on
     a session raise Forward when another peer holds it (`forwarded`: the request came
     from a peer already, so it is not forwarded again). Handles and statuses are
     strings (Flink's OperationStatus names)."""
-    max_statement_size: int  # bytes (sql-gateway.max-statement-size)
-
     async def open_session(self, body: dict, who: Credential) -> str: ...
     def session_info(self, handle: str) -> SessionInfo: ...
     async def heartbeat(self, handle: str, forwarded: bool) -> None: ...
     async def close_session(self, handle: str) -> str: ...
-    async def execute(self, handle: str, body: dict, forwarded: bool,
-                      request_id: str = "") -> str: ...
-    def status(self, handle: str, op_id: str, forwarded: bool) -> str: ...
-    async def cancel(self, handle: str, op_id: str, forwarded: bool) -> str: ...
-    async def close_operation(self, handle: str, op_id: str, forwarded: bool) -> str: ...
-    async def fetch(self, handle: str, op_id: str, token: int, row_format: str,
-                    forwarded: bool) -> ResultPage:
-        """`row_format` (one of ROW_FORMATS) is checked before any wait; the rows are
-        the same in either (rest/sql.py writes PLAIN_TEXT's)."""
-        ...
-    async def complete(self, handle: str, body: dict, forwarded: bool) -> list:
-        """Flink's complete-statement: the candidates at body's position."""
 
     def move_wait(self) -> float:
         """How long a request for a session whose holder cannot be reached waits for the
@@ -49,6 +35,54 @@ class SqlGatewayApi(Protocol):
     async def catch_up(self) -> None:
         """Until this peer has applied everything committed before now."""
         ...
+
+
+class SqlStatementsApi(Protocol):
+    """Flink's operations on a session (they raise Forward as SqlSessionsApi's do)."""
+    max_statement_size: int  # bytes (sql-gateway.max-statement-size)
+
+    async def execute(self, handle: str, body: dict, forwarded: bool,
+                      request_id: str = "") -> str: ...
+    def status(self, handle: str, op_id: str, forwarded: bool) -> str: ...
+    async def cancel(self, handle: str, op_id: str, forwarded: bool) -> str: ...
+    async def close_operation(self, handle: str, op_id: str, forwarded: bool) -> str: ...
+    async def fetch(self, handle: str, op_id: str, token: int, row_format: str,
+                    forwarded: bool) -> ResultPage:
+        """`row_format` (one of ROW_FORMATS) is checked before any wait; the rows are
+        the same in either (rest/sql.py writes PLAIN_TEXT's)."""
+        ...
+
+
+class SqlCompletionApi(Protocol):
+    async def complete(self, handle: str, body: dict, forwarded: bool) -> list:
+        """Flink's complete-statement: the candidates at body's position."""
+
+
+class LivySessionsApi(Protocol):
+    """Apache Livy's interactive sessions (rest/livysessions.py), numbered; reads answer
+    from this peer's replica (UnknownSession if it does not know the number), a statement
+    and a cancel on the session's holder (Forward elsewhere)."""
+    def is_livy_request(self, body: Any) -> bool:
+        """Whether a POST /sessions body is Livy's (it shares the path with Flink's v2)."""
+    def handle_of(self, number: int) -> str: ...
+    def session(self, number: int) -> dict: ...
+    def sessions(self, start: int, size: int, who: Credential = ANYONE) -> dict: ...
+    def log(self, number: int, start: Optional[int], size: Optional[int]) -> dict: ...
+    def statements(self, number: int, start: int = 0, size: int = 1000) -> dict: ...
+    def statement(self, number: int, statement: int) -> dict: ...
+    async def open(self, body: Any, who: Credential = ANYONE) -> dict: ...
+    async def delete(self, number: int) -> dict: ...
+    async def submit(self, number: int, body: Any, forwarded: bool,
+                     request_id: str) -> dict: ...
+    async def cancel(self, number: int, statement: int, forwarded: bool) -> dict: ...
+
+
+class SqlGatewayApi(Protocol):
+    """The SQL gateway of a peer, by role."""
+    sessions: SqlSessionsApi
+    statements: SqlStatementsApi
+    completion: SqlCompletionApi
+    livy: LivySessionsApi
 
 
 class JobsApi(Protocol):

@@ -22,12 +22,13 @@ from aiohttp import web
 
 from rest import sql as proxy
 from jm.api import ApiError, UnknownSession
-from rest.middleware import caller
+from rest.gateway import LivySessionsApi
+from rest.middleware import GATEWAY, caller
 from rest.requests import int_or, int_param
 
 
-def _livy(request: web.Request):
-    return proxy._gw(request).livy
+def _livy(request: web.Request) -> LivySessionsApi:
+    return request.app[GATEWAY].sql.livy
 
 
 def _number(request: web.Request, name: str = "session_id") -> int:
@@ -45,9 +46,9 @@ async def _local(request: web.Request, read: Callable[[], Any]) -> web.Response:
     try:
         return web.json_response(read())
     except UnknownSession:
-        if proxy._forwarded(request):
+        if proxy.is_forwarded(request):
             raise
-        await proxy._gw(request).catch_up()
+        await request.app[GATEWAY].sql.sessions.catch_up()
         return web.json_response(read())
 
 
@@ -56,14 +57,14 @@ async def _handle(request: web.Request, number: int) -> str:
     try:
         return livy.handle_of(number)
     except UnknownSession:
-        await proxy._gw(request).catch_up()
+        await request.app[GATEWAY].sql.sessions.catch_up()
         return livy.handle_of(number)
 
 
 async def post_session(request: web.Request) -> web.StreamResponse:
     """Livy's and Flink SQL Gateway's (v2, unprefixed) session opening share the path: a
     body with Livy's fields (`kind`, ...) and none of Flink's opens a Livy session."""
-    body = await proxy._body(request)  # (read no further than a SQL session's request)
+    body = await proxy.sql_body(request)  # (read no further than a SQL session's request)
     if not _livy(request).is_livy_request(body):
         return await proxy.open_session(request)
     return web.json_response(await _livy(request).open(body, caller(request)), status=201)
@@ -99,11 +100,11 @@ async def delete_session(request: web.Request) -> web.Response:
 
 async def post_statement(request: web.Request) -> web.StreamResponse:
     number = _number(request)
-    body = await proxy._body(request, optional=False)
-    request_id = proxy._request_id(request)
+    body = await proxy.sql_body(request, optional=False)
+    request_id = proxy.statement_id(request)
     handle = await _handle(request, number)
-    return await proxy._answer(request, lambda: _livy(request).submit(
-        number, body, proxy._forwarded(request), request_id), handle, status=201)
+    return await proxy.held_answer(request, lambda: _livy(request).submit(
+        number, body, proxy.is_forwarded(request), request_id), handle, status=201)
 
 
 async def get_statements(request: web.Request) -> web.Response:
@@ -120,8 +121,8 @@ async def get_statement(request: web.Request) -> web.Response:
 async def cancel_statement(request: web.Request) -> web.StreamResponse:
     number, statement = _number(request), _number(request, "statement_id")
     handle = await _handle(request, number)
-    return await proxy._answer(request, lambda: _livy(request).cancel(
-        number, statement, proxy._forwarded(request)), handle)
+    return await proxy.held_answer(request, lambda: _livy(request).cancel(
+        number, statement, proxy.is_forwarded(request)), handle)
 
 
 def add_routes(app: web.Application) -> None:

@@ -170,7 +170,7 @@ async def _hidden(request: web.Request, params: dict, who: Credential) -> Option
         if seen is None and (request.method, named) in CREATED_BY_PATH:
             continue
         if seen is None and FORWARDED not in request.headers:
-            await gw.sql.catch_up()  # (a forwarded request waited for its sender's index)
+            await gw.sql.sessions.catch_up()  # (a forwarded request waited for its sender's index)
             seen = gw.tenants.visible(named, value, who)
         if not seen:
             return HIDDEN[named].format(value)

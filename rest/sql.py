@@ -16,6 +16,7 @@ from aiohttp import web
 from jm.api import (FORWARDED, MIN_INDEX_HEADER, ApiError, Forward, ResultPage, SessionInfo,
                     UnknownSession)
 from rest.middleware import CLIENT_SSL, GATEWAY, MAX_BODY, caller, forward_mark
+from rest.gateway import SqlSessionsApi, SqlStatementsApi
 from rest.requests import body_bytes, json_body
 
 VERSIONS = ("v1", "v2")
@@ -28,11 +29,15 @@ PRODUCT = {"productName": "Apache Spark (JobManager SQL Gateway)"}
 BODY_OVERHEAD = 64 * 1024  # bytes of a SQL request besides its statement
 
 
-def _gw(request: web.Request):
-    return request.app[GATEWAY].sql
+def _sessions(request: web.Request) -> SqlSessionsApi:
+    return request.app[GATEWAY].sql.sessions
 
 
-def _forwarded(request: web.Request) -> bool:
+def _statements(request: web.Request) -> SqlStatementsApi:
+    return request.app[GATEWAY].sql.statements
+
+
+def is_forwarded(request: web.Request) -> bool:
     return FORWARDED in request.headers
 
 
@@ -41,10 +46,10 @@ def _base(request: web.Request) -> str:
     return f"/{first}" if first in VERSIONS else ""
 
 
-async def _body(request: web.Request, optional: bool = True) -> dict:
+async def sql_body(request: web.Request, optional: bool = True) -> dict:
     """The request's JSON object, read only up to what a statement may be, plus room for
     its configuration (a generated multi-megabyte statement stalled the peer's loop)."""
-    most = _gw(request).max_statement_size + BODY_OVERHEAD
+    most = _statements(request).max_statement_size + BODY_OVERHEAD
     body = await json_body(request, optional=optional,
                            limit=("sql-gateway.max-statement-size", most)
                            if most <= request.app[MAX_BODY] else None)
@@ -53,27 +58,27 @@ async def _body(request: web.Request, optional: bool = True) -> dict:
     return body
 
 
-async def _answer(request: web.Request, fn: Callable[[], Awaitable[Any]],
-                  handle: str = "", status: int = 200) -> web.StreamResponse:
+async def held_answer(request: web.Request, fn: Callable[[], Awaitable[Any]],
+                      handle: str = "", status: int = 200) -> web.StreamResponse:
     """Answer here, or proxy to the session's holder. A holder that cannot be reached
     (its peer died) makes the request wait, up to the gateway's `move_wait()`, for the
     session to move, and go to the new holder: the client sees a slower answer instead
     of a 503 and a retry a whole Retry-After later. A holder that does not answer (its
     peer is frozen) is given up as soon as the session moves away from it. Every request
     is safe to send again, whether or not it reached the old holder: a statement carries
-    its request id (the client's X-Request-Id, else one made here, `_request_id`), by
+    its request id (the client's X-Request-Id, else one made here, `statement_id`), by
     which the new holder finds it in the session's record; the others are idempotent."""
-    gw, loop = _gw(request), asyncio.get_running_loop()
-    deadline = loop.time() + gw.move_wait()
+    sessions, loop = _sessions(request), asyncio.get_running_loop()
+    deadline = loop.time() + sessions.move_wait()
     handle = handle or request.match_info["sh"]
-    caught_up = _forwarded(request)  # a forwarded request came with the sender's index
+    caught_up = is_forwarded(request)  # a forwarded request came with the sender's index
     while True:
         try:
             return web.json_response(await fn(), status=status)
         except UnknownSession:
             if caught_up:
                 raise
-            await gw.catch_up()  # opened through another peer an instant ago?
+            await sessions.catch_up()  # opened through another peer an instant ago?
             caught_up = True
         except Forward as fwd:
             try:
@@ -81,7 +86,7 @@ async def _answer(request: web.Request, fn: Callable[[], Awaitable[Any]],
             except _Unreachable as exc:
                 # the session moved (go there), or half a second passed (the holder may be
                 # back) unless the time to wait for a move is up
-                moved = await gw.wait_moved(handle, fwd.url, min(deadline, loop.time() + 0.5))
+                moved = await sessions.wait_moved(handle, fwd.url, min(deadline, loop.time() + 0.5))
                 if not moved and loop.time() >= deadline:
                     raise exc.error from None
 
@@ -94,7 +99,7 @@ async def _proxy_or_moved(request: web.Request, handle: str, url: str) -> web.St
     try:
         done, _ = await asyncio.wait({task}, timeout=SLOW_ANSWER)
         if not done:  # slow: watch the session's record meanwhile (not for every request)
-            watch = asyncio.ensure_future(_gw(request).wait_moved(handle, url, float("inf")))
+            watch = asyncio.ensure_future(_sessions(request).wait_moved(handle, url, float("inf")))
             done, _ = await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
     finally:  # the session moved, or the client went away: the holder's answer is not wanted
         if watch is not None:
@@ -125,7 +130,7 @@ async def _proxy(request: web.Request, url: str) -> web.StreamResponse:
     body = await body_bytes(request)
     try:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=3,
-                                        sock_read=_gw(request).proxy_read_timeout())
+                                        sock_read=_sessions(request).proxy_read_timeout())
         async with request.app[HTTP].request(request.method, url + request.path_qs,
                                              data=body or None, headers=headers,
                                              timeout=timeout,
@@ -190,15 +195,15 @@ def result_json(page: ResultPage, path: str, row_format: str) -> dict:
 
 
 async def open_session(request: web.Request) -> web.Response:
-    body = await _body(request)
-    return web.json_response({"sessionHandle": await _gw(request).open_session(
+    body = await sql_body(request)
+    return web.json_response({"sessionHandle": await _sessions(request).open_session(
         body, caller(request))})
 
 
 async def get_session(request: web.Request) -> web.StreamResponse:
     async def run() -> dict:
-        return session_json(_gw(request).session_info(request.match_info["sh"]))
-    return await _answer(request, run)
+        return session_json(_sessions(request).session_info(request.match_info["sh"]))
+    return await held_answer(request, run)
 
 
 async def _keyed(key: str, answer: Awaitable[Any]) -> dict:
@@ -207,18 +212,18 @@ async def _keyed(key: str, answer: Awaitable[Any]) -> dict:
 
 
 async def close_session(request: web.Request) -> web.StreamResponse:
-    return await _answer(request, lambda: _keyed(
-        "status", _gw(request).close_session(request.match_info["sh"])))
+    return await held_answer(request, lambda: _keyed(
+        "status", _sessions(request).close_session(request.match_info["sh"])))
 
 
 async def heartbeat(request: web.Request) -> web.StreamResponse:
     async def run() -> dict:
-        await _gw(request).heartbeat(request.match_info["sh"], _forwarded(request))
+        await _sessions(request).heartbeat(request.match_info["sh"], is_forwarded(request))
         return {}
-    return await _answer(request, run)
+    return await held_answer(request, run)
 
 
-def _request_id(request: web.Request) -> str:
+def statement_id(request: web.Request) -> str:
     """The statement's request id, sent on to its session's holder: the client's
     X-Request-Id, else one made here (the peer the client reached), so that a statement
     sent again to the session's next holder, after its peer died with the statement
@@ -231,17 +236,18 @@ def _request_id(request: web.Request) -> str:
 
 
 async def execute(request: web.Request) -> web.StreamResponse:
-    body = await _body(request, optional=False)
-    request_id = _request_id(request)
-    return await _answer(request, lambda: _keyed("operationHandle", _gw(request).execute(
-        request.match_info["sh"], body, _forwarded(request), request_id)))
+    body = await sql_body(request, optional=False)
+    request_id = statement_id(request)
+    statements = _statements(request)
+    return await held_answer(request, lambda: _keyed("operationHandle", statements.execute(
+        request.match_info["sh"], body, is_forwarded(request), request_id)))
 
 
 async def configure(request: web.Request) -> web.StreamResponse:
     """v2's configure-session: run a session-defining statement and wait for it."""
-    body = await _body(request, optional=False)
-    gw, sh, fwd = _gw(request), request.match_info["sh"], _forwarded(request)
-    request_id = _request_id(request)
+    body = await sql_body(request, optional=False)
+    gw, sh, fwd = _statements(request), request.match_info["sh"], is_forwarded(request)
+    request_id = statement_id(request)
 
     async def run() -> dict:
         op = await gw.execute(sh, body, fwd, request_id)
@@ -250,32 +256,34 @@ async def configure(request: web.Request) -> web.StreamResponse:
             if page.ready:
                 await gw.close_operation(sh, op, fwd)
                 return {}
-    return await _answer(request, run)
+    return await held_answer(request, run)
 
 
 async def complete_statement(request: web.Request) -> web.StreamResponse:
     """Flink's completion hints: `{"statement", "position"}` -> `{"candidates": [...]}`
     (a GET with a JSON body, as Flink's SQL Client sends it)."""
-    body = await _body(request)
-    return await _answer(request, lambda: _keyed("candidates", _gw(request).complete(
-        request.match_info["sh"], body, _forwarded(request))))
+    body = await sql_body(request)
+    completion = request.app[GATEWAY].sql.completion
+    return await held_answer(request, lambda: _keyed("candidates", completion.complete(
+        request.match_info["sh"], body, is_forwarded(request))))
 
 
 async def status(request: web.Request) -> web.StreamResponse:
     async def run() -> dict:
-        return {"status": _gw(request).status(request.match_info["sh"],
-                                              request.match_info["oh"], _forwarded(request))}
-    return await _answer(request, run)
+        return {"status": _statements(request).status(
+            request.match_info["sh"], request.match_info["oh"], is_forwarded(request))}
+    return await held_answer(request, run)
 
 
 async def cancel(request: web.Request) -> web.StreamResponse:
-    return await _answer(request, lambda: _keyed("status", _gw(request).cancel(
-        request.match_info["sh"], request.match_info["oh"], _forwarded(request))))
+    return await held_answer(request, lambda: _keyed("status", _statements(request).cancel(
+        request.match_info["sh"], request.match_info["oh"], is_forwarded(request))))
 
 
 async def close_operation(request: web.Request) -> web.StreamResponse:
-    return await _answer(request, lambda: _keyed("status", _gw(request).close_operation(
-        request.match_info["sh"], request.match_info["oh"], _forwarded(request))))
+    statements = _statements(request)
+    return await held_answer(request, lambda: _keyed("status", statements.close_operation(
+        request.match_info["sh"], request.match_info["oh"], is_forwarded(request))))
 
 
 async def fetch(request: web.Request) -> web.StreamResponse:
@@ -291,9 +299,9 @@ async def fetch(request: web.Request) -> web.StreamResponse:
     path = f"{_base(request)}/sessions/{sh}/operations/{oh}/result/"
 
     async def run() -> dict:
-        page = await _gw(request).fetch(sh, oh, token, row_format, _forwarded(request))
+        page = await _statements(request).fetch(sh, oh, token, row_format, is_forwarded(request))
         return result_json(page, path, row_format)
-    return await _answer(request, run)
+    return await held_answer(request, run)
 
 
 async def _start_http(app: web.Application) -> None:

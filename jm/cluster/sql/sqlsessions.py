@@ -82,7 +82,7 @@ class SqlSessions:
             await asyncio.sleep(0.05)
 
     # ---- sessions -----------------------------------------------------------------------
-    async def open_session(self, body: dict, who: Credential = ANYONE) -> dict:
+    async def open_session(self, body: dict, who: Credential = ANYONE) -> str:
         props = body.get("properties") or {}
         name = body.get("sessionName") or ""
         if not isinstance(props, dict) or not all(isinstance(k, str) for k in props):

@@ -66,6 +66,7 @@ class SqlStatements:
         self.node, self.conf, self.raft = svc.node, svc.conf, svc.raft
         self.ops_log: Optional[Batcher] = None  # operations, for the session's next holder
         self.flink_ok: set[str] = set()  # operations answered as Flink's SET/RESET (OK)
+        self.max_statement_size: int = self.conf["sql-gateway.max-statement-size"]
 
     def start(self) -> None:
         self.ops_log = Batcher(self.raft, StartSqlOperations,
@@ -198,8 +199,7 @@ class SqlStatements:
         flink = flinksql.translate(statement)
         if flink is not None:
             statement = flink.statement
-        size, most = len(statement.encode("utf-8", "replace")), \
-            self.conf["sql-gateway.max-statement-size"]
+        size, most = len(statement.encode("utf-8", "replace")), self.max_statement_size
         if size > most:
             raise ApiError(413, f"the statement is {size} bytes, more than "
                                 f"sql-gateway.max-statement-size ({most} bytes)")
