@@ -25,8 +25,9 @@ from jm.configvalues import RESTART_TYPES  # noqa: F401
 from jm.configvalues import (ConfigError, bool_value, choice_value, float_value, int_value,
                              log_cap_value, log_level_value, names_value, opt_bool_value,
                              opt_duration_value, opt_str_value, opt_syslog_value,
-                             restart_type_value, role_map_value, savepoints_dir_value,
-                             size_or_percent_value, str_value, parse_duration, parse_memory)
+                             port_range_value, restart_type_value, role_map_value,
+                             savepoints_dir_value, size_or_percent_value, str_value,
+                             parse_duration, parse_memory)
 from jm.policy.jobs import fsuri
 from raft.protocol import PROTOCOL
 
@@ -149,6 +150,10 @@ KEYS: dict[str, tuple[Callable[[Any], Any], Any]] = {
     "spark.connect.share-level": (choice_value("peer", "tenant", "job"), "peer"),
     "spark.connect.engine.idle-timeout": (parse_duration, "5 min"),
     "spark.connect.engine.max-per-peer": (int_value(1), 8),
+    # the peer's Spark Connect endpoint for clients (jm/cluster/spark/connectfront.py)
+    "spark.connect.endpoint.enabled": (bool_value, True),
+    "spark.connect.endpoint.port": (port_range_value, "15002"),  # Spark's; 0: a free port
+    "spark.connect.endpoint.max-sessions": (int_value(0), 200),  # per peer; 0: no limit
     "spark.driver.memory": (str_value, "1g"),
     "spark.log.level": (str_value, "WARN"),
     "spark.class-archive": (str_value, ""),  # jm/runtime/classarchive.py; "": none

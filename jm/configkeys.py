@@ -345,6 +345,22 @@ DESCRIPTIONS: dict[str, str] = {
     "spark.connect.engine.max-per-peer": (
         "The most engines a peer runs at once. Work that needs another one stops the least "
         "recently used idle engine first, and waits while every engine is in use."),
+    "spark.connect.endpoint.enabled": (
+        "Whether the peer serves Spark Connect clients (`SparkSession.builder.remote("
+        "\"sc://peer:15002/;token=...\")`): an authenticated front that passes each Connect "
+        "session to an engine of this peer (its tenant's at `share-level: tenant`). Callers "
+        "show the cluster's credentials as the URL's `token` (`rest.auth.token`, a token of "
+        "`jm token create` with the submit role, or a JWT); over TLS with the REST "
+        "certificate where `rest.ssl.enabled` is true. Off on a peer without Spark."),
+    "spark.connect.endpoint.port": (
+        "Port of the Spark Connect endpoint (Spark's own default, 15002); on the host of "
+        "`rest.bind-address`. `0` picks a free port (several peers on one host); `GET /nodes` "
+        "shows each peer's `connect-endpoint`. A port that is taken stops the peer at start."),
+    "spark.connect.endpoint.max-sessions": (
+        "Connect sessions one peer's endpoint serves at once (0: no limit); more are refused "
+        "with RESOURCE_EXHAUSTED. A tenant's sessions also count against its session quota "
+        "(`jm tenant set T --sessions N`). An idle session closes after "
+        "`sql-gateway.session.idle-timeout`."),
     "spark.driver.memory": "Driver memory of each embedded server (engine).",
     "spark.log.level": "log4j root level of the embedded server.",
     "spark.class-archive": (

@@ -43,10 +43,17 @@ class SparkSettings:
     executor_wait_warning: float  # spark.executor-wait-warning (s)
     defaults: Mapping[str, str]   # spark.conf.*: Spark properties every driver gets
 
+    endpoint: bool = True         # spark.connect.endpoint.enabled
+
     @property
     def runs_engines(self) -> bool:
         """The peer runs its own Connect servers (embedded, and no spark.remote)."""
         return self.embedded and not self.remote
+
+    @property
+    def serves_connect(self) -> bool:
+        """The peer serves Spark Connect clients (its endpoint is on, and it has Spark)."""
+        return self.endpoint and (self.runs_engines or bool(self.remote))
 
     @staticmethod
     def of(conf: Any) -> "SparkSettings":
@@ -61,7 +68,8 @@ class SparkSettings:
             driver_memory=conf["spark.driver.memory"], log_level=conf["spark.log.level"],
             class_archive=conf["spark.class-archive"] or None,
             executor_wait_warning=conf["spark.executor-wait-warning"],
-            defaults=MappingProxyType(dict(conf.spark_conf)))
+            defaults=MappingProxyType(dict(conf.spark_conf)),
+            endpoint=bool(conf["spark.connect.endpoint.enabled"]))
 
 
 @dataclass(frozen=True)

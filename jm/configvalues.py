@@ -110,6 +110,22 @@ def bool_value(v: Any) -> bool:
     raise ValueError(f"expected true or false, got {v!r}")
 
 
+def port_range_value(v: Any) -> tuple:
+    """A port (`15002`; 0: a free one) or a range of them (`15002-15010`: the first
+    free one, as Flink's rest.bind-port), as (first, last)."""
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise ValueError(f"expected a port or a range like 15002-15010, got {v!r}")
+    text = str(v).strip()
+    first, sep, last = text.partition("-")
+    try:
+        lo, hi = int(first), int(last if sep else first)
+    except ValueError:
+        raise ValueError(f"expected a port or a range like 15002-15010, got {v!r}") from None
+    if not (0 <= lo <= hi <= 65535) or (lo == 0 and hi != 0):
+        raise ValueError(f"expected ports between 1 and 65535 (0: a free one), got {v!r}")
+    return lo, hi
+
+
 def str_value(v: Any) -> str:
     if v is None or isinstance(v, (dict, list)):
         raise ValueError(f"expected a text value, got {v!r}")

@@ -30,6 +30,7 @@ class RegisterPeer:
     ready: bool = True    # its Spark is up (moves only go to ready peers)
     # the protocol it speaks (raft/protocol.py); decoded as BASELINE from an older build
     protocol: int = proto.PROTOCOL
+    connect_port: int = 0  # its Spark Connect endpoint's port (0: none)
 
 
 @dataclass(frozen=True)
@@ -255,8 +256,9 @@ class Barrier:
 
 
 from raft.commands_sessions import (  # noqa: E402 (defined there, listed here)
-    AddLivyStatement, AddSqlStatement, CloseSqlSessions, EndLivyStatement, OpenLivySession,
-    OpenSqlSession, SqlOperation, StartSqlOperations)
+    AddLivyStatement, AddSqlStatement, CloseConnectSessions, CloseSqlSessions,
+    EndLivyStatement, OpenConnectSession, OpenLivySession, OpenSqlSession, SqlOperation,
+    StartSqlOperations)
 from raft.commands_admin import (  # noqa: E402 (defined there, listed here)
     CreateToken, DeletePipeline, PutPipeline, RevokeToken, SetTenant)
 
@@ -266,7 +268,8 @@ COMMAND_TYPES = {cls.__name__: cls for cls in (
     TriggerSavepoint, CompleteSavepoint, Move, MoveJobs, ReleaseJob, DrainPeer, AdmitPeer,
     RemovePeer, RetirePeer, Barrier, OpenSqlSession, CloseSqlSessions, AddSqlStatement,
     SqlOperation, StartSqlOperations, OpenLivySession, AddLivyStatement, EndLivyStatement,
-    CreateToken, RevokeToken, SetTenant, PutPipeline, DeletePipeline)}
+    CreateToken, RevokeToken, SetTenant, PutPipeline, DeletePipeline, OpenConnectSession,
+    CloseConnectSessions)}
 
 _EXT_COMMAND = 1  # msgpack ext type: our dataclasses; user dicts stay plain dicts
 

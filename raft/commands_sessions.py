@@ -109,3 +109,24 @@ class EndLivyStatement:
 class StartSqlOperations:
     """Group commit of SqlOperations; one Result per operation."""
     ops: tuple
+
+
+@dataclass(frozen=True)
+class OpenConnectSession:
+    """A Spark Connect session of `node`'s endpoint (raft/connect.py): refused over its
+    tenant's session quota or the peer's `limit` (0: none)."""
+    session_id: str
+    node: str
+    time: float
+    tenant: Optional[str] = None
+    submitter: str = ""
+    user_id: str = ""
+    limit: int = 0
+
+
+@dataclass(frozen=True)
+class CloseConnectSessions:
+    session_ids: tuple
+    node: str
+    time: float
+    reason: str = "closed"

@@ -17,7 +17,7 @@ leader). The state holds what the peers need to agree on around it:
 """
 from __future__ import annotations
 
-from raft import commands as c
+from raft import commands as c, connect
 from raft import sessions as sql
 from raft.records import ALIVE, Result
 
@@ -77,6 +77,7 @@ def _retire(state, node: str, time: float) -> Result:
     if peer is not None:
         state.peers[node].state = "REMOVED"  # for the session moves below: not live
         sql.move_sessions_of(state, node, time)
+        connect.drop_sessions_of(state, node)
         del state.peers[node]
         state.refresh_protocol()  # (a peer of an older build gone: maybe a newer protocol)
     state.assigned.pop(node, None)

@@ -32,10 +32,11 @@ import dataclasses
 from typing import Any, Callable, Iterable, Optional
 
 BASELINE = 1   # what a peer that names no protocol speaks (the builds before this module)
-PROTOCOL = 6   # this build's
+PROTOCOL = 7   # this build's
 
 # command types newer than the baseline -> the protocol they came with
-COMMANDS: dict[str, int] = {"SetTenant": 2, "PutPipeline": 2, "DeletePipeline": 2}
+COMMANDS: dict[str, int] = {"SetTenant": 2, "PutPipeline": 2, "DeletePipeline": 2,
+                            "OpenConnectSession": 7, "CloseConnectSessions": 7}
 
 
 def _always(value: Any) -> bool:
@@ -93,9 +94,11 @@ FIELDS: dict[tuple[str, str], tuple[int, Callable[[Any], bool]]] = {
 }
 # an encoded command without these fields was sent by an older build: what they mean
 ABSENT: dict[tuple[str, str], Any] = {("RegisterPeer", "protocol"): BASELINE}
-# fields every replica of any protocol may read: they say which protocol a peer speaks
-# (an older replica drops it, and needs nothing from it)
-ANNOUNCED: frozenset = frozenset({("RegisterPeer", "protocol")})
+# fields every replica of any protocol may read: they say which protocol a peer speaks,
+# or where its Spark Connect endpoint is (an older replica drops them, and needs nothing
+# from them; a cluster's first registration comes before it has a protocol)
+ANNOUNCED: frozenset = frozenset({("RegisterPeer", "protocol"),
+                                  ("RegisterPeer", "connect_port")})
 
 # keys of a job's spec (SubmitJob.spec, kept whole by every replica) that an older peer
 # would not honour if it ran the job -> the protocol that honours them
@@ -108,7 +111,9 @@ FEATURES = {"SetTenant": "tenants' quotas", "PutPipeline": "named pipelines",
             "memory": "tenants' engine memory", "cpu": "tenants' engine CPU",
             "proxy_users": "tenants' proxy users",
             "savepoint_dirs": "tenants' savepoint directories",
-            "requirements": "jobs' Python requirements"}
+            "requirements": "jobs' Python requirements",
+            "OpenConnectSession": "Spark Connect endpoint sessions",
+            "CloseConnectSessions": "Spark Connect endpoint sessions"}
 
 
 NEWEST = max([*COMMANDS.values(), *(rule[0] for rule in FIELDS.values()),

@@ -79,6 +79,7 @@ class PeerRecord:
     disk_low: str = ""  # its last heartbeat's free-space warning (jobmanager.disk.min-free)
     lacks: tuple = ()   # tenants whose os-user its host lacks (its last heartbeat's)
     protocol: int = 1   # the protocol it registered with (raft/protocol.py; 1: BASELINE)
+    connect_port: int = 0  # its Spark Connect endpoint's port (0: none)
 
     @property
     def share_weight(self) -> float:
@@ -238,6 +239,18 @@ class SqlSessionRecord:
     livy: Optional["LivyRecord"] = None  # an Apache Livy interactive session (raft/livy.py)
     tenant: Optional[str] = None  # its tenant (None: the default tenant)
     submitter: str = ""           # the credential that opened it
+
+
+@dataclass
+class ConnectSessionRecord:
+    """A Spark Connect session of a peer's Connect endpoint (raft/connect.py): it lives in
+    that peer's engine only, so it does not move; it ends with its peer."""
+    session_id: str
+    node: str
+    created: float
+    tenant: Optional[str] = None  # its tenant (None: the default tenant)
+    submitter: str = ""           # the credential that opened it
+    user_id: str = ""             # the client's user (Spark Connect's UserContext)
 
 
 @dataclass

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Optional
 
-from raft import artifacts
+from raft import artifacts, connect
 from raft import commands as c
 from raft import jobs
 from raft import livy
@@ -30,6 +30,7 @@ from raft.records import (  # noqa: F401  (re-exported: raft.state is the public
     MAX_PENDING_SAVEPOINTS, MAX_ATTEMPTS_KEPT, MAX_SAVEPOINT_TARGET,
     BATCH, IN_PROGRESS, COMPLETED, Result, PeerRecord, AttemptRecord, SavepointRecord,
     JobRecord, ArtifactRecord, SqlSessionRecord, TokenRecord, PeerLoss, ENDED_FAILURES_KEPT, ENDED_ATTEMPTS_KEPT,
+    ConnectSessionRecord,
     ENDED_TRACE_CHARS, compact_ended)
 
 
@@ -52,6 +53,8 @@ class ClusterState:
         self.pending: dict[str, None] = {}
         # SQL gateway sessions (raft/sessions.py): handle -> SqlSessionRecord
         self.sessions: dict[str, SqlSessionRecord] = {}
+        # Spark Connect sessions of the peers' endpoints (raft/connect.py)
+        self.connect: dict[str, ConnectSessionRecord] = {}
         # Livy interactive sessions (raft/livy.py): id -> the SQL session's handle
         self.livy_ids: dict[int, str] = {}
         self.next_livy: int = 0
@@ -85,6 +88,7 @@ class ClusterState:
         """A snapshot from an older version lacks the newer tables."""
         self.__dict__.update(data)
         self.__dict__.setdefault("sessions", {})
+        self.__dict__.setdefault("connect", {})
         self.__dict__.setdefault("livy_ids", {})
         self.__dict__.setdefault("next_livy", 0)
         self.__dict__.setdefault("tokens", {})
@@ -238,11 +242,14 @@ def _register_peer(state: ClusterState, cmd: c.RegisterPeer) -> Result:
         elif peer.pid != cmd.pid:
             # restarted before it was declared dead: its job processes died with it
             requeue_jobs_of(state, cmd.node, cmd.time, "peer-lost", peer)
+            connect.drop_sessions_of(state, cmd.node)
         peer.host, peer.rest_port, peer.raft_port = cmd.host, cmd.rest_port, cmd.raft_port
         peer.pid, peer.slots, peer.state = cmd.pid, cmd.slots, ALIVE
         peer.weight, peer.ready = float(cmd.weight), bool(cmd.ready)
         peer.registered_at = peer.last_heartbeat = cmd.time
     peer.protocol = int(cmd.protocol)
+    port = cmd.connect_port
+    peer.connect_port = port if isinstance(port, int) and 0 < port < 65536 else 0
     state.refresh_protocol()
     peer.beats += 1
     state.assigned.setdefault(cmd.node, {})
@@ -288,6 +295,7 @@ def _declare_dead(state: ClusterState, cmd: c.DeclarePeerDead) -> Result:
     peer.state = DEAD
     peer.declared_dead_at = cmd.time
     sql.move_sessions_of(state, cmd.node, cmd.time)
+    connect.drop_sessions_of(state, cmd.node)
     return Result(True, requeue_jobs_of(state, cmd.node, cmd.time, "peer-lost", peer))
 
 
@@ -322,6 +330,7 @@ _HANDLERS = {
     **jobs.HANDLERS,
     **savepoints.HANDLERS,
     **sql.HANDLERS,
+    **connect.HANDLERS,
     **livy.HANDLERS,
     **tokens.HANDLERS,
     **tenants.HANDLERS,

@@ -153,7 +153,8 @@ def savepoint_dirs(state, tenant: Optional[str]) -> tuple:
 
 def sessions_held(state, tenant: Optional[str]) -> int:
     k = key(tenant)
-    return sum(1 for s in state.sessions.values() if key(s.tenant) == k)
+    return (sum(1 for s in state.sessions.values() if key(s.tenant) == k)
+            + sum(1 for s in state.connect.values() if key(s.tenant) == k))
 
 
 def session_refusal(state, tenant: Optional[str]) -> Optional[Result]:

@@ -7,6 +7,7 @@ from typing import Any, Optional
 from aiohttp import web
 
 from jm.api import ApiError
+from rest.middleware import caller
 from rest.requests import gw, json_body
 
 
@@ -34,6 +35,13 @@ async def post_drain(request: web.Request) -> web.Response:
     deadline = _deadline(request, await json_body(request, optional=True))
     return web.json_response(await gw(request).cluster.drain_node(request.match_info["node"], True,
                                                                   deadline), status=202)
+
+
+async def get_sessions(request: web.Request) -> web.Response:
+    """Every open session (SQL gateway, Livy, Spark Connect) the caller may see;
+    `?kind=sql|livy|connect`."""
+    return web.json_response(gw(request).sessions.page(request.query.get("kind") or None,
+                                                       caller(request)))
 
 
 async def get_cluster_identity(request: web.Request) -> web.Response:
@@ -88,6 +96,7 @@ def add_routes(app: web.Application) -> None:
     r.add_delete("/nodes/{node}/drain", delete_drain)
     r.add_get("/cluster/peers", get_cluster_peers)
     r.add_get("/cluster/identity", get_cluster_identity)
+    r.add_get("/cluster/sessions", get_sessions)
     r.add_post("/cluster/peers", post_cluster_peer)
     r.add_post("/cluster/beat", post_cluster_beat)
     r.add_delete("/cluster/peers/{node}", delete_cluster_peer)

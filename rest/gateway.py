@@ -137,6 +137,12 @@ class PipelinesApi(Protocol):
     async def delete(self, name: str) -> dict: ...
 
 
+class SessionsApi(Protocol):
+    def page(self, kind: Optional[str], who: Credential) -> dict:
+        """Every open session (SQL gateway, Livy, Spark Connect) `who` may see, of `kind`
+        (None: every kind; another: ApiError 400)."""
+
+
 class ClusterApi(Protocol):
     """Membership, promotions, drains, the peers' heartbeats, rebalancing."""
     async def drain_node(self, node: str, drain: bool, deadline: Optional[float] = None
@@ -201,4 +207,5 @@ class Gateway(Protocol):
     tenants: TenantsApi
     audit: AuditApi
     sql: SqlGatewayApi
+    sessions: SessionsApi
     max_spec_size: int

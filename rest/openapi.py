@@ -127,6 +127,8 @@ def _routes() -> dict[str, dict[str, dict]]:
         "/cluster/peers/{node}": {"delete": _op("remove a member", ok="202")},
         "/cluster/peers/{node}/promote": {"post": _op("make a non-voter a voter")},
         "/cluster/identity": {"get": _op("this replica's cluster id and members")},
+        "/cluster/sessions": {"get": _op("every open session: SQL gateway, Livy, Spark "
+                                         "Connect (?kind=sql|livy|connect)")},
         "/cluster/beat": {"post": _op("a peer's heartbeat (peers only)", body=ANY_OBJECT)},
         "/cluster/voter": {"post": _op("start voting (peers only)", body=ANY_OBJECT),
                            "delete": _op("stop a voting start (peers only)")},

@@ -27,7 +27,8 @@ ROUTES: dict[tuple[str, str], str] = {
     **{("GET", p): READ for p in (
         "/api_versions", "/artifacts", "/artifacts/{artifact_id}/content", "/batches",
         "/batches/{batch_id}", "/batches/{batch_id}/log", "/batches/{batch_id}/state",
-        "/cluster/identity", "/cluster/peers", "/config", "/info", "/jobs", "/jobs/overview",
+        "/cluster/identity", "/cluster/peers", "/cluster/sessions", "/config", "/info",
+        "/jobs", "/jobs/overview",
         "/jobs/{job_id}", "/jobs/{job_id}/exceptions", "/jobs/{job_id}/logs",
         "/jobs/{job_id}/result", "/jobs/{job_id}/savepoints",
         "/jobs/{job_id}/savepoints/{request_id}", "/jobs/{job_id}/status", "/metrics",

@@ -217,3 +217,44 @@ async def spawned(executor: Any, params: Any) -> Any:
     out = await executor.spawn(params)
     assert isinstance(out, Started), out
     return out.process
+
+
+def make_pki(d: str, ips: tuple = ("127.0.0.1",)) -> dict:
+    """A CA and a certificate for `ips` (the first its common name) and localhost signed
+    by it (PEM files in d)."""
+    import datetime
+    import ipaddress
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def cert(subject, issuer, key, signer, ca, sans=None):
+        b = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+             .public_key(key.public_key()).serial_number(x509.random_serial_number())
+             .not_valid_before(now - datetime.timedelta(minutes=5))
+             .not_valid_after(now + datetime.timedelta(days=1))
+             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if sans:
+            b = b.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        return b.sign(signer, hashes.SHA256())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "jm test CA")])
+    ca = cert(ca_name, ca_name, ca_key, ca_key, True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    srv = cert(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ips[0])]), ca_name,
+               key, ca_key, False, [*(x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips),
+                                    x509.DNSName("localhost")])
+    paths = {"ca": os.path.join(d, "ca.pem"), "cert": os.path.join(d, "peer.pem"),
+             "key": os.path.join(d, "peer.key")}
+    with open(paths["ca"], "wb") as f:
+        f.write(ca.public_bytes(serialization.Encoding.PEM))
+    with open(paths["cert"], "wb") as f:
+        f.write(srv.public_bytes(serialization.Encoding.PEM))
+    with open(paths["key"], "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM,
+                                  serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()))
+    return paths

@@ -63,11 +63,13 @@ def cmd_cluster(client: Client, a: argparse.Namespace) -> int:
     rows = [[n.get("id"), n.get("state"), n.get("raft-role") or "-",
              f"{client.base.split('://')[0]}://{n.get('host')}:{n.get('rest-port')}"
              if n.get("rest-port") else "-",
+             n.get("connect-endpoint") or "-",
              f"{n.get('slots-used')}/{n.get('slots')}",
              n.get("job-count", len(n.get("jobs") or [])),
              n.get("pid") or "-", fmt_time(n.get("registered-at"))]
             for n in nodes]
-    out(table(["NODE", "STATE", "RAFT", "REST", "SLOTS", "JOBS", "PID", "REGISTERED"], rows))
+    out(table(["NODE", "STATE", "RAFT", "REST", "SPARK CONNECT", "SLOTS", "JOBS", "PID",
+               "REGISTERED"], rows))
     for n in nodes:
         if n.get("disk-low"):
             out(f"disk low on {n.get('id')}: {n['disk-low']}")

@@ -1,11 +1,13 @@
-"""jm tenant set / list: tenants' quotas (PUT, GET /tenants); jm audit: the cluster's
-audit log, every live peer's entries merged (GET /audit, admin)."""
+"""jm tenant set / list: tenants' quotas (PUT, GET /tenants); jm sessions: every open
+session with its tenant (GET /cluster/sessions); jm audit: the cluster's audit log, every
+live peer's entries merged (GET /audit, admin)."""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from jm.client.cli_http import EXIT_OK, Client, UsageError, quote_id, out, print_json
+from jm.client.cli_http import (EXIT_OK, Client, UsageError, fmt_time, quote_id, out,
+                                print_json, table)
 
 
 def _quota(n: object) -> str:
@@ -71,6 +73,19 @@ def cmd_audit(client: Client, a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_sessions(client: Client, a: argparse.Namespace) -> int:
+    query = f"?kind={quote_id(a.kind)}" if a.kind else ""
+    res = client.request("GET", "/cluster/sessions" + query)
+    if a.json:
+        print_json(res)
+        return EXIT_OK
+    rows = [[s.get("kind"), s.get("id"), s.get("tenant") or "default",
+             s.get("submitter") or "-", s.get("node") or "-", fmt_time(s.get("created")),
+             s.get("endpoint") or s.get("name") or "-"] for s in res.get("sessions") or ()]
+    out(table(["KIND", "ID", "TENANT", "BY", "PEER", "OPENED", "ENDPOINT/NAME"], rows))
+    return EXIT_OK
+
+
 def add_tenant(add) -> None:
     t = add("tenant", "tenants' quotas: set TENANT [--slots N] [--sessions M] (0: no "
                       "limit; admin), list", cmd_tenant)
@@ -79,7 +94,8 @@ def add_tenant(add) -> None:
     t.add_argument("--slots", type=int, metavar="N",
                    help="slots its jobs may hold at once; more wait CREATED")
     t.add_argument("--sessions", type=int, metavar="M",
-                   help="SQL and Livy sessions it may hold open; more are refused (429)")
+                   help="SQL, Livy and Spark Connect sessions it may hold open; more are "
+                        "refused (429; Connect: RESOURCE_EXHAUSTED)")
     t.add_argument("--os-user", metavar="USER",
                    help="the OS user its jobs, engines and Livy code run as on every peer "
                         "(peers run as root); '' for none")
@@ -93,6 +109,9 @@ def add_tenant(add) -> None:
     t.add_argument("--savepoint-dirs", metavar="D1,D2",
                    help="directories (paths or URIs) its savepoints may be written to and "
                         "restored from besides state.savepoints.dir; '' for none")
+    se = add("sessions", "every open session (SQL gateway, Livy, Spark Connect) with its "
+                         "tenant and peer", cmd_sessions)
+    se.add_argument("--kind", choices=("sql", "livy", "connect"), help="only this kind")
     au = add("audit", "the audit log of every live peer: who did what to which job "
                       "(admin)", cmd_audit)
     au.add_argument("--limit", type=int, help="newest entries (default 100)")

@@ -40,7 +40,9 @@ def write_conf(base: str, lines: list[str], settings: dict | None = None) -> str
     values = {"jobmanager.data-dir": os.path.join(base, "data"),
               "env.log.dir": os.path.join(base, "log"),
               "env.pid.dir": os.path.join(base, "run"),
-              "high-availability.storageDir": os.path.join(base, "ha")}
+              "high-availability.storageDir": os.path.join(base, "ha"),
+              # several peers on one host: each its own Spark Connect endpoint port
+              "spark.connect.endpoint.port": 0}
     values.update(settings or {})
     with open(os.path.join(conf_dir, "config.yaml"), "w") as f:
         yaml.safe_dump(values, f)

@@ -8,7 +8,7 @@ import asyncio
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from jm.cluster.api.gateway import PeerGateway, build_gateway
 from jm.cluster.api.joblists import JobLists
@@ -36,6 +36,9 @@ from jm.runtime.sparkjvm import spark_conf_dir
 from raft.commands import Heartbeat, RegisterPeer, RetirePeer, SubmitJobs
 from raft.node import RaftHost
 
+if TYPE_CHECKING:
+    from jm.cluster.spark.connectfront import ConnectFront
+
 
 @dataclass(frozen=True)
 class Parts:
@@ -54,6 +57,7 @@ class Parts:
     beats: BeatSender
     removal: RemovalWatch
     sql: SqlGateway
+    connect: Optional["ConnectFront"]  # the Spark Connect endpoint (None: not served here)
     lists: JobLists              # the overview's rows
     warmer: "OverviewWarmer"
     gateway: PeerGateway         # what REST may ask
@@ -100,16 +104,16 @@ class AppliedWatch:
 
 
 def registration(conf: Config, me: PeerAddress, ready: Callable[[], bool],
-                 ) -> Callable[[], RegisterPeer]:
+                 connect_port: int = 0) -> Callable[[], RegisterPeer]:
     """This incarnation's RegisterPeer, made when the lease (re)registers."""
     return lambda: RegisterPeer(me.node_id, me.host, me.rest_port, me.raft_port, os.getpid(),
                                 conf["jobmanager.slots"], time.time(),
                                 conf["jobmanager.weight"], ready(),
-                                conf["cluster.protocol-version"])
+                                conf["cluster.protocol-version"], connect_port)
 
 
 def build(*, conf: Config, me: PeerAddress, masters: list[PeerAddress], ground: Ground,
-          raft: RaftHost, had_data: bool) -> Parts:
+          raft: RaftHost, had_data: bool, connect_port: int = 0) -> Parts:
     """Every component of a joined peer, wired to its collaborators (nothing runs yet)."""
     t, node, sparks, executor = conf.timeouts, ground.node, ground.sparks, ground.executor
     directory = PeerDirectory(raft, ground.scheme, me, masters)
@@ -156,7 +160,7 @@ def build(*, conf: Config, me: PeerAddress, masters: list[PeerAddress], ground: 
     rounds = LeaseRounds(raft, t.interval / 2, t.lease)
     missing_users = MissingUsers(users_of(raft.read))  # (Heartbeat.lacks)
     beats = BeatSender(raft, node, rounds, directory.url_of_node, ground.peer_client)
-    lease = Lease(raft, node, registration(conf, me, sparks.ready),
+    lease = Lease(raft, node, registration(conf, me, sparks.ready, connect_port),
                   lambda now: Heartbeat(node, now, sparks.ready(), ground.janitor.low,
                                         missing_users()),
                   t.interval, t.lease, t.commit, executor, dispatcher,
@@ -174,10 +178,19 @@ def build(*, conf: Config, me: PeerAddress, masters: list[PeerAddress], ground: 
         data_dir=ground.data_dir, log_dir=ground.log_dir, disk_low=ground.janitor.disk_low,
         started=ground.started.is_set, had_data=had_data, engines=sparks.engines))
     ground.metrics.add_gauges(gateway.health.gauges)
+    connect = None
+    if connect_port:  # (gRPC is imported only by a peer that serves Connect clients)
+        from jm.cluster.spark.connectfront import ConnectFront, FrontSettings
+        connect = ConnectFront(FrontSettings(
+            node=node, root_token=ground.token,
+            idle_timeout=conf["sql-gateway.session.idle-timeout"],
+            max_sessions=conf["spark.connect.endpoint.max-sessions"],
+            engine_wait=conf.spark.startup_timeout, write_timeout=t.write),
+            raft, sparks.engines, gateway.tokens.credential, term.valid)
     warmer = OverviewWarmer(lists)
     raft.apply_hooks.append(AppliedWatch(node, raft, removal, lists, warmer, ground.started))
     return Parts(raft=raft, directory=directory, membership=membership, voting=voting,
                  candidate=candidate, reporter=reporter, submitter=submitter,
                  dispatcher=dispatcher, rm=rm, term=term, lease=lease, rounds=rounds,
-                 beats=beats, removal=removal, sql=sql, lists=lists, warmer=warmer,
-                 gateway=gateway)
+                 beats=beats, removal=removal, sql=sql, connect=connect, lists=lists,
+                 warmer=warmer, gateway=gateway)

@@ -12,7 +12,7 @@ import logging
 import os
 import shutil
 import time
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from aiohttp import web
 
@@ -26,6 +26,9 @@ from jm.peer.ground import Ground, lay_ground
 from jm.peer.joining import join, voters_at_creation
 from jm.peer.restserve import check_exposure, serve_rest
 from jm.runtime.confine import passable
+
+if TYPE_CHECKING:
+    from jm.cluster.spark.connectfront import Listener
 
 log = logging.getLogger("jm.cluster.peer")
 
@@ -44,6 +47,7 @@ class Peer:
         self.ground: Ground = lay_ground(conf, me)
         self.parts: Optional[Parts] = None  # once it joined (start)
         self.runner: Optional[web.AppRunner] = None  # REST, once it serves
+        self.endpoint: Optional["Listener"] = None  # the Spark Connect endpoint, once bound
         self._tasks: list[asyncio.Task] = []
 
     # ---- start ----------------------------------------------------------------------
@@ -61,10 +65,15 @@ class Peer:
         # the journal, snapshots and identity (every tenant's specs, SQL and code) are the
         # peer's alone: job processes may run as other users of this host
         os.chmod(g.raft_dir, 0o700)
+        # bound before it joins: a port that is taken stops the peer (a configuration error)
+        if self.conf.spark.serves_connect:  # (gRPC is imported only by a peer that serves)
+            from jm.cluster.spark.connectfront import open_endpoint
+            self.endpoint = open_endpoint(self.conf, self.me.host)
         joined = await join(self.conf, self.me, self.masters, g, self.voters, self.rejoin)
         try:
             self.parts = build(conf=self.conf, me=self.me, masters=self.masters, ground=g,
-                               raft=joined.raft, had_data=joined.had_data)
+                               raft=joined.raft, had_data=joined.had_data,
+                               connect_port=self.endpoint.port if self.endpoint else 0)
         except BaseException:  # (stop() knows only a built peer's Raft member)
             await in_thread(joined.raft.destroy)
             raise
@@ -89,6 +98,9 @@ class Peer:
         p.dispatcher.start()
         p.rm.start()
         p.sql.start()
+        if p.connect is not None and self.endpoint is not None:
+            await self.endpoint.serve(p.connect)
+            p.connect.start()
         g.janitor.start(p.raft, p.registered.is_set)
         g.started.set()
         p.removal.check()  # (a removal applied before the watch was there)
@@ -121,6 +133,10 @@ class Peer:
         steps = [("background tasks", lambda: asyncio.gather(*self._tasks,
                                                              return_exceptions=True)),
                  ("janitor", g.janitor.close)]
+        if self.endpoint is not None:
+            steps.append(("Spark Connect endpoint", self.endpoint.close))
+        if p is not None and p.connect is not None:
+            steps.append(("Spark Connect sessions", p.connect.close))
         if p is not None:
             p.warmer.cancel()
             steps += [("resource manager", p.rm.close), ("SQL gateway", p.sql.close),

@@ -64,6 +64,13 @@ def non_voters(st: ClusterState, members: list[str]) -> list[dict]:
 ALL_TENANTS = object()  # nodes(): every tenant's job ids
 
 
+def connect_endpoint(host: str, port: int) -> Optional[str]:
+    """A peer's Spark Connect endpoint as clients name it (None: it serves none)."""
+    if not port:
+        return None
+    return f"sc://[{host}]:{port}" if ":" in host else f"sc://{host}:{port}"
+
+
 def nodes(st: ClusterState, leader: Optional[str], members: Optional[list[str]] = None,
           tenant: Any = ALL_TENANTS) -> dict:
     """The peers, with their Raft role ("leader", "follower", or "non-voter" for a peer
@@ -84,6 +91,7 @@ def nodes(st: ClusterState, leader: Optional[str], members: Optional[list[str]] 
                     "job-count": len(ids),
                     "drain-deadline": p.drain_deadline,
                     "disk-low": p.disk_low or None, "protocol": p.protocol,
+                    "connect-endpoint": connect_endpoint(p.host, p.connect_port),
                     "missing-os-users": list(p.lacks),
                     "registered-at": _ms(p.registered_at),
                     "declared-dead-at": _ms(p.declared_dead_at)})
@@ -96,7 +104,7 @@ def nodes(st: ClusterState, leader: Optional[str], members: Optional[list[str]] 
                     "leader": node == leader, "raft-role": _role(node, leader, members),
                     "state": "JOINING", "slots": 0, "slots-used": 0, "weight": 0.0,
                     "ready": False, "jobs": [], "job-count": 0, "drain-deadline": None,
-                    "disk-low": None,
+                    "disk-low": None, "connect-endpoint": None,
                     "protocol": None, "missing-os-users": [], "registered-at": _ms(None),
                     "declared-dead-at": _ms(None)})
     return {"nodes": out}
@@ -278,3 +286,31 @@ def artifacts(st: ClusterState, tenant: Optional[str] = None) -> dict:
                            "created": _ms(a.created), "tenants": list(a.tenants)}
                           for a in st.artifacts.values()
                           if tenant is None or tenant in a.tenants]}
+
+
+SESSION_KINDS = ("sql", "livy", "connect")
+
+
+def sessions(st: ClusterState, tenant: Any = ALL_TENANTS, kind: Optional[str] = None
+             ) -> dict:
+    """Every open session of the cluster, of every kind: the SQL gateway's (`sql`),
+    Livy's (`livy`, by its number) and the Spark Connect endpoints' (`connect`), with
+    their tenant, who opened them and the peer that serves them; only `tenant`'s
+    for a tenant's caller (ALL_TENANTS: every tenant's), only `kind`'s if given."""
+    rows = []
+    for s in st.sessions.values():
+        k = "livy" if s.livy is not None else "sql"
+        rows.append({"id": str(s.livy.id) if s.livy is not None else s.handle, "kind": k,
+                     "tenant": s.tenant, "submitter": s.submitter, "node": s.node,
+                     "name": s.name, "created": _ms(s.created), "endpoint": None})
+    for c in st.connect.values():
+        peer = st.peers.get(c.node)
+        rows.append({"id": c.session_id, "kind": "connect", "tenant": c.tenant,
+                     "submitter": c.submitter, "node": c.node, "name": c.user_id,
+                     "created": _ms(c.created),
+                     "endpoint": connect_endpoint(peer.host, peer.connect_port)
+                     if peer is not None else None})
+    rows = [r for r in rows if (kind is None or r["kind"] == kind)
+            and (tenant is ALL_TENANTS or r["tenant"] == tenant)]
+    rows.sort(key=lambda r: (r["created"] or 0, r["id"]))
+    return {"sessions": rows, "total": len(rows)}

@@ -128,6 +128,7 @@ async def test_each_tenant_has_its_engine_and_an_engine_s_death_stays_with_its_t
         page = await apoll(fetched, 120, what="the SQL statement's first page")
         assert [d["fields"] for d in page["results"]["data"]] == [[42]], page
         assert (await _engines(c))["tenant-b"]["holders"] == 2  # its job and its session
+        await _connect_client_on_its_tenants_engine(c, b)
         worker = c.peers[0].parts.sql.host.workers.find(engines["tenant-b"]["url"])
         assert worker is not None and worker.alive
         if CGROUPS:  # b's Livy code runs within b's memory (a cgroup of its own)
@@ -161,6 +162,46 @@ async def test_each_tenant_has_its_engine_and_an_engine_s_death_stays_with_its_t
         await apoll(lambda: not _alive(restarted), 30, what="its JVM gone")
     if CGROUPS:  # its cgroup went with its engine
         assert not os.path.exists(_cgroup_dir(cgroup)), cgroup
+
+
+CONNECT_CODE = """
+import sys
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.remote(sys.argv[1]).create()
+print(spark.range(5).count(), flush=True)
+sys.stdin.readline()
+spark.stop()
+"""
+
+
+async def _connect_client_on_its_tenants_engine(c, headers) -> None:
+    """A Spark Connect client of tenant b, through the peer's endpoint: its session holds
+    b's engine until it is released."""
+    import asyncio
+    import sys
+    s, nodes = await ahttp("GET", c.url(0) + "/nodes", headers=bearer(ROOT))
+    port = nodes["nodes"][0]["connect-endpoint"].rsplit(":", 1)[1]
+    token = headers["Authorization"].split()[1]  # (no TLS: pyspark sends it to localhost)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", CONNECT_CODE, f"sc://localhost:{port}/;token={token}",
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    try:
+        line = await asyncio.wait_for(proc.stdout.readline(), 120)
+        assert line.strip() == b"5", (line, (await proc.stderr.read())[-2000:])
+        assert (await _engines(c))["tenant-b"]["holders"] == 3
+        proc.stdin.write(b"done\n")
+        await proc.stdin.drain()
+        assert await asyncio.wait_for(proc.wait(), 60) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    await apoll(lambda: _holders(c, "tenant-b", 2), 30, what="the Connect session released")
+
+
+async def _holders(c, engine: str, n: int) -> bool:
+    return (await _engines(c))[engine]["holders"] == n
 
 
 LIMIT_CODE = """

@@ -204,3 +204,35 @@ async def test_odd_credentials_and_json_are_clear_errors(tmp_path):
             assert s == 400 and why in b["errors"][0], (s, b)
         s, b = await ahttp("GET", c.url(0) + "/healthz")
         assert s == 200 and b["ok"]
+
+
+def test_a_taken_connect_endpoint_port_stops_the_peer_naming_the_key(tmp_path):
+    import socket
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    port = held.getsockname()[1]
+    conf_dir = os.path.join(str(tmp_path), "conf")
+    os.makedirs(conf_dir)
+    with open(os.path.join(conf_dir, "masters"), "w") as f:
+        f.write("127.0.0.1:18091:16133\n")
+    with open(os.path.join(conf_dir, "config.yaml"), "w") as f:
+        f.write(f"jobmanager.data-dir: {tmp_path}/data\nenv.log.dir: {tmp_path}/log\n"
+                f"spark.connect.embedded: true\nspark.connect.endpoint.port: {port}\n")
+    try:
+        r = subprocess.run([sys.executable, "-m", "jm.peer", "--conf-dir", conf_dir],
+                           capture_output=True, text=True, timeout=60, cwd=ROOT)
+    finally:
+        held.close()
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert "Traceback" not in r.stderr and lines, r.stderr
+    assert "spark.connect.endpoint.port" in lines[-1] and str(port) in lines[-1], r.stderr
+    assert not os.path.exists(os.path.join(str(tmp_path), "data", "127.0.0.1_18091", "raft",
+                                           "journal")), "it joined before it refused"
+    for bad in ("70000", "15010-15002", "x"):
+        with open(os.path.join(conf_dir, "config.yaml"), "a") as f:
+            f.write(f"spark.connect.endpoint.port: '{bad}'\n")
+        r = subprocess.run([sys.executable, "-m", "jm.peer", "--conf-dir", conf_dir],
+                           capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert r.returncode == 2 and "spark.connect.endpoint.port" in r.stderr, r.stderr

@@ -127,6 +127,19 @@ async def test_a_tenant_sees_its_own_work_and_waits_at_its_quota_while_another_r
             assert int(h["Retry-After"]) > 0
         s, b = await ahttp("POST", c.url(1) + "/v1/sessions", {}, headers=t["b-sub"])
         assert s == 200, b
+        b_session = b["sessionHandle"]
+        # every session listed with its tenant: a tenant's credential sees its own only
+        s, b = await ahttp("GET", c.url(1) + "/cluster/sessions", headers=t["b-sub"])
+        assert s == 200 and [(x["kind"], x["id"], x["tenant"]) for x in b["sessions"]] == \
+            [("sql", b_session, "b")], b
+        s, b = await ahttp("GET", c.url(1) + "/cluster/sessions?kind=bogus",
+                           headers=bearer(ROOT))
+        assert s == 400 and "kind must be one of" in b["errors"][0], b
+        rc, out, err = await jm("--address", c.url(0), "sessions", "--kind", "sql",
+                                env={"JM_TOKEN": ROOT})
+        assert rc == 0 and b_session in out and out.startswith("KIND"), (out, err)
+        lines = [ln.split() for ln in out.splitlines()[1:]]
+        assert sorted(ln[2] for ln in lines) == ["a", "b"], out
         await _audit_and_bad_input(c, t, a1, a2)
 
 

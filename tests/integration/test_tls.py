@@ -2,8 +2,6 @@
 each other over https (a job's log read through the other peer, the membership check at
 start-up), the jm CLI with --ca, and clear errors for a broken TLS configuration."""
 import asyncio
-import datetime
-import ipaddress
 import json
 import os
 import ssl
@@ -15,47 +13,9 @@ import pytest
 
 from jm.config import ConfigError
 from tests.conftest import InProcessCluster
-from tests.helpers import ROOT, apoll
+from tests.helpers import ROOT, apoll, make_pki
 
 FIX = os.path.dirname(os.path.abspath(__file__)) + "/"
-
-
-def make_pki(d: str) -> dict:
-    """A CA and a certificate for 127.0.0.1 / localhost signed by it (PEM files in d)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-    now = datetime.datetime.now(datetime.timezone.utc)
-
-    def cert(subject, issuer, key, signer, ca, sans=None):
-        b = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
-             .public_key(key.public_key()).serial_number(x509.random_serial_number())
-             .not_valid_before(now - datetime.timedelta(minutes=5))
-             .not_valid_after(now + datetime.timedelta(days=1))
-             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-        if sans:
-            b = b.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        return b.sign(signer, hashes.SHA256())
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "jm test CA")])
-    ca = cert(ca_name, ca_name, ca_key, ca_key, True)
-    key = ec.generate_private_key(ec.SECP256R1())
-    srv = cert(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]), ca_name,
-               key, ca_key, False, [x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-                                    x509.DNSName("localhost")])
-    paths = {"ca": os.path.join(d, "ca.pem"), "cert": os.path.join(d, "peer.pem"),
-             "key": os.path.join(d, "peer.key")}
-    with open(paths["ca"], "wb") as f:
-        f.write(ca.public_bytes(serialization.Encoding.PEM))
-    with open(paths["cert"], "wb") as f:
-        f.write(srv.public_bytes(serialization.Encoding.PEM))
-    with open(paths["key"], "wb") as f:
-        f.write(key.private_bytes(serialization.Encoding.PEM,
-                                  serialization.PrivateFormat.PKCS8,
-                                  serialization.NoEncryption()))
-    return paths
 
 
 async def _cli(env: dict, *args: str) -> subprocess.CompletedProcess:

@@ -71,7 +71,8 @@ def test_nodes(st):
                       "registered-at": 1000,
                       "declared-dead-at": -1, "weight": 2.0, "ready": True,
                       "raft-role": "follower", "drain-deadline": None, "disk-low": None,
-                      "protocol": PROTOCOL, "missing-os-users": []}
+                      "protocol": PROTOCOL, "missing-os-users": [],
+                      "connect-endpoint": None}
     assert out[1]["leader"] is True and out[1]["raft-role"] == "leader"
     assert out[1]["jobs"] == ["asg"] and out[1]["slots-used"] == 1
     assert out[2]["state"] == "DEAD" and out[2]["declared-dead-at"] == 26000
@@ -263,3 +264,23 @@ def test_peer_states_and_savepoint_views():
     assert V.nodes(st, None)["nodes"][0]["state"] == "DRAINED"
     st.apply(c.DeclarePeerDead("n1", 9.0))
     assert V.nodes(st, None)["nodes"][0]["state"] == "DEAD"
+
+
+def test_every_session_of_every_kind_with_its_tenant():
+    from raft import commands as c
+    from raft.state import ClusterState
+    st = ClusterState()
+    st.apply(c.RegisterPeer("n1", "10.0.0.7", 8081, 6123, 1, 4, 1.0, connect_port=15002))
+    st.apply(c.RegisterPeer("n2", "::1", 8082, 6124, 2, 4, 1.0, connect_port=15003))
+    st.apply(c.OpenSqlSession("h-sql", "mine", {}, "n1", 2.0, 0, "a", "ana"))
+    st.apply(c.OpenLivySession("h-livy", "pyspark", "", {}, "n2", 3.0, 0, (), "b", "bo"))
+    st.apply(c.OpenConnectSession("c-1", "n2", 4.0, "a", "ana", "ana-os"))
+    out = V.sessions(st)
+    assert [(r["kind"], r["id"], r["tenant"], r["node"]) for r in out["sessions"]] == [
+        ("sql", "h-sql", "a", "n1"), ("livy", "0", "b", "n2"), ("connect", "c-1", "a", "n2")]
+    assert out["sessions"][2]["endpoint"] == "sc://[::1]:15003"
+    assert out["sessions"][2]["name"] == "ana-os" and out["total"] == 3
+    assert [r["id"] for r in V.sessions(st, "a")["sessions"]] == ["h-sql", "c-1"]
+    assert [r["id"] for r in V.sessions(st, kind="connect")["sessions"]] == ["c-1"]
+    assert V.nodes(st, None)["nodes"][0]["connect-endpoint"] == "sc://10.0.0.7:15002"
+    assert V.connect_endpoint("h", 0) is None

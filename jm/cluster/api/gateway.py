@@ -19,6 +19,7 @@ from jm.cluster.api.pipelines import Pipelines
 from jm.cluster.api.reads import JobViews
 from jm.cluster.api.resolver import SubmissionResolver
 from jm.cluster.api.services import GatewayServices
+from jm.cluster.api.sessionviews import SessionViews
 from jm.cluster.sql.sqlgateway import SqlGateway
 from jm.cluster.api.tenancy import Tenants
 from jm.cluster.api.tokens import Tokens
@@ -40,6 +41,7 @@ class PeerGateway:
     tenants: Tenants
     audit: PeerAudit
     sql: SqlGateway
+    sessions: SessionViews     # every session of every kind
     max_spec_size: int         # jobmanager.spec.max-size: REST refuses a larger spec unread
 
 
@@ -67,4 +69,5 @@ def build_gateway(svc: GatewayServices) -> PeerGateway:
         tenants=tenants,
         audit=PeerAudit(node=svc.node, conf=conf, raft=raft, log_dir=svc.log_dir,
                         url_of=svc.url_of, peer_client=svc.peer_client),
-        sql=svc.sql, max_spec_size=conf["jobmanager.spec.max-size"])
+        sql=svc.sql, sessions=SessionViews(raft),
+        max_spec_size=conf["jobmanager.spec.max-size"])
