@@ -7,6 +7,8 @@ on 3 real peers (bin/ scripts) with their embedded Spark Connect servers.
 Paths, each with C concurrent clients (threads of this process) for `--seconds`:
 * raw: each client holds one Spark Connect session on one of the peers' servers
   (spread), and runs `spark.sql(q).collect()`;
+* endpoint: the same through the peers' Spark Connect endpoints (`connect-endpoint` of
+  GET /nodes: the authenticated front that passes each session to its engine);
 * gateway: each client holds one DB-API connection (a SQL gateway session) through one
   of the peers (spread), and runs `execute(q)` + `fetchall()`;
 * jobs: each client submits `{"sql": q}` to `POST /jobs` (spread) and polls its result.
@@ -289,12 +291,14 @@ def one_run(seconds: float, clients: list[int], fo_client: str = "dbapi",
             wait_until(lambda u=url: get(u + "/healthz").get("spark-ready"), 300,
                        f"{url} Spark ready")
         remotes = [get(u + "/healthz")["spark-remote"] + "/;token=bench-olap" for u in c.urls]
+        endpoints = [n["connect-endpoint"] for n in get(c.urls[0] + "/nodes")["nodes"]]
         for name, q in [(n, q) for n, q in QUERIES.items()
                         if n in queries and not only_failover]:
             for path, build in [(p, b) for p, b in (("raw", raw_path),
+                                                    ("endpoint", raw_path),
                                                     ("gateway", gateway_path),
                                                     ("jobs", jobs_path)) if p in paths]:
-                target = remotes if path == "raw" else c.urls
+                target = {"raw": remotes, "endpoint": endpoints}.get(path, c.urls)
                 for n in clients:
                     opened: list = []
                     make, run = build(target, q, opened)

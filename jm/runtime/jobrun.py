@@ -413,7 +413,7 @@ def _fail(params: RunParams, exc: BaseException, phase: str, started: bool,
     """error.json for the failure (its line, the user's frames, `hopeless`), and the
     traceback in the job's log (`show`; an exit's code says it all)."""
     try:
-        record = failure_record(exc, phase, started)
+        record = failure_record(exc, phase, started, params.shown_names)
     except Exception:  # the plain text, never a second failure
         record = {"exception": f"{type(exc).__name__}: {exc}",
                   "traceback": traceback.format_exc()}

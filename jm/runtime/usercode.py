@@ -15,7 +15,7 @@ import zipfile
 from dataclasses import dataclass
 from importlib.util import find_spec
 from types import CodeType
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from jm.policy.jobs.hopeless import FailureFacts, hopeless
 from jm.policy.jobs.usertrace import error_line, user_traceback
@@ -140,13 +140,15 @@ def exception_line(exc: BaseException) -> str:
     return error_line(name, message, error_class if isinstance(error_class, str) else None)
 
 
-def user_trace(exc: BaseException) -> str:
-    """The traceback of `exc` (and what it chains) with the user's frames only."""
+def user_trace(exc: BaseException, names: Sequence[tuple[str, str]] = ()) -> str:
+    """The traceback of `exc` (and what it chains) with the user's frames only, their
+    files named as the user gave them (`names`: RunParams.shown_names)."""
     te = traceback.TracebackException.from_exception(exc)
-    return "".join(user_traceback(te, HIDDEN, COLLAPSED).format())
+    return "".join(user_traceback(te, HIDDEN, COLLAPSED, names=names).format())
 
 
-def failure_record(exc: BaseException, phase: str, started: bool) -> dict:
+def failure_record(exc: BaseException, phase: str, started: bool,
+                   names: Sequence[tuple[str, str]] = ()) -> dict:
     """error.json's content for `exc`: its line, the user's traceback, and `hopeless`
     (why no restart can pass it) when so."""
     if isinstance(exc, SystemExit):
@@ -154,7 +156,7 @@ def failure_record(exc: BaseException, phase: str, started: bool) -> dict:
     else:
         line, code = exception_line(exc), None
     kinds = tuple(k.__name__ for k in type(exc).__mro__)
-    out = {"exception": line, "traceback": user_trace(exc)}
+    out = {"exception": line, "traceback": user_trace(exc, names)}
     why = hopeless(FailureFacts(phase, kinds, started, code))
     if why:
         out["hopeless"] = why

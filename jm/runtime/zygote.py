@@ -179,7 +179,8 @@ def _handed(params: RunParams, copies: dict) -> RunParams:
     return dataclasses.replace(
         params, pyfiles=tuple(copies.get(p, p) for p in params.pyfiles),
         script=copies.get(params.script, params.script) if params.script else None,
-        spark_conf=with_local_files(dict(params.spark_conf), copies), peer_files=())
+        spark_conf=with_local_files(dict(params.spark_conf), copies), peer_files=(),
+        shown_names=tuple((copies.get(p, p), name) for p, name in params.shown_names))
 
 
 def _no_user(params: RunParams, user: str) -> None:

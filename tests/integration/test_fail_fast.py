@@ -166,10 +166,14 @@ async def test_tracebacks_show_the_users_frames_only(tmp_path):
         _only_user_frames(out, 'trace_app.py", line 8, in <module>',
                           'trace_app.py", line 5, in go', 'trace_helper.py", line 2, in fail',
                           "ValueError: deep in the user code")
+        # (the files by the names they were uploaded under, not the peer's copies' paths)
+        assert 'File "trace_app.py", line 8' in out and "/blobs/" not in out, out
+        assert 'File "trace_helper.py", line 2' in out, out
         jid = err.split("[jm] job ", 1)[1].split()[0]
         [failure] = await _failures(c, jid)
         _only_user_frames(failure["stacktrace"], 'trace_app.py", line 5, in go',
                           'trace_helper.py", line 2, in fail')
+        assert "/blobs/" not in failure["stacktrace"], failure
         # jm submit --wait: the exception's line and the user's frames, nothing else
         rc, out, err = await jm("-a", c.url(0), "submit", entry, "--pyfile", helper,
                                 "--wait")

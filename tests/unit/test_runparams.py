@@ -25,7 +25,8 @@ def full() -> RunParams:
     return RunParams(
         **MINIMAL, name="n", streaming=True, entry="m:f", sql="SELECT 1", script="/s.py",
         argv=("a", "b"), args={"k": [1, {"x": None}]}, pyfiles=("/p/", "/q.zip"),
-        peer_files=("/q.zip",), python_env="/e/site", python_exec="/e/bin/python",
+        peer_files=("/q.zip",), shown_names=(("/q.zip", "deps.zip"),),
+        python_env="/e/site", python_exec="/e/bin/python",
         executor_python="./jm-python/bin/python",
         restore_path="/sp", cleanup_session="s0", run_as="etl", memory=1 << 30, cpu=50,
         spark_mode="classic",
@@ -73,6 +74,8 @@ def test_every_optional_absent_gives_the_defaults_the_readers_used():
     ({}, "missing run params: job_id, attempt, node"),
     (None, "must be a dict, not NoneType"),
     (dict(MINIMAL, attempt="x"), "bad run params"),
+    (dict(MINIMAL, shown_names=[["/a"]]), "shown_names must be"),
+    (dict(MINIMAL, shown_names=[["/a", 3]]), "shown_names must be"),
 ])
 def test_from_wire_is_strict(bad, why):
     with pytest.raises(RunParamsError, match=why):

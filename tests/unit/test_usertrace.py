@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import traceback
 
+from jm.policy.jobs import usertrace as U
 from jm.policy.jobs.usertrace import error_line, frame_lines, user_frames, user_traceback
 
 HIDDEN = ("/opt/jm/", __file__)  # (this file: the frame that catches)
@@ -130,3 +131,31 @@ def test_error_line_is_the_type_the_error_class_and_the_first_line():
         == "Py4JJavaError: An error occurred while calling o1.sql."
     assert error_line("X", "\n\nJVM stacktrace:\nat y") == "X"
     assert len(error_line("X", "m" * 5000)) == 1000
+
+
+def test_files_are_shown_by_the_names_the_user_gave():
+    names = (("/d/blobs/ab12/app.py", "app.py"), ("/d/blobs/cd34/lib", "lib"),
+             ("/tmp/cache/x.py", "s3://bucket/x.py"))
+    assert U.shown_name("/d/blobs/ab12/app.py", names) == "app.py"
+    assert U.shown_name("/d/blobs/cd34/lib/util/io.py", names) == "lib/util/io.py"
+    assert U.shown_name("/d/blobs/cd34/library.py", names) == "/d/blobs/cd34/library.py"
+    assert U.shown_name("/tmp/cache/x.py", names) == "s3://bucket/x.py"
+    assert U.shown_name("/usr/lib/python3/json.py", names) == "/usr/lib/python3/json.py"
+
+
+def test_a_traceback_and_a_syntax_error_name_the_users_files(tmp_path):
+    import traceback
+    path = str(tmp_path / "blobs" / "ab12" / "broken.py")
+    try:
+        compile("print('total', 1\n", path, "exec")
+    except SyntaxError as exc:
+        te = traceback.TracebackException.from_exception(exc)
+    text = "".join(U.user_traceback(te, (), (), names=((path, "broken.py"),)).format())
+    assert 'File "broken.py", line 1' in text and "blobs" not in text, text
+    code = compile("def go():\n    raise ValueError('x')\ngo()\n", path, "exec")
+    try:
+        exec(code, {})
+    except ValueError as exc:
+        te = traceback.TracebackException.from_exception(exc)
+    text = "".join(U.user_traceback(te, (), (), names=((path, "broken.py"),)).format())
+    assert 'File "broken.py", line 2, in go' in text and "blobs" not in text, text

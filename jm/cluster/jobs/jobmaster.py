@@ -176,6 +176,16 @@ class JobMaster:
         return tuple(path for given, path in zip(named, list(pyfiles) + [script])
                      if path and isinstance(given, str) and given.startswith("artifact:"))
 
+    def _shown_names(self, pyfiles: list[str], script: Optional[str]
+                     ) -> tuple[tuple[str, str], ...]:
+        """(local path, the name the user gave) of its code: an uploaded file by its
+        upload's name (the peer keeps it under that name), any other as given."""
+        named = list(self.spec.pyfiles) + [self.spec.script]
+        return tuple((path, os.path.basename(path.rstrip("/"))
+                      if given.startswith("artifact:") else given)
+                     for given, path in zip(named, list(pyfiles) + [script])
+                     if path and isinstance(given, str) and path != given)
+
     def _params(self, pyfiles: list[str], run_dir: str,
                 script: Optional[str] = None) -> RunParams:
         env = self.env
@@ -185,7 +195,8 @@ class JobMaster:
         params = attempt_params(self.spec, env.conf, AttemptPlace(
             self.job_id, self.epoch, self.restart_index, env.node, run_dir, env.log_dir,
             self.checkpoint_dir, env.spark_conf_dir, remote, ready, self.session_id,
-            tuple(pyfiles), script, self._peer_files(pyfiles, script)), self.streaming)
+            tuple(pyfiles), script, self._peer_files(pyfiles, script),
+            self._shown_names(pyfiles, script)), self.streaming)
         if self.runtime.os_user and not params.run_as:  # (a proxy-user allowed wins)
             params = replace(params, run_as=self.runtime.os_user)
         if self.runtime.memory or self.runtime.cpu:

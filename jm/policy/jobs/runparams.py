@@ -61,6 +61,8 @@ class RunParams:
     # those of pyfiles and script that are the peer's own copies (its blob store, its
     # user's alone): a job run as another user gets copies in its run folder
     peer_files: tuple[str, ...] = ()
+    # (path here, name the user gave) of its script and py-files: what its tracebacks show
+    shown_names: tuple[tuple[str, str], ...] = ()
     # its own Python environment (its spec's requirements, jm/cluster/jobs/envs.py): the
     # site-packages put first on its path, and the interpreter Spark's Python workers run
     python_env: Optional[str] = None
@@ -114,6 +116,10 @@ class RunParams:
         for name in ("spark_waiting_after", "spark_wait", "fence_interval"):
             object.__setattr__(self, name, float(getattr(self, name)))
         object.__setattr__(self, "streaming", bool(self.streaming))
+        pairs = tuple(tuple(p) for p in self.shown_names)
+        if not all(len(p) == 2 and all(isinstance(x, str) for x in p) for p in pairs):
+            raise ValueError("shown_names must be (path, name) pairs of strings")
+        object.__setattr__(self, "shown_names", pairs)
 
     def to_wire(self) -> dict:
         """A plain dict (lists, dicts, str, numbers, None): msgpack and JSON take it."""
@@ -169,6 +175,7 @@ class AttemptPlace:
     pyfiles: tuple[str, ...] = field(default=())
     script: Optional[str] = None
     peer_files: tuple[str, ...] = field(default=())
+    shown_names: tuple[tuple[str, str], ...] = field(default=())
 
 
 def attempt_params(spec: JobSpec, conf: Any, place: AttemptPlace,
@@ -189,6 +196,7 @@ def attempt_params(spec: JobSpec, conf: Any, place: AttemptPlace,
         class_archive=spark.class_archive,
         spark_waiting_after=spark.executor_wait_warning,
         args=dict(spec.args), pyfiles=p.pyfiles, peer_files=p.peer_files,
+        shown_names=p.shown_names,
         log_path=posixpath.join(p.log_dir, "jobs", p.job_id,
                                 f"attempt-{p.attempt}-{p.restart}.log"),
         result_path=posixpath.join(p.run_dir, "result.json"),
@@ -214,6 +222,7 @@ def cleanup_params(params: RunParams, run_dir: str, session_id: str) -> RunParam
     """The run that stops the streaming queries a killed attempt left in its session (no
     code of the job's: its run folder is its user's by now, nothing is handed over)."""
     return replace(params, entry=None, sql=None, script=None, pyfiles=(), peer_files=(),
+                   shown_names=(),
                    cleanup_session=session_id,
                    log_path=params.log_path + ".cleanup",
                    result_path=posixpath.join(run_dir, "cleanup.json"),

@@ -48,24 +48,53 @@ def user_frames(frames: Sequence[traceback.FrameSummary], hidden: Sequence[str],
     return out
 
 
+def shown_name(filename: str, names: Sequence[tuple[str, str]]) -> str:
+    """`filename` as the user named it: a file the peer holds under another path (an
+    uploaded script in its blob store, a copy in a run folder) under the name it was
+    given (`names`: (local path, shown name), a folder's files under the folder's)."""
+    for local, shown in names:
+        if filename == local:
+            return shown
+        if local and filename.startswith(local.rstrip("/") + "/"):
+            return shown.rstrip("/") + "/" + filename[len(local.rstrip("/")) + 1:]
+    return filename
+
+
+def _renamed(frames: Sequence[traceback.FrameSummary],
+             names: Sequence[tuple[str, str]]) -> list[traceback.FrameSummary]:
+    out = []
+    for f in frames:
+        shown = shown_name(f.filename or "", names)
+        if shown != f.filename:
+            f = copy.copy(f)
+            f.filename = shown
+        out.append(f)
+    return out
+
+
 def user_traceback(te: traceback.TracebackException, hidden: Sequence[str],
-                   collapsed: Sequence[str], _seen: Optional[set] = None
-                   ) -> traceback.TracebackException:
+                   collapsed: Sequence[str], _seen: Optional[set] = None,
+                   names: Sequence[tuple[str, str]] = ()) -> traceback.TracebackException:
     """A copy of `te` whose stack, and that of each exception chained to it (cause,
-    context, the members of a group), has only the user's frames (`user_frames`)."""
+    context, the members of a group), has only the user's frames (`user_frames`), their
+    files named as the user gave them (`names`, `shown_name`), a SyntaxError's too."""
     seen = set() if _seen is None else _seen
     if id(te) in seen:
         return te
     seen.add(id(te))
     out = copy.copy(te)
-    out.stack = traceback.StackSummary.from_list(user_frames(te.stack, hidden, collapsed))
+    out.stack = traceback.StackSummary.from_list(
+        _renamed(user_frames(te.stack, hidden, collapsed), names))
+    if getattr(te, "filename", None):  # a SyntaxError's place
+        out.filename = shown_name(te.filename, names)
     for attr in ("__cause__", "__context__"):
         chained = getattr(te, attr, None)
         if chained is not None:
-            setattr(out, attr, user_traceback(chained, hidden, collapsed, seen))
+            setattr(out, attr, user_traceback(chained, hidden, collapsed, seen, names))
     members = getattr(te, "exceptions", None)
     if members:
-        out.exceptions = [user_traceback(m, hidden, collapsed, seen) for m in members]
+        out.exceptions = [user_traceback(m, hidden, collapsed, seen, names)
+                          for m in members]
     return out
 
 
