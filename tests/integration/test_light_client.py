@@ -1,6 +1,6 @@
-"""The light client (bin/build-client.sh): a wheel with the jm CLI, its completion and the
-Python client, installed into a fresh virtualenv without any dependency (so no pyspark),
-drives a real cluster."""
+"""The light client, jm-client (bin/build-client.sh: hatchling from clients/jm-client): a
+wheel with the jm CLI, its completion and the Python client, installed into a fresh
+virtualenv without any dependency (so no pyspark), drives a real cluster."""
 import asyncio
 import json
 import os
@@ -48,6 +48,9 @@ async def test_the_client_wheel_installs_alone_and_drives_a_cluster(tmp_path):
         r = await asyncio.to_thread(_run, [jm, "--json", "list"], env=env, cwd=str(tmp_path))
         assert r.returncode == 0, r.stderr
         assert len(json.loads(r.stdout)["jobs"]) == 1
-        code = ("from jm.client import dbapi; print(dbapi.__name__)")
+        jid = json.loads(r.stdout)["jobs"][0]["jid"]
+        code = ("from jm.client import dbapi, Jobs; print(dbapi.__name__); "
+                f"print(Jobs({c.urls[0]!r}).status({jid!r})['jid'] == {jid!r})")
         r = await asyncio.to_thread(_run, [py, "-c", code], env=clean, cwd=str(tmp_path))
-        assert r.returncode == 0 and "jm.client.dbapi" in r.stdout, r.stderr
+        assert r.returncode == 0 and r.stdout.split() == ["jm.client.dbapi", "True"], \
+            (r.stdout, r.stderr)
