@@ -23,13 +23,16 @@ fi
          "will be skipped" >&2
 # Debian packages the real-part tests use: headless Chromium and its driver (the web UI),
 # openssh-server (peers started over ssh on namespace hosts), fuse3 (the power-loss
-# filesystem under the peers' data dirs), faketime (clock faults)
+# filesystem under the peers' data dirs), faketime (clock faults), zsh and fish (the jm
+# CLI's shell completion in each shell)
 NEED=()
 [ -x /usr/bin/chromium ] || NEED+=(chromium)
 [ -x /usr/bin/chromedriver ] || NEED+=(chromium-driver)
 [ -x /usr/sbin/sshd ] || NEED+=(openssh-server)
 compgen -G "/usr/lib/*/libfuse3.so.3" >/dev/null || NEED+=(fuse3)
 command -v faketime >/dev/null || NEED+=(faketime)
+command -v zsh >/dev/null || NEED+=(zsh)
+command -v fish >/dev/null || NEED+=(fish)
 if [ ${#NEED[@]} -gt 0 ]; then
     if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
         echo "installing Debian packages for the tests: ${NEED[*]}" >&2

@@ -32,9 +32,11 @@ from jm.client.cli_ops import add_commands
 from jm.client.cli_run import add_run
 from jm.client.cli_sql import add_sql
 from jm.client.cli_spec import upload
-from jm.client.cli_http import (DEFAULT_ADDRESS, masters_addresses, DEFAULT_TIMEOUT, EXIT_API,
+from jm.client.cli_http import (DEFAULT_ADDRESS, DEFAULT_TIMEOUT, EXIT_API,
                                 EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError, Client,
-                                UsageError, fmt_time, one_line, out, print_json, table)
+                                UsageError, client_for, fmt_time, one_line, out, print_json,
+                                table)
+from jm.client.completion import SHELLS, NoArgcomplete, complete_if_asked, script
 
 
 # ---- cluster --------------------------------------------------------------------------
@@ -158,21 +160,25 @@ def make_parser() -> argparse.ArgumentParser:
     add_token(add)
     add_tenant(add)
     add_pipeline(add)
-    comp = add("completion", "print a shell completion script: eval \"$(jm completion bash)\"",
-               cmd_completion)
-    comp.add_argument("shell", choices=("bash", "zsh"), help="bash or zsh")
+    comp = add("completion", "print a shell completion script (commands, options, job ids): "
+                             "eval \"$(jm completion bash)\"; zsh alike; fish: "
+                             "jm completion fish | source", cmd_completion)
+    comp.add_argument("shell", choices=SHELLS, help=", ".join(SHELLS))
     comp.set_defaults(offline=True)
     return p
 
 
 def cmd_completion(client: Optional[Client], a: argparse.Namespace) -> int:
-    from jm.client.completion import script
-    out(script(make_parser(), a.shell).rstrip("\n"))
+    try:
+        out(script(a.shell).rstrip("\n"))
+    except NoArgcomplete as exc:
+        raise UsageError(str(exc))
     return EXIT_OK
 
 
 def run(argv: Optional[list[str]]) -> int:
     parser = make_parser()
+    complete_if_asked(parser)  # (the shell asking for completions: answered, then exit)
     a = parser.parse_args(argv)
     if not getattr(a, "command", None):
         raise UsageError("missing command; one of submit, run, list, status, cancel, savepoint, "
@@ -182,12 +188,7 @@ def run(argv: Optional[list[str]]) -> int:
     a.timeout = getattr(a, "timeout", None)
     if getattr(a, "offline", False):  # needs no peer
         return a.func(None, a)
-    address = (getattr(a, "address", None) or os.environ.get("JM_ADDRESS")
-               or masters_addresses() or DEFAULT_ADDRESS)
-    token = getattr(a, "token", None) or os.environ.get("JM_TOKEN") or None
-    ca = getattr(a, "ca", None) or os.environ.get("JM_CA_FILE") or None
-    client = Client(address, a.timeout if a.timeout is not None else DEFAULT_TIMEOUT, token, ca)
-    return a.func(client, a)
+    return a.func(client_for(a, a.timeout), a)
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -259,6 +259,17 @@ class Client:
         return self.request("GET", path, **kw)
 
 
+def client_for(a: Any, timeout: Optional[float] = None) -> Client:
+    """The client of a command's options (--address, --token, --ca; their environment
+    variables, conf/masters, the default address)."""
+    import os
+    address = (getattr(a, "address", None) or os.environ.get("JM_ADDRESS")
+               or masters_addresses() or DEFAULT_ADDRESS)
+    token = getattr(a, "token", None) or os.environ.get("JM_TOKEN") or None
+    ca = getattr(a, "ca", None) or os.environ.get("JM_CA_FILE") or None
+    return Client(address, timeout if timeout is not None else DEFAULT_TIMEOUT, token, ca)
+
+
 def savepoint_location(raw: str) -> str:
     """A savepoint location as given on the command line: a URI (file://, s3://, hdfs://,
     ...) as it is, the peers check it; a path made absolute here."""

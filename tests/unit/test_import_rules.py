@@ -4,10 +4,11 @@
 * raft/ imports nothing of ours outside raft/;
 * jm/policy/ is pure: no aiohttp, pysyncobj, pyspark, asyncio or clock (time, datetime),
   and nothing of the peer's services or the job runtime; so is jm/wire/ (wire formats);
-* jm/client/ is the standard library only (no server code, no third-party package), plus
-  jm/policy/ (pure; what a policy module imports is checked the same way); the one
-  exception is the SQLAlchemy dialect (jm/client/sqla/), which may import sqlalchemy
-  and which no other client module imports;
+* jm/client/ is the standard library only (no server code, no third-party package but
+  argcomplete, jm-client's one dependency: shell completion), plus jm/policy/ (pure; what
+  a policy module imports is checked the same way); the one exception is the SQLAlchemy
+  dialect (jm/client/sqla/), which may import sqlalchemy and which no other client
+  module imports;
 * rest/ imports nothing of ours but its gateway protocols (rest/gateway.py) and the
   vocabulary it shares with the peer (jm/api.py, the standard library only);
 * jm/cluster/ imports nothing of rest/: the peer is assembled above both, in jm/peer/ (the
@@ -110,12 +111,14 @@ def test_policy_is_pure(module):
 # the SQLAlchemy dialect: an optional extra (jm-cluster[sqlalchemy]) that SQLAlchemy itself
 # loads through its entry point; the light client never imports it (checked below)
 CLIENT_EXTRAS = {"jm.client.sqla": ("sqlalchemy",), "jm.client.sqla.types": ("sqlalchemy",)}
+CLIENT_DEPENDENCIES = ("argcomplete",)  # clients/jm-client/pyproject.toml's dependencies
 
 
 @pytest.mark.parametrize("module", _in("jm.client"))
 def test_client_is_standard_library_only(module):
     bad = {n for n in closure(module)
-           if not _under(n, ["jm.client", "jm.policy", *CLIENT_EXTRAS.get(module, ())])
+           if not _under(n, ["jm.client", "jm.policy", *CLIENT_DEPENDENCIES,
+                             *CLIENT_EXTRAS.get(module, ())])
            and _top(n) not in sys.stdlib_module_names}
     assert not bad, f"{module} imports {sorted(bad)}"
     if module not in CLIENT_EXTRAS:

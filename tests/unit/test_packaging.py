@@ -25,7 +25,9 @@ def test_the_client_is_built_by_hatchling_at_the_projects_version():
     server, client = _toml("pyproject.toml"), _toml("clients", "jm-client", "pyproject.toml")
     assert client["build-system"]["build-backend"] == "hatchling.build"
     assert client["project"]["version"] == server["project"]["version"]
-    assert client["project"]["dependencies"] == []  # (the standard library only)
+    # (the standard library only, and shell completion: the server has the same one)
+    assert client["project"]["dependencies"] == ["argcomplete>=3.1"]
+    assert "argcomplete>=3.1" in server["project"]["dependencies"]
     assert client["project"]["scripts"] == {"jm": "jm.client.cli:main"}
     assert client["project"]["entry-points"]["sqlalchemy.dialects"] == \
         server["project"]["entry-points"]["sqlalchemy.dialects"]
