@@ -21,6 +21,12 @@ fi
 .venv/bin/python bench/flinkdist.py >/dev/null || \
     echo "warning: could not download Apache Flink from PyPI; tests/e2e/test_flink_cli.py" \
          "will be skipped" >&2
+# SQLAlchemy 1.4 beside the environment's 2.x (the jm:// dialect works with both, as
+# Superset pins 1.4: tests/integration/test_sqlalchemy.py runs it with this one too), in
+# .cache/sqlalchemy-1.4 (git-ignored); that test skips, saying why, when it is missing
+[ -d .cache/sqlalchemy-1.4/sqlalchemy ] || .venv/bin/python -m pip install -q --no-compile \
+    --target .cache/sqlalchemy-1.4 "sqlalchemy>=1.4.54,<2" >/dev/null 2>&1 || \
+    echo "warning: could not install SQLAlchemy 1.4 into .cache/sqlalchemy-1.4" >&2
 # Debian packages the real-part tests use: headless Chromium and its driver (the web UI),
 # openssh-server (peers started over ssh on namespace hosts), fuse3 (the power-loss
 # filesystem under the peers' data dirs), faketime (clock faults), zsh and fish (the jm

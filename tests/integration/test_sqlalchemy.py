@@ -5,6 +5,9 @@ table, a view and a temporary view, the DB-API's rowcount, and https with a priv
 (`cafile`). One cluster serves the module (Spark starts once)."""
 import datetime
 import decimal
+import os
+import subprocess
+import sys
 import warnings
 
 import pandas
@@ -14,6 +17,7 @@ import sqlalchemy as sa   # the test extra has it (as jm-cluster[sqlalchemy])
 from jm.client import dbapi
 
 from tests.conftest import InProcessCluster
+from tests.helpers import ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -188,3 +192,35 @@ def test_https_with_a_private_ca(cluster, tmp_path):
                 assert conn.execute(sa.text("SELECT 'tls' AS t")).scalar() == "tls"
         finally:
             e.dispose()
+
+
+SQLA14 = os.path.join(ROOT, ".cache", "sqlalchemy-1.4")  # (bin/test.sh installs it there)
+SCRIPT_14 = """
+import datetime, decimal, sys
+import sqlalchemy as sa
+assert sa.__version__.startswith("1.4."), sa.__version__
+engine = sa.create_engine(sys.argv[1])
+with engine.connect() as c:
+    row = c.execute(sa.text("SELECT :n + 1 AS n, DATE'2024-02-29' AS d, "
+                            "CAST(1.5 AS DECIMAL(4,2)) AS x"), {"n": 41}).one()
+    assert (row.n, row.d, row.x) == (42, datetime.date(2024, 2, 29), decimal.Decimal("1.50"))
+    c.exec_driver_sql("CREATE OR REPLACE TEMPORARY VIEW v14 AS "
+                      "SELECT id, id * 2 AS twice FROM range(5)")
+    t = sa.Table("v14", sa.MetaData(), autoload_with=c)
+    assert [col.name for col in t.columns] == ["id", "twice"], t.columns
+    got = c.execute(sa.select(t.c.twice).where(t.c.id > 2).order_by(t.c.id).limit(5)).all()
+    assert [r[0] for r in got] == [6, 8], got
+    assert "default" in sa.inspect(c).get_schema_names()
+print("ok", sa.__version__)
+"""
+
+
+def test_the_dialect_works_with_sqlalchemy_1_4_too(cluster):
+    """Superset's released versions pin SQLAlchemy 1.4: the same statements, values and
+    reflection with it (a process whose SQLAlchemy is 1.4)."""
+    if not os.path.isdir(os.path.join(SQLA14, "sqlalchemy")):
+        pytest.skip(f"SQLAlchemy 1.4 is not in {SQLA14} (bin/test.sh installs it)")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SQLA14, ROOT]))
+    r = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", SCRIPT_14,
+                        jm_url(cluster)], env=env, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0 and r.stdout.startswith("ok 1.4."), r.stderr[-3000:]

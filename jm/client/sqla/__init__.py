@@ -1,4 +1,4 @@
-"""A SQLAlchemy 2.x dialect over the DB-API module (jm/client/dbapi.py): the cluster's SQL
+"""A SQLAlchemy dialect (1.4 and 2.x) over the DB-API module (jm/client/dbapi.py): the cluster's SQL
 gateway (Spark SQL) for SQLAlchemy, pandas and tools built on them (Superset, ...).
 
     pip install 'jm-cluster[sqlalchemy]'     # (SQLAlchemy; the entry point registers jm://)
@@ -38,6 +38,8 @@ standard-library only (tests/unit/test_import_rules.py).
 """
 from __future__ import annotations
 
+import functools
+
 from typing import Any, Callable, Optional
 
 from sqlalchemy import exc as sa_exc
@@ -46,6 +48,23 @@ from sqlalchemy.engine import default, reflection
 from jm.client.sqla.types import (  # noqa: F401  (SparkType, WIRE: re-exported)
     WIRE, JmCompiler, JmExecutionContext, JmIdentifierPreparer, JmTypeCompiler, SparkType,
     spark_type)
+
+def _cache(fn: Callable) -> Callable:
+    """SQLAlchemy's reflection cache (`info_cache`, one inspection's), as
+    `reflection.cache` keeps it; its own decorator in SQLAlchemy 1.4 cannot take this
+    module's annotations (strings: `from __future__ import annotations`)."""
+    @functools.wraps(fn)
+    def cached(self: Any, connection: Any, *args: Any, **kw: Any) -> Any:
+        info_cache = kw.get("info_cache")
+        if info_cache is None:
+            return fn(self, connection, *args, **kw)
+        key = (fn.__name__, tuple(a for a in args if isinstance(a, str)),
+               tuple((k, v) for k, v in kw.items() if k not in ("info_cache", "unreflectable")))
+        if key not in info_cache:
+            info_cache[key] = fn(self, connection, *args, **kw)
+        return info_cache[key]
+    return cached
+
 
 DEFAULT_PORT = 8081
 URL_FORM = "jm://[:TOKEN@]HOST[:PORT][/DATABASE][?peers=HOST2:PORT2,...&tls=1&cafile=PATH]"
@@ -143,6 +162,12 @@ class JmDialect(default.DefaultDialect):
         from jm.client import dbapi
         return dbapi
 
+    @classmethod
+    def dbapi(cls) -> Any:  # type: ignore[override]
+        """SQLAlchemy 1.4's name of import_dbapi (2.x calls import_dbapi, and each
+        instance's `dbapi` is then the module, in both)."""
+        return cls.import_dbapi()
+
     def create_connect_args(self, url: Any) -> tuple[list, dict]:
         return [], connect_args(url)
 
@@ -190,8 +215,8 @@ class JmDialect(default.DefaultDialect):
     def is_disconnect(self, e: Any, connection: Any, cursor: Any) -> bool:
         """The session is gone (expired, closed) or no peer answers: the pool drops it."""
         text = str(e)
-        return (isinstance(e, self.loaded_dbapi.InterfaceError) and "closed" in text) or (
-            isinstance(e, self.loaded_dbapi.OperationalError)
+        return (isinstance(e, self.dbapi.InterfaceError) and "closed" in text) or (
+            isinstance(e, self.dbapi.OperationalError)
             and (("session" in text and "does not exist" in text) or "cannot reach" in text))
 
     def _get_server_version_info(self, connection: Any) -> Optional[tuple]:
@@ -211,37 +236,37 @@ class JmDialect(default.DefaultDialect):
         q = self.identifier_preparer.quote_identifier
         return f"{q(schema)}.{q(table)}" if schema else q(table)
 
-    @reflection.cache
+    @_cache
     def _views(self, connection: Any, schema: Optional[str], **kw: Any) -> list:
         """(name, temporary) of SHOW VIEWS."""
         rows = self._rows(connection, "SHOW VIEWS" + self._in(schema))
         return [(r[1], bool(r[2])) for r in rows]
 
-    @reflection.cache
+    @_cache
     def _tables(self, connection: Any, schema: Optional[str], **kw: Any) -> list:
         """(name, temporary) of SHOW TABLES (views and the session's temporary views too)."""
         rows = self._rows(connection, "SHOW TABLES" + self._in(schema))
         return [(r[1], bool(r[2])) for r in rows]
 
-    @reflection.cache
+    @_cache
     def get_schema_names(self, connection: Any, **kw: Any) -> list[str]:
         return [r[0] for r in self._rows(connection, "SHOW DATABASES")]
 
-    @reflection.cache
+    @_cache
     def get_table_names(self, connection: Any, schema: Optional[str] = None,
                         **kw: Any) -> list[str]:
         views = {n.lower() for n, _ in self._views(connection, schema, **kw)}
         return [n for n, temp in self._tables(connection, schema, **kw)
                 if not temp and n.lower() not in views]
 
-    @reflection.cache
+    @_cache
     def get_view_names(self, connection: Any, schema: Optional[str] = None,
                        **kw: Any) -> list[str]:
         """The database's views, and with no schema given, the session's temporary views."""
         return [n for n, temp in self._views(connection, schema, **kw)
                 if not temp or schema is None]
 
-    @reflection.cache
+    @_cache
     def get_temp_view_names(self, connection: Any, schema: Optional[str] = None,
                             **kw: Any) -> list[str]:
         return [n for n, temp in self._views(connection, None, **kw) if temp]
@@ -255,7 +280,7 @@ class JmDialect(default.DefaultDialect):
         try:
             rows = self._rows(connection, "SHOW TABLES" + self._in(schema))
         except sa_exc.DBAPIError as exc:
-            if isinstance(exc.orig, self.loaded_dbapi.ProgrammingError):
+            if isinstance(exc.orig, self.dbapi.ProgrammingError):
                 return False   # no such database
             raise
         return any(r[1].lower() == table_name.lower() for r in rows)
@@ -263,14 +288,14 @@ class JmDialect(default.DefaultDialect):
     def has_schema(self, connection: Any, schema_name: str, **kw: Any) -> bool:
         return schema_name.lower() in {s.lower() for s in self.get_schema_names(connection)}
 
-    @reflection.cache
+    @_cache
     def get_columns(self, connection: Any, table_name: str, schema: Optional[str] = None,
                     **kw: Any) -> list[dict]:
         try:
             rows = self._rows(connection, "DESCRIBE TABLE " + self._name(table_name, schema))
         except sa_exc.DBAPIError as exc:
             msg = str(exc.orig)
-            if isinstance(exc.orig, self.loaded_dbapi.ProgrammingError) and (
+            if isinstance(exc.orig, self.dbapi.ProgrammingError) and (
                     "TABLE_OR_VIEW_NOT_FOUND" in msg or "not found" in msg.lower()):
                 raise sa_exc.NoSuchTableError(self._name(table_name, schema))
             raise

@@ -31,11 +31,12 @@ class SparkType(sqltypes.UserDefinedType):
         return f"SparkType({self.spark_type!r})"
 
 
+_DOUBLE = getattr(sqltypes, "DOUBLE", sqltypes.FLOAT)  # (SQLAlchemy 1.4 has no DOUBLE)
 _SIMPLE_TYPES: dict[str, Any] = {
     "tinyint": sqltypes.SMALLINT, "byte": sqltypes.SMALLINT, "smallint": sqltypes.SMALLINT,
     "short": sqltypes.SMALLINT, "int": sqltypes.INTEGER, "integer": sqltypes.INTEGER,
     "bigint": sqltypes.BIGINT, "long": sqltypes.BIGINT, "float": sqltypes.REAL,
-    "real": sqltypes.REAL, "double": sqltypes.DOUBLE, "string": sqltypes.String,
+    "real": sqltypes.REAL, "double": _DOUBLE, "string": sqltypes.String,
     "boolean": sqltypes.BOOLEAN, "date": sqltypes.DATE, "timestamp": sqltypes.TIMESTAMP,
     "timestamp_ltz": sqltypes.TIMESTAMP, "timestamp_ntz": sqltypes.TIMESTAMP,
     "binary": sqltypes.BINARY, "decimal": sqltypes.DECIMAL, "numeric": sqltypes.DECIMAL,
@@ -146,6 +147,11 @@ class JmTypeCompiler(compiler.GenericTypeCompiler):
 
 
 class JmExecutionContext(default.DefaultExecutionContext):
+    def should_autocommit_text(self, statement: str) -> bool:
+        """SQLAlchemy 1.4's "autocommit" of a DDL or DML text outside a transaction (and
+        its warning): Spark SQL has no transactions to commit. (2.x never asks.)"""
+        return False
+
     def get_result_processor(self, type_: Any, colname: str, coltype: Any) -> Any:
         wire = WIRE.get(coltype) if isinstance(coltype, str) else None
         proc = type_._cached_result_processor(self.dialect, coltype)
