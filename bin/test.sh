@@ -27,6 +27,10 @@ fi
 [ -d .cache/sqlalchemy-1.4/sqlalchemy ] || .venv/bin/python -m pip install -q --no-compile \
     --target .cache/sqlalchemy-1.4 "sqlalchemy>=1.4.54,<2" >/dev/null 2>&1 || \
     echo "warning: could not install SQLAlchemy 1.4 into .cache/sqlalchemy-1.4" >&2
+# the lowest versions pyproject.toml allows of the runtime dependencies, in .cache/lowest
+# (tests/lowest.py; tests/integration/test_lowest_versions.py runs with them)
+.venv/bin/python tests/lowest.py --install .cache/lowest || \
+    echo "warning: could not install the lowest allowed versions into .cache/lowest" >&2
 # Debian packages the real-part tests use: headless Chromium and its driver (the web UI),
 # openssh-server (peers started over ssh on namespace hosts), fuse3 (the power-loss
 # filesystem under the peers' data dirs), faketime (clock faults), zsh and fish (the jm

@@ -162,5 +162,5 @@ def test_the_extra_and_the_entry_point_are_declared():
         project = tomllib.load(f)["project"]
     assert project["entry-points"]["sqlalchemy.dialects"]["jm"] == "jm.client.sqla:JmDialect"
     assert any(r.startswith("sqlalchemy>=2") for r in project["optional-dependencies"]["test"])
-    assert project["optional-dependencies"]["sqlalchemy"] == ["sqlalchemy>=2.0,<3"]
+    assert project["optional-dependencies"]["sqlalchemy"] == ["sqlalchemy>=1.4.54,<3"]
     assert sqla.JmDialect.import_dbapi() is dbapi
