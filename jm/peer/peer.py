@@ -28,7 +28,7 @@ from jm.peer.restserve import check_exposure, serve_rest
 from jm.runtime.confine import passable
 
 if TYPE_CHECKING:
-    from jm.cluster.spark.connectfront import Listener
+    from jm.cluster.spark.connectlisten import Listener
 
 log = logging.getLogger("jm.cluster.peer")
 
@@ -67,7 +67,7 @@ class Peer:
         os.chmod(g.raft_dir, 0o700)
         # bound before it joins: a port that is taken stops the peer (a configuration error)
         if self.conf.spark.serves_connect:  # (gRPC is imported only by a peer that serves)
-            from jm.cluster.spark.connectfront import open_endpoint
+            from jm.cluster.spark.connectlisten import open_endpoint
             self.endpoint = open_endpoint(self.conf, self.me.host)
         joined = await join(self.conf, self.me, self.masters, g, self.voters, self.rejoin)
         try:

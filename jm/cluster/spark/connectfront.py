@@ -3,7 +3,8 @@ front that passes each Connect session to an engine of this peer (its tenant's w
 engines are per tenant), so that `SparkSession.builder.remote("sc://peer:15002/;token=...")`
 works from any host with the cluster's credentials.
 
-The thin driver of jm/policy/spark/connectbook.py: a request is checked before any Spark
+Its gRPC server and port are jm/cluster/spark/connectlisten.py's. This is the thin
+driver of jm/policy/spark/connectbook.py: a request is checked before any Spark
 code sees it (the caller's token: UNAUTHENTICATED; its role: PERMISSION_DENIED; the
 session's owner), a new session is recorded in Raft (the tenant's session quota:
 RESOURCE_EXHAUSTED) and given its engine, and then the request's bytes go to the engine
@@ -13,10 +14,8 @@ back as they are. Idle sessions are released in Spark and closed.
 from __future__ import annotations
 
 import asyncio
-import functools
 import hmac
 import logging
-import socket
 import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable, Optional
@@ -24,11 +23,11 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 import grpc
 
 from jm.api import ANYONE, ROOT, Credential
+from jm.cluster.spark.connectlisten import MAX_MESSAGE
 from jm.cluster.spark.engines import NoEngine
-from jm.config import ConfigError
 from jm.policy.spark import connectbook as B
-from jm.policy.spark.connectwire import METHODS, Method, NotARequest, SessionRef, session_of
-from jm.policy.spark.connectwire import release_request
+from jm.policy.spark.connectwire import (METHODS, Method, NotARequest, SessionRef,
+                                         release_request, session_of)
 from raft.commands import CloseConnectSessions, OpenConnectSession
 from raft.node import RaftUnavailable
 from raft.outcomes import ProtocolRefused
@@ -39,104 +38,6 @@ log = logging.getLogger("jm.connect")
 # client metadata not passed on to the engine (gRPC's own, and the caller's token)
 DROPPED = ("authorization", "user-agent", "content-type", "te")
 RELEASE_TIMEOUT = 5.0  # s: a ReleaseSession sent to an engine for an idle session
-MAX_MESSAGE = 128 * 1024 * 1024  # bytes of one gRPC message (Spark's own limit)
-
-
-class Listener:
-    """The endpoint's gRPC server, bound at the peer's start (a taken port is a
-    configuration error, naming the key) and serving once `serve` is called."""
-
-    def __init__(self, host: str, ports: tuple[int, int],
-                 tls: Optional[tuple[bytes, bytes]]) -> None:
-        self.front: Optional["ConnectFront"] = None
-        self.server = grpc.aio.server(options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE),
-            ("grpc.max_send_message_length", MAX_MESSAGE),
-            ("grpc.so_reuseport", 0)])  # (else a second peer binds the same port)
-        self.server.add_generic_rpc_handlers((_Handlers(self),))
-        creds = grpc.ssl_server_credentials([(tls[1], tls[0])]) if tls is not None else None
-        self.port = 0
-        for port in range(ports[0], ports[1] + 1):  # the first free one
-            address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-            if port and not _free(host, port):  # (gRPC would log its own error first)
-                continue
-            try:
-                self.port = (self.server.add_secure_port(address, creds) if creds
-                             else self.server.add_insecure_port(address))
-            except RuntimeError:
-                continue
-            if self.port:
-                break
-        if not self.port:
-            shown = ports[0] if ports[0] == ports[1] else f"{ports[0]}-{ports[1]}"
-            raise ConfigError(f"spark.connect.endpoint.port: cannot listen on {host}:{shown}"
-                              " (taken? 0 picks a free port; a range such as 15002-15010 "
-                              "the first free one)")
-        self.secure = tls is not None
-
-    async def serve(self, front: "ConnectFront") -> None:
-        self.front = front
-        await self.server.start()
-
-    async def close(self) -> None:
-        try:
-            await self.server.stop(grace=1.0)
-        except Exception:  # (never started: the peer stopped while it joined)
-            log.debug("stopping the Connect endpoint", exc_info=True)
-
-
-def _free(host: str, port: int) -> bool:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
-def open_endpoint(conf: Any, host: str) -> Optional[Listener]:
-    """The endpoint's listener, bound (None: spark.connect.endpoint.enabled is false, or
-    the peer has no Spark); TLS with REST's certificate where REST has it."""
-    if not conf.spark.serves_connect:
-        return None
-    tls = None
-    if conf["rest.ssl.enabled"]:
-        try:
-            with open(conf.path("rest.ssl.certificate"), "rb") as f:
-                cert = f.read()
-            with open(conf.path("rest.ssl.key"), "rb") as f:
-                key = f.read()
-        except OSError as exc:
-            raise ConfigError(f"rest.ssl.certificate / rest.ssl.key (for the Spark Connect "
-                              f"endpoint): {exc}") from None
-        tls = (cert, key)
-    return Listener(conf["rest.bind-address"] or host, conf["spark.connect.endpoint.port"],
-                    tls)
-
-
-class _Handlers(grpc.GenericRpcHandler):
-    def __init__(self, listener: Listener) -> None:
-        self.listener = listener
-
-    def service(self, details: grpc.HandlerCallDetails):
-        name = details.method.rpartition("/")[2]
-        method = METHODS.get(name)
-        if method is None or details.method != method.path:
-            return None  # UNIMPLEMENTED
-        front = self.listener.front
-        if front is None:
-            return None
-        # (coroutine and async generator functions, as grpc.aio tells them apart: a
-        # plain function would be run in a thread)
-        if method.client_streaming:
-            return grpc.stream_unary_rpc_method_handler(
-                functools.partial(front.client_stream, method))
-        if method.server_streaming:
-            return grpc.unary_stream_rpc_method_handler(
-                functools.partial(front.server_stream, method))
-        return grpc.unary_unary_rpc_method_handler(functools.partial(front.unary, method))
 
 
 @dataclass(frozen=True)
