@@ -3,6 +3,7 @@ benchmarks (bench/), the chaos harness (chaos/) and the quick start."""
 from __future__ import annotations
 
 import os
+import random
 import socket
 import time
 from typing import Any, Callable
@@ -21,6 +22,43 @@ def free_ports(n: int) -> list[int]:
     for s in socks:
         s.close()
     return ports
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The ports the OS hands out for a bind to port 0 (Linux's ip_local_port_range)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split()[:2])
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999  # (Linux's default)
+
+
+def free_block(n: int, rng: random.Random = random.SystemRandom()) -> str:
+    """A range of n consecutive free ports ("first-last") outside the OS's ephemeral range:
+    each local peer's Spark Connect endpoint takes the first free one of it. A bind to
+    port 0 (an engine, another peer's endpoint, a client's socket) never lands there, so
+    it cannot take a port meant for a peer before the peer binds it."""
+    low, high = ephemeral_range()
+    spans = [(lo, hi) for lo, hi in ((10000, low), (high + 1, 65536)) if hi - lo > 20 * n]
+    if not spans:
+        raise RuntimeError(f"no room outside the ephemeral ports {low}-{high}")
+    for _ in range(200):
+        lo, hi = rng.choice(spans)
+        base = rng.randrange(lo, hi - n)
+        socks = []
+        try:
+            for port in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+        return f"{base}-{base + n - 1}"
+    raise RuntimeError(f"no {n} consecutive free ports outside {low}-{high}")
 
 
 def local_lines(n: int, host: str = "127.0.0.1") -> list[str]:
@@ -42,7 +80,7 @@ def write_conf(base: str, lines: list[str], settings: dict | None = None) -> str
               "env.pid.dir": os.path.join(base, "run"),
               "high-availability.storageDir": os.path.join(base, "ha"),
               # several peers on one host: each its own Spark Connect endpoint port
-              "spark.connect.endpoint.port": 0}
+              "spark.connect.endpoint.port": free_block(len(lines))}
     values.update(settings or {})
     with open(os.path.join(conf_dir, "config.yaml"), "w") as f:
         yaml.safe_dump(values, f)
