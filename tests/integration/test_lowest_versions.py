@@ -10,6 +10,8 @@ import pytest
 
 from tests.helpers import ROOT
 
+pytestmark = pytest.mark.slow  # a pytest of its own that starts clusters: not beside others
+
 LOWEST = os.path.join(ROOT, ".cache", "lowest")
 TESTS = ["tests/unit/test_sqlparse.py", "tests/unit/test_wire.py",
          "tests/unit/test_commands.py", "tests/unit/test_config.py",
