@@ -83,6 +83,11 @@ class Credential:
         return self.sees_all or tenant == self.tenant
 
 
+# the roles of named credentials, lowest first: read < submit < admin (rest/roles.py says
+# which each route needs; the Spark Connect endpoint needs submit)
+READ, SUBMIT, ADMIN = "read", "submit", "admin"
+RANK = {READ: 1, SUBMIT: 2, ADMIN: 3}
+
 ROOT = Credential("root", "admin", None)   # rest.auth.token
 ANYONE = Credential("", "admin", None)     # no rest.auth.token: every caller is an admin
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-READ, SUBMIT, ADMIN = "read", "submit", "admin"
+from jm.api import ADMIN, RANK, READ, SUBMIT  # noqa: F401  (the ranking both sides use)
+
 OPEN, PEERS = "open", "peers"   # no credential; the peer credential (rest/middleware.py)
-RANK = {READ: 1, SUBMIT: 2, ADMIN: 3}
 PREFIXES = ("/v1/", "/v2/")
 
 _SESSION, _OP = "/sessions/{sh}", "/sessions/{sh}/operations/{oh}"

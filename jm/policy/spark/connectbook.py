@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Optional, Union
 
-from jm.api import Credential
+from jm.api import RANK, SUBMIT, Credential
 
-ROLES = {"read": 1, "submit": 2, "admin": 3}
-NEEDED = "submit"          # a Connect session runs work: the role that submits jobs
+NEEDED = SUBMIT            # a Connect session runs work: the role that submits jobs
 REMEMBER_CLOSED = 10_000   # closed session ids remembered (the oldest forgotten first)
 
 
@@ -134,7 +133,7 @@ def admission(who: Optional[Credential]) -> Optional[Refuse]:
         return Refuse(Code.UNAUTHENTICATED, "missing or wrong token: connect with "
                       "sc://HOST:PORT/;token=<rest.auth.token, a token of jm token create, "
                       "or a JWT> (over TLS where REST has it)")
-    if ROLES.get(who.role, 0) < ROLES[NEEDED]:
+    if RANK.get(who.role, 0) < RANK[NEEDED]:
         return Refuse(Code.PERMISSION_DENIED, f"the {who.role or 'empty'} role may not run "
                       f"Spark work: a Connect session needs the {NEEDED} role")
     return None
