@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from jm.runtime.classarchive import STARTED, start_server  # noqa: E402
-from jm.runtime.sparkjvm import free_port  # noqa: E402
+from jm.runtime.ports import free_port  # noqa: E402
 
 FAST = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 

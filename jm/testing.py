@@ -30,7 +30,8 @@ import urllib.error
 import urllib.request
 from typing import Any, Collection, Optional
 
-from jm.local.localcluster import free_ports, local_lines, write_conf
+from jm.local.localcluster import local_lines, write_conf
+from jm.runtime.ports import free_port
 from jm.policy.jobs.vocab import TERMINAL  # the states a job ends in
 
 log = logging.getLogger("jm.testing")
@@ -65,7 +66,7 @@ class MiniCluster:
         from jm.config import load_config
         from jm.peer.peer import Peer
         masters = self.masters()
-        spark_port = free_ports(1)[0] if self.spark else None
+        spark_port = free_port() if self.spark else None
         token = secrets.token_urlsafe(24)  # the shared server's (spark.connect.token)
         for i, m in enumerate(masters):
             overrides: dict[str, Any] = {}
@@ -79,12 +80,22 @@ class MiniCluster:
             await asyncio.gather(*(p.start() for p in self.peers))
             await self._until(self._ready, self.startup_timeout, "every peer registered")
             if self.spark:
-                await self._until(lambda: self.peers[0].ground.sparks.server.ready.is_set(), 300,
-                                  "Spark Connect ready")
+                await self._spark_ready(self.peers[0].ground.sparks.server)
         except BaseException:
             await self.stop()
             raise
         return self
+
+    async def _spark_ready(self, server, timeout: float = 240.0) -> None:
+        """The first peer's Spark Connect server ready; if not within `timeout`, the error
+        says how its last start ended (the end of its log)."""
+        try:
+            await self._until(server.ready.is_set, timeout, "Spark Connect ready")
+        except TimeoutError as exc:
+            from jm.runtime.sparkjvm import log_tail
+            tail = log_tail(os.path.join(server.log_dir, "spark-connect.log"), 4000)
+            raise TimeoutError(f"{exc} (port {server.port}, {server.restarts} restarts); "
+                               f"the end of its log:\n{tail}") from None
 
     def _ready(self) -> bool:
         if not all(p.parts.registered.is_set() for p in self.peers):

@@ -9,7 +9,8 @@ import time
 from typing import Any, Callable
 
 from chaos.peers import parse_body, request
-from jm.local.localcluster import free_ports, local_lines, wait_until, write_conf  # noqa: F401
+from jm.local.localcluster import local_lines, wait_until, write_conf  # noqa: F401
+from jm.runtime.ports import free_ports  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

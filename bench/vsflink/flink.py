@@ -15,7 +15,7 @@ import uuid
 import yaml
 
 from bench.common import wait_until
-from jm.local.localcluster import free_ports
+from jm.runtime.ports import free_ports
 from bench.vsflink.procs import (ENTRY, FLINK_PROFILES, HOME, JOB_JAR, RUN_MARKERS,
                                  closed_loop, completion, http_json, log, rss_mb, spawn,
                                  stop_proc, timed, wait_ended)

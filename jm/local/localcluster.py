@@ -3,62 +3,12 @@ benchmarks (bench/), the chaos harness (chaos/) and the quick start."""
 from __future__ import annotations
 
 import os
-import random
-import socket
 import time
 from typing import Any, Callable
 
 import yaml
 
-
-def free_ports(n: int) -> list[int]:
-    """n distinct free TCP ports on 127.0.0.1 (all held open until all are chosen)."""
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
-def ephemeral_range() -> tuple[int, int]:
-    """The ports the OS hands out for a bind to port 0 (Linux's ip_local_port_range)."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            low, high = (int(x) for x in f.read().split()[:2])
-        return low, high
-    except (OSError, ValueError):
-        return 32768, 60999  # (Linux's default)
-
-
-def free_block(n: int, rng: random.Random = random.SystemRandom()) -> str:
-    """A range of n consecutive free ports ("first-last") outside the OS's ephemeral range:
-    each local peer's Spark Connect endpoint takes the first free one of it. A bind to
-    port 0 (an engine, another peer's endpoint, a client's socket) never lands there, so
-    it cannot take a port meant for a peer before the peer binds it."""
-    low, high = ephemeral_range()
-    spans = [(lo, hi) for lo, hi in ((10000, low), (high + 1, 65536)) if hi - lo > 20 * n]
-    if not spans:
-        raise RuntimeError(f"no room outside the ephemeral ports {low}-{high}")
-    for _ in range(200):
-        lo, hi = rng.choice(spans)
-        base = rng.randrange(lo, hi - n)
-        socks = []
-        try:
-            for port in range(base, base + n):
-                s = socket.socket()
-                socks.append(s)
-                s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            for s in socks:
-                s.close()
-        return f"{base}-{base + n - 1}"
-    raise RuntimeError(f"no {n} consecutive free ports outside {low}-{high}")
+from jm.runtime.ports import free_block, free_ports
 
 
 def local_lines(n: int, host: str = "127.0.0.1") -> list[str]:

@@ -18,7 +18,7 @@ import time
 import urllib.request
 from typing import Any, Callable, Optional
 
-from jm.local.localcluster import free_ports
+from jm.runtime.ports import free_ports
 from jm.runtime.sparkapp import jvm_opts_env
 from jm.runtime.sparkjvm import spark_conf_dir, spark_home
 

@@ -25,7 +25,8 @@ import time
 from typing import Optional
 
 from jm.policy.jobs.runparams import TOKEN_ENV
-from jm.runtime.sparkjvm import free_port, spark_home
+from jm.runtime.ports import free_port
+from jm.runtime.sparkjvm import spark_home
 
 STARTED = "Spark Connect server started"
 

@@ -1,11 +1,10 @@
 """What every Spark JVM a peer starts needs (its engines, standalone masters and
-workers, jobs' drivers): pyspark's home, a free port for a server started a moment
-later, the engine's Spark properties, log4j configuration, the end of its log."""
+workers, jobs' drivers): pyspark's home, the engine's Spark properties, log4j
+configuration, the end of its log (their ports: jm.runtime.ports)."""
 from __future__ import annotations
 
 import importlib.util
 import os
-import random
 import re
 import socket
 from typing import Any, Optional
@@ -16,41 +15,6 @@ def spark_home() -> str:
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("pyspark is not installed")
     return list(spec.submodule_search_locations)[0]
-
-
-EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
-LOWEST_PORT = 10000  # below: the usual fixed ports (REST 8081, Raft 6123, Spark's 7077...)
-
-
-def ephemeral_start(text: str) -> int:
-    """The first port of the kernel's ephemeral range (ip_local_port_range: "lo hi")."""
-    return int(text.split()[0])
-
-
-def free_port(host: str = "127.0.0.1", rnd: Optional[random.Random] = None) -> int:
-    """A port free now, for a server started a moment later (a JVM binds it seconds
-    after). Below the kernel's ephemeral range where there is room: a port that bind(0)
-    handed out is handed out again to the next bind(0) or outgoing connection of any
-    process, e.g. another peer's Spark driver or block manager, which then holds it while
-    this peer's Connect server fails to bind and `port_open` sees the other one (seen in
-    the chaos suite: a peer's Spark never became ready)."""
-    try:
-        with open(EPHEMERAL_RANGE) as f:
-            start = ephemeral_start(f.read())
-    except (OSError, ValueError, IndexError):
-        start = 0
-    rnd = rnd or random.Random()
-    for _ in range(64 if start > LOWEST_PORT + 1000 else 0):
-        port = rnd.randrange(LOWEST_PORT, start)
-        with socket.socket() as s:
-            try:
-                s.bind((host, port))
-            except OSError:
-                continue
-            return port
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def log_tail(path: str, size: int = 1024 * 1024) -> str:

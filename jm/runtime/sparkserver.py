@@ -26,7 +26,8 @@ from jm.policy.jobs.jobenv import child_environ
 from jm.policy.jobs.runparams import TOKEN_ENV
 from jm.runtime.cgroups import EngineCgroup
 from jm.runtime.sparkapp import IdleSince, jvm_opts_env, local_dirs_env
-from jm.runtime.sparkjvm import (free_port, log_tail, port_open, server_info, spark_conf_dir,
+from jm.runtime.ports import free_port
+from jm.runtime.sparkjvm import (log_tail, port_open, server_info, spark_conf_dir,
                                  spark_home)
 from jm.runtime.zygote import PARENT_ENV
 

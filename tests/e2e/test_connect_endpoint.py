@@ -17,7 +17,8 @@ import pytest
 
 from chaos import netns
 from jm.config import load_config, read_masters
-from jm.local.localcluster import free_ports, write_conf
+from jm.local.localcluster import write_conf
+from jm.runtime.ports import free_ports
 from tests.helpers import CLASS_ARCHIVE, ROOT, apoll, make_pki
 
 pytestmark = [pytest.mark.slow,

@@ -15,7 +15,8 @@ from jm.policy.sql import connectplan
 from jm.runtime import sqlproto as SP
 from jm.runtime.livyclient import LivyProcess
 from jm.policy.jobs.runparams import TOKEN_ENV
-from jm.runtime.sparkjvm import free_port, port_open
+from jm.runtime.ports import free_port
+from jm.runtime.sparkjvm import port_open
 from jm.runtime.sparkserver import SparkConnectServer
 from jm.runtime.sqlclient import SqlWorker
 

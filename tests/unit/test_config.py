@@ -502,7 +502,7 @@ def test_timeouts_are_one_typed_section_and_a_client_s_write_is_not_the_peer_s()
 def test_local_clusters_give_their_endpoints_ports_the_os_never_hands_out():
     """(write_conf: a bind to port 0 elsewhere cannot take a port a peer is about to bind)"""
     from jm.configvalues import port_range_value
-    from jm.local.localcluster import ephemeral_range, free_block
+    from jm.runtime.ports import ephemeral_range, free_block
     low, high = ephemeral_range()
     for _ in range(20):
         first, last = port_range_value(free_block(3))

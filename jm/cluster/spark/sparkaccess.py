@@ -23,7 +23,8 @@ from jm.runtime.cgroups import EngineCgroup, heap
 from jm.runtime.confine import passable
 from jm.runtime.executor import Executor, Started
 from jm.runtime.sparkapp import SCRATCH
-from jm.runtime.sparkjvm import free_port, server_conf
+from jm.runtime.ports import free_port
+from jm.runtime.sparkjvm import server_conf
 from jm.runtime.sparkserver import SparkConnectServer
 
 log = logging.getLogger(__name__)
