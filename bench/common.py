@@ -20,11 +20,12 @@ def get(url: str, timeout: float = 5) -> dict:
         return json.loads(resp.read())
 
 
-def request(method: str, url: str, body: dict | None = None, timeout: float = 30) -> dict:
+def request(method: str, url: str, body: dict | None = None, timeout: float = 30,
+            headers: dict | None = None) -> dict:
     """One JSON request to a peer's REST API; the JSON answer ({} for an empty one)."""
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json", **(headers or {})})
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return json.loads(resp.read() or b"{}")
 

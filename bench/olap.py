@@ -11,7 +11,13 @@ Paths, each with C concurrent clients (threads of this process) for `--seconds`:
   GET /nodes: the authenticated front that passes each session to its engine);
 * gateway: each client holds one DB-API connection (a SQL gateway session) through one
   of the peers (spread), and runs `execute(q)` + `fetchall()`;
+* dialect: each client holds one SQLAlchemy connection on jm:// and runs
+  `execute(text(q)).fetchall()`; pandas: `pandas.read_sql(q, engine)` (a pool of one);
+* rest: Flink's REST protocol by a plain client that asks for the first page in the
+  statement's answer (`Prefer: return=representation`), the next pages by their URIs;
 * jobs: each client submits `{"sql": q}` to `POST /jobs` (spread) and polls its result.
+Each query and client count runs the paths in the order given (`--paths raw,gateway,raw`
+shows the machine's drift); `ratios` compare each path with raw's median.
 Queries: `SELECT 1` and a small aggregation over 10,000 rows. Reported per cell:
 queries/s, p50 and p99 in ms; medians over the runs at the end.
 
@@ -127,6 +133,46 @@ def gateway_path(urls: list[str], q: str, opened: list):
     return make, run
 
 
+def _engine(urls: list[str], i: int, opened: list, **kw):
+    """A SQLAlchemy engine on jm:// whose first peer is the i-th (spread)."""
+    import sqlalchemy as sa
+    hosts = [u.split("://", 1)[1] for u in urls[i % len(urls):] + urls[:i % len(urls)]]
+    engine = sa.create_engine(f"jm://{hosts[0]}/?peers={','.join(hosts[1:])}", **kw)
+    opened.append(engine.dispose)
+    return engine
+
+
+def dialect_path(urls: list[str], q: str, opened: list):
+    """SQLAlchemy's jm:// dialect: one held connection per client, `execute(text(q))`."""
+    import sqlalchemy as sa
+
+    def make(i: int):
+        conn = _engine(urls, i, opened).connect()
+        opened.insert(0, conn.close)
+        return conn
+    return make, lambda conn: conn.execute(sa.text(q)).fetchall()
+
+
+def pandas_path(urls: list[str], q: str, opened: list):
+    """pandas.read_sql(q, engine) through jm://, an engine (a pool of one) per client."""
+    import pandas
+
+    def make(i: int):
+        engine = _engine(urls, i, opened, pool_size=1)
+        pandas.read_sql("SELECT 1", engine)  # (its pooled connection opened)
+        return engine
+    return make, lambda engine: pandas.read_sql(q, engine)
+
+
+def rest_path(urls: list[str], q: str, opened: list):
+    """Flink's REST protocol by a plain client asking for the first page in the
+    statement's answer (Prefer: return=representation), the next pages by their URIs."""
+    def make(i: int):
+        client = RestClient(urls[i % len(urls):] + urls[:i % len(urls)], first=True)
+        return client
+    return make, lambda client: client.run(q)
+
+
 def jobs_path(urls: list[str], q: str, opened: list):
     def make(i: int):
         return urls[i % len(urls)]
@@ -145,6 +191,10 @@ def jobs_path(urls: list[str], q: str, opened: list):
     return make, run
 
 
+PATHS = {"raw": raw_path, "endpoint": raw_path, "gateway": gateway_path,
+         "dialect": dialect_path, "pandas": pandas_path, "rest": rest_path, "jobs": jobs_path}
+
+
 class PeerError(Exception):
     """A request to the peer at `url` got no answer."""
 
@@ -157,14 +207,16 @@ class RestClient:
     speaks it: no X-Request-Id; one peer's address (the next one only when that peer
     refuses the connection: its own death, not the session holder's)."""
 
-    def __init__(self, urls: list[str]) -> None:
+    def __init__(self, urls: list[str], first: bool = False) -> None:
         self.urls = urls
+        self.headers = {"Prefer": "return=representation"} if first else {}
         self.sh = self._call("POST", "/v1/sessions", {"properties": {}})["sessionHandle"]
 
     def _call(self, method: str, path: str, body: dict | None = None) -> dict:
         for _ in range(len(self.urls)):
             try:
-                return request(method, self.urls[0] + path, body, timeout=60)
+                return request(method, self.urls[0] + path, body, timeout=60,
+                               headers=self.headers or None)
             except urllib.error.URLError as exc:
                 if not isinstance(exc.reason, ConnectionRefusedError):
                     raise PeerError(self.urls[0], exc) from None
@@ -177,13 +229,17 @@ class RestClient:
         return self._call("GET", f"/v1/sessions/{self.sh}")["node"]
 
     def run(self, q: str) -> list:
-        oh = self._call("POST", f"/v1/sessions/{self.sh}/statements",
-                        {"statement": q, "executionConfig": {}})["operationHandle"]
+        answer = self._call("POST", f"/v1/sessions/{self.sh}/statements",
+                            {"statement": q, "executionConfig": {}})
+        oh, page = answer["operationHandle"], answer.get("result")  # (asked: the first page)
         uri, rows = f"/v1/sessions/{self.sh}/operations/{oh}/result/0?rowFormat=JSON", []
         while uri:
-            page = self._call("GET", uri)
-            rows += [d["fields"] for d in (page.get("results") or {}).get("data") or []]
+            if page is None:
+                page = self._call("GET", uri)
+            if page["resultType"] != "NOT_READY":
+                rows += [d["fields"] for d in (page.get("results") or {}).get("data") or []]
             uri = None if page["resultType"] == "EOS" else page.get("nextResultUri")
+            page = None
         return rows
 
 
@@ -294,12 +350,10 @@ def one_run(seconds: float, clients: list[int], fo_client: str = "dbapi",
         endpoints = [n["connect-endpoint"] for n in get(c.urls[0] + "/nodes")["nodes"]]
         for name, q in [(n, q) for n, q in QUERIES.items()
                         if n in queries and not only_failover]:
-            for path, build in [(p, b) for p, b in (("raw", raw_path),
-                                                    ("endpoint", raw_path),
-                                                    ("gateway", gateway_path),
-                                                    ("jobs", jobs_path)) if p in paths]:
-                target = {"raw": remotes, "endpoint": endpoints}.get(path, c.urls)
-                for n in clients:
+            for n in clients:
+                for path in paths:  # in the order given (raw,gateway,raw: the drift)
+                    build = PATHS[path]
+                    target = {"raw": remotes, "endpoint": endpoints}.get(path, c.urls)
                     opened: list = []
                     make, run = build(target, q, opened)
                     states = open_all(make, n)  # long-lived sessions, as raw clients hold
@@ -329,32 +383,47 @@ def main() -> int:
                          "plain REST clients of Flink's protocol (none), or Flink's SQL "
                          "Client's whole conversation (none)")
     ap.add_argument("--only-failover", action="store_true")
-    ap.add_argument("--paths", default="raw,gateway,jobs", help="which paths to measure")
+    ap.add_argument("--paths", default="raw,gateway,jobs",
+                    help="which paths to measure, in this order for each query and client "
+                         "count (a path may come twice: raw,gateway,dialect,raw)")
     ap.add_argument("--queries", default=",".join(QUERIES), help="which queries to run")
     a = ap.parse_args()
+    unknown = set(a.paths.split(",")) - set(PATHS)
+    if unknown:
+        ap.error(f"unknown paths {', '.join(sorted(unknown))} (of {', '.join(PATHS)})")
     clients = [int(x) for x in a.clients.split(",")]
     runs = [one_run(a.seconds, clients, a.failover_client, a.only_failover,
                     tuple(a.paths.split(",")), tuple(a.queries.split(",")))
             for _ in range(a.runs)]
-    summary = []
+    summary, seen = [], set()
     for cell in runs[0]["cells"]:
+        key = (cell["path"], cell["query"], cell["clients"])
+        if key in seen:  # (a path measured twice in a run: raw before and after)
+            continue
+        seen.add(key)
         same = [c for r in runs for c in r["cells"]
-                if (c["path"], c["query"], c["clients"]) == (cell["path"], cell["query"],
-                                                            cell["clients"])]
+                if (c["path"], c["query"], c["clients"]) == key]
         summary.append({"path": cell["path"], "query": cell["query"], "clients": cell["clients"],
                         "qps": median([c["qps"] for c in same]),
                         "p50_ms": median([c["p50_ms"] for c in same]),
                         "p99_ms": median([c["p99_ms"] for c in same]),
                         "failures": sum(c["failures"] for c in same)})
+    raw = {(m["query"], m["clients"]): m for m in summary if m["path"] == "raw"}
+    ratios = [{"path": m["path"], "query": m["query"], "clients": m["clients"],
+               "qps_vs_raw": round(m["qps"] / base["qps"], 2) if base["qps"] else None,
+               "p50_ms_over_raw": round(m["p50_ms"] - base["p50_ms"], 1)}
+              for m in summary if m["path"] != "raw"
+              for base in [raw.get((m["query"], m["clients"]))] if base]
     fo = [r["failover"] for r in runs]
-    report = {"runs": a.runs, "seconds": a.seconds, "medians": summary,
+    report = {"runs": a.runs, "seconds": a.seconds, "medians": summary, "ratios": ratios,
               "failover": {"failed_queries": [f["failures"] for f in fo],
                            "failed_at_own_peer": [f.get("failures_at_own_peer") for f in fo],
                            "p99_ms": median([f["p99_ms"] for f in fo]),
                            "sessions_on_victim": [f.get("sessions_on_victim") for f in fo],
                            "client": a.failover_client},
               "raw": runs}
-    print(json.dumps({"medians": summary, "failover": report["failover"]}, indent=1))
+    print(json.dumps({"medians": summary, "ratios": ratios, "failover": report["failover"]},
+                     indent=1))
     if a.out:
         with open(a.out, "w") as f:
             json.dump(report, f, indent=1)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Optional
 
 import aiohttp
 from aiohttp import web
@@ -122,7 +122,7 @@ class _Unreachable(Exception):
 async def _proxy(request: web.Request, url: str) -> web.StreamResponse:
     headers = {FORWARDED: forward_mark(request.app),
                MIN_INDEX_HEADER: str(request.app[GATEWAY].replica.applied_index())}
-    for name in ("Authorization", "Content-Type"):
+    for name in ("Authorization", "Content-Type", "Prefer"):
         if name in request.headers:
             headers[name] = request.headers[name]
     if request.get(REQUEST_ID):
@@ -235,12 +235,57 @@ def statement_id(request: web.Request) -> str:
     return request[REQUEST_ID]
 
 
+MAX_PREFER_WAIT = 60.0  # seconds a statement's answer may be asked to wait for its rows
+
+
+def preferences(headers: Any) -> dict[str, str]:
+    """RFC 7240's Prefer header(s) as {name: value} (lower-case names)."""
+    out = {}
+    for header in headers.getall("Prefer", ()):
+        for item in header.split(","):
+            name, _, value = item.split(";")[0].strip().partition("=")
+            if name:
+                out[name.strip().lower()] = value.strip().strip('"')
+    return out
+
+
+def first_result_wait(request: web.Request) -> Optional[float]:
+    """`Prefer: return=representation` (jm.client's sessions send it): the statement's
+    answer carries its first result page too, waiting for it up to `wait=<seconds>`
+    (at most MAX_PREFER_WAIT) or sql-gateway.fetch-wait. None: not asked (-1: no wait
+    given)."""
+    prefs = preferences(request.headers)
+    if prefs.get("return") != "representation":
+        return None
+    if "wait" not in prefs:
+        return -1.0
+    try:
+        wait = float(prefs["wait"])
+    except ValueError:
+        raise ApiError(400, f"Prefer: wait={prefs['wait']} is not a number of seconds")
+    if not 0 <= wait <= MAX_PREFER_WAIT:
+        raise ApiError(400, f"Prefer: wait must be from 0 to {MAX_PREFER_WAIT:g} seconds")
+    return wait
+
+
 async def execute(request: web.Request) -> web.StreamResponse:
     body = await sql_body(request, optional=False)
     request_id = statement_id(request)
-    statements = _statements(request)
-    return await held_answer(request, lambda: _keyed("operationHandle", statements.execute(
-        request.match_info["sh"], body, is_forwarded(request), request_id)))
+    statements, sh, fwd = _statements(request), request.match_info["sh"], is_forwarded(request)
+    wait = first_result_wait(request)
+    if wait is None:
+        return await held_answer(request, lambda: _keyed(
+            "operationHandle", statements.execute(sh, body, fwd, request_id)))
+    row_format = request.query.get("rowFormat", "JSON").upper()
+
+    async def run() -> dict:
+        op, page = await statements.execute_first(sh, body, fwd, request_id, row_format,
+                                                  None if wait < 0 else wait)
+        path = f"{_base(request)}/sessions/{sh}/operations/{op}/result/"
+        return {"operationHandle": op, "result": result_json(page, path, row_format)}
+    answer = await held_answer(request, run)
+    answer.headers["Preference-Applied"] = "return=representation"
+    return answer
 
 
 async def configure(request: web.Request) -> web.StreamResponse:

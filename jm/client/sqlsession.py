@@ -52,7 +52,7 @@ class Result:
     def rows(self) -> Iterator[list]:
         page = self._page
         while True:
-            if page.get("resultType") == "PAYLOAD":
+            if page.get("resultType") in ("PAYLOAD", "EOS"):  # (EOS: a whole first page)
                 for d in (page.get("results") or {}).get("data") or []:
                     yield d.get("fields")
             nxt = page.get("nextResultUri")
@@ -60,7 +60,7 @@ class Result:
                 self.done = True
                 return
             page = self.session._get(nxt)
-            if page.get("resultType") == "PAYLOAD" and not self.columns:
+            if page.get("resultType") in ("PAYLOAD", "EOS") and not self.columns:
                 self.columns = (page.get("results") or {}).get("columns") or []
 
 
@@ -100,17 +100,25 @@ class SqlSession:
         body: dict[str, Any] = {"statement": statement}
         if config:
             body["executionConfig"] = {k: str(v) for k, v in config.items()}
-        # a retry after a lost answer must not run the statement twice: one request id
-        op = self.client.request("POST", f"{self._base}/statements", body,
-                                 headers={"X-Request-Id": uuid.uuid4().hex})["operationHandle"]
+        # a retry after a lost answer must not run the statement twice: one request id;
+        # the answer carries the first page (rest/sql.py wants_result): a short query's
+        # whole result in one round trip
+        try:
+            answer = self.client.request("POST", f"{self._base}/statements", body, headers={
+                "X-Request-Id": uuid.uuid4().hex, "Prefer": "return=representation"})
+        except ApiError as exc:
+            if exc.status in (400, 409):  # it ran and failed, or it was cancelled
+                raise StatementFailed.of(exc)
+            raise
+        op = answer["operationHandle"]
+        page = answer.get("result") or {"resultType": "NOT_READY"}  # (a peer before it)
         self.running = op
         try:
             uri = f"{self._base}/operations/{quote(op, safe='')}/result/0?rowFormat=JSON"
-            while True:
-                page = self._get(uri)
-                if page.get("resultType") != "NOT_READY":
-                    return Result(self, op, page)
+            while page.get("resultType") == "NOT_READY":
                 uri = page.get("nextResultUri") or uri
+                page = self._get(uri)
+            return Result(self, op, page)
         finally:
             self.running = None
 

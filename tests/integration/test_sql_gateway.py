@@ -217,6 +217,67 @@ async def test_errors_bad_input_and_cancel(sqlc):
     assert r["rows"] == [["spark.sql.shuffle.partitions", str(2 * os.cpu_count())]], r
 
 
+def _recorded(c, sh) -> dict:
+    """The operations the session's record keeps (for its next holder), on peer 0."""
+    with c.peers[0].parts.raft.read() as st:
+        rec = st.sessions.get(sh)
+        return dict(rec.ops) if rec is not None else {}
+
+
+async def test_a_statements_answer_carries_its_first_page_when_asked(sqlc):
+    """Prefer: return=representation (jm.client's sessions send it): a short read's whole
+    result comes in the statement's answer, unrecorded; a longer one's first page, and
+    the operation recorded before the answer; an error is the answer's."""
+    sh = await open_session(sqlc, 0)
+
+    async def post(sql, peer, rid, wait=30):  # (the first page within `wait` s)
+        return await ahttp("POST", f"{sqlc.url(peer)}/v1/sessions/{sh}/statements",
+                           {"statement": sql}, headers={
+                               "Prefer": f"return=representation, wait={wait}",
+                               "X-Request-Id": rid}, timeout=60, with_headers=True)
+    s, b, h = await post("SELECT id, id * 3 AS x FROM range(3)", 1, "p-1")  # (forwarded)
+    assert s == 200 and h["Preference-Applied"] == "return=representation", b
+    page = b["result"]
+    assert page["resultType"] == "EOS" and "nextResultUri" not in page, page
+    assert [d["fields"] for d in page["results"]["data"]] == [[0, 0], [1, 3], [2, 6]]
+    assert [col["name"] for col in page["results"]["columns"]] == ["id", "x"]
+    assert b["operationHandle"] not in _recorded(sqlc, sh)  # nothing of it left to fetch
+    # the same request again (its answer lost): answered again
+    s, again, _ = await post("SELECT id, id * 3 AS x FROM range(3)", 2, "p-1")
+    assert s == 200 and again["operationHandle"] == b["operationHandle"]
+    assert again["result"]["results"]["data"] == page["results"]["data"]
+    # more rows than a page (4): the first page, the rest by its URI, the read recorded
+    s, b, _ = await post("SELECT id FROM range(10)", 0, "p-2")
+    page = b["result"]
+    assert s == 200 and page["resultType"] == "PAYLOAD", b
+    assert [d["fields"] for d in page["results"]["data"]] == [[0], [1], [2], [3]]
+    assert _recorded(sqlc, sh)[b["operationHandle"]]["kind"] == "read"
+    rows, uri = [], page["nextResultUri"]
+    while uri:
+        s, p = await ahttp("GET", sqlc.url(2) + uri)
+        assert s == 200, p
+        rows += [d["fields"] for d in p["results"]["data"]]
+        uri = p.get("nextResultUri")
+    assert rows == [[i] for i in range(4, 10)]
+    # a write is recorded as before; a failing statement's error is the answer
+    s, b, _ = await post("CREATE OR REPLACE TEMP VIEW pv AS SELECT 1 AS one", 0, "p-3")
+    assert s == 200 and b["result"]["resultType"] == "EOS", b
+    assert b["operationHandle"] in _recorded(sqlc, sh)
+    s, b, _ = await post("SELECT * FROM no_such_table_p", 1, "p-4")
+    assert s == 400 and "no_such_table_p" in b["errors"][0].lower(), b
+    # a statement still running after its wait: NOT_READY, recorded
+    s, b, _ = await post("SELECT count(*) FROM range(100000000000)", 0, "p-5", wait=0)
+    assert s == 200 and b["result"]["resultType"] == "NOT_READY", b
+    assert b["result"]["nextResultUri"].endswith("/result/0?rowFormat=JSON")
+    assert b["operationHandle"] in _recorded(sqlc, sh)
+    s, c = await ahttp("POST", f"{sqlc.url(1)}/v1/sessions/{sh}/operations/"
+                               f"{b['operationHandle']}/cancel")
+    assert s == 200 and c["status"] == "CANCELED", c
+    for bad in ("soon", "61", "-1"):
+        s, b, _ = await post("SELECT 1", 0, f"p-bad-{bad}", wait=bad)
+        assert s == 400 and "Prefer: wait" in b["errors"][0], b
+
+
 async def test_dbapi_and_jm_sql(sqlc, tmp_path):
     import asyncio
     import os

@@ -74,9 +74,17 @@ def test_statements_values_pandas_and_no_transactions(engine):
     assert engine.dialect.default_schema_name == "default"
     with warnings.catch_warnings():
         warnings.simplefilter("error")   # pandas warns for a DB-API connection, not an engine
-        df = pandas.read_sql("SELECT id, id * 2 AS twice FROM range(10) ORDER BY id", engine)
+        sent = []
+
+        def note(conn, cursor, statement, *rest):
+            sent.append(statement)
+        sa.event.listen(engine, "before_cursor_execute", note)
+        query = "SELECT id, id * 2 AS twice FROM range(10) ORDER BY id"
+        df = pandas.read_sql(query, engine)
+        sa.event.remove(engine, "before_cursor_execute", note)
         assert list(df.columns) == ["id", "twice"] and df["twice"].tolist() == \
             [2 * i for i in range(10)]
+        assert sent == [query]  # (not a SHOW TABLES first: its has_table(query) is False)
         df = pandas.read_sql(sa.text("SELECT id FROM range(:n)"), engine, params={"n": 3})
         assert df["id"].tolist() == [0, 1, 2]
     with engine.connect() as conn:   # (what the engine spares: the warning for a raw one)

@@ -149,6 +149,25 @@ def test_rowcount():
     assert cur.fetchall() == [] and cur.rowcount == 0
 
 
+def test_a_whole_first_page_is_the_result():
+    """(the statement's answer with Prefer: return=representation: EOS with the rows)"""
+    whole = dict(_page(["id"], [[1], [2]]), resultType="EOS")
+    cur = dbapi.Connection(_Session([whole])).cursor()
+    cur.execute("SELECT")
+    assert [d[0] for d in cur.description] == ["id"]
+    assert cur.fetchall() == [(1,), (2,)] and cur.rowcount == 2
+
+
+@pytest.mark.parametrize("name, query", [
+    ("SELECT 1", True), ("  with x AS (SELECT 1) SELECT * FROM x", True),
+    ("select\n1", True), ("TABLE t", True), ("show tables", True),
+    ("people", False), ("selections", False), ("select", False), ("table_1", False),
+])
+def test_a_querys_text_is_never_taken_for_a_tables_name(name, query):
+    """(pandas.read_sql asks has_table of every query's text first)"""
+    assert bool(sqla.QUERY_TEXT.match(name)) is query
+
+
 def test_a_bad_ca_file_is_a_clear_error(tmp_path):
     bad = tmp_path / "ca.pem"
     bad.write_text("not a certificate")

@@ -39,6 +39,7 @@ standard-library only (tests/unit/test_import_rules.py).
 from __future__ import annotations
 
 import functools
+import re
 
 from typing import Any, Callable, Optional
 
@@ -48,6 +49,12 @@ from sqlalchemy.engine import default, reflection
 from jm.client.sqla.types import (  # noqa: F401  (SparkType, WIRE: re-exported)
     WIRE, JmCompiler, JmExecutionContext, JmIdentifierPreparer, JmTypeCompiler, SparkType,
     spark_type)
+
+# the text of a query, never a table's name: pandas.read_sql asks has_table(its text)
+# first, which would list the tables for every query
+QUERY_TEXT = re.compile(r"\s*(select|with|values|show|describe|desc|explain|from|table)\s",
+                        re.IGNORECASE)
+
 
 def _cache(fn: Callable) -> Callable:
     """SQLAlchemy's reflection cache (`info_cache`, one inspection's), as
@@ -277,6 +284,8 @@ class JmDialect(default.DefaultDialect):
 
     def has_table(self, connection: Any, table_name: str, schema: Optional[str] = None,
                   **kw: Any) -> bool:
+        if QUERY_TEXT.match(table_name):  # (pandas.read_sql asks this of every query)
+            return False
         try:
             rows = self._rows(connection, "SHOW TABLES" + self._in(schema))
         except sa_exc.DBAPIError as exc:

@@ -29,7 +29,8 @@ class Operation:
         self.task: Optional[asyncio.Task] = None
         self.lock = asyncio.Lock()            # one fetch at a time
         self.rerun = False                    # run again here after its peer died
-        self.logged: Optional[asyncio.Future] = None  # its record in the session, written
+        self.record: Any = None               # its record in the session (SqlOperation)
+        self.logged: Optional[asyncio.Future] = None  # that record, written
         self.worker: Any = None               # the SQL worker it runs in (once it runs)
 
     @property

@@ -3,9 +3,10 @@ Gateway's operations, rest/sql.py): started, followed, cancelled, closed, their 
 fetched page by page, and each on a session of the SessionHost
 (jm/cluster/sql/sessionhost.py).
 
-Operations and their rows are not replicated: they live on the session's holder only; a
-statement costs no Raft round trip unless it defines session state (then it is recorded
-for the session's next holder to replay).
+Operations and their rows live on the session's holder only; the session's record keeps
+each statement (its text and kind, a write's end, a session-defining one to replay) for
+the session's next holder, except a read answered whole with its first page
+(`execute_first`): nothing of it is left to fetch there.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import asyncio
 import logging
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional, Union
 
 from jm.cluster.batcher import Batcher
@@ -86,16 +87,16 @@ class SqlStatements:
         session moving, the lease lost): the caller tries again."""
         op_id = None
         try:
-            op_id = await self.execute(handle, {"statement": statement}, True, request_id)
+            op_id, page = await self.execute_first(handle, {"statement": statement}, True,
+                                                   request_id, "JSON")
             token, rows = 0, []
             while True:
+                if page.ready:
+                    rows.extend(list(r) for r in page.rows)
+                    if page.end or len(rows) >= max_rows:
+                        return Rows(self.op_schema(handle, op_id), tuple(rows[:max_rows]))
+                    token += 1
                 page = await self.fetch(handle, op_id, token, "JSON", True)
-                if not page.ready:
-                    continue
-                rows.extend(list(r) for r in page.rows)
-                if page.end or len(rows) >= max_rows:
-                    return Rows(self.op_schema(handle, op_id), tuple(rows[:max_rows]))
-                token += 1
         except ApiError as exc:  # (what the REST answers say, as one value)
             if exc.status == 409:
                 return Cancelled()
@@ -124,10 +125,12 @@ class SqlStatements:
 
     # ---- operations ---------------------------------------------------------------------
     async def execute(self, handle: str, body: dict, forwarded: bool,
-                      request_id: str = "") -> str:
+                      request_id: str = "", defer_read: bool = False) -> str:
         """Start a statement; its operation's handle. With a request id (X-Request-Id)
         the handle is derived from it: a retried request (an answer lost on the way) gets
-        the same operation, the statement runs once."""
+        the same operation, the statement runs once. A read runs at once; it is recorded
+        for the session's next holder before its handle is answered (`defer_read`: not
+        yet, execute_first records it if its rows do not all come in its answer)."""
         statement, config, flink = self._statement(body)
         self.host.held(handle, forwarded)
         # (before the checks below, which must not be split by a wait: two tries of one
@@ -156,14 +159,25 @@ class SqlStatements:
         # recorded for the session's next holder; a read runs meanwhile, a statement
         # that changes something only once it is recorded (never twice after a 503)
         answers_ok = flink is not None and flink.answers_ok
-        op.logged = asyncio.ensure_future(self.ops_log.submit(SqlOperation(
-            handle, op.id, self.node, s.epoch, statement, op.kind, time.time(),
-            config=config, answers_ok=answers_ok)))
+        op.record = SqlOperation(handle, op.id, self.node, s.epoch, statement, op.kind,
+                                 time.time(), config=config, answers_ok=answers_ok)
         s.ops[op.id] = op
         if answers_ok:
             self.flink_ok.add(op.id)
         if op.kind == READ:
             op.task = asyncio.create_task(self._run(s, op, config))
+            if defer_read:
+                return op.id
+        await self._record(s, op)
+        if op.task is None and op.status == RUNNING:
+            op.task = asyncio.create_task(self._run(s, op, config))
+        return op.id
+
+    async def _record(self, s: LocalSession, op: Operation) -> None:
+        """The operation written in the session's record (once); if it cannot be, it is
+        stopped and forgotten and the request answered 503 (retry)."""
+        if op.logged is None:
+            op.logged = asyncio.ensure_future(self.ops_log.submit(op.record))
         try:
             res = await asyncio.shield(op.logged)
         except RaftUnavailable as exc:
@@ -174,14 +188,44 @@ class SqlStatements:
             s.ops.pop(op.id, None)
             self.flink_ok.discard(op.id)
             if res is not None and res.code == "stale":
-                raise ApiError(503, f"session {handle} is moving to another peer; retry",
+                raise ApiError(503, f"session {s.handle} is moving to another peer; retry",
                                headers={"Retry-After": "1"})
             raise ApiError(503, f"the statement could not be recorded: "
                                 f"{error if res is None else res.error}; retry",
                            headers={"Retry-After": "1"})
-        if op.task is None and op.status == RUNNING:
-            op.task = asyncio.create_task(self._run(s, op, config))
-        return op.id
+
+    async def execute_first(self, handle: str, body: dict, forwarded: bool,
+                            request_id: str, row_format: str,
+                            wait: Optional[float] = None) -> tuple[str, ResultPage]:
+        """Start a statement and answer with its first page too (waiting for it up to
+        `wait` s, or sql-gateway.fetch-wait; not ready: ask for token 0), `end` when it
+        holds every row:
+        one round trip for a short query. A read whose rows all come in that answer is
+        never recorded in the session (nothing of it is left to fetch; the same request
+        again, on any peer, runs it again); one that goes on is, before the answer."""
+        if row_format not in ROW_FORMATS:
+            raise ApiError(400, f"rowFormat {row_format!r} is not supported (JSON, PLAIN_TEXT)")
+        op_id = await self.execute(handle, body, forwarded, request_id, defer_read=True)
+        s, op = self._op(handle, op_id, forwarded)
+        await self._until_done(op, wait)
+        whole = op.done.is_set() and op.status == FINISHED and op.eos
+        if op.kind == READ and not whole and not (op.done.is_set() and op.status == ERROR):
+            await self._record(s, op)
+        page = await self.fetch(handle, op_id, 0, row_format, forwarded)
+        if page.ready and op.eos and op.served == 0:
+            page = replace(page, end=True)
+        return op_id, page
+
+    async def _until_done(self, op: Operation, wait: Optional[float] = None) -> bool:
+        """Whether the operation ended within `wait` s (None: sql-gateway.fetch-wait)."""
+        if not op.done.is_set():
+            try:
+                await asyncio.wait_for(asyncio.shield(op.done.wait()),
+                                       self.conf["sql-gateway.fetch-wait"]
+                                       if wait is None else wait)
+            except asyncio.TimeoutError:
+                return False
+        return True
 
     def _statement(self, body: dict) -> tuple[str, dict, Optional[flinksql.Translation]]:
         """The request's statement, checked, in Spark's syntax (Flink's SET 'k' = 'v' and
@@ -330,12 +374,8 @@ class SqlStatements:
         s, op = self._op(handle, op_id, forwarded)
         if row_format not in ROW_FORMATS:
             raise ApiError(400, f"rowFormat {row_format!r} is not supported (JSON, PLAIN_TEXT)")
-        if not op.done.is_set():
-            try:
-                await asyncio.wait_for(asyncio.shield(op.done.wait()),
-                                       self.conf["sql-gateway.fetch-wait"])
-            except asyncio.TimeoutError:
-                return ResultPage(token, ready=False, is_query=op.kind == READ)
+        if not await self._until_done(op):
+            return ResultPage(token, ready=False, is_query=op.kind == READ)
         if op.status == ERROR:
             raise ApiError(400, *sparkerror.errors(op.error or "the statement failed"))
         if op.status in (CANCELED, CLOSED):
