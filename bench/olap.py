@@ -340,7 +340,7 @@ def _peer_pid(c: BenchCluster, i: int) -> int:
 
 def one_run(seconds: float, clients: list[int], fo_client: str = "dbapi",
             only_failover: bool = False, paths: tuple = ("raw", "gateway", "jobs"),
-            queries: tuple = tuple(QUERIES)) -> dict:
+            queries: tuple = tuple(QUERIES), warmup: float = 0.0) -> dict:
     out: dict = {"cells": []}
     with BenchCluster(3, SETTINGS) as c:
         for url in c.urls:
@@ -348,6 +348,14 @@ def one_run(seconds: float, clients: list[int], fo_client: str = "dbapi",
                        f"{url} Spark ready")
         remotes = [get(u + "/healthz")["spark-remote"] + "/;token=bench-olap" for u in c.urls]
         endpoints = [n["connect-endpoint"] for n in get(c.urls[0] + "/nodes")["nodes"]]
+        if not only_failover:  # the JVMs' JIT first: else the first cells run colder
+            for q in (QUERIES[n] for n in queries):
+                for build, target in ((raw_path, remotes), (gateway_path, c.urls)):
+                    opened = []
+                    make, run = build(target, q, opened)
+                    drive(open_all(make, 4), warmup / 4, run)
+                    for close in opened:
+                        close()
         for name, q in [(n, q) for n, q in QUERIES.items()
                         if n in queries and not only_failover]:
             for n in clients:
@@ -383,6 +391,9 @@ def main() -> int:
                          "plain REST clients of Flink's protocol (none), or Flink's SQL "
                          "Client's whole conversation (none)")
     ap.add_argument("--only-failover", action="store_true")
+    ap.add_argument("--warmup", type=float, default=0.0,
+                    help="seconds of raw and gateway queries (each query, 4 clients) before "
+                         "the first cell: the Spark JVMs' JIT warms up meanwhile")
     ap.add_argument("--paths", default="raw,gateway,jobs",
                     help="which paths to measure, in this order for each query and client "
                          "count (a path may come twice: raw,gateway,dialect,raw)")
@@ -393,7 +404,7 @@ def main() -> int:
         ap.error(f"unknown paths {', '.join(sorted(unknown))} (of {', '.join(PATHS)})")
     clients = [int(x) for x in a.clients.split(",")]
     runs = [one_run(a.seconds, clients, a.failover_client, a.only_failover,
-                    tuple(a.paths.split(",")), tuple(a.queries.split(",")))
+                    tuple(a.paths.split(",")), tuple(a.queries.split(",")), a.warmup)
             for _ in range(a.runs)]
     summary, seen = [], set()
     for cell in runs[0]["cells"]:

@@ -18,11 +18,13 @@ import argparse
 import collections
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from typing import Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -118,9 +120,10 @@ def cpu_seconds(pids: dict[str, list[int]]) -> dict[str, float]:
     return out
 
 
-def record(pids: dict[str, list[int]], seconds: float, folder: str) -> list:
-    """One py-spy per Python process for `seconds`, sampling only the threads that hold
-    the GIL (Python at work, not threads waiting; non-blocking: nothing is paused)."""
+def record(pids: dict[str, list[int]], seconds: Optional[float], folder: str) -> list:
+    """One py-spy per Python process for `seconds` (None: until SIGINT, `stop`), sampling
+    only the threads that hold the GIL (Python at work, not threads waiting;
+    non-blocking: nothing is paused)."""
     procs = []
     for role, group in pids.items():
         if role == "spark":
@@ -129,11 +132,25 @@ def record(pids: dict[str, list[int]], seconds: float, folder: str) -> list:
             path = os.path.join(folder, f"{role}-{pid}.txt")
             procs.append((role, path, subprocess.Popen(
                 [os.path.join(os.path.dirname(sys.executable), "py-spy"), "record",
-                 "--pid", str(pid), "--duration", str(int(seconds)), "--rate", str(RATE),
+                 "--pid", str(pid), "--rate", str(RATE),
+                 *(["--duration", str(int(seconds))] if seconds else []),
                  "--format", "raw", "--nonblocking", "--gil", "--full-filenames",
                  "--output", path],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
     return procs
+
+
+def stop(spies: list, timeout: float = 60) -> dict[str, list]:
+    """The py-spies stopped (SIGINT: each writes its samples) and their stacks by role."""
+    stacks: dict[str, list] = collections.defaultdict(list)
+    for _, _, proc in spies:
+        proc.send_signal(signal.SIGINT)
+    for role, path, proc in spies:
+        proc.wait(timeout=timeout)
+        if os.path.exists(path):
+            with open(path) as f:
+                stacks[role].extend(parse_raw(f.read()))
+    return stacks
 
 
 def timed_gateway(urls: list[str], q: str, opened: list, phases: dict):

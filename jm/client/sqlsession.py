@@ -10,6 +10,7 @@ from typing import Any, Iterator, Optional
 from urllib.parse import quote
 
 from jm.client.cli_http import ApiError, Client
+from jm.policy.sql.opid import op_of
 from jm.policy.sql.sparkerror import short
 
 API = "/v1"
@@ -100,25 +101,29 @@ class SqlSession:
         body: dict[str, Any] = {"statement": statement}
         if config:
             body["executionConfig"] = {k: str(v) for k, v in config.items()}
-        # a retry after a lost answer must not run the statement twice: one request id;
-        # the answer carries the first page (rest/sql.py wants_result): a short query's
+        # a retry after a lost answer must not run the statement twice: one request id
+        # (which names its operation before the answer comes: a cancel meanwhile); the
+        # answer carries the first page (rest/sql.py first_result_wait): a short query's
         # whole result in one round trip
+        request_id = uuid.uuid4().hex
+        self.running = op_of(self.handle, request_id)  # (a cancel before the answer)
         try:
             answer = self.client.request("POST", f"{self._base}/statements", body, headers={
-                "X-Request-Id": uuid.uuid4().hex, "Prefer": "return=representation"})
-        except ApiError as exc:
-            if exc.status in (400, 409):  # it ran and failed, or it was cancelled
-                raise StatementFailed.of(exc)
-            raise
-        op = answer["operationHandle"]
-        page = answer.get("result") or {"resultType": "NOT_READY"}  # (a peer before it)
-        self.running = op
-        try:
+                "X-Request-Id": request_id, "Prefer": "return=representation"})
+            op = answer["operationHandle"]
+            page = answer.get("result") or {"resultType": "NOT_READY"}  # (a peer before it)
             uri = f"{self._base}/operations/{quote(op, safe='')}/result/0?rowFormat=JSON"
             while page.get("resultType") == "NOT_READY":
                 uri = page.get("nextResultUri") or uri
                 page = self._get(uri)
             return Result(self, op, page)
+        except ApiError as exc:
+            if exc.status in (400, 409):  # it ran and failed, or it was cancelled
+                raise StatementFailed.of(exc)
+            raise
+        except KeyboardInterrupt:  # Ctrl-C in `jm sql`: the statement stops too
+            self.cancel()
+            raise
         finally:
             self.running = None
 

@@ -19,5 +19,6 @@ FILES = ["jm/__init__.py", "jm/client/*.py", "jm/client/sqla/*.py", "jm/policy/_
          "jm/policy/jobs/__init__.py", "jm/policy/sql/__init__.py",
          "jm/policy/sql/sqlstmt.py", "jm/policy/jobs/fsuri.py", "jm/policy/jobs/vocab.py",
          "jm/policy/jobs/reqfile.py", "jm/policy/jobs/submitopts.py",
-         "jm/policy/jobs/usertrace.py", "jm/policy/sql/sparkerror.py"]
+         "jm/policy/jobs/usertrace.py", "jm/policy/sql/sparkerror.py",
+         "jm/policy/sql/opid.py"]
 

@@ -22,6 +22,7 @@ from jm.cluster.sql.sqlservices import SqlServices
 from jm.cluster.sql.sessionhost import SessionHost
 from jm.cluster.sql.sqlops import LocalSession, Operation
 from jm.policy.sql import connectplan, flinksql, sparkerror
+from jm.policy.sql.opid import op_of
 from jm.policy.sql.sqlop import OpStatus, adoption
 from jm.policy.sql.sqlparse import READ, STATE, WRITE, classify, temp_views
 from jm.runtime import sqlproto as P
@@ -413,11 +414,6 @@ class SqlStatements:
         except (StatementError, WorkerLost) as exc:
             op.update_state(ERROR, _message(exc))
             raise ApiError(400, *sparkerror.errors(_message(exc)))
-
-
-def op_of(handle: str, request_id: str) -> str:
-    """The operation of a request id in a session: a retried request gets the same."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{handle}/{request_id}"))
 
 
 async def _classify(statement: str, defining: list) -> str:

@@ -1,0 +1,71 @@
+"""Where an accepted submission's time goes: C closed-loop clients (bench/submit.py's)
+submit trivial jobs to 3 real peers (fsync on) while py-spy samples every peer process
+and this process's clients (only threads holding the GIL: Python at work), and the
+kernel counts each role's CPU (peers, zygotes with the jobs they fork, clients).
+
+    .venv/bin/python bench/profile_submit.py [--clients 1,8,64] [--jobs 3000]
+                                             [--out bench/results/profile-submit.json]
+
+Reported per client count: accepted/s, accept p50/p99, CPU ms per accepted job per role,
+the peers' Raft journal fsyncs per 1000 jobs, and the peers' Python samples by package
+and by function (bench/profile_sql.py's summary).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from bench.common import BenchCluster, get, report, wait_until  # noqa: E402
+from bench.profile_sql import cpu_seconds, record, stop, summarize  # noqa: E402
+from bench.submit import closed_loop, journal_fsyncs  # noqa: E402
+
+
+def roles(c: BenchCluster) -> dict[str, list[int]]:
+    import psutil
+    out: dict[str, list[int]] = {"peer": c.pids(), "zygote": [], "client": [os.getpid()]}
+    for pid in c.pids():
+        for child in psutil.Process(pid).children():
+            if "jm.runtime.zygote" in " ".join(child.cmdline()):
+                out["zygote"].append(child.pid)
+    return out
+
+
+def one_count(c: BenchCluster, clients: int, jobs: int) -> dict:
+    pids = roles(c)
+    with tempfile.TemporaryDirectory(prefix="jm-profile-") as folder:
+        spies = record({k: v for k, v in pids.items() if k != "zygote"}, None, folder)
+        before, fs0 = cpu_seconds(pids), journal_fsyncs(c.urls)
+        sat = asyncio.run(closed_loop(c.urls, jobs, clients))
+        used, fs1 = cpu_seconds(pids), journal_fsyncs(c.urls)
+        stacks = stop(spies)
+    n = max(1, sat["accepted"])
+    return {"clients": clients, "accepted": sat["accepted"], "accepted_per_s": round(sat["rate"]),
+            "p50_ms": round(sat["p50_ms"], 1), "p99_ms": round(sat["p99_ms"], 1),
+            "cpu_ms_per_job": {k: round(1000 * (used[k] - before[k]) / n, 2) for k in used},
+            "fsyncs_per_1000_jobs": round(1000 * (fs1["fsyncs"] - fs0["fsyncs"]) / n, 1),
+            "seconds": round(sat["elapsed"], 2),
+            "cpu": {role: summarize(s) for role, s in sorted(stacks.items())}}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--clients", default="1,8,64")
+    ap.add_argument("--jobs", type=int, default=3000, help="jobs per client count")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    out: dict = {"jobs": a.jobs, "counts": []}
+    with BenchCluster(3, {"spark.connect.embedded": False, "jobmanager.slots": 64}) as c:
+        wait_until(lambda: get(c.urls[0] + "/overview")["peers-alive"] == 3, 30, "3 peers")
+        for n in (int(x) for x in a.clients.split(",")):
+            out["counts"].append(one_count(c, n, a.jobs if n > 1 else a.jobs // 10))
+    report(out, a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
