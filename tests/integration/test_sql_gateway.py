@@ -332,39 +332,6 @@ async def test_dbapi_and_jm_sql(sqlc, tmp_path):
     assert r.returncode == 1 and r.stderr.startswith("ERROR: ") and "Traceback" not in r.stderr
     r = await asyncio.to_thread(jm, "-e", "SELECT 1", "--property", "novalue")
     assert r.returncode == 2 and "KEY=VALUE" in r.stderr
-    # Ctrl-C in the shell while a statement runs (before its answer came) stops it in
-    # Spark too, and the session goes on; as from a terminal: SIGINT raises
-    # KeyboardInterrupt even where the test runner ignores it
-    import signal
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", "import runpy, signal, sys; "
-        "signal.signal(signal.SIGINT, signal.default_int_handler); sys.argv[0] = 'jm'; "
-        "runpy.run_module('jm.client.cli', run_name='__main__')", "sql", cwd=ROOT,
-        env=dict(env, PYTHONUNBUFFERED="1"), stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    try:
-        header = await asyncio.wait_for(proc.stdout.readline(), 60)  # (its session open)
-        assert header.startswith(b"jm sql: session"), header
-        proc.stdin.write(b"SELECT count(*) FROM range(100000000000);\n")
-        await proc.stdin.drain()
-        await apoll(lambda: _spark_busy(sqlc), 60, interval=0.1, what="the statement running")
-        await apoll(lambda: _spark_busy(sqlc), 5, interval=0.1, what="the statement running")
-        proc.send_signal(signal.SIGINT)
-        said = await asyncio.wait_for(proc.stderr.readline(), 60)
-        assert said.strip() == b"cancelled", said
-        await apoll(lambda: _spark_idle(sqlc), 30, interval=0.1,
-                    what="the Connect servers idle after Ctrl-C, the shell still open")
-        out, err = await asyncio.wait_for(proc.communicate(b"SELECT 6 * 7 AS answer;\n"), 60)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    assert proc.returncode == 0 and b"Traceback" not in err, err
-    assert b"| 42     |" in out, out
-
-
-async def _spark_busy(cluster) -> bool:
-    return not await _spark_idle(cluster)
 
 
 async def test_a_session_survives_its_peers_death(tmp_path):
