@@ -176,7 +176,10 @@ class SqlStatements:
 
     async def _record(self, s: LocalSession, op: Operation) -> None:
         """The operation written in the session's record (once); if it cannot be, it is
-        stopped and forgotten and the request answered 503 (retry)."""
+        stopped and forgotten and the request answered 503 (retry). An adopted one (from
+        the record) has nothing to write."""
+        if op.record is None:
+            return
         if op.logged is None:
             op.logged = asyncio.ensure_future(self.ops_log.submit(op.record))
         try:
@@ -200,8 +203,7 @@ class SqlStatements:
                             wait: Optional[float] = None) -> tuple[str, ResultPage]:
         """Start a statement and answer with its first page too (waiting for it up to
         `wait` s, or sql-gateway.fetch-wait; not ready: ask for token 0), `end` when it
-        holds every row:
-        one round trip for a short query. A read whose rows all come in that answer is
+        holds every row: one round trip for a short query. A read whose rows all come in that answer is
         never recorded in the session (nothing of it is left to fetch; the same request
         again, on any peer, runs it again); one that goes on is, before the answer."""
         if row_format not in ROW_FORMATS:
@@ -212,6 +214,8 @@ class SqlStatements:
         whole = op.done.is_set() and op.status == FINISHED and op.eos
         if op.kind == READ and not whole and not (op.done.is_set() and op.status == ERROR):
             await self._record(s, op)
+        if not op.done.is_set():  # (its wait is over: not another one in fetch)
+            return op_id, ResultPage(0, ready=False, is_query=op.kind == READ)
         page = await self.fetch(handle, op_id, 0, row_format, forwarded)
         if page.ready and op.eos and op.served == 0:
             page = replace(page, end=True)
