@@ -203,9 +203,10 @@ class SqlStatements:
                             wait: Optional[float] = None) -> tuple[str, ResultPage]:
         """Start a statement and answer with its first page too (waiting for it up to
         `wait` s, or sql-gateway.fetch-wait; not ready: ask for token 0), `end` when it
-        holds every row: one round trip for a short query. A read whose rows all come in that answer is
-        never recorded in the session (nothing of it is left to fetch; the same request
-        again, on any peer, runs it again); one that goes on is, before the answer."""
+        holds every row: one round trip for a short query. A read whose rows all come in
+        that answer is never recorded in the session (nothing of it is left to fetch; the
+        same request again, on any peer, runs it again); one that goes on is, before the
+        answer."""
         if row_format not in ROW_FORMATS:
             raise ApiError(400, f"rowFormat {row_format!r} is not supported (JSON, PLAIN_TEXT)")
         op_id = await self.execute(handle, body, forwarded, request_id, defer_read=True)
