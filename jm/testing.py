@@ -81,6 +81,9 @@ class MiniCluster:
             await self._until(self._ready, self.startup_timeout, "every peer registered")
             if self.spark:
                 await self._spark_ready(self.peers[0].ground.sparks.server)
+                # and every peer's heartbeat has said so (placement prefers ready peers:
+                # a session or job placed before would all go to the first peer)
+                await self._until(self._all_spark_ready, 60, "every peer's Spark ready")
         except BaseException:
             await self.stop()
             raise
@@ -96,6 +99,13 @@ class MiniCluster:
             tail = log_tail(os.path.join(server.log_dir, "spark-connect.log"), 4000)
             raise TimeoutError(f"{exc} (port {server.port}, {server.restarts} restarts); "
                                f"the end of its log:\n{tail}") from None
+
+    def _all_spark_ready(self) -> bool:
+        for peer in self.peers:
+            with peer.parts.raft.read() as st:
+                if not all(p.ready for p in st.alive_peers()):
+                    return False
+        return True
 
     def _ready(self) -> bool:
         if not all(p.parts.registered.is_set() for p in self.peers):
