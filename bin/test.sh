@@ -21,12 +21,16 @@ fi
 .venv/bin/python bench/flinkdist.py >/dev/null || \
     echo "warning: could not download Apache Flink from PyPI; tests/e2e/test_flink_cli.py" \
          "will be skipped" >&2
-# SQLAlchemy 1.4 beside the environment's 2.x (the jm:// dialect works with both, as
-# Superset pins 1.4: tests/integration/test_sqlalchemy.py runs it with this one too), in
-# .cache/sqlalchemy-1.4 (git-ignored); that test skips, saying why, when it is missing
-[ -d .cache/sqlalchemy-1.4/sqlalchemy ] || .venv/bin/python -m pip install -q --no-compile \
-    --target .cache/sqlalchemy-1.4 "sqlalchemy>=1.4.54,<2" >/dev/null 2>&1 || \
-    echo "warning: could not install SQLAlchemy 1.4 into .cache/sqlalchemy-1.4" >&2
+# Apache Superset's released version (tests/superset-constraints.txt; SQLAlchemy 1.4) in an
+# environment of its own, .cache/superset (git-ignored), made while the rest installs and
+# the fast tests run (90 s, mostly download): tests/integration/test_sqlalchemy.py drives it
+# and SQLAlchemy 1.4 through the jm:// dialect, and skips, saying why, when it is missing
+.venv/bin/python tests/superset_env.py --install .cache/superset &
+SUPERSET=$!
+superset_made() {
+    wait "$SUPERSET" || echo "warning: could not make Superset's environment in" \
+        ".cache/superset (tests/superset_env.py)" >&2
+}
 # the lowest versions pyproject.toml allows of the runtime dependencies, in .cache/lowest
 # (tests/lowest.py; tests/integration/test_lowest_versions.py runs with them)
 .venv/bin/python tests/lowest.py --install .cache/lowest || \
@@ -54,6 +58,7 @@ if [ ${#NEED[@]} -gt 0 ]; then
     fi
 fi
 if [ $# -gt 0 ]; then
+    superset_made
     exec .venv/bin/python -m pytest "$@"
 fi
 # The whole suite: the fast tests on two workers (pytest-xdist; a test file stays on one
@@ -61,5 +66,6 @@ fi
 # time (they start whole clusters, Spark and faults whose timing is what they test).
 rc=0
 .venv/bin/python -m pytest -m "not slow" -n 2 --dist loadfile || rc=$?
+superset_made
 .venv/bin/python -m pytest -m slow || rc=$?
 exit $rc

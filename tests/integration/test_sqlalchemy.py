@@ -5,9 +5,11 @@ table, a view and a temporary view, the DB-API's rowcount, and https with a priv
 (`cafile`). One cluster serves the module (Spark starts once)."""
 import datetime
 import decimal
+import json
 import os
+import shutil
 import subprocess
-import sys
+import time
 import warnings
 
 import pandas
@@ -202,7 +204,7 @@ def test_https_with_a_private_ca(cluster, tmp_path):
             e.dispose()
 
 
-SQLA14 = os.path.join(ROOT, ".cache", "sqlalchemy-1.4")  # (bin/test.sh installs it there)
+SUPERSET = os.path.join(ROOT, ".cache", "superset")  # (bin/test.sh makes it there)
 SCRIPT_14 = """
 import datetime, decimal, sys
 import sqlalchemy as sa
@@ -223,12 +225,178 @@ print("ok", sa.__version__)
 """
 
 
-def test_the_dialect_works_with_sqlalchemy_1_4_too(cluster):
+@pytest.fixture(scope="module")
+def superset_env(tmp_path_factory):
+    """Apache Superset's released version in its own environment (SQLAlchemy 1.4), with the
+    light client built from these sources installed into it as a BI user would:
+    `pip install jm-client[sqlalchemy]` (the dialect found through its entry point)."""
+    from tests.superset_env import python, ready
+    if not ready(SUPERSET):
+        pytest.skip(f"Superset's environment is not in {SUPERSET} (bin/test.sh makes it: "
+                    "tests/superset_env.py)")
+    out = str(tmp_path_factory.mktemp("client"))
+    r = subprocess.run([os.path.join(ROOT, "bin", "build-client.sh"), out],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    wheel = r.stdout.strip().splitlines()[-1]
+    r = subprocess.run([python(SUPERSET), "-m", "pip", "install", "-q", "--no-deps",
+                        "--force-reinstall", wheel], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return python(SUPERSET)
+
+
+def test_the_dialect_works_with_sqlalchemy_1_4_too(cluster, superset_env):
     """Superset's released versions pin SQLAlchemy 1.4: the same statements, values and
-    reflection with it (a process whose SQLAlchemy is 1.4)."""
-    if not os.path.isdir(os.path.join(SQLA14, "sqlalchemy")):
-        pytest.skip(f"SQLAlchemy 1.4 is not in {SQLA14} (bin/test.sh installs it)")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([SQLA14, ROOT]))
-    r = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", SCRIPT_14,
-                        jm_url(cluster)], env=env, capture_output=True, text=True, timeout=180)
+    reflection with it (the published client in Superset's environment)."""
+    r = subprocess.run([superset_env, "-W", "error::DeprecationWarning", "-c", SCRIPT_14,
+                        jm_url(cluster)], env=dict(os.environ, PYTHONPATH=""),
+                       capture_output=True, text=True, timeout=180)
     assert r.returncode == 0 and r.stdout.startswith("ok 1.4."), r.stderr[-3000:]
+
+
+class Superset:
+    """Apache Superset's server (gunicorn, as its docs run it) on a copy of the template
+    metadata database, spoken to through its REST API as its web UI does."""
+
+    def __init__(self, home: str):
+        from jm.runtime.ports import free_port
+        from tests.superset_env import ADMIN, env
+        self.port, self.admin = free_port(), ADMIN
+        db = os.path.join(home, "superset.db")
+        shutil.copyfile(os.path.join(SUPERSET, "superset.db"), db)
+        self.log = open(os.path.join(home, "superset.log"), "w")
+        self.proc = subprocess.Popen(
+            [os.path.join(SUPERSET, "venv", "bin", "gunicorn"), "-w", "1", "--threads", "4",
+             "-b", f"127.0.0.1:{self.port}", "--timeout", "300", "superset.app:create_app()"],
+            env=env(home, db), cwd=home, stdout=self.log, stderr=subprocess.STDOUT)
+        self.token = None
+
+    def call(self, method: str, path: str, body=None) -> tuple[int, dict]:
+        import urllib.error
+        import urllib.request
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method,
+                                     data=None if body is None else json.dumps(body).encode())
+        if body is not None:
+            req.add_header("Content-Type", "application/json")
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=120) as r:
+                return r.status, json.loads(r.read() or b"{}")
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            try:
+                return e.code, json.loads(raw)
+            except ValueError:
+                return e.code, {"raw": raw[-2000:].decode(errors="replace")}
+
+    def started(self, timeout: float = 180) -> None:
+        import urllib.request
+        deadline = time.monotonic() + timeout
+        while True:
+            assert self.proc.poll() is None, f"Superset exited: {self.tail()}"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, f"Superset not up: {self.tail()}"
+                time.sleep(0.2)   # (polling: the server answers when it has started)
+        s, b = self.call("POST", "/api/v1/security/login", {
+            "username": self.admin[0], "password": self.admin[1], "provider": "db"})
+        assert s == 200, b
+        self.token = b["access_token"]
+
+    def tail(self) -> str:
+        self.log.flush()
+        with open(self.log.name) as f:
+            return f.read()[-3000:]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def test_superset_tests_the_connection_and_draws_a_chart_through_jm(
+        cluster, superset_env, tmp_path):
+    """A BI user's first hour with Superset's released version: the database's connection
+    test, the database added, a dataset of SQL, a chart on it and the chart's data, all
+    answered by Spark through the gateway (the dialect of the published client)."""
+    from jm.runtime.ports import free_port
+    url = jm_url(cluster)
+    superset = Superset(str(tmp_path))
+    try:
+        superset.started()
+        s, b = superset.call("POST", "/api/v1/database/test_connection/",
+                             {"database_name": "spark", "sqlalchemy_uri": url})
+        assert s == 200 and b.get("message") == "OK", b
+        s, b = superset.call("POST", "/api/v1/database/test_connection/",
+                             {"database_name": "nowhere", "sqlalchemy_uri":
+                              f"jm://127.0.0.1:{free_port()}/?timeout=2"})
+        assert s == 400 and "cannot reach" in b["errors"][0]["message"], b  # (said why)
+        s, b = superset.call("POST", "/api/v1/database/",
+                             {"database_name": "spark", "sqlalchemy_uri": url})
+        assert s == 201, b
+        db = b["id"]
+        s, b = superset.call("GET", f"/api/v1/database/{db}/schemas/")
+        assert s == 200 and "default" in b["result"], b
+        sql = ("SELECT * FROM VALUES ('north', 3), ('south', 4), ('north', 5), ('east', 1) "
+               "AS sales(region, amount)")
+        s, b = superset.call("POST", "/api/v1/dataset/", {
+            "database": db, "schema": "default", "table_name": "sales", "sql": sql})
+        assert s == 201, b
+        dataset = b["id"]
+        s, b = superset.call("GET", f"/api/v1/dataset/{dataset}")
+        assert s == 200, b
+        assert [c["column_name"] for c in b["result"]["columns"]] == ["region", "amount"], b
+        context = {"datasource": {"id": dataset, "type": "table"}, "force": True,
+                   "queries": [{"columns": ["region"],
+                                "metrics": [{"expressionType": "SQL", "label": "total",
+                                             "sqlExpression": "SUM(amount)"}],
+                                "orderby": [["total", False]], "row_limit": 10}],
+                   "result_format": "json", "result_type": "full"}
+        s, b = superset.call("POST", "/api/v1/chart/", {
+            "slice_name": "sales by region", "viz_type": "table", "datasource_id": dataset,
+            "datasource_type": "table", "query_context": json.dumps(context),
+            "params": json.dumps({"groupby": ["region"], "metrics": ["total"]})})
+        assert s == 201, b
+        s, b = superset.call("GET", f"/api/v1/chart/{b['id']}/data/")
+        assert s == 200, b
+        result = b["result"][0]
+        assert result["colnames"] == ["region", "total"], result
+        assert [(r["region"], r["total"]) for r in result["data"]] == \
+            [("north", 8), ("south", 4), ("east", 1)], result
+        assert "GROUP BY" in result["query"].upper()    # (Superset's SQL, run by Spark)
+        # the engine spec of the client (its entry point): Superset names the engine and
+        # offers Spark's time grains; a month's grain and a time filter run on Spark
+        s, b = superset.call("GET", "/api/v1/database/available/")
+        assert s == 200 and any(e["engine"] == "jm" and e["name"] == "Spark SQL (jm cluster)"
+                                for e in b["databases"]), b
+        s, b = superset.call("POST", "/api/v1/dataset/", {
+            "database": db, "schema": "default", "table_name": "orders",
+            "sql": "SELECT * FROM VALUES (TIMESTAMP'2024-01-05 10:00:00', 3), "
+                   "(TIMESTAMP'2024-01-20 11:00:00', 4), (TIMESTAMP'2024-02-03 00:00:00', 5) "
+                   "AS orders(at, amount)"})
+        assert s == 201, b
+        axis = {"columnType": "BASE_AXIS", "expressionType": "SQL", "sqlExpression": "at",
+                "label": "at", "timeGrain": "P1M"}
+        s, b = superset.call("POST", "/api/v1/chart/data", {
+            "datasource": {"id": b["id"], "type": "table"}, "force": True,
+            "queries": [{"columns": [axis], "metrics": [{"expressionType": "SQL",
+                                                        "label": "total",
+                                                        "sqlExpression": "SUM(amount)"}],
+                         "filters": [{"col": "at", "op": "TEMPORAL_RANGE",
+                                      "val": "2024-01-01 : 2024-02-01"}],
+                         "orderby": [["at", True]], "row_limit": 10}],
+            "result_format": "json", "result_type": "full"})
+        assert s == 200, b
+        result = b["result"][0]
+        assert "date_trunc('MONTH'" in result["query"], result["query"]
+        month = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc).timestamp() * 1000
+        assert [(r["at"], r["total"]) for r in result["data"]] == [(month, 7)], result
+    finally:
+        superset.stop()

@@ -7,8 +7,8 @@
 * jm/client/ is the standard library only (no server code, no third-party package but
   argcomplete, jm-client's one dependency: shell completion), plus jm/policy/ (pure; what
   a policy module imports is checked the same way); the one exception is the SQLAlchemy
-  dialect (jm/client/sqla/), which may import sqlalchemy and which no other client
-  module imports;
+  dialect (jm/client/sqla/), which may import sqlalchemy (and its Superset engine spec,
+  superset) and which no other client module imports;
 * rest/ imports nothing of ours but its gateway protocols (rest/gateway.py) and the
   vocabulary it shares with the peer (jm/api.py, the standard library only);
 * jm/cluster/ imports nothing of rest/: the peer is assembled above both, in jm/peer/ (the
@@ -109,8 +109,10 @@ def test_policy_is_pure(module):
 
 
 # the SQLAlchemy dialect: an optional extra (jm-cluster[sqlalchemy]) that SQLAlchemy itself
-# loads through its entry point; the light client never imports it (checked below)
-CLIENT_EXTRAS = {"jm.client.sqla": ("sqlalchemy",), "jm.client.sqla.types": ("sqlalchemy",)}
+# loads through its entry point, and its Superset engine spec, which only Superset loads
+# (its entry point, in Superset's environment); the light client never imports them
+CLIENT_EXTRAS = {"jm.client.sqla": ("sqlalchemy",), "jm.client.sqla.types": ("sqlalchemy",),
+                 "jm.client.sqla.superset": ("sqlalchemy", "superset")}
 CLIENT_DEPENDENCIES = ("argcomplete",)  # clients/jm-client/pyproject.toml's dependencies
 
 

@@ -29,8 +29,9 @@ def test_the_client_is_built_by_hatchling_at_the_projects_version():
     assert client["project"]["dependencies"] == ["argcomplete>=3.1"]
     assert "argcomplete>=3.1" in server["project"]["dependencies"]
     assert client["project"]["scripts"] == {"jm": "jm.client.cli:main"}
-    assert client["project"]["entry-points"]["sqlalchemy.dialects"] == \
-        server["project"]["entry-points"]["sqlalchemy.dialects"]
+    for group in ("sqlalchemy.dialects", "superset.db_engine_specs"):
+        assert client["project"]["entry-points"][group] == \
+            server["project"]["entry-points"][group]
     assert client["project"]["optional-dependencies"]["sqlalchemy"] == \
         server["project"]["optional-dependencies"]["sqlalchemy"]
 
