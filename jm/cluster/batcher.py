@@ -4,11 +4,7 @@ command. Each caller still gets its own Result, once the batch is applied here.
 A batch is bounded in items (`max_batch`) and in bytes (`max_bytes`, the items' encoded
 size): pysyncobj applies a command on its one tick thread, so a batch of 500 large specs
 would hold every peer's Raft for as long as it takes. An item is measured once, when it is
-queued; one that cannot be encoded is refused there, alone.
-
-`in_flight` batches may wait for their commit at once (the submissions': a batch's commit
-is a round trip to the followers and an fsync, during which the next batch can be on its
-way); the next batch is taken when a slot is free, so it gathers what came meanwhile."""
+queued; one that cannot be encoded is refused there, alone."""
 from __future__ import annotations
 
 import asyncio
@@ -35,7 +31,7 @@ class Batcher:
 
     def __init__(self, raft, wrap: Callable[[tuple], Any], timeout: float, retry: bool,
                  max_batch: int = 500, max_bytes: int = MAX_BATCH_BYTES,
-                 linger: float = 0.0, in_flight: int = 1) -> None:
+                 linger: float = 0.0) -> None:
         """`linger`: after the first item of a batch, wait this long for more (one
         command per `linger` however many callers: the leader's lease rounds); an
         urgent item (`submit(item, urgent=True)`) cuts the wait short."""
@@ -51,9 +47,6 @@ class Batcher:
         self._sizes: dict[int, int] = {}  # id(future) -> the item's encoded size
         self._wake = asyncio.Event()
         self._task: Optional[asyncio.Task] = None
-        self._slots = asyncio.Semaphore(max(1, in_flight))
-        self._commits: set[asyncio.Task] = set()
-        self._backoff = 0.05
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop())
@@ -88,9 +81,9 @@ class Batcher:
         return batch
 
     async def _loop(self) -> None:
+        backoff = 0.05
         while True:
             await self._wake.wait()
-            await self._slots.acquire()   # (the batch is taken when it can be sent)
             if self.linger:  # gather the batch, unless an urgent item is waiting
                 await wait_event(self._urgent, self.linger)
                 self._urgent.clear()
@@ -99,61 +92,47 @@ class Batcher:
             if self._queue:
                 self._wake.set()
             if not batch:
-                self._slots.release()
                 continue
-            task = asyncio.create_task(self._commit(batch))
-            self._commits.add(task)
-            task.add_done_callback(self._commits.discard)
-
-    async def _commit(self, batch: list[tuple[Any, asyncio.Future]]) -> None:
-        try:
-            await self._send(batch)
-        finally:
-            self._slots.release()
-
-    async def _send(self, batch: list[tuple[Any, asyncio.Future]]) -> None:
-        try:
-            res = await self.raft.submit(self.wrap(tuple(i for i, _ in batch)), self.timeout)
-            self._backoff = 0.05
-        except RaftUnavailable as exc:
-            if self.retry:
-                log.warning("batch of %d not committed (%s); retrying", len(batch), exc)
-                self._queue = batch + self._queue
-                await asyncio.sleep(self._backoff)  # pacing while there is no leader
-                self._backoff = min(1.0, self._backoff * 2)
-                self._wake.set()
-            else:
-                for _, fut in batch:
-                    if not fut.done():
-                        fut.set_exception(RaftUnavailable(str(exc)))
-            return
-        except Exception as exc:  # e.g. a value msgpack cannot encode: find the bad items
-            good = []
-            for item, fut in batch:
-                try:
-                    encode(self.wrap((item,)))
-                    good.append((item, fut))
-                except Exception as bad:
-                    if not fut.done():
-                        fut.set_result(Result.fail("invalid", f"cannot be stored: {bad}"))
-            if len(good) == len(batch):  # not an encoding problem: fail the batch
-                for _, fut in batch:
-                    if not fut.done():
-                        fut.set_result(Result.fail("invalid", f"{type(exc).__name__}: {exc}"))
-            else:
-                self._queue = good + self._queue
-                self._wake.set()
-            return
-        results = res.value if res.ok and isinstance(res.value, list) else [res] * len(batch)
-        for (_, fut), r in zip(batch, results):
-            if not fut.done():
-                fut.set_result(r)
+            try:
+                res = await self.raft.submit(self.wrap(tuple(i for i, _ in batch)), self.timeout)
+                backoff = 0.05
+            except RaftUnavailable as exc:
+                if self.retry:
+                    log.warning("batch of %d not committed (%s); retrying", len(batch), exc)
+                    self._queue = batch + self._queue
+                    await asyncio.sleep(backoff)  # pacing while there is no leader
+                    backoff = min(1.0, backoff * 2)
+                    self._wake.set()
+                else:
+                    for _, fut in batch:
+                        if not fut.done():
+                            fut.set_exception(RaftUnavailable(str(exc)))
+                continue
+            except Exception as exc:  # e.g. a value msgpack cannot encode: find the bad items
+                good = []
+                for item, fut in batch:
+                    try:
+                        encode(self.wrap((item,)))
+                        good.append((item, fut))
+                    except Exception as bad:
+                        if not fut.done():
+                            fut.set_result(Result.fail("invalid", f"cannot be stored: {bad}"))
+                if len(good) == len(batch):  # not an encoding problem: fail the batch
+                    for _, fut in batch:
+                        if not fut.done():
+                            fut.set_result(Result.fail("invalid", f"{type(exc).__name__}: {exc}"))
+                else:
+                    self._queue = good + self._queue
+                    self._wake.set()
+                continue
+            results = res.value if res.ok and isinstance(res.value, list) else [res] * len(batch)
+            for (_, fut), r in zip(batch, results):
+                if not fut.done():
+                    fut.set_result(r)
 
     async def close(self) -> None:
         if self._task:
             self._task.cancel()
-        for task in list(self._commits):
-            task.cancel()
         for _, fut in self._queue:
             if not fut.done():
                 fut.cancel()

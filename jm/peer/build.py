@@ -39,11 +39,6 @@ from raft.node import RaftHost
 if TYPE_CHECKING:
     from jm.cluster.spark.connectfront import ConnectFront
 
-# batches of submissions committing at once (Batcher's in_flight): while one waits for
-# the followers and the fsync, the next is on its way (bench/profile_submit.py: one batch
-# at a time left the peers half idle at 8 and 64 clients)
-SUBMISSIONS_IN_FLIGHT = 4
-
 
 @dataclass(frozen=True)
 class Parts:
@@ -174,8 +169,7 @@ def build(*, conf: Config, me: PeerAddress, masters: list[PeerAddress], ground: 
                            directory.other_urls, ground.removed)
     lists = JobLists(raft.read)
     candidate = VoterCandidate(raft)
-    submitter = Batcher(raft, SubmitJobs, t.write, retry=False,  # (clients wait)
-                        in_flight=SUBMISSIONS_IN_FLIGHT)
+    submitter = Batcher(raft, SubmitJobs, t.write, retry=False)  # (clients wait)
     gateway = build_gateway(GatewayServices(
         node=node, conf=conf, raft=raft, lease=lease, rounds=rounds, submitter=submitter,
         executor=executor, sql=sql, spark=sparks.server, spark_remote=sparks.remote,
