@@ -5,6 +5,10 @@ kernel counts each role's CPU (peers, zygotes with the jobs they fork, clients).
 
     .venv/bin/python bench/profile_submit.py [--clients 1,8,64] [--jobs 3000]
                                              [--out bench/results/profile-submit.json]
+    .venv/bin/python bench/profile_submit.py --no-profile --runs 3 --jobs 10000
+
+(--no-profile: no py-spy, the rates alone; --runs N: N clusters one after the other, each
+running every client count, and the medians of accepted/s and p50/p99 per count.)
 
 Reported per client count: accepted/s, accept p50/p99, CPU ms per accepted job per role,
 the peers' Raft journal fsyncs per 1000 jobs, and the peers' Python samples by package
@@ -20,7 +24,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import BenchCluster, get, report, wait_until  # noqa: E402
+from bench.common import BenchCluster, get, median, report, wait_until  # noqa: E402
 from bench.profile_sql import cpu_seconds, record, stop, summarize  # noqa: E402
 from bench.submit import closed_loop, journal_fsyncs  # noqa: E402
 
@@ -35,10 +39,11 @@ def roles(c: BenchCluster) -> dict[str, list[int]]:
     return out
 
 
-def one_count(c: BenchCluster, clients: int, jobs: int) -> dict:
+def one_count(c: BenchCluster, clients: int, jobs: int, profile: bool = True) -> dict:
     pids = roles(c)
     with tempfile.TemporaryDirectory(prefix="jm-profile-") as folder:
-        spies = record({k: v for k, v in pids.items() if k != "zygote"}, None, folder)
+        spies = record({k: v for k, v in pids.items() if k != "zygote"}, None, folder) \
+            if profile else []
         before, fs0 = cpu_seconds(pids), journal_fsyncs(c.urls)
         sat = asyncio.run(closed_loop(c.urls, jobs, clients))
         used, fs1 = cpu_seconds(pids), journal_fsyncs(c.urls)
@@ -56,13 +61,25 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", default="1,8,64")
     ap.add_argument("--jobs", type=int, default=3000, help="jobs per client count")
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--no-profile", dest="profile", action="store_false")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
-    out: dict = {"jobs": a.jobs, "counts": []}
-    with BenchCluster(3, {"spark.connect.embedded": False, "jobmanager.slots": 64}) as c:
-        wait_until(lambda: get(c.urls[0] + "/overview")["peers-alive"] == 3, 30, "3 peers")
-        for n in (int(x) for x in a.clients.split(",")):
-            out["counts"].append(one_count(c, n, a.jobs if n > 1 else a.jobs // 10))
+    counts = [int(x) for x in a.clients.split(",")]
+    out: dict = {"jobs": a.jobs, "runs": [], "medians": {}}
+    for _ in range(a.runs):
+        run = []
+        with BenchCluster(3, {"spark.connect.embedded": False, "jobmanager.slots": 64}) as c:
+            wait_until(lambda: get(c.urls[0] + "/overview")["peers-alive"] == 3, 30, "3 peers")
+            for n in counts:
+                run.append(one_count(c, n, a.jobs if n > 1 else a.jobs // 10, a.profile))
+        out["runs"].append(run)
+    for i, n in enumerate(counts):
+        of = [run[i] for run in out["runs"]]
+        out["medians"][n] = {k: median([r[k] for r in of])
+                             for k in ("accepted_per_s", "p50_ms", "p99_ms")}
+    if a.runs == 1:
+        out["counts"] = out.pop("runs")[0]
     report(out, a.out)
     return 0
 
