@@ -17,7 +17,9 @@ Paths, each with C concurrent clients (threads of this process) for `--seconds`:
   statement's answer (`Prefer: return=representation`), the next pages by their URIs;
 * jobs: each client submits `{"sql": q}` to `POST /jobs` (spread) and polls its result.
 Each query and client count runs the paths in the order given (`--paths raw,gateway,raw`
-shows the machine's drift); `ratios` compare each path with raw's median.
+shows the machine's drift); `ratios` compare each path with raw's median, `paired_ratios`
+each path's cell with the raw cells beside it in the same run (as warm as it was; give
+`--paths raw,gateway,raw,gateway,raw` for pairs on both sides).
 Queries: `SELECT 1` and a small aggregation over 10,000 rows. Reported per cell:
 queries/s, p50 and p99 in ms; medians over the runs at the end.
 
@@ -380,6 +382,35 @@ def one_run(seconds: float, clients: list[int], fo_client: str = "dbapi",
     return out
 
 
+def paired_ratios(runs: list[dict]) -> list[dict]:
+    """Each path's cell against the raw cells next to it in the same run (the mean of the
+    nearest raw cell before and the nearest after, or the one there is): the JVMs keep
+    getting faster during a run, so a cell is compared with raw as warm as it was. The
+    median over the runs' cells of qps / raw's qps and of p50 - raw's p50."""
+    pairs: dict[tuple, list[tuple[float, float]]] = {}
+    for run in runs:
+        seq: dict[tuple, list[dict]] = {}
+        for cell in run["cells"]:
+            seq.setdefault((cell["query"], cell["clients"]), []).append(cell)
+        for (query, n), cells in seq.items():
+            for i, cell in enumerate(cells):
+                if cell["path"] == "raw":
+                    continue
+                near = [next((c for c in reversed(cells[:i]) if c["path"] == "raw"), None),
+                        next((c for c in cells[i + 1:] if c["path"] == "raw"), None)]
+                near = [c for c in near if c is not None]
+                if not near:
+                    continue
+                qps = sum(c["qps"] for c in near) / len(near)
+                p50 = sum(c["p50_ms"] for c in near) / len(near)
+                pairs.setdefault((cell["path"], query, n), []).append(
+                    (cell["qps"] / qps if qps else 0.0, cell["p50_ms"] - p50))
+    return [{"path": path, "query": query, "clients": n, "cells": len(v),
+             "qps_vs_raw": round(median([r for r, _ in v]), 2),
+             "p50_ms_over_raw": round(median([d for _, d in v]), 1)}
+            for (path, query, n), v in pairs.items()]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
@@ -425,16 +456,18 @@ def main() -> int:
                "p50_ms_over_raw": round(m["p50_ms"] - base["p50_ms"], 1)}
               for m in summary if m["path"] != "raw"
               for base in [raw.get((m["query"], m["clients"]))] if base]
+    paired = paired_ratios(runs)
     fo = [r["failover"] for r in runs]
     report = {"runs": a.runs, "seconds": a.seconds, "medians": summary, "ratios": ratios,
+              "paired_ratios": paired,
               "failover": {"failed_queries": [f["failures"] for f in fo],
                            "failed_at_own_peer": [f.get("failures_at_own_peer") for f in fo],
                            "p99_ms": median([f["p99_ms"] for f in fo]),
                            "sessions_on_victim": [f.get("sessions_on_victim") for f in fo],
                            "client": a.failover_client},
               "raw": runs}
-    print(json.dumps({"medians": summary, "ratios": ratios, "failover": report["failover"]},
-                     indent=1))
+    print(json.dumps({"medians": summary, "ratios": ratios, "paired_ratios": paired,
+                      "failover": report["failover"]}, indent=1))
     if a.out:
         with open(a.out, "w") as f:
             json.dump(report, f, indent=1)
