@@ -30,7 +30,18 @@ SUPERSET=$!
 superset_made() {
     wait "$SUPERSET" || echo "warning: could not make Superset's environment in" \
         ".cache/superset (tests/superset_env.py)" >&2
+    SUPERSET=
 }
+# stopped, with its pip, when this script ends or is stopped before it is waited for
+superset_stop() {
+    if [ -n "${SUPERSET:-}" ]; then
+        pkill -P "$SUPERSET" 2>/dev/null || true
+        kill "$SUPERSET" 2>/dev/null || true
+    fi
+}
+trap superset_stop EXIT
+trap 'superset_stop; exit 130' INT
+trap 'superset_stop; exit 143' TERM
 # the lowest versions pyproject.toml allows of the runtime dependencies, in .cache/lowest
 # (tests/lowest.py; tests/integration/test_lowest_versions.py runs with them)
 .venv/bin/python tests/lowest.py --install .cache/lowest || \
