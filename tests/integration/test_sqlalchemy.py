@@ -9,17 +9,18 @@ import json
 import os
 import shutil
 import subprocess
-import time
 import warnings
+from typing import Any
 
 import pandas
 import pytest
 import sqlalchemy as sa   # the test extra has it (as jm-cluster[sqlalchemy])
 
 from jm.client import dbapi
+from jm.runtime.ports import free_port
 
 from tests.conftest import InProcessCluster
-from tests.helpers import ROOT
+from tests.helpers import ROOT, http, poll
 
 pytestmark = pytest.mark.slow
 
@@ -259,7 +260,6 @@ class Superset:
     metadata database, spoken to through its REST API as its web UI does."""
 
     def __init__(self, home: str):
-        from jm.runtime.ports import free_port
         from tests.superset_env import ADMIN, env
         self.port, self.admin = free_port(), ADMIN
         db = os.path.join(home, "superset.db")
@@ -271,36 +271,18 @@ class Superset:
             env=env(home, db), cwd=home, stdout=self.log, stderr=subprocess.STDOUT)
         self.token = None
 
-    def call(self, method: str, path: str, body=None) -> tuple[int, dict]:
-        import urllib.error
-        import urllib.request
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method=method,
-                                     data=None if body is None else json.dumps(body).encode())
-        if body is not None:
-            req.add_header("Content-Type", "application/json")
-        if self.token:
-            req.add_header("Authorization", f"Bearer {self.token}")
-        try:
-            with urllib.request.urlopen(req, timeout=120) as r:
-                return r.status, json.loads(r.read() or b"{}")
-        except urllib.error.HTTPError as e:
-            raw = e.read()
-            try:
-                return e.code, json.loads(raw)
-            except ValueError:
-                return e.code, {"raw": raw[-2000:].decode(errors="replace")}
+    def call(self, method: str, path: str, body=None) -> tuple[int, Any]:
+        auth = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        return http(method, f"http://127.0.0.1:{self.port}{path}", body, auth, timeout=120)
 
     def started(self, timeout: float = 180) -> None:
-        import urllib.request
-        deadline = time.monotonic() + timeout
-        while True:
-            assert self.proc.poll() is None, f"Superset exited: {self.tail()}"
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, f"Superset not up: {self.tail()}"
-                time.sleep(0.2)   # (polling: the server answers when it has started)
+        def up():   # (an exited server ends the wait at once)
+            return self.proc.poll() is not None or self.call("GET", "/health")[0] == 200
+        try:
+            poll(up, timeout, what="Superset's /health")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {self.tail()}") from None
+        assert self.proc.poll() is None, f"Superset exited: {self.tail()}"
         s, b = self.call("POST", "/api/v1/security/login", {
             "username": self.admin[0], "password": self.admin[1], "provider": "db"})
         assert s == 200, b
@@ -326,7 +308,6 @@ def test_superset_tests_the_connection_and_draws_a_chart_through_jm(
     """A BI user's first hour with Superset's released version: the database's connection
     test, the database added, a dataset of SQL, a chart on it and the chart's data, all
     answered by Spark through the gateway (the dialect of the published client)."""
-    from jm.runtime.ports import free_port
     url = jm_url(cluster)
     superset = Superset(str(tmp_path))
     try:
@@ -386,9 +367,9 @@ def test_superset_tests_the_connection_and_draws_a_chart_through_jm(
                 "label": "at", "timeGrain": "P1M"}
         s, b = superset.call("POST", "/api/v1/chart/data", {
             "datasource": {"id": b["id"], "type": "table"}, "force": True,
-            "queries": [{"columns": [axis], "metrics": [{"expressionType": "SQL",
-                                                        "label": "total",
-                                                        "sqlExpression": "SUM(amount)"}],
+            "queries": [{"columns": [axis],
+                         "metrics": [{"expressionType": "SQL", "label": "total",
+                                      "sqlExpression": "SUM(amount)"}],
                          "filters": [{"col": "at", "op": "TEMPORAL_RANGE",
                                       "val": "2024-01-01 : 2024-02-01"}],
                          "orderby": [["at", True]], "row_limit": 10}],
