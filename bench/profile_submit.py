@@ -6,9 +6,12 @@ kernel counts each role's CPU (peers, zygotes with the jobs they fork, clients).
     .venv/bin/python bench/profile_submit.py [--clients 1,8,64] [--jobs 3000]
                                              [--out bench/results/profile-submit.json]
     .venv/bin/python bench/profile_submit.py --no-profile --runs 3 --jobs 10000
+    .venv/bin/python bench/profile_submit.py --held ...   # the accept path alone
 
 (--no-profile: no py-spy, the rates alone; --runs N: N clusters one after the other, each
-running every client count, and the medians of accepted/s and p50/p99 per count.)
+running every client count, and the medians of accepted/s and p50/p99 per count;
+--held: every slot held by a sleeping job first, so that the submissions wait and none
+runs: the accept path alone, without the jobs' runs beside it.)
 
 Reported per client count: accepted/s, accept p50/p99, CPU ms per accepted job per role,
 the peers' Raft journal fsyncs per 1000 jobs, and the peers' Python samples by package
@@ -21,12 +24,13 @@ import asyncio
 import os
 import sys
 import tempfile
+from typing import Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import BenchCluster, get, median, report, wait_until  # noqa: E402
+from bench.common import BenchCluster, get, median, post, report, wait_until  # noqa: E402
 from bench.profile_sql import cpu_seconds, record, stop, summarize  # noqa: E402
-from bench.submit import closed_loop, journal_fsyncs  # noqa: E402
+from bench.submit import JOB, closed_loop, journal_fsyncs  # noqa: E402
 
 
 def roles(c: BenchCluster) -> dict[str, list[int]]:
@@ -39,7 +43,10 @@ def roles(c: BenchCluster) -> dict[str, list[int]]:
     return out
 
 
-def one_count(c: BenchCluster, clients: int, jobs: int, profile: bool = True) -> dict:
+def one_count(c: BenchCluster, clients: int, jobs: int, profile: bool = True,
+              seen: Optional[set] = None) -> dict:
+    """`seen`: the job ids earlier counts on this cluster were given; an answer naming one
+    of them (or the same one twice) was a replay, not an accepted submission."""
     pids = roles(c)
     with tempfile.TemporaryDirectory(prefix="jm-profile-") as folder:
         spies = record({k: v for k, v in pids.items() if k != "zygote"}, None, folder) \
@@ -48,6 +55,12 @@ def one_count(c: BenchCluster, clients: int, jobs: int, profile: bool = True) ->
         sat = asyncio.run(closed_loop(c.urls, jobs, clients))
         used, fs1 = cpu_seconds(pids), journal_fsyncs(c.urls)
         stacks = stop(spies)
+    seen = set() if seen is None else seen
+    fresh = set(sat["ids"]) - seen
+    if len(fresh) != len(sat["ids"]):
+        raise RuntimeError(f"{len(sat['ids']) - len(fresh)} answers named a job already "
+                           "accepted: replays, not submissions")
+    seen |= fresh
     n = max(1, sat["accepted"])
     return {"clients": clients, "accepted": sat["accepted"], "accepted_per_s": round(sat["rate"]),
             "p50_ms": round(sat["p50_ms"], 1), "p99_ms": round(sat["p99_ms"], 1),
@@ -57,22 +70,39 @@ def one_count(c: BenchCluster, clients: int, jobs: int, profile: bool = True) ->
             "cpu": {role: summarize(s) for role, s in sorted(stacks.items())}}
 
 
+def hold_every_slot(c: BenchCluster) -> None:
+    """One job of 64 slots (jobmanager.slots) on each peer, sleeping: later jobs wait."""
+    for i, url in enumerate(c.urls):
+        post(url + "/jobs", dict(JOB, entry="trivial_job:hold", slots=64, name=f"hold-{i}"))
+
+    def running() -> bool:
+        jobs = get(c.urls[0] + "/jobs/overview")["jobs"]
+        return sum(1 for j in jobs if j["state"] == "RUNNING") == len(c.urls)
+    wait_until(running, 60, "every slot held")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", default="1,8,64")
     ap.add_argument("--jobs", type=int, default=3000, help="jobs per client count")
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--no-profile", dest="profile", action="store_false")
+    ap.add_argument("--held", action="store_true",
+                    help="every slot held by a sleeping job first: the submissions wait, "
+                         "none runs (the accept path alone)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     counts = [int(x) for x in a.clients.split(",")]
-    out: dict = {"jobs": a.jobs, "runs": [], "medians": {}}
+    out: dict = {"jobs": a.jobs, "held": a.held, "runs": [], "medians": {}}
     for _ in range(a.runs):
         run = []
         with BenchCluster(3, {"spark.connect.embedded": False, "jobmanager.slots": 64}) as c:
             wait_until(lambda: get(c.urls[0] + "/overview")["peers-alive"] == 3, 30, "3 peers")
+            if a.held:
+                hold_every_slot(c)
+            seen: set = set()
             for n in counts:
-                run.append(one_count(c, n, a.jobs if n > 1 else a.jobs // 10, a.profile))
+                run.append(one_count(c, n, a.jobs if n > 1 else a.jobs // 10, a.profile, seen))
         out["runs"].append(run)
     for i, n in enumerate(counts):
         of = [run[i] for run in out["runs"]]

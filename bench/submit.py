@@ -22,6 +22,7 @@ import json
 import os
 import sys
 import time
+import uuid
 
 import aiohttp
 import psutil
@@ -34,11 +35,16 @@ JOB = {"entry": "trivial_job:main", "pyfiles": [os.path.join(ROOT, "bench") + "/
        "restart-strategy": {"type": "none"}}
 
 
-async def _post(session: aiohttp.ClientSession, url: str, i: int) -> tuple[float, str | None]:
+async def _post(session: aiohttp.ClientSession, url: str, i: int,
+                tag: str) -> tuple[float, str | None]:
+    """One submission, retried after a 503 (no leader) with the same request id. `tag`
+    names the load that sends it: a request id reused by a later load of the same
+    cluster would be answered from the peers' request-id table (the first load's job,
+    no write), not measured."""
     t0 = time.perf_counter()
     for _ in range(50):
         async with session.post(url + "/jobs", json=dict(JOB, name=f"b{i}"),
-                                headers={"X-Request-Id": f"bench-{os.getpid()}-{i}"}) as r:
+                                headers={"X-Request-Id": f"bench-{tag}-{i}"}) as r:
             body = await r.json()
             if r.status == 202:
                 return time.perf_counter() - t0, body["jobid"]
@@ -51,10 +57,11 @@ async def _post(session: aiohttp.ClientSession, url: str, i: int) -> tuple[float
 async def closed_loop(urls: list[str], jobs: int, clients: int) -> dict:
     counter = iter(range(jobs))
     lat, ids = [], []
+    tag = uuid.uuid4().hex[:12]
 
     async def client(k: int, session: aiohttp.ClientSession) -> None:
         for i in counter:
-            d, jid = await _post(session, urls[(i + k) % len(urls)], i)
+            d, jid = await _post(session, urls[(i + k) % len(urls)], i, tag)
             lat.append(d)
             if jid:
                 ids.append(jid)
@@ -71,9 +78,10 @@ async def closed_loop(urls: list[str], jobs: int, clients: int) -> dict:
 
 async def open_loop(urls: list[str], jobs: int, rate: float, base: int) -> dict:
     lat, ids = [], []
+    tag = uuid.uuid4().hex[:12]
 
     async def one(i: int, session: aiohttp.ClientSession) -> None:
-        d, jid = await _post(session, urls[i % len(urls)], base + i)
+        d, jid = await _post(session, urls[i % len(urls)], base + i, tag)
         lat.append(d)
         if jid:
             ids.append(jid)
