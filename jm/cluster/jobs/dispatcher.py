@@ -7,7 +7,7 @@ told its job's pending requests (cancel, stop-with-savepoint, savepoints, a plan
 from __future__ import annotations
 
 import asyncio
-from typing import Optional
+from typing import NamedTuple, Optional
 import logging
 from dataclasses import dataclass
 
@@ -31,6 +31,12 @@ class Placement:
     losses: tuple = ()  # S.PeerLoss: its last attempts that lost their peer as they started
     tenant: Optional[str] = None  # whose job (its engine at share-level tenant)
     runtime: tenants.TenantRuntime = tenants.NO_RUNTIME  # its tenant's OS user, engines
+
+
+class Seen(NamedTuple):
+    """A job assigned here whose JobMaster runs at this epoch: its intents."""
+    epoch: int
+    intents: Intents
 
 
 class Dispatcher:
@@ -59,12 +65,20 @@ class Dispatcher:
             except Exception:
                 log.exception("reconcile failed")
 
-    def _mine(self) -> dict[str, Placement]:
+    def _mine(self) -> dict[str, "Placement | Seen"]:
+        """The jobs assigned here: a job with its JobMaster at its epoch as Seen (what
+        may change: its intents), any other as its whole Placement (read every time the
+        state changes, for every job here: the first is cheap)."""
         with self.raft.read() as st:
-            out = {}
+            out: dict[str, Placement | Seen] = {}
             for job_id in st.jobs_of(self.node):
                 job = st.jobs[job_id]
-                if job.status not in S.TERMINAL:
+                if job.status in S.TERMINAL:
+                    continue
+                jm = self.masters.get(job_id)
+                if jm is not None and jm.epoch == job.epoch:
+                    out[job_id] = Seen(job.epoch, Intents.of(job))
+                else:
                     out[job_id] = Placement(job.epoch, Intents.of(job), job.spec,
                                             S.peer_losses(job.attempts), job.tenant,
                                             tenants.runtime(st, job.tenant))
@@ -91,6 +105,9 @@ class Dispatcher:
         self._done = {k for k in self._done if k[0] in mine and mine[k[0]].epoch == k[1]}
         for job_id, p in mine.items():
             if job_id in self.masters or (job_id, p.epoch) in self._done:
+                continue
+            if not isinstance(p, Placement):  # (its JobMaster ended since it was read)
+                self._wake.set()
                 continue
             jm = JobMaster(self.env, job_id, p.epoch, p.spec, p.losses, p.tenant, p.runtime)
             jm.update(p.intents)

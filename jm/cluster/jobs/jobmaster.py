@@ -36,7 +36,7 @@ from jm.policy.jobs.attemptio import (ArmStopTimer, Begin, CleanupSession, Commi
                                       ResultRead, SavepointTaken, SessionCleaned, Spawn, Spawned,
                                       SpawnFailed, StopTimedOut, TakeSavepoint, WaitFor,
                                       WaitForLease)
-from jm.policy.jobs.intents import Intents
+from jm.policy.jobs.intents import NONE as NO_INTENTS, Intents
 from jm.policy.jobs.runparams import AttemptPlace, RunParams, attempt_params, cleanup_params
 from jm.policy.jobs.restart import RestartStrategy
 from jm.policy.jobs.submitopts import artifact_refs, with_local_files
@@ -69,7 +69,7 @@ class JobMaster:
         self.epoch = epoch
         self.spec = spec
         self.streaming = spec.streaming
-        self.intents = Intents()
+        self.intents = NO_INTENTS
         self.state = AttemptState(
             RestartStrategy.from_config(env.conf, spec.restart_strategy, self.streaming),
             self.streaming, losses=losses)
@@ -116,6 +116,8 @@ class JobMaster:
         self.update(replace(self.intents, cancel=True))
 
     def update(self, intents: Intents) -> None:
+        if intents is self.intents:  # (the common case: nothing asked, NONE again)
+            return
         if intents != self.intents:
             self.intents = intents
             if self.task is None:  # not started: its state starts with them (no spawn)

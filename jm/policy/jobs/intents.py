@@ -26,6 +26,8 @@ class Intents:
 
     @staticmethod
     def of(job: S.JobRecord) -> "Intents":
+        if not (job.cancel_requested or job.move_to or job.savepoints):
+            return NONE  # (most jobs, read on every reconcile of their owner)
         stop = None
         plain = []
         for sp in job.pending_savepoints():
@@ -39,3 +41,6 @@ class Intents:
         """The request that ends the running attempt, or None."""
         return (Ending.CANCEL if self.cancel else Ending.STOP if self.stop
                 else Ending.MOVE if self.move_to else None)
+
+
+NONE = Intents()  # nothing asked
