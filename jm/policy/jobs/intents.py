@@ -26,7 +26,7 @@ class Intents:
 
     @staticmethod
     def of(job: S.JobRecord) -> "Intents":
-        if not (job.cancel_requested or job.move_to or job.savepoints):
+        if not job.cancel_requested and job.move_to is None and not job.savepoints:
             return NONE  # (most jobs, read on every reconcile of their owner)
         stop = None
         plain = []
