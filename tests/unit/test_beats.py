@@ -70,13 +70,17 @@ class FakeRaft:
         return self.st.protocol
 
 
+def _rounds(raft, **waits) -> Batcher:
+    """The leader's batcher of heartbeats into LeaseRounds, with its waits."""
+    return Batcher(raft, lambda beats: c.LeaseRound(tuple(beats)), 1.0, retry=False, **waits)
+
+
 def test_the_linger_makes_one_round_of_what_arrives_in_it():
     st = registered("a", "b", "c")
     raft = FakeRaft(st)
 
     async def main():
-        b = Batcher(raft, lambda beats: c.LeaseRound(tuple(beats)), 1.0, retry=False,
-                    linger=0.05)
+        b = _rounds(raft, linger=0.05)
         b.start()
         out = await asyncio.gather(*(b.submit(c.Heartbeat(n, 5.0)) for n in "abc"))
         await b.close()
@@ -91,8 +95,7 @@ def test_an_urgent_heartbeat_cuts_the_linger_short():
     raft = FakeRaft(st)
 
     async def main():
-        b = Batcher(raft, lambda beats: c.LeaseRound(tuple(beats)), 1.0, retry=False,
-                    linger=30.0)  # a linger longer than the test's own timeout
+        b = _rounds(raft, linger=30.0)  # a linger longer than the test's own timeout
         b.start()
         res = await asyncio.wait_for(b.submit(c.Heartbeat("a", 5.0), urgent=True), 10)
         await b.close()
@@ -127,3 +130,38 @@ def test_a_replica_that_does_not_apply_acknowledged_rounds_stops_heartbeats():
     assert stuck_round(acks, 12, 110.0, 2.0) == ((), None)
     # the oldest unapplied decides
     assert stuck_round(acks, 5, 102.2, 2.0)[1] == 10
+
+
+def test_gather_waits_only_while_busy_and_an_urgent_item_cuts_it_short():
+    st = registered("a", "b", "c")
+    raft = FakeRaft(st)
+
+    async def main():
+        b = _rounds(raft, gather=30.0)  # a wait longer than the test's own timeout
+        b.start()
+        # at rest (no batch before): the first item goes at once
+        first = await asyncio.wait_for(b.submit(c.Heartbeat("a", 5.0)), 10)
+        # busy (a batch ended just now): an urgent item still goes at once
+        second = await asyncio.wait_for(b.submit(c.Heartbeat("b", 5.0), urgent=True), 10)
+        await b.close()
+        return first, second
+    first, second = asyncio.run(main())
+    assert first.ok and second.ok and len(raft.commands) == 2
+
+
+def test_gather_makes_one_command_of_what_arrives_while_busy():
+    st = registered("a", "b", "c")
+    raft = FakeRaft(st)
+
+    async def main():
+        b = _rounds(raft, gather=1.0)
+        b.start()
+        await b.submit(c.Heartbeat("a", 5.0))  # a batch ended: busy for the next second
+        later = asyncio.ensure_future(b.submit(c.Heartbeat("b", 5.0)))
+        await asyncio.sleep(0.05)  # (a second caller, a moment after the first)
+        last = await b.submit(c.Heartbeat("c", 5.0))
+        await b.close()
+        return await later, last
+    results = asyncio.run(main())
+    assert all(r.ok for r in results)
+    assert [len(cmd.beats) for cmd in raft.commands] == [1, 2]

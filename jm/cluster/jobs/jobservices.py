@@ -24,9 +24,15 @@ def next_report_seq() -> int:
     return _last_seq
 
 
+# seconds a busy reporter waits for more reports before its next command (at rest a report
+# goes at once): with jobs ending at ~100/s a peer's reports travelled ~1.9 to a command,
+# each applied, notified and reconciled on every peer (docs/benchmarks.md, issue 45)
+REPORT_GATHER = 0.02
+
+
 def make_reporter(raft, timeout: float) -> Batcher:
     """Batches the status reports of all JobMasters of a peer into one Raft command."""
-    return Batcher(raft, ReportStatuses, timeout, retry=True)
+    return Batcher(raft, ReportStatuses, timeout, retry=True, gather=REPORT_GATHER)
 
 
 @dataclass
