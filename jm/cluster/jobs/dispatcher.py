@@ -106,9 +106,9 @@ class Dispatcher:
         for job_id, p in mine.items():
             if job_id in self.masters or (job_id, p.epoch) in self._done:
                 continue
-            if not isinstance(p, Placement):  # (its JobMaster ended since it was read)
-                self._wake.set()
-                continue
+            if not isinstance(p, Placement):  # (not met: a job read as Seen had its
+                self._wake.set()              # JobMaster here, kept or moved to _done;
+                continue                      # if ever, the next reconcile reads it whole)
             jm = JobMaster(self.env, job_id, p.epoch, p.spec, p.losses, p.tenant, p.runtime)
             jm.update(p.intents)
             self.masters[job_id] = jm
