@@ -20,7 +20,6 @@ and by function (bench/profile_sql.py's summary).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 import tempfile
@@ -30,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import BenchCluster, get, median, post, report, wait_until  # noqa: E402
 from bench.profile_sql import cpu_seconds, record, stop, summarize  # noqa: E402
-from bench.submit import JOB, closed_loop, journal_fsyncs  # noqa: E402
+from bench.submit import JOB, closed_loop, journal_fsyncs, run_load  # noqa: E402
 
 
 def roles(c: BenchCluster) -> dict[str, list[int]]:
@@ -52,7 +51,7 @@ def one_count(c: BenchCluster, clients: int, jobs: int, profile: bool = True,
         spies = record({k: v for k, v in pids.items() if k != "zygote"}, None, folder) \
             if profile else []
         before, fs0 = cpu_seconds(pids), journal_fsyncs(c.urls)
-        sat = asyncio.run(closed_loop(c.urls, jobs, clients))
+        sat = run_load(closed_loop(c.urls, jobs, clients))
         used, fs1 = cpu_seconds(pids), journal_fsyncs(c.urls)
         stacks = stop(spies)
     seen = set() if seen is None else seen
