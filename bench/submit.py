@@ -219,7 +219,7 @@ def one_run(args, run: int) -> dict:
         ol = run_load(open_loop(c.urls, args.rate_jobs, args.rate, args.jobs))
         ol_jobs = job_stats(c.urls[1], ol["ids"], args.timeout)
         st = run_load(open_loop(c.urls, args.steady_jobs, args.steady_rate,
-                                   args.jobs + args.rate_jobs))
+                                args.jobs + args.rate_jobs))
         st_jobs = job_stats(c.urls[2], st["ids"], args.timeout)
         replicas = consistent(c.urls)
     out = {"run": run, "idle_rss_mb": rss, "replicas_identical": replicas,
