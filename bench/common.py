@@ -46,6 +46,24 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def cpu_ticks() -> list[int]:
+    """The machine's CPU time so far (/proc/stat, clock ticks): user, nice, system,
+    idle, iowait, irq, softirq, steal."""
+    with open("/proc/stat") as f:
+        return [int(x) for x in f.readline().split()[1:9]]
+
+
+def machine_cores(before: list[int], after: list[int], seconds: float) -> dict:
+    """How the machine's CPUs spent `seconds` between two cpu_ticks(), in cores: busy
+    (ours), idle (waiting with nothing to run) and stolen (the hypervisor ran something
+    else: on a shared VM it varies from run to run and takes the CPU a benchmark counts
+    on; quote it with the figures)."""
+    d = [b - a for a, b in zip(before, after)]
+    hz = os.sysconf("SC_CLK_TCK") * max(seconds, 1e-9)
+    return {"busy": round((d[0] + d[1] + d[2] + d[5] + d[6]) / hz, 2),
+            "idle": round((d[3] + d[4]) / hz, 2), "stolen": round(d[7] / hz, 2)}
+
+
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 

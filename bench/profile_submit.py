@@ -14,6 +14,7 @@ running every client count, and the medians of accepted/s and p50/p99 per count;
 runs: the accept path alone, without the jobs' runs beside it.)
 
 Reported per client count: accepted/s, accept p50/p99, CPU ms per accepted job per role,
+how the machine's cores were spent meanwhile (busy, idle, stolen by the hypervisor),
 the peers' Raft journal fsyncs per 1000 jobs, and the peers' Python samples by package
 and by function (bench/profile_sql.py's summary).
 """
@@ -27,7 +28,8 @@ from typing import Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.common import BenchCluster, get, median, post, report, wait_until  # noqa: E402
+from bench.common import (BenchCluster, cpu_ticks, get, machine_cores, median, post,  # noqa: E402
+                          report, wait_until)
 from bench.profile_sql import cpu_seconds, record, stop, summarize  # noqa: E402
 from bench.submit import JOB, closed_loop, journal_fsyncs, run_load  # noqa: E402
 
@@ -50,9 +52,10 @@ def one_count(c: BenchCluster, clients: int, jobs: int, profile: bool = True,
     with tempfile.TemporaryDirectory(prefix="jm-profile-") as folder:
         spies = record({k: v for k, v in pids.items() if k != "zygote"}, None, folder) \
             if profile else []
-        before, fs0 = cpu_seconds(pids), journal_fsyncs(c.urls)
+        before, fs0, ticks = cpu_seconds(pids), journal_fsyncs(c.urls), cpu_ticks()
         sat = run_load(closed_loop(c.urls, jobs, clients))
         used, fs1 = cpu_seconds(pids), journal_fsyncs(c.urls)
+        cores = machine_cores(ticks, cpu_ticks(), sat["elapsed"])
         stacks = stop(spies)
     seen = set() if seen is None else seen
     fresh = set(sat["ids"]) - seen
@@ -65,7 +68,7 @@ def one_count(c: BenchCluster, clients: int, jobs: int, profile: bool = True,
             "p50_ms": round(sat["p50_ms"], 1), "p99_ms": round(sat["p99_ms"], 1),
             "cpu_ms_per_job": {k: round(1000 * (used[k] - before[k]) / n, 2) for k in used},
             "fsyncs_per_1000_jobs": round(1000 * (fs1["fsyncs"] - fs0["fsyncs"]) / n, 1),
-            "seconds": round(sat["elapsed"], 2),
+            "seconds": round(sat["elapsed"], 2), "machine_cores": cores,
             "cpu": {role: summarize(s) for role, s in sorted(stacks.items())}}
 
 
