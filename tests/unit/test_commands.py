@@ -200,3 +200,51 @@ def test_job_result_with_tag_key_does_not_poison_report_batch():
         c.StatusReport("b", 1, "n", "FINISHED", 1.0, result={"__t": "my-type", "v": 1}),
     ))
     assert c.decode(c.encode(cmd)) == cmd
+
+
+def _reference(obj):
+    """The wire format as plain msgpack writes it: each command an ext whose data is its
+    [name, fields], packed by a fresh packb (what encode did before it kept packers)."""
+    def default(o):
+        if dataclasses.is_dataclass(o) and not isinstance(o, type):
+            fields = {f.name: getattr(o, f.name) for f in dataclasses.fields(o)}
+            return msgpack.ExtType(1, msgpack.packb([type(o).__name__, fields],
+                                                    default=default, use_bin_type=True))
+        raise TypeError(type(o).__name__)
+    return msgpack.packb(obj, default=default, use_bin_type=True)
+
+
+@pytest.mark.parametrize("command", SAMPLES, ids=lambda s: type(s).__name__)
+def test_encoding_is_plain_nested_msgpack(command):
+    assert c.encode(command) == _reference(command)
+
+
+def test_an_encoding_error_halfway_leaves_later_encodings_right():
+    bad = c.SubmitJobs((c.SubmitJob("j1", {"a": 1}, 1.0),
+                        c.SubmitJob("j2", {"x": object()}, 2.0)))  # (its item's spec)
+    good = c.SubmitJobs((c.SubmitJob("j3", {"args": {"k": [1, 2]}}, 3.0, "r"),))
+    for _ in range(3):
+        with pytest.raises(TypeError):
+            c.encode(bad)
+        assert c.encode(good) == _reference(good)
+        assert c.decode(c.encode(good)) == good
+
+
+def test_threads_encoding_at_once_get_their_own_bytes():
+    import threading
+    batches = [c.SubmitJobs(tuple(c.SubmitJob(f"t{t}-{i}", {"n": i, "args": {"t": t}}, 1.0)
+                                  for i in range(20))) for t in range(4)]
+    wrong: list = []
+
+    def run(batch):
+        want = _reference(batch)
+        for _ in range(300):
+            if c.encode(batch) != want:
+                wrong.append(batch)
+                return
+    threads = [threading.Thread(target=run, args=(b,)) for b in batches]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
