@@ -93,8 +93,10 @@ async def open_loop(urls: list[str], jobs: int, rate: float, base: int) -> dict:
 
     async def one(i: int) -> None:
         http = idle.pop() if idle else Client()
-        d, jid = await _post(http, urls[i % len(urls)], base + i, tag)
-        idle.append(http)
+        try:
+            d, jid = await _post(http, urls[i % len(urls)], base + i, tag)
+        finally:
+            idle.append(http)  # (closed with the others when the load ends)
         lat.append(d)
         if jid:
             ids.append(jid)
