@@ -7,11 +7,15 @@ kernel counts each role's CPU (peers, zygotes with the jobs they fork, clients).
                                              [--out bench/results/profile-submit.json]
     .venv/bin/python bench/profile_submit.py --no-profile --runs 3 --jobs 10000
     .venv/bin/python bench/profile_submit.py --held ...   # the accept path alone
+    .venv/bin/python bench/profile_submit.py --drain 10 --jobs 4000   # what a run costs
 
 (--no-profile: no py-spy, the rates alone; --runs N: N clusters one after the other, each
 running every client count, and the medians of accepted/s and p50/p99 per count;
 --held: every slot held by a sleeping job first, so that the submissions wait and none
-runs: the accept path alone, without the jobs' runs beside it.)
+runs: the accept path alone, without the jobs' runs beside it; --drain S: a backlog of
+--jobs trivial jobs submitted first, then S seconds of it draining with nothing submitted:
+jobs finished a second and what each run costs, CPU ms by role (the peers, the zygotes'
+forks, the job processes), Raft journal entries and fsyncs.)
 
 Reported per client count: accepted/s, accept p50/p99, CPU ms per accepted job per role,
 how the machine's cores were spent meanwhile (busy, idle, stolen by the hypervisor),
@@ -24,6 +28,7 @@ import argparse
 import os
 import sys
 import tempfile
+import time
 from typing import Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -72,6 +77,45 @@ def one_count(c: BenchCluster, clients: int, jobs: int, profile: bool = True,
             "cpu": {role: summarize(s) for role, s in sorted(stacks.items())}}
 
 
+def drain(c: BenchCluster, jobs: int, seconds: float, profile: bool = True) -> dict:
+    """A backlog of `jobs` trivial jobs (64 clients), then `seconds` of it draining: what
+    one job's run costs, by role (the job processes' CPU is their zygote's children's, as
+    each is reaped)."""
+    import psutil
+    run_load(closed_loop(c.urls, jobs, 64))
+    pids = roles(c)
+
+    def cpu() -> dict:
+        out = {"peer": 0.0, "zygote": 0.0, "jobs": 0.0}
+        for role in ("peer", "zygote"):
+            for pid in pids[role]:
+                t = psutil.Process(pid).cpu_times()
+                out[role] += t.user + t.system
+                if role == "zygote":
+                    out["jobs"] += t.children_user + t.children_system
+        return out
+
+    def finished() -> int:
+        return get(c.urls[0] + "/overview")["jobs-finished"]
+    with tempfile.TemporaryDirectory(prefix="jm-profile-") as folder:
+        spies = record({k: v for k, v in pids.items() if k != "client"}, seconds, folder) \
+            if profile else []
+        n0, cpu0, fs0, ticks, t0 = finished(), cpu(), journal_fsyncs(c.urls), cpu_ticks(), \
+            time.monotonic()
+        time.sleep(seconds)  # (a fixed window of the drain, measured)
+        n1, cpu1, fs1 = finished(), cpu(), journal_fsyncs(c.urls)
+        elapsed = time.monotonic() - t0
+        cores = machine_cores(ticks, cpu_ticks(), elapsed)
+        stacks = stop(spies)
+    n = max(1, n1 - n0)
+    return {"backlog": jobs, "finished": n1 - n0, "finished_per_s": round(n / elapsed, 1),
+            "cpu_ms_per_run": {k: round(1000 * (cpu1[k] - cpu0[k]) / n, 2) for k in cpu1},
+            "journal_per_run": {k: round((fs1[k] - fs0[k]) / n, 2)
+                                for k in ("entries", "fsyncs")},
+            "machine_cores": cores, "seconds": round(elapsed, 2),
+            "cpu": {role: summarize(s) for role, s in sorted(stacks.items())}}
+
+
 def hold_every_slot(c: BenchCluster) -> None:
     """One job of 64 slots (jobmanager.slots) on each peer, sleeping: later jobs wait."""
     for i, url in enumerate(c.urls):
@@ -92,8 +136,22 @@ def main() -> int:
     ap.add_argument("--held", action="store_true",
                     help="every slot held by a sleeping job first: the submissions wait, "
                          "none runs (the accept path alone)")
+    ap.add_argument("--drain", type=float, default=0, metavar="SECONDS",
+                    help="a backlog of --jobs jobs, then SECONDS of it draining: what a "
+                         "job's run costs")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
+    if a.drain:
+        runs = []
+        for _ in range(a.runs):
+            with BenchCluster(3, {"spark.connect.embedded": False,
+                                  "jobmanager.slots": 64}) as c:
+                wait_until(lambda: get(c.urls[0] + "/overview")["peers-alive"] == 3, 30,
+                           "3 peers")
+                runs.append(drain(c, a.jobs, a.drain, a.profile))
+        report({"drain": runs, "median_finished_per_s":
+                median([r["finished_per_s"] for r in runs])}, a.out)
+        return 0
     counts = [int(x) for x in a.clients.split(",")]
     out: dict = {"jobs": a.jobs, "held": a.held, "runs": [], "medians": {}}
     for _ in range(a.runs):
