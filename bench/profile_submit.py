@@ -37,6 +37,7 @@ from bench.common import (BenchCluster, cpu_ticks, get, machine_cores, median, p
                           report, wait_until)
 from bench.profile_sql import cpu_seconds, record, stop, summarize  # noqa: E402
 from bench.submit import JOB, closed_loop, journal_fsyncs, run_load  # noqa: E402
+from bench.submit import cpu_seconds as run_cpu_seconds  # noqa: E402
 
 
 def roles(c: BenchCluster) -> dict[str, list[int]]:
@@ -81,19 +82,12 @@ def drain(c: BenchCluster, jobs: int, seconds: float, profile: bool = True) -> d
     """A backlog of `jobs` trivial jobs (64 clients), then `seconds` of it draining: what
     one job's run costs, by role (the job processes' CPU is their zygote's children's, as
     each is reaped)."""
-    import psutil
     run_load(closed_loop(c.urls, jobs, 64))
     pids = roles(c)
 
     def cpu() -> dict:
-        out = {"peer": 0.0, "zygote": 0.0, "jobs": 0.0}
-        for role in ("peer", "zygote"):
-            for pid in pids[role]:
-                t = psutil.Process(pid).cpu_times()
-                out[role] += t.user + t.system
-                if role == "zygote":
-                    out["jobs"] += t.children_user + t.children_system
-        return out
+        used = run_cpu_seconds(c.pids())
+        return {k: used[k] for k in ("peers", "zygotes", "jobs")}
 
     def finished() -> int:
         return get(c.urls[0] + "/overview")["jobs-finished"]
