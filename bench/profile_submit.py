@@ -19,7 +19,9 @@ forks, the job processes), Raft journal entries and fsyncs.)
 
 Reported per client count: accepted/s, accept p50/p99, CPU ms per accepted job per role,
 how the machine's cores were spent meanwhile (busy, idle, stolen by the hypervisor),
-the peers' Raft journal fsyncs per 1000 jobs, and the peers' Python samples by package
+the peers' Raft journal fsyncs per 1000 jobs, their batches of submissions (Raft writes,
+jm_raft_write_seconds) by the writing peer's role with their mean commit time and the jobs a
+batch, and the peers' Python samples by package
 and by function (bench/profile_sql.py's summary).
 """
 from __future__ import annotations
@@ -36,7 +38,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.common import (BenchCluster, cpu_ticks, get, machine_cores, median, post,  # noqa: E402
                           report, wait_until)
 from bench.profile_sql import cpu_seconds, record, stop, summarize  # noqa: E402
-from bench.submit import JOB, closed_loop, journal_fsyncs, run_load  # noqa: E402
+from bench.submit import (JOB, closed_loop, journal_fsyncs, run_load,  # noqa: E402
+                          submission_writes, write_latency)
 from bench.submit import cpu_seconds as run_cpu_seconds  # noqa: E402
 
 
@@ -59,8 +62,10 @@ def one_count(c: BenchCluster, clients: int, jobs: int, profile: bool = True,
         spies = record({k: v for k, v in pids.items() if k != "zygote"}, None, folder) \
             if profile else []
         before, fs0, ticks = cpu_seconds(pids), journal_fsyncs(c.urls), cpu_ticks()
+        w0 = submission_writes(c.urls)
         sat = run_load(closed_loop(c.urls, jobs, clients))
         used, fs1 = cpu_seconds(pids), journal_fsyncs(c.urls)
+        w1 = submission_writes(c.urls)
         cores = machine_cores(ticks, cpu_ticks(), sat["elapsed"])
         stacks = stop(spies)
     seen = set() if seen is None else seen
@@ -75,6 +80,7 @@ def one_count(c: BenchCluster, clients: int, jobs: int, profile: bool = True,
             "cpu_ms_per_job": {k: round(1000 * (used[k] - before[k]) / n, 2) for k in used},
             "fsyncs_per_1000_jobs": round(1000 * (fs1["fsyncs"] - fs0["fsyncs"]) / n, 1),
             "seconds": round(sat["elapsed"], 2), "machine_cores": cores,
+            "writes": write_latency(w0, w1, n),
             "cpu": {role: summarize(s) for role, s in sorted(stacks.items())}}
 
 

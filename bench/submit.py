@@ -198,6 +198,43 @@ def journal_fsyncs(urls: list[str]) -> dict:
     return out
 
 
+def submission_writes(urls: list[str]) -> dict:
+    """The peers' Raft writes of submissions so far (`jm_raft_write_seconds`, command
+    SubmitJobs: one a batch), by the writing peer's role: {role: [count, seconds]}."""
+    import urllib.request
+    from prometheus_client.parser import text_string_to_metric_families
+    out = {"leader": [0, 0.0], "follower": [0, 0.0]}
+    for url in urls:
+        with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        for fam in text_string_to_metric_families(text):
+            if fam.name != "jm_raft_write_seconds":
+                continue
+            for smp in fam.samples:
+                if smp.labels.get("command") != "SubmitJobs":
+                    continue
+                role = smp.labels.get("role")
+                if role in out and smp.name.endswith("_count"):
+                    out[role][0] += int(smp.value)
+                elif role in out and smp.name.endswith("_sum"):
+                    out[role][1] += smp.value
+    return out
+
+
+def write_latency(before: dict, after: dict, jobs: int) -> dict:
+    """Between two `submission_writes`: batches (Raft writes) by role, their mean time
+    from submission until applied on the writing peer, and jobs a batch (all roles)."""
+    out: dict = {}
+    total = 0
+    for role in ("leader", "follower"):
+        n = after[role][0] - before[role][0]
+        total += n
+        out[role] = {"batches": n, "mean_ms": round(1000 * (after[role][1] - before[role][1])
+                                                    / n, 1) if n else None}
+    out["jobs_per_batch"] = round(jobs / total, 1) if total else None
+    return out
+
+
 def one_run(args, run: int) -> dict:
     settings = {"spark.connect.embedded": False, "jobmanager.slots": args.slots}
     for item in args.overrides:

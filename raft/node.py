@@ -75,6 +75,10 @@ class RaftHost:
         self.apply_hooks: list[Callable[[Any, Result], None]] = []  # run on the tick thread
         self.load_hooks: list[Callable[[], None]] = []  # after a snapshot load (tick thread)
         self.leader_listeners: list[Callable[[Optional[str]], None]] = []  # leader changes
+        # each committed write of this peer (`submit`): its command, the seconds from its
+        # submission until applied here, and whether this peer led when it was sent (a
+        # follower's write goes through the leader: one round trip more)
+        self.write_observers: list[Callable[[Any, float, bool], None]] = []
         self._notify_pending = False
         self._index_waiters: list[tuple[int, asyncio.Future]] = []  # (index, set when applied)
         self._notify_lock = threading.Lock()
@@ -311,7 +315,9 @@ class RaftHost:
         if why is not None:
             raise ProtocolRefused(why)
         blob = encode(command)
-        deadline = self.loop.time() + timeout
+        start = self.loop.time()
+        deadline = start + timeout
+        led = self.is_leader()
         while True:
             fut = self.loop.create_future()
             consumer = self.consumer
@@ -341,7 +347,15 @@ class RaftHost:
             # sees the state the write produced.
             if self.applied_index() < at:
                 await self.wait_applied(at, max(0.0, deadline - self.loop.time()))
+            self._observe(command, self.loop.time() - start, led)
             return result
+
+    def _observe(self, command: Any, seconds: float, led: bool) -> None:
+        for observer in self.write_observers:
+            try:
+                observer(command, seconds, led)
+            except Exception:  # (a metric must never fail a write)
+                log.exception("a write observer failed")
 
     async def _leader_within(self, deadline: float) -> bool:
         """Poll (every 20 ms, at least once: a refused write is never resent at once, so

@@ -243,12 +243,23 @@ class PeerMetrics:
                                   "loop ran a timer (every 100 ms; jm/cluster/looplag.py)",
                                   ("peer",), registry=reg,
                                   buckets=LATENCY_BUCKETS).labels(node)
+        self._writes = Histogram("jm_raft_write_seconds", "A Raft write of this peer: from "
+                                 "its submission until applied here, by command (a batch "
+                                 "of submissions is one SubmitJobs) and this peer's role "
+                                 "(a follower's goes through the leader)",
+                                 ("peer", "command", "role"), registry=reg,
+                                 buckets=LATENCY_BUCKETS)
         if read_gauges is not None:
             self.add_gauges(read_gauges)
 
     def add_gauges(self, read_gauges: Callable[[], Gauges]) -> None:
         """Scrape-time gauges read from `read_gauges` (the peer's, once it is built)."""
         self.registry.register(_ScrapeGauges(self.node, read_gauges))
+
+    def observe_write(self, command: Any, seconds: float, leader: bool) -> None:
+        """(RaftHost.write_observers) A committed Raft write of this peer."""
+        self._writes.labels(self.node, type(command).__name__,
+                            "leader" if leader else "follower").observe(seconds)
 
     def observe_rest(self, method: str, route: str, code: int, seconds: float) -> None:
         self._rest.labels(self.node, method, route, str(code)).observe(seconds)

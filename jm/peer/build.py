@@ -178,6 +178,7 @@ def build(*, conf: Config, me: PeerAddress, masters: list[PeerAddress], ground: 
         data_dir=ground.data_dir, log_dir=ground.log_dir, disk_low=ground.janitor.disk_low,
         started=ground.started.is_set, had_data=had_data, engines=sparks.engines))
     ground.metrics.add_gauges(gateway.health.gauges)
+    raft.write_observers.append(ground.metrics.observe_write)
     connect = None
     if connect_port:  # (gRPC is imported only by a peer that serves Connect clients)
         from jm.cluster.spark.connectfront import ConnectFront, FrontSettings
