@@ -64,6 +64,37 @@ def machine_cores(before: list[int], after: list[int], seconds: float) -> dict:
             "idle": round((d[3] + d[4]) / hz, 2), "stolen": round(d[7] / hz, 2)}
 
 
+def thread_sched(pids: list[int]) -> dict:
+    """The processes' threads so far, the event loop's (the main thread) apart from the
+    others (Raft's tick and fsync threads, executors): CPU seconds run and seconds spent
+    runnable but waiting for a CPU (/proc/<pid>/task/<tid>/schedstat: what the scheduler
+    made them wait, which a handoff between threads pays on a busy machine)."""
+    out = {"loop": [0.0, 0.0], "threads": [0.0, 0.0]}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    run_ns, wait_ns = (int(x) for x in f.read().split()[:2])
+            except (OSError, ValueError):
+                continue
+            row = out["loop" if tid == str(pid) else "threads"]
+            row[0] += run_ns / 1e9
+            row[1] += wait_ns / 1e9
+    return out
+
+
+def sched_rates(before: dict, after: dict, seconds: float) -> dict:
+    """Between two thread_sched(): {role: {"running": cores, "waiting": cores}}."""
+    s = max(seconds, 1e-9)
+    return {role: {"running": round((after[role][0] - before[role][0]) / s, 2),
+                   "waiting": round((after[role][1] - before[role][1]) / s, 2)}
+            for role in after}
+
+
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 

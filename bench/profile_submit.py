@@ -21,7 +21,8 @@ Reported per client count: accepted/s, accept p50/p99, CPU ms per accepted job p
 how the machine's cores were spent meanwhile (busy, idle, stolen by the hypervisor),
 the peers' Raft journal fsyncs per 1000 jobs, their batches of submissions (Raft writes,
 jm_raft_write_seconds) by the writing peer's role with their mean commit time and the jobs a
-batch, and the peers' Python samples by package
+batch, the peers' threads (event loops, the others) in cores running and cores waiting for
+a CPU, and the peers' Python samples by package
 and by function (bench/profile_sql.py's summary).
 """
 from __future__ import annotations
@@ -36,7 +37,7 @@ from typing import Optional
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import (BenchCluster, cpu_ticks, get, machine_cores, median, post,  # noqa: E402
-                          report, wait_until)
+                          report, sched_rates, thread_sched, wait_until)
 from bench.profile_sql import cpu_seconds, record, stop, summarize  # noqa: E402
 from bench.submit import (JOB, closed_loop, journal_fsyncs, run_load,  # noqa: E402
                           submission_writes, write_latency)
@@ -62,10 +63,10 @@ def one_count(c: BenchCluster, clients: int, jobs: int, profile: bool = True,
         spies = record({k: v for k, v in pids.items() if k != "zygote"}, None, folder) \
             if profile else []
         before, fs0, ticks = cpu_seconds(pids), journal_fsyncs(c.urls), cpu_ticks()
-        w0 = submission_writes(c.urls)
+        w0, th0 = submission_writes(c.urls), thread_sched(pids["peer"])
         sat = run_load(closed_loop(c.urls, jobs, clients))
         used, fs1 = cpu_seconds(pids), journal_fsyncs(c.urls)
-        w1 = submission_writes(c.urls)
+        w1, th1 = submission_writes(c.urls), thread_sched(pids["peer"])
         cores = machine_cores(ticks, cpu_ticks(), sat["elapsed"])
         stacks = stop(spies)
     seen = set() if seen is None else seen
@@ -81,6 +82,7 @@ def one_count(c: BenchCluster, clients: int, jobs: int, profile: bool = True,
             "fsyncs_per_1000_jobs": round(1000 * (fs1["fsyncs"] - fs0["fsyncs"]) / n, 1),
             "seconds": round(sat["elapsed"], 2), "machine_cores": cores,
             "writes": write_latency(w0, w1, n),
+            "peer_threads": sched_rates(th0, th1, sat["elapsed"]),
             "cpu": {role: summarize(s) for role, s in sorted(stacks.items())}}
 
 
