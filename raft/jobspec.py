@@ -137,22 +137,19 @@ WIRE_TYPES: dict[str, tuple] = {
     "proxy-user": (str,), "requirements": (list, tuple)}
 
 
+def _wrong(key: str, value: Any, types: tuple) -> bool:
+    return value is not None and (not isinstance(value, types)
+                                  or key == "slots" and isinstance(value, bool))
+
+
 def wire_problems(d: Any) -> list[str]:
     """What a wire form holds that no submission could (a command made some other way):
-    the fields of the wrong type."""
+    the fields of the wrong type (the usual answer, none, found in one pass over the
+    spec's own keys; the problems listed in WIRE_TYPES' order)."""
     if not isinstance(d, dict):
         return ["a job's spec is a JSON object"]
-    for key, value in d.items():  # (the usual answer, none, found in one pass)
-        types = WIRE_TYPES.get(key)
-        if types is not None and value is not None and (
-                not isinstance(value, types) or key == "slots" and isinstance(value, bool)):
-            break
-    else:
+    if not any(_wrong(key, value, WIRE_TYPES[key]) for key, value in d.items()
+               if key in WIRE_TYPES):
         return []
-
-    def wrong(key: str, types: tuple) -> bool:
-        value = d.get(key)
-        return value is not None and (not isinstance(value, types)
-                                      or key == "slots" and isinstance(value, bool))
     return [f"{key} must be of type {'/'.join(t.__name__ for t in types)}"
-            for key, types in WIRE_TYPES.items() if wrong(key, types)]
+            for key, types in WIRE_TYPES.items() if _wrong(key, d.get(key), types)]
