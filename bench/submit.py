@@ -180,44 +180,40 @@ def idle_rss_mb(pids: list[int]) -> list[float]:
     return [psutil.Process(p).memory_info().rss / 2 ** 20 for p in pids]
 
 
+def _samples(urls: list[str]):
+    """Every sample of the peers' /metrics (prometheus_client's parser)."""
+    import urllib.request
+    from prometheus_client.parser import text_string_to_metric_families
+    for url in urls:
+        with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        for fam in text_string_to_metric_families(text):
+            yield from fam.samples
+
+
 def journal_fsyncs(urls: list[str]) -> dict:
     """The peers' Raft journal fsyncs so far (raft.fsync), summed from their /metrics."""
-    import urllib.request
     names = {"jm_raft_fsyncs_total": "fsyncs", "jm_raft_fsynced_entries_total": "entries",
              "jm_raft_fsync_seconds_total": "seconds"}
     out = dict.fromkeys(names.values(), 0.0)
-    for url in urls:
-        with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
-            for line in resp.read().decode().splitlines():
-                if line.startswith("#"):
-                    continue
-                series, _, value = line.rpartition(" ")
-                name = series.split("{", 1)[0]  # the series carry a peer label
-                if name in names:
-                    out[names[name]] += float(value)
+    for smp in _samples(urls):
+        if smp.name in names:  # (the series carry a peer label)
+            out[names[smp.name]] += smp.value
     return out
 
 
 def submission_writes(urls: list[str]) -> dict:
     """The peers' Raft writes of submissions so far (`jm_raft_write_seconds`, command
     SubmitJobs: one a batch), by the writing peer's role: {role: [count, seconds]}."""
-    import urllib.request
-    from prometheus_client.parser import text_string_to_metric_families
     out = {"leader": [0, 0.0], "follower": [0, 0.0]}
-    for url in urls:
-        with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
-            text = resp.read().decode()
-        for fam in text_string_to_metric_families(text):
-            if fam.name != "jm_raft_write_seconds":
-                continue
-            for smp in fam.samples:
-                if smp.labels.get("command") != "SubmitJobs":
-                    continue
-                role = smp.labels.get("role")
-                if role in out and smp.name.endswith("_count"):
-                    out[role][0] += int(smp.value)
-                elif role in out and smp.name.endswith("_sum"):
-                    out[role][1] += smp.value
+    for smp in _samples(urls):
+        role = smp.labels.get("role")
+        if smp.labels.get("command") != "SubmitJobs" or role not in out:
+            continue
+        if smp.name == "jm_raft_write_seconds_count":
+            out[role][0] += int(smp.value)
+        elif smp.name == "jm_raft_write_seconds_sum":
+            out[role][1] += smp.value
     return out
 
 
