@@ -21,9 +21,9 @@ Reported per client count: accepted/s, accept p50/p99, CPU ms per accepted job p
 how the machine's cores were spent meanwhile (busy, idle, stolen by the hypervisor),
 the peers' Raft journal fsyncs per 1000 jobs, their batches of submissions (Raft writes,
 jm_raft_write_seconds) by the writing peer's role with their mean commit time and the jobs a
-batch, the peers' threads (event loops, the others) in cores running and cores waiting for
-a CPU, and the peers' Python samples by package
-and by function (bench/profile_sql.py's summary).
+batch, and the jobs followers relayed into the leader's batches with their mean time, the
+peers' threads (event loops, the others) in cores running and cores waiting for a CPU, and
+the peers' Python samples by package and by function (bench/profile_sql.py's summary).
 """
 from __future__ import annotations
 

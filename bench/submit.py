@@ -203,30 +203,34 @@ def journal_fsyncs(urls: list[str]) -> dict:
 
 
 def submission_writes(urls: list[str]) -> dict:
-    """The peers' Raft writes of submissions so far (`jm_raft_write_seconds`, command
-    SubmitJobs: one a batch), by the writing peer's role: {role: [count, seconds]}."""
-    out = {"leader": [0, 0.0], "follower": [0, 0.0]}
+    """The peers' Raft writes of submissions so far (`jm_raft_write_seconds`), by the
+    writing peer's role: {role: [count, seconds]} for the batches (command SubmitJobs),
+    and "relayed" for the jobs followers relayed into the leader's batches (SubmitJob)."""
+    out = {"leader": [0, 0.0], "follower": [0, 0.0], "relayed": [0, 0.0]}
     for smp in _samples(urls):
-        role = smp.labels.get("role")
-        if smp.labels.get("command") != "SubmitJobs" or role not in out:
+        command, role = smp.labels.get("command"), smp.labels.get("role")
+        key = role if command == "SubmitJobs" else "relayed" if command == "SubmitJob" else None
+        if key not in out:
             continue
         if smp.name == "jm_raft_write_seconds_count":
-            out[role][0] += int(smp.value)
+            out[key][0] += int(smp.value)
         elif smp.name == "jm_raft_write_seconds_sum":
-            out[role][1] += smp.value
+            out[key][1] += smp.value
     return out
 
 
 def write_latency(before: dict, after: dict, jobs: int) -> dict:
-    """Between two `submission_writes`: batches (Raft writes) by role, their mean time
-    from submission until applied on the writing peer, and jobs a batch (all roles)."""
+    """Between two `submission_writes`: batches (Raft writes) by role and the jobs relayed,
+    their mean time from submission until applied on the writing peer, and jobs a batch
+    (all roles)."""
     out: dict = {}
     total = 0
-    for role in ("leader", "follower"):
+    for role in ("leader", "follower", "relayed"):
         n = after[role][0] - before[role][0]
-        total += n
-        out[role] = {"batches": n, "mean_ms": round(1000 * (after[role][1] - before[role][1])
-                                                    / n, 1) if n else None}
+        total += n if role != "relayed" else 0
+        out[role] = {"batches" if role != "relayed" else "jobs": n,
+                     "mean_ms": round(1000 * (after[role][1] - before[role][1]) / n, 1)
+                     if n else None}
     out["jobs_per_batch"] = round(jobs / total, 1) if total else None
     return out
 

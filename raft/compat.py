@@ -25,7 +25,7 @@ PRIVATES: dict[tuple[str, str], tuple[str, ...]] = {
         "conf", "connectedNodes", "connectedToAnyone", "enabledCodeVersion",
         "generateRaftTimeout", "getCurrentLogIndex", "getCurrentLogTerm", "loadDumpFile",
         "onMessageReceived",
-        "otherNodes", "properies", "raftCommitIndex", "raftCurrentTerm",
+        "otherNodes", "pipeNotifier", "properies", "raftCommitIndex", "raftCurrentTerm",
         "raftElectionDeadline", "raftLog", "raftMatchIndex", "raftNextIndex", "raftState",
         "readonlyNodes", "selfNode", "sendAppendEntries", "serializer",
         "transferInProgress", "transport"),

@@ -166,6 +166,10 @@ class NodeView:
     def send(self, node: Any, message: Any) -> None:
         self._node._SyncObj__transport.send(node, message)
 
+    def wake(self) -> None:
+        """End the tick thread's wait in poll() now (any thread: pysyncobj's pipe)."""
+        self._node._SyncObj__pipeNotifier.notify()
+
     @property
     def commit_index(self) -> int:
         return self._node._SyncObj__raftCommitIndex

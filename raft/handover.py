@@ -22,16 +22,15 @@ class Promotion:
 
     def __init__(self, current: CurrentNode, gate: threading.RLock, self_addr: str,
                  data_dir: str, settings: Any, new_consumer: Callable[[], StateConsumer],
-                 watch_journal: Callable[[Any], None],
+                 on_node: Callable[[Any], None],
                  took_over: Callable[[bool], None]) -> None:
-        """`new_consumer()`: the voting node's consumer; `watch_journal(syncobj)`: its
-        journal's failures stop the member; `took_over(ahead)`: called (under the gate)
-        once the voting node serves, `ahead` when a snapshot brought it past the
-        read-only node."""
+        """`new_consumer()`: the voting node's consumer; `on_node(syncobj)`: the member
+        takes the node in (its journal's failures stop the member, its ticks relay);
+        `took_over(ahead)`: called (under the gate) once the voting node serves, `ahead`
+        when a snapshot brought it past the read-only node."""
         self.current, self.gate, self.self_addr = current, gate, self_addr
         self.data_dir, self.settings = data_dir, settings
-        self.new_consumer, self.watch_journal, self.took_over = (new_consumer, watch_journal,
-                                                                 took_over)
+        self.new_consumer, self.on_node, self.took_over = new_consumer, on_node, took_over
         self.handover: Optional[Handover] = None  # the voting node, catching up
         self.retired: Any = None  # the read-only node after the hand-over, for a while
 
@@ -47,7 +46,7 @@ class Promotion:
         consumer = self.new_consumer()
         syncobj = make_syncobj(self.self_addr, [v for v in voters if v != self.self_addr],
                                self.data_dir, self.settings, consumer, True, True)
-        self.watch_journal(syncobj)
+        self.on_node(syncobj)
         with self.gate:
             self.handover = Handover(consumer, syncobj)
         log.info("becoming a voter: the voting node listens on %s and catches up",

@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -31,6 +32,7 @@ from raft.membership import Members
 from raft.outcomes import MembershipRefused  # noqa: F401  (re-exported: jm/ imports it here)
 from raft.outcomes import ProtocolRefused, RaftUnavailable, NotAppended, resolve_future
 from raft.promotion import make_syncobj
+from raft.relay import Relay
 from raft.snapshots import SnapshotStats, stats_of
 from raft.state import Result
 
@@ -95,12 +97,14 @@ class RaftHost:
         self.membership = Members(self.current, loop, self_addr, self.addr_to_node,
                                   settings.max_timeout, self.leader, self.is_leader)
         self.promotion = Promotion(self.current, self._gate, self_addr, data_dir, settings,
-                                   self._new_consumer, self._watch_journal, self._took_over)
+                                   self._new_consumer, self._take_node, self._took_over)
+        # writes relayed to the leader's group commit (raft/relay.py)
+        self.relay = Relay(loop, lambda: self.current.syncobj, time.monotonic)
         syncobj = make_syncobj(self_addr, other_addrs, data_dir, settings,
                                self.current.consumer, voter, no_vote)
         with self._gate:
             self.current.syncobj, self.current.transport = syncobj, wire_of(syncobj)
-        self._watch_journal(syncobj)
+        self._take_node(syncobj)
 
     # the node it runs now (read-only here: a promotion replaces it)
     @property
@@ -115,9 +119,12 @@ class RaftHost:
     def is_voter(self) -> bool:
         return self.current.is_voter
 
-    def _watch_journal(self, syncobj: Any) -> None:
-        """A failed fsync of the journal stops the member: `failed` is set (from the fsync
-        thread) and the peer stops; its restart recovers from its disk."""
+    def _take_node(self, syncobj: Any) -> None:
+        """A node this member made (at start, or a promotion's voting node): its ticks
+        relay (raft/relay.py); a failed fsync of its journal stops the member: `failed`
+        is set (from the fsync thread) and the peer stops; its restart recovers from its
+        disk."""
+        self.relay.attach(syncobj)
         journal = journal_of(syncobj)
         if not isinstance(journal, DurableJournal):
             return
@@ -347,10 +354,11 @@ class RaftHost:
             # sees the state the write produced.
             if self.applied_index() < at:
                 await self.wait_applied(at, max(0.0, deadline - self.loop.time()))
-            self._observe(command, self.loop.time() - start, led)
+            self.observe_write(command, self.loop.time() - start, led)
             return result
 
-    def _observe(self, command: Any, seconds: float, led: bool) -> None:
+    def observe_write(self, command: Any, seconds: float, led: bool) -> None:
+        """Tell the write observers (a write of this peer, `led`: as the leader)."""
         for observer in self.write_observers:
             try:
                 observer(command, seconds, led)

@@ -32,7 +32,8 @@ import dataclasses
 from typing import Any, Callable, Iterable, Optional
 
 BASELINE = 1   # what a peer that names no protocol speaks (the builds before this module)
-PROTOCOL = 7   # this build's
+PROTOCOL = 8   # this build's
+RELAY = 8      # from here a follower relays its submissions to the leader (raft/relay.py)
 
 # command types newer than the baseline -> the protocol they came with
 COMMANDS: dict[str, int] = {"SetTenant": 2, "PutPipeline": 2, "DeletePipeline": 2,

@@ -36,6 +36,7 @@ from pysyncobj import journal as pj
 from pysyncobj import syncobj as ps
 from pysyncobj.monotonic import monotonic as monotonic_time
 
+from raft import relay
 from raft.amnesia import CatchingUp
 from raft.door import (HookedSyncObj, NodeView, journal_of, replicate_only_code_version,
                        transport_of)
@@ -76,6 +77,11 @@ class RaftNode(HookedSyncObj):
     # ---- pysyncobj's hooks ---------------------------------------------------------
     def on_message(self, node: Any, message: Any) -> None:
         kind = message.get("type") if isinstance(message, dict) else None
+        if kind == relay.MESSAGE:  # (ours alone: pysyncobj knows no such message)
+            items, hear = relay.received_items(message), getattr(self, "relay_received", None)
+            if items is not None and hear is not None and self.view.is_leader:
+                hear(items)
+            return
         if not (self.leaving.admit(node, kind) and self.catching_up.admit(kind, message)
                 and self.prevote.admit(node, kind, message, monotonic_time())):
             return

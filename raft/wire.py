@@ -173,7 +173,8 @@ def pack(message: Any) -> bytes:
 MESSAGE_TYPES = frozenset({"request_vote", "response_vote", "append_entries", "apply_command",
                            "apply_command_response", "next_node_idx", "timeout_now",
                            "pre_vote", "pre_vote_response",  # (raft/prevote.py)
-                           "leaving"})  # (raft/leaving.py)
+                           "leaving",  # (raft/leaving.py)
+                           "relay"})  # (raft/relay.py)
 
 
 def message_error(message: Any) -> Optional[str]:

@@ -63,6 +63,16 @@ class Batcher:
             size = len(encode(self.wrap((item,))))
         except Exception as bad:  # e.g. a lone surrogate: refused alone, nothing queued
             return Result.fail("invalid", f"cannot be stored: {bad}")
+        return await self._queued(item, size, urgent)
+
+    def offer(self, item: Any, size: int) -> None:
+        """An item whose caller waits elsewhere (a submission another peer relayed: it
+        learns the outcome by applying the entry): batched as any other, its Result
+        dropped here. `size`: its encoded size."""
+        if protocol.refusal(item, self.raft.protocol()) is None:
+            self._queued(item, size, False).add_done_callback(_unheard)
+
+    def _queued(self, item: Any, size: int, urgent: bool) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
         self._sizes[id(fut)] = size
         fut.add_done_callback(lambda f: self._sizes.pop(id(f), None))
@@ -70,7 +80,7 @@ class Batcher:
         if urgent:
             self._urgent.set()
         self._wake.set()
-        return await fut
+        return fut
 
     def _take(self) -> list[tuple[Any, asyncio.Future]]:
         """The next batch: up to max_batch items and max_bytes bytes (at least one item)."""
@@ -147,3 +157,10 @@ class Batcher:
             if not fut.done():
                 fut.cancel()
         self._queue = []
+
+
+def _unheard(fut: asyncio.Future) -> None:
+    """An offered item's outcome, which nobody awaits: read, so that asyncio does not
+    report a failure (a batch not committed in time) as never retrieved."""
+    if not fut.cancelled():
+        fut.exception()

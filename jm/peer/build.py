@@ -14,6 +14,7 @@ from jm.cluster.api.gateway import PeerGateway, build_gateway
 from jm.cluster.api.joblists import JobLists
 from jm.cluster.api.services import GatewayServices
 from jm.cluster.batcher import Batcher
+from jm.cluster.submitroute import SubmitRoute
 from jm.cluster.jobs.artifacts import ArtifactFetcher
 from jm.cluster.jobs.dispatcher import Dispatcher
 from jm.cluster.jobs.envs import EnvCache, PipOptions
@@ -171,7 +172,8 @@ def build(*, conf: Config, me: PeerAddress, masters: list[PeerAddress], ground: 
     candidate = VoterCandidate(raft)
     submitter = Batcher(raft, SubmitJobs, t.write, retry=False)  # (clients wait)
     gateway = build_gateway(GatewayServices(
-        node=node, conf=conf, raft=raft, lease=lease, rounds=rounds, submitter=submitter,
+        node=node, conf=conf, raft=raft, lease=lease, rounds=rounds,
+        submitter=SubmitRoute(raft, submitter, t.write),
         executor=executor, sql=sql, spark=sparks.server, spark_remote=sparks.remote,
         blobs=ground.blobs, shared_blobs=ground.ha_blobs, voting=voting, candidate=candidate,
         peer_client=ground.peer_client, url_of=directory.url_of, lists=lists,

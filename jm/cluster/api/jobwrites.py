@@ -12,15 +12,15 @@ from jm.policy.jobs import fsuri
 from raft.commands import CancelJob, SubmitJob, TriggerSavepoint
 
 if TYPE_CHECKING:
-    from jm.cluster.batcher import Batcher
+    from jm.cluster.submitroute import SubmitRoute
     from raft.node import RaftHost
 
 
 class JobWrites:
     def __init__(self, raft: "RaftHost", writes: Writes, resolver: SubmissionResolver,
-                 submitter: "Batcher") -> None:
+                 submitter: "SubmitRoute") -> None:
         self.raft, self.writes, self.resolver = raft, writes, resolver
-        self.submitter = submitter  # submissions, batched into Raft commands
+        self.submitter = submitter  # submissions, into the leader's Raft batches
 
     @api_errors
     async def submit(self, spec: Any, request_id: str, names: Optional[dict] = None,

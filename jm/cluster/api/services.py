@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Optional
 
 if TYPE_CHECKING:
-    from jm.cluster.batcher import Batcher
+    from jm.cluster.submitroute import SubmitRoute
     from jm.cluster.members.beats import LeaseRounds
     from jm.cluster.blobs import BlobStore
     from jm.cluster.spark.engines import Engines
@@ -28,7 +28,7 @@ class GatewayServices:
     raft: "RaftHost"
     lease: "Lease"
     rounds: "LeaseRounds"                   # the leader's heartbeat rounds
-    submitter: "Batcher"                    # job submissions, batched into Raft commands
+    submitter: "SubmitRoute"                # job submissions, into the leader's batches
     executor: "Executor"
     sql: "SqlGateway"
     spark: Optional["SparkConnectServer"]   # the embedded Connect server, if any

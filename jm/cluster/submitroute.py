@@ -1,0 +1,108 @@
+"""Where a peer's job submissions go: into the leader's group commit, from any peer.
+
+On the leader a submission joins its submitter's batch (jm/cluster/batcher.py). A
+follower relays it to the leader over the Raft connections (raft/relay.py), where it
+joins the same batch as the leader's own clients' and the other followers': one Raft
+entry a round for the whole cluster instead of one for each peer, each holding three
+times the jobs (3 peers, 64 clients: ~21 jobs an entry instead of ~10.5; docs/benchmarks.md,
+session 42). The follower answers once its own replica has applied the entry that holds
+the job, with that job's own Result, as it did when it wrote its own batch: what its
+client reads next on it sees the job.
+
+A relayed submission whose entry is not applied here within the write timeout is
+RaftUnavailable (its outcome unknown, as for any write not committed in time; a client
+retries with its X-Request-Id). A cluster with a peer of an older build (its protocol
+below raft.protocol.RELAY) writes a follower's batch itself, as before.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from raft import protocol
+from raft.commands import SubmitJob, SubmitJobs, decode, encode
+from raft.node import RaftUnavailable
+from raft.state import Result
+
+if TYPE_CHECKING:
+    from jm.cluster.batcher import Batcher
+    from raft.node import RaftHost
+
+log = logging.getLogger("jm.cluster.submitroute")
+
+
+class SubmitRoute:
+    """`await submit(job)` -> the job's Result, once applied on this peer."""
+
+    def __init__(self, raft: "RaftHost", batcher: "Batcher", timeout: float) -> None:
+        self.raft, self.batcher, self.timeout = raft, batcher, timeout
+        self._waiting: dict[str, asyncio.Future] = {}  # relayed: job id -> its caller's
+        raft.relay.sink = self._relayed_in
+        raft.apply_hooks.append(self._applied)
+
+    async def submit(self, job: SubmitJob) -> Result:
+        if self.raft.is_leader() or self.raft.protocol() < protocol.RELAY:
+            return await self.batcher.submit(job)
+        return await self._relay(job)
+
+    async def _relay(self, job: SubmitJob) -> Result:
+        why = protocol.refusal(job, self.raft.protocol())
+        if why is not None:
+            return Result.fail("protocol", why)
+        try:
+            blob = encode(job)
+        except Exception as bad:  # e.g. a lone surrogate: refused here, nothing sent
+            return Result.fail("invalid", f"cannot be stored: {bad}")
+        if self.raft.leader() is None:
+            raise RaftUnavailable("no Raft leader at the moment")
+        loop = asyncio.get_running_loop()
+        start, fut = loop.time(), loop.create_future()
+        self._waiting[job.job_id] = fut
+        self.raft.relay.send(job.job_id, blob, time.monotonic() + self.timeout)
+        try:
+            async with asyncio.timeout(self.timeout):
+                result = await fut
+        except TimeoutError:
+            raise RaftUnavailable("the write was not committed in time; its outcome is "
+                                  "unknown") from None
+        finally:
+            self._waiting.pop(job.job_id, None)
+            self.raft.relay.forget(job.job_id)
+        self.raft.observe_write(job, loop.time() - start, False)
+        return result
+
+    def _applied(self, command: Any, result: Result) -> None:
+        """(Tick thread) an entry applied on this peer: the relayed jobs it holds are
+        answered with their own Results."""
+        if type(command) is not SubmitJobs or not self._waiting:
+            return
+        results = result.value if result.ok and isinstance(result.value, list) \
+            else [result] * len(command.jobs)
+        for job, res in zip(command.jobs, results):
+            fut = self._waiting.get(getattr(job, "job_id", None))
+            if fut is not None:
+                self.raft.loop.call_soon_threadsafe(_settle, fut, res)
+
+    def _relayed_in(self, blobs: list[bytes]) -> None:
+        """(Event loop, the leader) jobs relayed by a follower join this peer's batch;
+        their outcome reaches the follower through the log, not from here."""
+        if not self.raft.is_leader():  # (lost the lead meanwhile: the senders send again)
+            return
+        for blob in blobs:
+            try:
+                job = decode(blob)
+            except ValueError as exc:
+                log.warning("a relayed submission is not a command: %s", exc)
+                continue
+            if type(job) is not SubmitJob:
+                log.warning("a relayed %s refused: only submissions are relayed",
+                            type(job).__name__)
+                continue
+            self.batcher.offer(job, len(blob))
+
+
+def _settle(fut: asyncio.Future, result: Result) -> None:
+    if not fut.done():
+        fut.set_result(result)
