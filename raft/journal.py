@@ -30,6 +30,7 @@ from pysyncobj import journal as pj
 from raft.door import HookedJournal, journal_of
 from raft.durablefiles import fsync_dir, fsync_file
 from raft.prevote import PRE_VOTE, PRE_VOTE_RESPONSE
+from raft.relay import MESSAGE as RELAY
 from raft.syncer import JournalFailed, JournalSyncer  # noqa: F401  (JournalFailed: re-exported)
 from raft.transport import WireTransport
 
@@ -177,9 +178,10 @@ class DurableJournal(HookedJournal):
 
 # A leader's entries may leave before they are on its disk: they count toward a majority
 # only through the followers' answers and its own commit index (which waits for its sync).
-# A pre-vote speaks for no entry (the election it may lead to waits as usual).
+# A pre-vote speaks for no entry (the election it may lead to waits as usual), nor do
+# submissions a follower relays to the leader (raft/relay.py).
 _NO_WAIT = frozenset({"append_entries", "apply_command_response", PRE_VOTE,
-                      PRE_VOTE_RESPONSE})
+                      PRE_VOTE_RESPONSE, RELAY})
 
 
 class SyncingTransport(WireTransport):

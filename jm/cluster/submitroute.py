@@ -80,10 +80,10 @@ class SubmitRoute:
             return
         results = result.value if result.ok and isinstance(result.value, list) \
             else [result] * len(command.jobs)
-        for job, res in zip(command.jobs, results):
-            fut = self._waiting.get(getattr(job, "job_id", None))
-            if fut is not None:
-                self.raft.loop.call_soon_threadsafe(_settle, fut, res)
+        answers = [(fut, res) for job, res in zip(command.jobs, results)
+                   if (fut := self._waiting.get(getattr(job, "job_id", None))) is not None]
+        if answers:  # (one hand-over to the loop for the entry's jobs)
+            self.raft.loop.call_soon_threadsafe(_settle, answers)
 
     def _relayed_in(self, blobs: list[bytes]) -> None:
         """(Event loop, the leader) jobs relayed by a follower join this peer's batch;
@@ -103,6 +103,7 @@ class SubmitRoute:
             self.batcher.offer(job, len(blob))
 
 
-def _settle(fut: asyncio.Future, result: Result) -> None:
-    if not fut.done():
-        fut.set_result(result)
+def _settle(answers: list[tuple[asyncio.Future, Result]]) -> None:
+    for fut, result in answers:
+        if not fut.done():
+            fut.set_result(result)
