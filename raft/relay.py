@@ -12,8 +12,8 @@ entry that holds it (its own replica, so what its client reads next sees the wri
 
 `RelayBook` decides what a tick sends (pure: the items waiting, the leader they went to,
 time passed in); `Relay` is the thin driver on a node's tick thread. An item is sent
-once to each leader: again when the leader changes (the old one may have dropped it),
-never after its deadline (its caller has given up and answered). An item applied twice
+once to each leader: again when the leader changes (the old one may have dropped it) or
+when RESEND s passed without its entry applied here, never after its deadline (its caller has given up and answered). An item applied twice
 (sent to an old and a new leader, both appended it) is harmless for the items relayed
 here: the second copy is refused by the state (a job id that exists), and the first
 one's outcome is the one its caller got.
@@ -23,18 +23,13 @@ refuses a message type it does not know, dropping the connection).
 """
 from __future__ import annotations
 
-import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Optional
 
 from raft.door import NodeView
 
-log = logging.getLogger("jm.raft.relay")
-
 MESSAGE = "relay"  # the Raft message type: {"type": "relay", "items": [bytes, ...]}
-
-
 RESEND = 1.0  # seconds: an item not applied this long after it was sent goes again
 MAX_MESSAGE_BYTES = 1024 * 1024  # items' bytes a message carries (at least one item)
 
