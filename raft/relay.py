@@ -13,10 +13,11 @@ entry that holds it (its own replica, so what its client reads next sees the wri
 `RelayBook` decides what a tick sends (pure: the items waiting, the leader they went to,
 time passed in); `Relay` is the thin driver on a node's tick thread. An item is sent
 once to each leader: again when the leader changes (the old one may have dropped it) or
-when RESEND s passed without its entry applied here, never after its deadline (its caller has given up and answered). An item applied twice
-(sent to an old and a new leader, both appended it) is harmless for the items relayed
-here: the second copy is refused by the state (a job id that exists), and the first
-one's outcome is the one its caller got.
+when RESEND s passed without its entry applied here, never after its deadline (its
+caller has given up and answered). An item applied twice (sent to an old and a new
+leader, both appended it) is harmless for the items relayed here: the second copy is
+refused by the state (a job id that exists), and the first one's outcome is the one its
+caller got.
 
 Only a cluster whose every peer speaks raft.protocol.RELAY relays (an older member
 refuses a message type it does not know, dropping the connection).
