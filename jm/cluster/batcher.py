@@ -31,12 +31,13 @@ class Batcher:
 
     def __init__(self, raft, wrap: Callable[[tuple], Any], timeout: float, retry: bool,
                  max_batch: int = 500, max_bytes: int = MAX_BATCH_BYTES,
-                 linger: float = 0.0, gather: float = 0.0) -> None:
+                 linger: float = 0.0, gather: float = 0.0, gather_after: int = 0) -> None:
         """`linger`: after the first item of a batch, wait this long for more (one
         command per `linger` however many callers: the leader's lease rounds); an
         urgent item (`submit(item, urgent=True)`) cuts the wait short. `gather`: the
         same wait only while busy, when the batch before ended less than `gather` ago
-        (at rest an item goes at once; under load the commands carry more items each)."""
+        and held at least `gather_after` items (at rest, or with a caller or a few in
+        turn, an item goes at once; under load the commands carry more items each)."""
         self.raft = raft
         self.wrap = wrap
         self.timeout = timeout
@@ -45,6 +46,8 @@ class Batcher:
         self.max_bytes = max_bytes
         self.linger = linger
         self.gather = gather
+        self.gather_after = gather_after
+        self._last = 0  # items in the last batch
         self._ended = -float("inf")  # (loop time) when the last batch's commit returned
         self._urgent = asyncio.Event()
         self._queue: list[tuple[Any, asyncio.Future]] = []
@@ -99,7 +102,8 @@ class Batcher:
         while True:
             await self._wake.wait()
             now = asyncio.get_running_loop().time()
-            wait = self.linger or (self.gather if now - self._ended < self.gather else 0.0)
+            busy = now - self._ended < self.gather and self._last >= self.gather_after
+            wait = self.linger or (self.gather if busy else 0.0)
             if wait:  # gather the batch, unless an urgent item is waiting
                 await wait_event(self._urgent, wait)
                 self._urgent.clear()
@@ -109,6 +113,7 @@ class Batcher:
                 self._wake.set()
             if not batch:
                 continue
+            self._last = len(batch)
             try:
                 try:
                     res = await self.raft.submit(self.wrap(tuple(i for i, _ in batch)),

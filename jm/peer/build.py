@@ -14,7 +14,7 @@ from jm.cluster.api.gateway import PeerGateway, build_gateway
 from jm.cluster.api.joblists import JobLists
 from jm.cluster.api.services import GatewayServices
 from jm.cluster.batcher import Batcher
-from jm.cluster.submitroute import SubmitRoute
+from jm.cluster.submitroute import GATHER, GATHER_AFTER, SubmitRoute
 from jm.cluster.jobs.artifacts import ArtifactFetcher
 from jm.cluster.jobs.dispatcher import Dispatcher
 from jm.cluster.jobs.envs import EnvCache, PipOptions
@@ -170,7 +170,8 @@ def build(*, conf: Config, me: PeerAddress, masters: list[PeerAddress], ground: 
                            directory.other_urls, ground.removed)
     lists = JobLists(raft.read)
     candidate = VoterCandidate(raft)
-    submitter = Batcher(raft, SubmitJobs, t.write, retry=False)  # (clients wait)
+    submitter = Batcher(raft, SubmitJobs, t.write, retry=False,  # (clients wait)
+                        gather=GATHER, gather_after=GATHER_AFTER)
     gateway = build_gateway(GatewayServices(
         node=node, conf=conf, raft=raft, lease=lease, rounds=rounds,
         submitter=SubmitRoute(raft, submitter, t.write),

@@ -165,3 +165,27 @@ def test_gather_makes_one_command_of_what_arrives_while_busy():
     results = asyncio.run(main())
     assert all(r.ok for r in results)
     assert [len(cmd.beats) for cmd in raft.commands] == [1, 2]
+
+
+def test_gather_after_holds_the_next_batch_only_after_a_large_one():
+    st = registered("a", "b", "c", "d")
+    raft = FakeRaft(st)
+
+    async def main():
+        b = _rounds(raft, gather=30.0, gather_after=2)  # a wait longer than the timeout
+        b.start()
+        # busy (a batch just ended) but it held one item: the next goes at once
+        await asyncio.wait_for(b.submit(c.Heartbeat("a", 5.0)), 10)
+        await asyncio.wait_for(b.submit(c.Heartbeat("b", 5.0)), 10)
+        # two at once make a batch of two: the next one is gathered (cut short here)
+        await asyncio.wait_for(asyncio.gather(b.submit(c.Heartbeat("a", 5.0)),
+                                              b.submit(c.Heartbeat("b", 5.0))), 10)
+        held = asyncio.ensure_future(b.submit(c.Heartbeat("c", 5.0)))
+        done, _ = await asyncio.wait({held}, timeout=0.3)
+        waited = not done
+        await b.submit(c.Heartbeat("d", 5.0), urgent=True)
+        await asyncio.wait_for(held, 10)
+        await b.close()
+        return waited
+    assert asyncio.run(main())
+    assert [len(cmd.beats) for cmd in raft.commands] == [1, 1, 2, 2]
