@@ -275,7 +275,28 @@ COMMAND_TYPES = {cls.__name__: cls for cls in (
 _EXT_COMMAND = 1  # msgpack ext type: our dataclasses; user dicts stay plain dicts
 
 
+@dataclass(frozen=True)
+class Packed:
+    """An item of a batch command given as its `encode` bytes: packed as those bytes,
+    not encoded again (a batcher encodes each item once, when it is queued, to size it;
+    a relayed submission arrives encoded). `encode(Batch((Packed(encode(x)),)))` is the
+    same bytes as `encode(Batch((x,)))`; it is decoded as the item it holds."""
+    blob: bytes
+
+
+def _ext_body(blob: bytes) -> bytes:
+    """The data of the msgpack ext value `blob` (an encoded command), without its header:
+    fixext 1-16 (a marker and the type), ext 8/16/32 (a marker, the length, the type)."""
+    head = {0xd4: 2, 0xd5: 2, 0xd6: 2, 0xd7: 2, 0xd8: 2, 0xc7: 3, 0xc8: 4, 0xc9: 6}.get(
+        blob[0] if blob else -1)
+    if head is None or len(blob) < head or blob[head - 1] != _EXT_COMMAND:
+        raise TypeError("a Packed item is not an encoded command")
+    return blob[head:]
+
+
 def _default(obj: Any) -> Any:
+    if type(obj) is Packed:
+        return msgpack.ExtType(_EXT_COMMAND, _ext_body(obj.blob))
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         name = type(obj).__name__
         if name not in COMMAND_TYPES:

@@ -3,8 +3,9 @@ command. Each caller still gets its own Result, once the batch is applied here.
 
 A batch is bounded in items (`max_batch`) and in bytes (`max_bytes`, the items' encoded
 size): pysyncobj applies a command on its one tick thread, so a batch of 500 large specs
-would hold every peer's Raft for as long as it takes. An item is measured once, when it is
-queued; one that cannot be encoded is refused there, alone."""
+would hold every peer's Raft for as long as it takes. An item is encoded once, when it is
+queued (one that cannot be encoded is refused there, alone), and its batch is made of
+those bytes (raft.commands.Packed), not encoded again."""
 from __future__ import annotations
 
 import asyncio
@@ -13,7 +14,7 @@ from typing import Any, Callable, Optional
 
 from jm.cluster.waits import wait_event
 from raft import protocol
-from raft.commands import encode
+from raft.commands import Packed, encode
 from raft.node import RaftUnavailable
 from raft.state import Result
 
@@ -51,7 +52,7 @@ class Batcher:
         self._ended = -float("inf")  # (loop time) when the last batch's commit returned
         self._urgent = asyncio.Event()
         self._queue: list[tuple[Any, asyncio.Future]] = []
-        self._sizes: dict[int, int] = {}  # id(future) -> the item's encoded size
+        self._blobs: dict[int, bytes] = {}  # id(future) -> the item encoded
         self._wake = asyncio.Event()
         self._task: Optional[asyncio.Task] = None
 
@@ -63,22 +64,22 @@ class Batcher:
         if why is not None:
             return Result.fail("protocol", why)
         try:
-            size = len(encode(self.wrap((item,))))
+            blob = encode(item)
         except Exception as bad:  # e.g. a lone surrogate: refused alone, nothing queued
             return Result.fail("invalid", f"cannot be stored: {bad}")
-        return await self._queued(item, size, urgent)
+        return await self._queued(item, blob, urgent)
 
-    def offer(self, item: Any, size: int) -> None:
+    def offer(self, item: Any, blob: bytes) -> None:
         """An item whose caller waits elsewhere (a submission another peer relayed: it
         learns the outcome by applying the entry): batched as any other, its Result
-        dropped here. `size`: its encoded size."""
+        dropped here. `blob`: the item encoded (`encode(item)`)."""
         if protocol.refusal(item, self.raft.protocol()) is None:
-            self._queued(item, size, False).add_done_callback(_unheard)
+            self._queued(item, blob, False).add_done_callback(_unheard)
 
-    def _queued(self, item: Any, size: int, urgent: bool) -> asyncio.Future:
+    def _queued(self, item: Any, blob: bytes, urgent: bool) -> asyncio.Future:
         fut = asyncio.get_running_loop().create_future()
-        self._sizes[id(fut)] = size
-        fut.add_done_callback(lambda f: self._sizes.pop(id(f), None))
+        self._blobs[id(fut)] = blob
+        fut.add_done_callback(lambda f: self._blobs.pop(id(f), None))
         self._queue.append((item, fut))
         if urgent:
             self._urgent.set()
@@ -89,7 +90,7 @@ class Batcher:
         """The next batch: up to max_batch items and max_bytes bytes (at least one item)."""
         total, n = 0, 0
         for _, fut in self._queue[:self.max_batch]:
-            size = self._sizes.get(id(fut), 0)
+            size = len(self._blobs.get(id(fut), b""))
             if n and total + size > self.max_bytes:
                 break
             total += size
@@ -116,8 +117,7 @@ class Batcher:
             self._last = len(batch)
             try:
                 try:
-                    res = await self.raft.submit(self.wrap(tuple(i for i, _ in batch)),
-                                                 self.timeout)
+                    res = await self.raft.submit(self._command(batch), self.timeout)
                 finally:
                     self._ended = asyncio.get_running_loop().time()
                 backoff = 0.05
@@ -154,6 +154,12 @@ class Batcher:
             for (_, fut), r in zip(batch, results):
                 if not fut.done():
                     fut.set_result(r)
+
+    def _command(self, batch: list[tuple[Any, asyncio.Future]]) -> Any:
+        """The batch command, of its items as they were encoded when queued."""
+        blobs = self._blobs
+        return self.wrap(tuple(Packed(blobs[id(fut)]) if id(fut) in blobs else item
+                               for item, fut in batch))
 
     async def close(self) -> None:
         if self._task:

@@ -107,7 +107,7 @@ class SubmitRoute:
                 log.warning("a relayed %s refused: only submissions are relayed",
                             type(job).__name__)
                 continue
-            self.batcher.offer(job, len(blob))
+            self.batcher.offer(job, blob)
 
 
 def _settle(answers: list[tuple[asyncio.Future, Result]]) -> None:

@@ -57,12 +57,14 @@ def test_a_heartbeat_body_round_trips_and_bad_ones_are_named():
 
 
 class FakeRaft:
-    """Pure stand-in: applies each submitted command to a ClusterState, counting them."""
+    """Pure stand-in: applies each submitted command to a ClusterState, counting them
+    (as the log holds it: encoded and decoded, as RaftHost.submit and every replica do)."""
 
     def __init__(self, st):
         self.st, self.commands = st, []
 
     async def submit(self, command, timeout):
+        command = c.decode(c.encode(command))
         self.commands.append(command)
         return self.st.apply(command)
 

@@ -112,6 +112,23 @@ def test_nested_status_reports_come_back_as_tuple_of_reports():
     assert back.reports[0].epoch == 3
 
 
+@pytest.mark.parametrize("items", [
+    (),
+    (c.SubmitJob("j", {}, 1.0),),  # a small ext (ext 8)
+    (c.SubmitJob("k", {"args": {"x": "y" * 300}}, 1.0, "r"),  # ext 16
+     c.SubmitJob("l", {"args": {"x": "y" * 70_000}}, 2.0))])  # ext 32
+def test_a_batch_of_packed_items_is_the_batch_of_the_items(items):
+    packed = c.SubmitJobs(tuple(c.Packed(c.encode(i)) for i in items))
+    assert c.encode(packed) == c.encode(c.SubmitJobs(items))
+    assert c.decode(c.encode(packed)) == c.SubmitJobs(items)
+
+
+@pytest.mark.parametrize("blob", [b"", b"\x92\x01", msgpack.packb(msgpack.ExtType(2, b"x"))])
+def test_a_packed_item_that_is_not_an_encoded_command_is_refused(blob):
+    with pytest.raises(TypeError):
+        c.encode(c.SubmitJobs((c.Packed(blob),)))
+
+
 def _ext(name, fields):
     """A command on the wire: msgpack ext type 1 holding [name, fields]."""
     return msgpack.ExtType(1, msgpack.packb([name, fields], use_bin_type=True))

@@ -70,7 +70,7 @@ async def test_the_leader_batches_relayed_items_with_its_own_clients():
         mine = asyncio.create_task(batcher.submit(c.SubmitJob("own", spec, 1.0)))
         relayed = [c.SubmitJob(f"r{i}", spec, 1.0) for i in range(3)]
         for job in relayed:
-            batcher.offer(job, len(c.encode(job)))
+            batcher.offer(job, c.encode(job))
         res = await mine
         assert res.ok and res.value["jobid"] == "own"
         assert len(raft.commands) == 1  # one entry for the leader's job and the relayed
@@ -88,7 +88,7 @@ async def test_a_relayed_item_of_a_batch_that_failed_is_dropped_quietly(caplog):
     batcher = Batcher(Down(ClusterState()), c.SubmitJobs, 5.0, retry=False)
     batcher.start()
     try:
-        batcher.offer(c.SubmitJob("r0", {"entry": "m:f"}, 1.0), 100)
+        batcher.offer(c.SubmitJob("r0", {"entry": "m:f"}, 1.0), c.encode(c.SubmitJob("r0", {"entry": "m:f"}, 1.0)))
         own = await asyncio.gather(batcher.submit(c.SubmitJob("own", {"entry": "m:f"}, 1.0)),
                                    return_exceptions=True)
         assert type(own[0]).__name__ == "RaftUnavailable"
