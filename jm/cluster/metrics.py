@@ -249,6 +249,8 @@ class PeerMetrics:
                                  "(a follower's goes through the leader)",
                                  ("peer", "command", "role"), registry=reg,
                                  buckets=LATENCY_BUCKETS)
+        self._rest_children: dict[tuple, Any] = {}  # (method, route, code) -> its series
+        self._write_children: dict[tuple, Any] = {}  # (command, led) -> its series
         if read_gauges is not None:
             self.add_gauges(read_gauges)
 
@@ -258,11 +260,20 @@ class PeerMetrics:
 
     def observe_write(self, command: Any, seconds: float, leader: bool) -> None:
         """(RaftHost.write_observers) A committed Raft write of this peer."""
-        self._writes.labels(self.node, type(command).__name__,
-                            "leader" if leader else "follower").observe(seconds)
+        key = (type(command).__name__, leader)
+        child = self._write_children.get(key)
+        if child is None:  # (labels() looks its child up under a lock: once a series)
+            child = self._write_children[key] = self._writes.labels(
+                self.node, key[0], "leader" if leader else "follower")
+        child.observe(seconds)
 
     def observe_rest(self, method: str, route: str, code: int, seconds: float) -> None:
-        self._rest.labels(self.node, method, route, str(code)).observe(seconds)
+        key = (method, route, code)
+        child = self._rest_children.get(key)
+        if child is None:
+            child = self._rest_children[key] = self._rest.labels(
+                self.node, method, route, str(code))
+        child.observe(seconds)
 
     def render(self, accept: Optional[str] = None,
                tenant: Optional[str] = None) -> tuple[bytes, str]:

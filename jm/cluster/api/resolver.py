@@ -37,6 +37,7 @@ class SubmissionResolver:
     def __init__(self, conf: "Config", raft: "RaftHost", writes: Writes,
                  artifacts: "Artifacts") -> None:
         self.conf, self.raft, self.writes, self.artifacts = conf, raft, writes, artifacts
+        self.spec_limits = SpecLimits.from_conf(conf)  # (the configuration does not change)
 
     def max_slots(self) -> int:
         with self.raft.read() as st:
@@ -46,7 +47,7 @@ class SubmissionResolver:
         """`raw` parsed as a job of `who`'s tenant (jm/policy/api/submission.py), or the
         ApiError of its refusal (400, 403 for a tenant or proxy user not allowed, 413)."""
         out = prepare_submission(raw, who, SubmitLimits(
-            SpecLimits.from_conf(self.conf), self.max_slots(),
+            self.spec_limits, self.max_slots(),
             self.conf.executor.proxy_users, self._proxy_users_of),
             names)
         if isinstance(out, Refused):
