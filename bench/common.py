@@ -100,7 +100,10 @@ def _interrupt(signum, frame) -> None:
 
 
 class BenchCluster:
-    def __init__(self, n: int, settings: dict, base: str | None = None) -> None:
+    def __init__(self, n: int, settings: dict, base: str | None = None,
+                 root: str = ROOT) -> None:
+        """`root`: the checkout whose bin/ starts the peers (and whose code they run)."""
+        self.root = root
         self.base = base or tempfile.mkdtemp(prefix="jm-bench-")
         self.lines = local_lines(n)
         self.urls = ["http://127.0.0.1:" + line.split(":")[1] for line in self.lines]
@@ -109,7 +112,7 @@ class BenchCluster:
         self.env = dict(os.environ, JM_CONF_DIR=self.conf_dir)
 
     def _bin(self, *args: str) -> None:
-        subprocess.run([os.path.join(ROOT, "bin", args[0]), *args[1:]], env=self.env,
+        subprocess.run([os.path.join(self.root, "bin", args[0]), *args[1:]], env=self.env,
                        check=True, capture_output=True, timeout=120)
 
     def pids(self) -> list[int]:
