@@ -102,7 +102,8 @@ def _interrupt(signum, frame) -> None:
 class BenchCluster:
     def __init__(self, n: int, settings: dict, base: str | None = None,
                  root: str = ROOT) -> None:
-        """`root`: the checkout whose bin/ starts the peers (and whose code they run)."""
+        """`root`: the checkout whose bin/ starts the peers and whose code they run (from
+        its directory: `python -m` looks in the working directory first)."""
         self.root = root
         self.base = base or tempfile.mkdtemp(prefix="jm-bench-")
         self.lines = local_lines(n)
@@ -113,7 +114,7 @@ class BenchCluster:
 
     def _bin(self, *args: str) -> None:
         subprocess.run([os.path.join(self.root, "bin", args[0]), *args[1:]], env=self.env,
-                       check=True, capture_output=True, timeout=120)
+                       cwd=self.root, check=True, capture_output=True, timeout=120)
 
     def pids(self) -> list[int]:
         run = os.path.join(self.base, "run")
