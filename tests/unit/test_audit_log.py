@@ -70,3 +70,23 @@ def test_a_syslog_address_is_udp_or_a_socket_path(bad):
     assert syslog_address("/dev/log") == "/dev/log"
     with pytest.raises(ValueError, match="neither udp://host:port nor"):
         syslog_address(bad)
+
+
+def test_an_entry_s_job_and_time_are_read_as_json_would():
+    import json
+    from datetime import datetime, timezone
+
+    from rest.tenants import _made_job, stamp
+    for body in (b'{"jobid": "abc"}', b'{"jobid":"a-1","x":1}', b'{"x": 1, "jobid": "z"}',
+                 b'{"jobid": "a\\"b"}', b'{"jobid": 5}', b'["jobid"]', b'{"jobid": "u\\u00e9"}',
+                 b'not json "jobid"'):
+        try:
+            made = json.loads(body)
+        except ValueError:
+            made = None
+        want = made["jobid"] if isinstance(made, dict) and isinstance(made.get("jobid"), str) \
+            else None
+        assert _made_job(body) == want, body
+    for now in (0.0, 1764745278.9996, 1764745278.5, 1764745279.0004):
+        want = datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="milliseconds")
+        assert stamp(now) == want.replace("+00:00", "Z"), now
