@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -105,6 +106,7 @@ class BenchCluster:
         """`root`: the checkout whose bin/ starts the peers and whose code they run (from
         its directory: `python -m` looks in the working directory first)."""
         self.root = root
+        self._own_base = base is None  # (removed at the end unless JM_BENCH_KEEP is set)
         self.base = base or tempfile.mkdtemp(prefix="jm-bench-")
         self.lines = local_lines(n)
         self.urls = ["http://127.0.0.1:" + line.split(":")[1] for line in self.lines]
@@ -157,6 +159,8 @@ class BenchCluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+        if self._own_base and not os.environ.get("JM_BENCH_KEEP"):
+            shutil.rmtree(self.base, ignore_errors=True)  # (a run's data: gigabytes a day)
 
 
 def report(out: dict, path: "str | None" = None) -> None:
