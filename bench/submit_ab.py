@@ -19,7 +19,6 @@ B's favour (a pair: A's and B's loads in turn, their medians compared).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -31,6 +30,7 @@ from bench.common import (ROOT, BenchCluster, cpu_ticks, get, machine_cores,  # 
 from bench.profile_submit import hold_every_slot  # noqa: E402
 from bench.submit import (closed_loop, cpu_seconds, run_load,  # noqa: E402
                           submission_writes, write_latency)
+from jm.config import ConfigError, parse_overrides  # noqa: E402
 
 
 def side_loads(root: str, settings: dict, loads: int, jobs: int, clients: int) -> list[dict]:
@@ -59,32 +59,26 @@ def summary(loads: list[dict]) -> dict:
                       "jobs_per_batch")}
 
 
-def setting(text: str) -> tuple[str, object]:
-    key, sep, raw = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"-D wants key=value, not {text!r}")
-    try:
-        return key, json.loads(raw)
-    except ValueError:
-        return key, raw
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--a-root", default=ROOT)
     ap.add_argument("--b-root", default=None)
-    ap.add_argument("-D", dest="settings", action="append", type=setting, default=[],
-                    help="a setting of B's (key=value)")
+    ap.add_argument("-D", dest="settings", action="append", default=[],
+                    help="a setting of B's (key=value, as a peer's -D)")
     ap.add_argument("--pairs", type=int, default=5)
     ap.add_argument("--loads", type=int, default=2, help="loads a cluster")
     ap.add_argument("--jobs", type=int, default=8000, help="jobs a load")
     ap.add_argument("--clients", type=int, default=64)
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
+    try:
+        b_settings = parse_overrides(a.settings)
+    except ConfigError as exc:
+        ap.error(str(exc))
     b_root = os.path.abspath(a.b_root or a.a_root)
     if b_root == os.path.abspath(a.a_root) and not a.settings:
         ap.error("B is A: give --b-root or a -D setting")
-    sides = {"A": (os.path.abspath(a.a_root), {}), "B": (b_root, dict(a.settings))}
+    sides = {"A": (os.path.abspath(a.a_root), {}), "B": (b_root, b_settings)}
     out: dict = {"sides": {k: {"root": r, "settings": s} for k, (r, s) in sides.items()},
                  "clients": a.clients, "jobs": a.jobs, "pairs": []}
     for i in range(a.pairs):
