@@ -133,22 +133,10 @@ class Batcher:
                         if not fut.done():
                             fut.set_exception(RaftUnavailable(str(exc)))
                 continue
-            except Exception as exc:  # e.g. a value msgpack cannot encode: find the bad items
-                good = []
-                for item, fut in batch:
-                    try:
-                        encode(self.wrap((item,)))
-                        good.append((item, fut))
-                    except Exception as bad:
-                        if not fut.done():
-                            fut.set_result(Result.fail("invalid", f"cannot be stored: {bad}"))
-                if len(good) == len(batch):  # not an encoding problem: fail the batch
-                    for _, fut in batch:
-                        if not fut.done():
-                            fut.set_result(Result.fail("invalid", f"{type(exc).__name__}: {exc}"))
-                else:
-                    self._queue = good + self._queue
-                    self._wake.set()
+            except Exception as exc:  # (every item was encoded when queued: not one of them)
+                for _, fut in batch:
+                    if not fut.done():
+                        fut.set_result(Result.fail("invalid", f"{type(exc).__name__}: {exc}"))
                 continue
             results = res.value if res.ok and isinstance(res.value, list) else [res] * len(batch)
             for (_, fut), r in zip(batch, results):
