@@ -215,6 +215,15 @@ class _PeerLabelled:
             yield out
 
 
+def _series(cache: dict[tuple, Any], family: Any, *labels: str) -> Any:
+    """`family`'s series of `labels`, kept in `cache` (prometheus_client's labels() looks
+    it up under a lock each time: on every request, once a series is enough)."""
+    series = cache.get(labels)
+    if series is None:
+        series = cache[labels] = family.labels(*labels)
+    return series
+
+
 class PeerMetrics:
     """The metrics of one JobManager peer (node id `node`); `read_gauges` returns the
     scrape-time gauges (PeerGateway.gauges)."""
@@ -249,8 +258,8 @@ class PeerMetrics:
                                  "(a follower's goes through the leader)",
                                  ("peer", "command", "role"), registry=reg,
                                  buckets=LATENCY_BUCKETS)
-        self._rest_children: dict[tuple, Any] = {}  # (method, route, code) -> its series
-        self._write_children: dict[tuple, Any] = {}  # (command, led) -> its series
+        self._rest_children: dict[tuple, Any] = {}  # labels -> the series (_series)
+        self._write_children: dict[tuple, Any] = {}
         if read_gauges is not None:
             self.add_gauges(read_gauges)
 
@@ -260,20 +269,12 @@ class PeerMetrics:
 
     def observe_write(self, command: Any, seconds: float, leader: bool) -> None:
         """(RaftHost.write_observers) A committed Raft write of this peer."""
-        key = (type(command).__name__, leader)
-        child = self._write_children.get(key)
-        if child is None:  # (labels() looks its child up under a lock: once a series)
-            child = self._write_children[key] = self._writes.labels(
-                self.node, key[0], "leader" if leader else "follower")
-        child.observe(seconds)
+        _series(self._write_children, self._writes, self.node, type(command).__name__,
+                "leader" if leader else "follower").observe(seconds)
 
     def observe_rest(self, method: str, route: str, code: int, seconds: float) -> None:
-        key = (method, route, code)
-        child = self._rest_children.get(key)
-        if child is None:
-            child = self._rest_children[key] = self._rest.labels(
-                self.node, method, route, str(code))
-        child.observe(seconds)
+        _series(self._rest_children, self._rest, self.node, method, route,
+                str(code)).observe(seconds)
 
     def render(self, accept: Optional[str] = None,
                tenant: Optional[str] = None) -> tuple[bytes, str]:
