@@ -3,17 +3,19 @@ streaming pipelines; the 3rd peer of conf/masters starts and, with rebalance.str
 on-join, jobs move to it until the peers are within rebalance.threshold; then a peer is
 drained to zero jobs. Every sink ends with every expected row exactly once; a
 stop-with-savepoint and a resume from it lose nothing either."""
-import collections
 import datetime
 import os
+import time
 
 import pytest
 
 from tests.e2e.procs import ProcessCluster
-from chaos.streaming import BASE_TS, expected, write_events
+from chaos.streaming import BASE_TS, check_sink, expected, write_events
 from tests.helpers import ROOT, http, poll
 
-pytestmark = pytest.mark.slow
+# 3 Spark servers on 2 cores, 6 streaming jobs moved and resumed: ~50 s on an idle
+# machine, ~320 s with two other busy processes; the polls' own deadlines name what hung
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 JOBS = 6
 EXAMPLE = os.path.join(ROOT, "examples", "streaming_events.py")
 
@@ -101,21 +103,28 @@ def sink_rows(c, feed):
     return res["result"]["rows"]
 
 
-def check_sinks(c, feed, fed=None):
-    fed = fed or feed.fed
-    want = {j: expected(fed[j]) for j in range(JOBS)}
+def check_sinks(c, feed, stall=150.0):
+    """Every sink holds exactly the expected windows, each once. A slow machine gets as
+    long as the sinks keep growing; after `stall` s without a new row the test fails
+    naming what each sink misses (or why it could not be read)."""
+    want = sum(len(expected(feed.fed[j])) for j in range(JOBS))
+    best, grew, failure = [], time.monotonic(), None
 
     def complete():
-        rows = sink_rows(c, feed)
-        return rows if len(rows) >= sum(len(w) for w in want.values()) else None
-    rows = poll(complete, 300, interval=2, what="every window in every sink")
-    got = collections.Counter((j, datetime.datetime.fromisoformat(w).isoformat(), u)
-                              for j, w, u, _, _ in rows)
-    assert all(n == 1 for n in got.values()), "duplicated rows in a sink"
-    for j in range(JOBS):
-        mine = {(datetime.datetime.fromisoformat(w).isoformat(), u): (e, a)
-                for jj, w, u, e, a in rows if jj == j}
-        assert mine == want[j], f"job {j}: sink differs from the expected aggregation"
+        nonlocal best, grew, failure
+        try:
+            rows = sink_rows(c, feed)
+        except AssertionError as exc:  # the query failed or did not finish
+            rows, failure = [], exc
+        if len(rows) > len(best):
+            best, grew = rows, time.monotonic()
+        return len(best) >= want or time.monotonic() - grew > stall
+    poll(complete, 900, interval=2, what="every window in every sink")
+    per_job = {j: check_sink([r[1:] for r in best if r[0] == j], feed.fed[j])
+               for j in range(JOBS)}
+    assert all(r["ok"] for r in per_job.values()), \
+        f"sinks differ from the expected aggregation (last failed read: {failure}): " \
+        f"{ {j: r['errors'] for j, r in per_job.items() if not r['ok']} }"
 
 
 def test_on_join_rebalance_and_drain_keep_every_row_once(cluster, tmp_path):
