@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from jm.fastjson import dumps_ascii
 from jm.api import ApiError
 from rest.gateway import Gateway
 from rest.middleware import (  # (the app's keys and auth_middleware: imported from here)
@@ -70,7 +71,7 @@ async def post_job(request: web.Request) -> web.Response:
     if len(request_id) > 128:
         raise ApiError(400, "X-Request-Id must be at most 128 characters")
     out = await gw(request).jobs.submit(spec, request_id, None, caller(request))
-    return web.json_response(out, status=202)
+    return web.json_response(out, status=202, dumps=dumps_ascii)
 
 
 async def get_jobs(request: web.Request) -> web.Response:

@@ -3,11 +3,11 @@ its length; NaN and Infinity refused), integer query parameters, the app's gatew
 problem is an ApiError with the status and a text naming the limit or the parameter."""
 from __future__ import annotations
 
-import json
 from typing import Any, Optional
 
 from aiohttp import web
 
+from jm.fastjson import loads
 from jm.api import ApiError
 
 from rest.gateway import Gateway
@@ -26,7 +26,7 @@ async def json_body(request: web.Request, optional: bool = False,
             return {}
         raise ApiError(400, "the request body is empty; expected a JSON job spec")
     try:
-        return json.loads(raw, parse_constant=_not_json)
+        return loads(raw, parse_constant=_not_json)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"malformed JSON: {exc}")
     except RecursionError:

@@ -1,7 +1,7 @@
 """The lowest versions pyproject.toml allows of the runtime dependencies (tests/lowest.py;
 bin/test.sh installs them into .cache/lowest): the tests that use each of them pass with
 those too (aiohttp's server and client, msgpack's codec, YAML, Prometheus's exposition,
-Raft's encryption, the SQL classifier, JWTs, requirement parsing, completion)."""
+Raft's encryption, the SQL classifier, JWTs, requirement parsing, completion, orjson)."""
 import os
 import subprocess
 import sys
@@ -13,7 +13,7 @@ from tests.helpers import ROOT
 pytestmark = pytest.mark.slow  # a pytest of its own that starts clusters: not beside others
 
 LOWEST = os.path.join(ROOT, ".cache", "lowest")
-TESTS = ["tests/unit/test_sqlparse.py", "tests/unit/test_wire.py",
+TESTS = ["tests/unit/test_sqlparse.py", "tests/unit/test_wire.py", "tests/unit/test_fastjson.py",
          "tests/unit/test_commands.py", "tests/unit/test_config.py",
          "tests/unit/test_jwtauth.py", "tests/unit/test_envs_policy.py",
          "tests/unit/test_metrics_registry.py", "tests/unit/test_packaging.py",

@@ -9,8 +9,9 @@
   a policy module imports is checked the same way); the one exception is the SQLAlchemy
   dialect (jm/client/sqla/), which may import sqlalchemy (and its Superset engine spec,
   superset) and which no other client module imports;
-* rest/ imports nothing of ours but its gateway protocols (rest/gateway.py) and the
-  vocabulary it shares with the peer (jm/api.py, the standard library only);
+* rest/ imports nothing of ours but its gateway protocols (rest/gateway.py), the
+  vocabulary it shares with the peer (jm/api.py, the standard library only) and the JSON
+  codec they share (jm/fastjson.py: orjson and the standard library only);
 * jm/cluster/ imports nothing of rest/: the peer is assembled above both, in jm/peer/ (the
   process), which no module below imports;
 * the rooms of jm/cluster/ and of jm/policy/ (spark, jobs, sql and members, api) import only
@@ -129,8 +130,15 @@ def test_client_is_standard_library_only(module):
 
 @pytest.mark.parametrize("module", _in("rest"))
 def test_rest_imports_only_its_gateway_protocol(module):
-    bad = {n for n in closure(module) if _top(n) in OURS and not _under(n, ["rest", "jm.api"])}
+    bad = {n for n in closure(module)
+           if _top(n) in OURS and not _under(n, ["rest", "jm.api", "jm.fastjson"])}
     assert not bad, f"{module} imports {sorted(bad)}"
+
+
+def test_the_json_codec_imports_orjson_and_the_standard_library_only():
+    bad = {n for n in closure("jm.fastjson")
+           if n != "jm.fastjson" and _top(n) not in ("orjson", *sys.stdlib_module_names)}
+    assert not bad, f"jm.fastjson imports {sorted(bad)}"
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))

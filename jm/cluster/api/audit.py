@@ -17,6 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
+from jm.fastjson import dumps_ascii
 from jm.configvalues import syslog_address
 
 log = logging.getLogger("jm.audit")
@@ -82,7 +83,7 @@ class AuditLog:
         self._file: Optional[Any] = None
 
     def write(self, entry: dict) -> None:
-        line = json.dumps(entry, separators=(",", ":"), sort_keys=True, default=str)
+        line = dumps_ascii(entry, sort_keys=True, default=str)
         log.info("audit %s", line)
         if self.sink is not None:
             self.sink.handle(logging.makeLogRecord({"msg": line, "levelno": logging.INFO,

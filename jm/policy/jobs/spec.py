@@ -1,12 +1,12 @@
 """Validation of job specs as submitted through REST or the CLI (pure)."""
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from jm.fastjson import compact_size
 from jm.policy.jobs import fsuri
 from jm.policy.jobs.bounds import json_size
 from jm.policy.jobs.envs import RequirementsError, requirement_set
@@ -65,8 +65,7 @@ class SpecLimits:
 def size_errors(spec: dict, limits: SpecLimits) -> list[str]:
     """Problems of a spec's size (and of text the replicated state cannot hold)."""
     try:
-        text = json.dumps(spec, separators=(",", ":"), ensure_ascii=False)
-        size = len(text.encode("utf-8"))
+        size = compact_size(spec)
     except UnicodeEncodeError:
         return ["the spec holds text that is not valid Unicode (a lone surrogate such as "
                 "\\udcff); send UTF-8 text"]
