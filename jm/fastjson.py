@@ -4,8 +4,10 @@ differently (NaN or Infinity, integers beyond 64 bits, which it reads as floats,
 surrogates, a byte order mark, keys that are not strings, non-ASCII text where json
 escapes it) the standard library does the work. What is read is what json.loads reads;
 what is written reads back as what json.dumps wrote, but a float may be spelled in
-another shortest form (1e-7 for json's 1e-07, one byte less) and a float NaN or infinity
-is written as null (json writes NaN, which is not JSON)."""
+another shortest form (1e-7 for json's 1e-07, one byte less), a float NaN or infinity is
+written as null (json writes NaN, which is not JSON), and an Enum that is not also a str
+or an int, or a UUID, by its value (json refuses them, or calls `default`). The callers
+write values read from JSON or made of str, int and float: none of these."""
 from __future__ import annotations
 
 import json
@@ -50,7 +52,7 @@ def dumps_ascii(value: Any, sort_keys: bool = False, default: Any = None) -> str
     return json.dumps(value, separators=(",", ":"), sort_keys=sort_keys, default=default)
 
 
-# what json would not encode either (dataclasses, datetimes, subclasses of str, int, dict
-# and list go to json, which refuses them or calls default as it does)
-_STRICT = (orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
-           | orjson.OPT_PASSTHROUGH_SUBCLASS)
+# what json does not encode itself goes to json, which refuses it or calls `default` as
+# it does (orjson would write dataclasses and datetimes); subclasses of str, int, float,
+# dict and list orjson writes as json does, by their values
+_STRICT = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME

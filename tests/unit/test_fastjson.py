@@ -82,3 +82,30 @@ def test_what_json_refuses_to_write_is_refused():
         fastjson.compact_size({"when": __import__("datetime").datetime(2026, 1, 1)})
     assert fastjson.dumps_ascii({1: "a", "é": object()}, default=lambda o: "obj") == \
         json.dumps({1: "a", "é": object()}, separators=(",", ":"), default=lambda o: "obj")
+
+
+def test_subclasses_and_defaults_are_written_as_json_writes_them():
+    import dataclasses
+    import datetime
+    import enum
+
+    class Role(str, enum.Enum):
+        ADMIN = "admin"
+
+    class Code(enum.IntEnum):
+        OK = 200
+
+    class Name(str):
+        def __str__(self):
+            return "not what json writes"
+
+    @dataclasses.dataclass
+    class Point:
+        x: int
+
+    value = {"role": Role.ADMIN, "status": Code.OK, "at": datetime.datetime(2026, 1, 1),
+             "p": Point(1), "f": 1.5, "name": Name("ann")}
+    assert fastjson.dumps_ascii(value, sort_keys=True, default=str) == \
+        json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+    assert fastjson.compact_size({"role": Role.ADMIN, "status": Code.OK}) == \
+        len(json.dumps({"role": Role.ADMIN, "status": Code.OK}, separators=(",", ":")))
