@@ -12,8 +12,8 @@ from typing import Any, Callable, Optional
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from jm.fastjson import dumps_ascii
 from jm.api import ApiError
+from jm.fastjson import dumps_ascii
 from rest.gateway import Gateway
 from rest.middleware import (  # (the app's keys and auth_middleware: imported from here)
     CLIENT_SSL, DETAILS, GATEWAY, MAX_BODY, MAX_SPEC, METRICS, PEER_CREDENTIAL, PUBLIC_HEALTH,

@@ -7,8 +7,8 @@ from typing import Any, Optional
 
 from aiohttp import web
 
-from jm.fastjson import loads
 from jm.api import ApiError
+from jm.fastjson import loads
 
 from rest.gateway import Gateway
 from rest.middleware import GATEWAY, MAX_BODY

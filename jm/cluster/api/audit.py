@@ -17,8 +17,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
-from jm.fastjson import dumps_ascii
 from jm.configvalues import syslog_address
+from jm.fastjson import dumps_ascii
 
 log = logging.getLogger("jm.audit")
 
