@@ -153,7 +153,7 @@ class BenchCluster:
         try:
             self.start()
         except BaseException:
-            self.stop()
+            self.__exit__()  # (a cluster that did not start leaves no directory either)
             raise
         return self
 
