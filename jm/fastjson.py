@@ -18,6 +18,11 @@ import orjson
 
 _LONG_INT = re.compile(rb"\d{19}")  # orjson reads an integer beyond 64 bits as a float
 
+# what json does not encode itself goes to json, which refuses it or calls `default` as
+# it does (orjson would write dataclasses and datetimes); subclasses of str, int, float,
+# dict and list orjson writes as json does, by their values
+_STRICT = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+
 
 def loads(raw: bytes, **json_kw: Any) -> Any:
     """json.loads(raw, **json_kw)'s value and errors."""
@@ -50,9 +55,3 @@ def dumps_ascii(value: Any, sort_keys: bool = False, default: Any = None) -> str
     except orjson.JSONEncodeError:
         pass
     return json.dumps(value, separators=(",", ":"), sort_keys=sort_keys, default=default)
-
-
-# what json does not encode itself goes to json, which refuses it or calls `default` as
-# it does (orjson would write dataclasses and datetimes); subclasses of str, int, float,
-# dict and list orjson writes as json does, by their values
-_STRICT = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
