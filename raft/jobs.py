@@ -76,7 +76,7 @@ def _submit(state, cmd: c.SubmitJob) -> Result:
     problems = wire_problems(cmd.spec)
     if problems:
         return Result.fail("invalid", "; ".join(problems))
-    spec = JobSpec.from_wire(dict(cmd.spec, jobid=cmd.job_id))
+    spec = JobSpec.from_wire(cmd.spec, jobid=cmd.job_id)
     gone = artifacts.unknown(state, spec)
     if gone:  # (forgotten by the janitor since the peer checked)
         return Result.fail("invalid", "; ".join(

@@ -1,6 +1,7 @@
 """raft/jobspec.py and jm/policy/api/submission.py: a submission parsed into a frozen
 JobSpec owned by its tenant (or refused with the right status), whose wire form is what
 was accepted, kept in the job's record as a JobSpec and in snapshots as plain data."""
+import dataclasses
 import pickle
 
 import pytest
@@ -9,7 +10,7 @@ from jm.api import ANYONE, Credential
 from jm.policy.api.submission import (Refused, Submission, SubmitLimits, prepare_submission,
                                       with_artifact)
 from jm.policy.jobs.spec import SpecLimits, validate_spec
-from raft.jobspec import JobSpec
+from raft.jobspec import JobSpec, wire_problems
 from raft.records import JobRecord
 
 VALID = [
@@ -57,6 +58,40 @@ def test_a_command_spec_of_the_wrong_types_takes_defaults_instead_of_failing():
                               "argv": [1, "a"], "spark-conf": 3, "job-type": None})
     assert (spec.slots, dict(spec.args), spec.pyfiles, spec.argv, spec.spark_conf,
             spec.job_type, spec.name) == (1, {}, (), ("a",), None, "batch", "j")
+
+
+@pytest.mark.parametrize("raw", VALID)
+def test_a_spec_read_from_the_wire_is_the_one_its_constructor_makes(raw):
+    """from_wire sets the fields itself (not through __init__): the same spec, field for
+    field, as JobSpec(...) with the values read, its mappings read-only as __post_init__
+    makes them, and an id given over the wire form's own."""
+    accepted = validate_spec(raw)
+    spec = JobSpec.from_wire(accepted)
+    built = JobSpec(**{f.name: getattr(spec, f.name) for f in dataclasses.fields(JobSpec)})
+    assert spec == built and repr(spec) == repr(built)
+    assert all(type(getattr(spec, m)) is type(getattr(built, m))
+               for m in ("args", "spark_conf", "restart_strategy"))
+    again = JobSpec.from_wire(accepted, jobid="other")
+    assert again == dataclasses.replace(spec, jobid="other")  # (a valid spec has a name)
+
+
+def test_from_wire_sets_every_field():
+    spec = JobSpec.from_wire({})
+    assert spec == JobSpec("", "") and spec.job_type == "batch" and spec.spark_mode == "connect"
+    assert JobSpec.from_wire({"script": "/a.py"}).spark_mode == "classic"
+    assert JobSpec.from_wire({"jobid": "j", "name": ""}).name == "j"
+    assert JobSpec.from_wire({"jobid": "j"}, jobid="k").name == "k"
+
+
+def test_a_wire_form_of_the_wrong_types_is_named_field_by_field():
+    class Text(str):
+        pass
+    assert wire_problems(validate_spec(VALID[1])) == []
+    assert wire_problems({"name": Text("n"), "slots": 2, "argv": ("a",)}) == []
+    assert wire_problems({"slots": True}) == ["slots must be of type int"]
+    assert wire_problems({"tenant": 3, "jobid": ["j"], "args": None, "other": 1}) == [
+        "jobid must be of type str", "tenant must be of type str"]
+    assert wire_problems([]) == ["a job's spec is a JSON object"]
 
 
 def test_a_record_holds_a_jobspec_and_a_snapshot_its_wire_form():
