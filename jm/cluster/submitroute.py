@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections import deque
+from typing import TYPE_CHECKING, Any, Optional
 
 from raft import protocol
 from raft.commands import SubmitJob, SubmitJobs, decode, encode
@@ -46,6 +47,10 @@ class SubmitRoute:
     def __init__(self, raft: "RaftHost", batcher: "Batcher", timeout: float) -> None:
         self.raft, self.batcher, self.timeout = raft, batcher, timeout
         self._waiting: dict[str, asyncio.Future] = {}  # relayed: job id -> its caller's
+        # the relayed callers' deadlines in the order they came (one timeout: in time
+        # order too), failed by one timer rather than an asyncio.timeout each
+        self._deadlines: deque[tuple[float, asyncio.Future]] = deque()
+        self._timer: Optional[asyncio.TimerHandle] = None
         raft.relay.sink = self._relayed_in
         raft.apply_hooks.append(self._applied)
 
@@ -67,18 +72,29 @@ class SubmitRoute:
         loop = asyncio.get_running_loop()
         start, fut = loop.time(), loop.create_future()
         self._waiting[job.job_id] = fut
+        self._deadlines.append((start + self.timeout, fut))
+        if self._timer is None:
+            self._timer = loop.call_at(start + self.timeout, self._expire)
         self.raft.relay.send(job.job_id, blob, time.monotonic() + self.timeout)
         try:
-            async with asyncio.timeout(self.timeout):
-                result = await fut
-        except TimeoutError:
-            raise RaftUnavailable("the write was not committed in time; its outcome is "
-                                  "unknown") from None
+            result = await fut
         finally:
             self._waiting.pop(job.job_id, None)
             self.raft.relay.forget(job.job_id)
         self.raft.observe_write(job, loop.time() - start, False)
         return result
+
+    def _expire(self) -> None:
+        """(Event loop) relayed callers still waiting at their deadline: their write's
+        outcome is unknown (RaftUnavailable); then the timer for the next deadline."""
+        loop = asyncio.get_running_loop()
+        now, waiting = loop.time(), self._deadlines
+        while waiting and (waiting[0][0] <= now or waiting[0][1].done()):
+            _, fut = waiting.popleft()
+            if not fut.done():
+                fut.set_exception(RaftUnavailable("the write was not committed in time; "
+                                                  "its outcome is unknown"))
+        self._timer = loop.call_at(waiting[0][0], self._expire) if waiting else None
 
     def _applied(self, command: Any, result: Result) -> None:
         """(Tick thread) an entry applied on this peer: the relayed jobs it holds are

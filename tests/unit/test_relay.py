@@ -108,3 +108,77 @@ def test_result_shapes_a_follower_reads_from_an_applied_batch():
                                  c.SubmitJob("b", spec, 1.0))))
     assert res.ok and [r.ok for r in res.value] == [True, False, True]
     assert isinstance(res.value[1], Result) and res.value[1].code == "exists"
+
+
+class _RelayingFollower:
+    """The part of a follower's RaftHost SubmitRoute uses: it relays (is_leader False,
+    a leader known) and records what it sent and forgot."""
+
+    def __init__(self) -> None:
+        from raft import protocol
+        self.loop = asyncio.get_running_loop()
+        self.apply_hooks: list = []
+        self.sent: list[str] = []
+        self.forgotten: list[str] = []
+        self.level = protocol.PROTOCOL
+        relay = self
+
+        class Relay:
+            sink = None
+
+            def send(self, key, blob, deadline):
+                relay.sent.append(key)
+
+            def forget(self, key):
+                relay.forgotten.append(key)
+        self.relay = Relay()
+
+    def is_leader(self) -> bool:
+        return False
+
+    def protocol(self) -> int:
+        return self.level
+
+    def leader(self) -> str:
+        return "leader"
+
+    def observe_write(self, command, seconds, ok) -> None:
+        pass
+
+    def apply(self, jobs) -> None:
+        """An entry holding `jobs` applied here (as the tick thread does)."""
+        st = ClusterState()
+        cmd = c.SubmitJobs(tuple(jobs))
+        res = st.apply(cmd)
+        for hook in self.apply_hooks:
+            hook(cmd, res)
+
+
+async def test_a_relayed_caller_gets_its_own_result_or_unavailable_at_its_deadline():
+    from jm.cluster.submitroute import SubmitRoute
+    from raft.node import RaftUnavailable
+    raft = _RelayingFollower()
+    route = SubmitRoute(raft, batcher=None, timeout=0.3)
+    loop = asyncio.get_running_loop()
+    jobs = [c.SubmitJob(f"j{i}", {"entry": "m:f"}, 1.0) for i in range(5)]
+
+    async def call(job):
+        start = loop.time()
+        try:
+            return await route.submit(job)
+        except RaftUnavailable:
+            return loop.time() - start  # (how long it waited)
+    calls = [asyncio.ensure_future(call(job)) for job in jobs[:2]]
+    await asyncio.sleep(0.1)  # (the later callers' deadlines are later)
+    calls += [asyncio.ensure_future(call(job)) for job in jobs[2:]]
+    await asyncio.sleep(0)
+    assert raft.sent == ["j0", "j1", "j2", "j3", "j4"]
+    raft.apply([jobs[1], jobs[3]])  # applied here: those two are answered
+    calls[2].cancel()  # (its client went away)
+    out = await asyncio.gather(*calls, return_exceptions=True)
+    assert out[1].value["jobid"] == "j1" and out[3].value["jobid"] == "j3"
+    assert isinstance(out[2], asyncio.CancelledError)
+    # never applied: unknown outcome, each at its own deadline and not before
+    assert out[0] >= 0.3 - 0.01 and out[4] >= 0.3 - 0.01
+    assert sorted(raft.forgotten) == ["j0", "j1", "j2", "j3", "j4"]
+    assert route._timer is None and not route._deadlines and not route._waiting
