@@ -81,6 +81,9 @@ class SubmitRoute:
         finally:
             self._waiting.pop(job.job_id, None)
             self.raft.relay.forget(job.job_id)
+            waiting = self._deadlines  # (the answered ones in front: gone, not kept until due)
+            while waiting and waiting[0][1].done():
+                waiting.popleft()
         self.raft.observe_write(job, loop.time() - start, False)
         return result
 

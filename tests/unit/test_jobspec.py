@@ -62,9 +62,8 @@ def test_a_command_spec_of_the_wrong_types_takes_defaults_instead_of_failing():
 
 @pytest.mark.parametrize("raw", VALID)
 def test_a_spec_read_from_the_wire_is_the_one_its_constructor_makes(raw):
-    """from_wire sets the fields itself (not through __init__): the same spec, field for
-    field, as JobSpec(...) with the values read, its mappings read-only as __post_init__
-    makes them, and an id given over the wire form's own."""
+    """from_wire makes the same spec, field for field, as JobSpec(...) with the values
+    read, its mappings read-only, and takes an id given over the wire form's own."""
     accepted = validate_spec(raw)
     spec = JobSpec.from_wire(accepted)
     built = JobSpec(**{f.name: getattr(spec, f.name) for f in dataclasses.fields(JobSpec)})

@@ -182,3 +182,8 @@ async def test_a_relayed_caller_gets_its_own_result_or_unavailable_at_its_deadli
     assert out[0] >= 0.3 - 0.01 and out[4] >= 0.3 - 0.01
     assert sorted(raft.forgotten) == ["j0", "j1", "j2", "j3", "j4"]
     assert route._timer is None and not route._deadlines and not route._waiting
+    # an answered caller is not kept until its deadline
+    later = asyncio.ensure_future(call(c.SubmitJob("j5", {"entry": "m:f"}, 1.0)))
+    await asyncio.sleep(0)
+    raft.apply([c.SubmitJob("j5", {"entry": "m:f"}, 1.0)])
+    assert (await later).ok and not route._deadlines
