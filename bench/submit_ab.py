@@ -12,9 +12,11 @@ machine's drift (this VM's speed moves by half within minutes) falls on both ali
 (repeatable): B's settings over A's; --a-root likewise for A, this tree by default. The
 clients are this tree's, for both.)
 
-Reported per load: accepted/s, p50 ms, the peers' CPU ms a job, idle cores, jobs a Raft
-entry (`jm_raft_write_seconds`); per side the medians over its loads, and the pairs in
-B's favour (a pair: A's and B's loads in turn, their medians compared).
+Reported per load: accepted/s, p50 ms, the peers' CPU ms a job, the machine's speed
+just before it (`probe_us`, bench/probe.py) and the CPU a job in units of the probe's
+(`cpu_per_probe`: the code's cost with the minute's speed divided out), idle cores, jobs a
+Raft entry (`jm_raft_write_seconds`); per side the medians over its loads, and the pairs
+in B's favour (a pair: A's and B's loads in turn, their medians compared).
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.common import (ROOT, BenchCluster, cpu_ticks, get, machine_cores,  # noqa: E402
                           median, report, wait_until)
+from bench.probe import speed_probe  # noqa: E402
 from bench.profile_submit import hold_every_slot  # noqa: E402
 from bench.submit import (closed_loop, cpu_seconds, run_load,  # noqa: E402
                           submission_writes, write_latency)
@@ -42,12 +45,15 @@ def side_loads(root: str, settings: dict, loads: int, jobs: int, clients: int) -
         hold_every_slot(c)
         pids = c.pids()
         for _ in range(loads):
+            probe = speed_probe()  # (the minute's speed, just before the load)
             cpu0, ticks, w0 = cpu_seconds(pids)["peers"], cpu_ticks(), submission_writes(c.urls)
             sat = run_load(closed_loop(c.urls, jobs, clients))
             cpu1, w1 = cpu_seconds(pids)["peers"], submission_writes(c.urls)
             n = max(1, sat["accepted"])
             out.append({"accepted_per_s": round(sat["rate"]), "p50_ms": round(sat["p50_ms"], 1),
                         "cpu_ms_per_job": round(1000 * (cpu1 - cpu0) / n, 3),
+                        "probe_us": probe,
+                        "cpu_per_probe": round(1e6 * (cpu1 - cpu0) / n / probe, 1),
                         "idle_cores": machine_cores(ticks, cpu_ticks(), sat["elapsed"])["idle"],
                         "jobs_per_batch": write_latency(w0, w1, n)["jobs_per_batch"]})
     return out
@@ -55,8 +61,8 @@ def side_loads(root: str, settings: dict, loads: int, jobs: int, clients: int) -
 
 def summary(loads: list[dict]) -> dict:
     return {k: median([r[k] for r in loads if r[k] is not None])
-            for k in ("accepted_per_s", "p50_ms", "cpu_ms_per_job", "idle_cores",
-                      "jobs_per_batch")}
+            for k in ("accepted_per_s", "p50_ms", "cpu_ms_per_job", "probe_us",
+                      "cpu_per_probe", "idle_cores", "jobs_per_batch")}
 
 
 def main() -> int:
@@ -86,8 +92,9 @@ def main() -> int:
         for name, (root, settings) in sides.items():
             pair[name] = side_loads(root, settings, a.loads, a.jobs, a.clients)
             print(f"pair {i + 1} {name} {time.strftime('%H:%M:%S')}: "
-                  + "; ".join(f"{r['accepted_per_s']}/s cpu {r['cpu_ms_per_job']}"
-                              for r in pair[name]), file=sys.stderr, flush=True)
+                  + "; ".join(f"{r['accepted_per_s']}/s cpu {r['cpu_ms_per_job']} "
+                              f"probe {r['probe_us']}" for r in pair[name]),
+                  file=sys.stderr, flush=True)
         out["pairs"].append(pair)
     for name in sides:
         out[name] = summary([r for p in out["pairs"] for r in p[name]])
