@@ -1,16 +1,19 @@
 """How fast this machine runs the peers' kind of work in the minute a load runs.
 
-This VM's speed moves by half within minutes (the hypervisor's other guests share its
-caches and memory bandwidth; little shows as stolen time), and the same build's CPU a
-job moves with it. `speed_probe()` times a fixed piece of the peers' own work in this
-process, between loads (never during one): 30-job submission batches decoded and
-applied to a fresh replica of the state, pure Python as the peers' work is. Reported
-beside a load's figures, it tells the minute's share of a difference from the code's.
+This VM's speed moves by half within minutes, at times within seconds (the hypervisor's
+other guests share its caches and memory bandwidth; little shows as stolen time), and the
+same build's CPU a job moves with it. `speed_probe()` times a fixed piece of the peers'
+own work in this process, between loads (never during one): 30-job submission batches
+decoded and applied to a fresh replica of the state, pure Python as the peers' work is,
+without this process's collector. Taken before and after a load, it says how fast the
+machine ran around it: a load between two slow probes ran in a slow stretch. It cannot
+say how fast the machine ran during the load.
 
     .venv/bin/python bench/probe.py      # the probe now, five times
 """
 from __future__ import annotations
 
+import gc
 import os
 import statistics
 import sys
@@ -47,8 +50,14 @@ def speed_probe(seconds: float = 0.3) -> float:
         for i in range(BATCH)))) for b in range(BATCHES)]
     times: list[float] = []
     end = time.monotonic() + seconds
-    while len(times) < 5 or time.monotonic() < end:
-        times.append(_round(blobs))
+    collecting = gc.isenabled()
+    gc.disable()  # (the work alone: not this process's heap, which a load leaves large)
+    try:
+        while len(times) < 5 or time.monotonic() < end:
+            times.append(_round(blobs))
+    finally:
+        if collecting:
+            gc.enable()
     return round(1e6 * statistics.median(times) / (BATCH * BATCHES), 2)
 
 

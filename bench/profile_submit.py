@@ -18,8 +18,8 @@ jobs finished a second and what each run costs, CPU ms by role (the peers, the z
 forks, the job processes), Raft journal entries and fsyncs.)
 
 Reported per client count: accepted/s, accept p50/p99, CPU ms per accepted job per role,
-the machine's speed just before the load (`probe_us`, bench/probe.py: this VM's speed moves
-by half within minutes) and the peers' CPU a job in units of the probe's,
+the machine's speed just before and after the load (`probe_us`, bench/probe.py: this VM's
+speed moves by half within minutes),
 how the machine's cores were spent meanwhile (busy, idle, stolen by the hypervisor),
 the peers' Raft journal fsyncs per 1000 jobs, their batches of submissions (Raft writes,
 jm_raft_write_seconds) by the writing peer's role with their mean commit time and the jobs a
@@ -65,7 +65,7 @@ def one_count(c: BenchCluster, clients: int, jobs: int, profile: bool = True,
     with tempfile.TemporaryDirectory(prefix="jm-profile-") as folder:
         spies = record({k: v for k, v in pids.items() if k != "zygote"}, None, folder) \
             if profile else []
-        probe = speed_probe()  # (the minute's speed, just before the load)
+        probe = speed_probe()  # (the machine's speed just before the load, and after)
         before, fs0, ticks = cpu_seconds(pids), journal_fsyncs(c.urls), cpu_ticks()
         w0, th0 = submission_writes(c.urls), thread_sched(pids["peer"])
         sat = run_load(closed_loop(c.urls, jobs, clients))
@@ -83,8 +83,7 @@ def one_count(c: BenchCluster, clients: int, jobs: int, profile: bool = True,
     return {"clients": clients, "accepted": sat["accepted"], "accepted_per_s": round(sat["rate"]),
             "p50_ms": round(sat["p50_ms"], 1), "p99_ms": round(sat["p99_ms"], 1),
             "cpu_ms_per_job": {k: round(1000 * (used[k] - before[k]) / n, 2) for k in used},
-            "probe_us": probe,
-            "peer_cpu_per_probe": round(1e6 * (used["peer"] - before["peer"]) / n / probe, 1),
+            "probe_us": [probe, speed_probe()],
             "fsyncs_per_1000_jobs": round(1000 * (fs1["fsyncs"] - fs0["fsyncs"]) / n, 1),
             "seconds": round(sat["elapsed"], 2), "machine_cores": cores,
             "writes": write_latency(w0, w1, n),
@@ -175,8 +174,7 @@ def main() -> int:
     for i, n in enumerate(counts):
         of = [run[i] for run in out["runs"]]
         out["medians"][n] = {k: median([r[k] for r in of])
-                             for k in ("accepted_per_s", "p50_ms", "p99_ms", "probe_us",
-                                       "peer_cpu_per_probe")}
+                             for k in ("accepted_per_s", "p50_ms", "p99_ms")}
     if a.runs == 1:
         out["counts"] = out.pop("runs")[0]
     report(out, a.out)

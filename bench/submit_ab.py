@@ -13,10 +13,9 @@ machine's drift (this VM's speed moves by half within minutes) falls on both ali
 clients are this tree's, for both.)
 
 Reported per load: accepted/s, p50 ms, the peers' CPU ms a job, the machine's speed
-just before it (`probe_us`, bench/probe.py) and the CPU a job in units of the probe's
-(`cpu_per_probe`: the code's cost with the minute's speed divided out), idle cores, jobs a
-Raft entry (`jm_raft_write_seconds`); per side the medians over its loads, and the pairs
-in B's favour (a pair: A's and B's loads in turn, their medians compared).
+just before and after it (`probe_us`, bench/probe.py), idle cores, jobs a Raft entry
+(`jm_raft_write_seconds`); per side the medians over its loads, and the pairs in B's
+favour (a pair: A's and B's loads in turn, their medians compared).
 """
 from __future__ import annotations
 
@@ -45,15 +44,14 @@ def side_loads(root: str, settings: dict, loads: int, jobs: int, clients: int) -
         hold_every_slot(c)
         pids = c.pids()
         for _ in range(loads):
-            probe = speed_probe()  # (the minute's speed, just before the load)
+            probe = speed_probe()  # (the machine's speed just before the load, and after)
             cpu0, ticks, w0 = cpu_seconds(pids)["peers"], cpu_ticks(), submission_writes(c.urls)
             sat = run_load(closed_loop(c.urls, jobs, clients))
             cpu1, w1 = cpu_seconds(pids)["peers"], submission_writes(c.urls)
             n = max(1, sat["accepted"])
             out.append({"accepted_per_s": round(sat["rate"]), "p50_ms": round(sat["p50_ms"], 1),
                         "cpu_ms_per_job": round(1000 * (cpu1 - cpu0) / n, 3),
-                        "probe_us": probe,
-                        "cpu_per_probe": round(1e6 * (cpu1 - cpu0) / n / probe, 1),
+                        "probe_us": [probe, speed_probe()],
                         "idle_cores": machine_cores(ticks, cpu_ticks(), sat["elapsed"])["idle"],
                         "jobs_per_batch": write_latency(w0, w1, n)["jobs_per_batch"]})
     return out
@@ -61,8 +59,8 @@ def side_loads(root: str, settings: dict, loads: int, jobs: int, clients: int) -
 
 def summary(loads: list[dict]) -> dict:
     return {k: median([r[k] for r in loads if r[k] is not None])
-            for k in ("accepted_per_s", "p50_ms", "cpu_ms_per_job", "probe_us",
-                      "cpu_per_probe", "idle_cores", "jobs_per_batch")}
+            for k in ("accepted_per_s", "p50_ms", "cpu_ms_per_job", "idle_cores",
+                      "jobs_per_batch")}
 
 
 def main() -> int:
