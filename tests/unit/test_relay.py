@@ -158,7 +158,7 @@ async def test_a_relayed_caller_gets_its_own_result_or_unavailable_at_its_deadli
     from jm.cluster.submitroute import SubmitRoute
     from raft.node import RaftUnavailable
     raft = _RelayingFollower()
-    route = SubmitRoute(raft, batcher=None, timeout=0.3)
+    route = SubmitRoute(raft, batcher=None, timeout=1.0)  # (long beside a busy machine's pauses)
     loop = asyncio.get_running_loop()
     jobs = [c.SubmitJob(f"j{i}", {"entry": "m:f"}, 1.0) for i in range(5)]
 
@@ -169,7 +169,7 @@ async def test_a_relayed_caller_gets_its_own_result_or_unavailable_at_its_deadli
         except RaftUnavailable:
             return loop.time() - start  # (how long it waited)
     calls = [asyncio.ensure_future(call(job)) for job in jobs[:2]]
-    await asyncio.sleep(0.1)  # (the later callers' deadlines are later)
+    await asyncio.sleep(0.05)  # (the later callers' deadlines are later)
     calls += [asyncio.ensure_future(call(job)) for job in jobs[2:]]
     await asyncio.sleep(0)
     assert raft.sent == ["j0", "j1", "j2", "j3", "j4"]
@@ -179,7 +179,7 @@ async def test_a_relayed_caller_gets_its_own_result_or_unavailable_at_its_deadli
     assert out[1].value["jobid"] == "j1" and out[3].value["jobid"] == "j3"
     assert isinstance(out[2], asyncio.CancelledError)
     # never applied: unknown outcome, each at its own deadline and not before
-    assert out[0] >= 0.3 - 0.01 and out[4] >= 0.3 - 0.01
+    assert out[0] >= 1.0 - 0.01 and out[4] >= 1.0 - 0.01
     assert sorted(raft.forgotten) == ["j0", "j1", "j2", "j3", "j4"]
     assert route._timer is None and not route._deadlines and not route._waiting
     # an answered caller is not kept until its deadline
