@@ -103,7 +103,10 @@ class JobSpec:
             if value is not None and (isinstance(value, dict) or isinstance(value, Mapping)):
                 kw[attr] = MappingProxyType(dict(value))
         given = kw.pop("jobid", "")
-        jobid = given if jobid is None else jobid
+        if jobid is None:
+            jobid = given
+        elif not isinstance(jobid, str):  # (read as a wire form's id of another type)
+            jobid = ""
         kw.setdefault("args", MappingProxyType({}))
         kw["job_type"] = kw.get("job_type") or BATCH
         kw["spark_mode"] = kw.get("spark_mode") or (CLASSIC if "script" in kw else CONNECT)

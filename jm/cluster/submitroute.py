@@ -75,10 +75,11 @@ class SubmitRoute:
         self._deadlines.append((start + self.timeout, fut))
         if self._timer is None:
             self._timer = loop.call_at(start + self.timeout, self._expire)
-        self.raft.relay.send(job.job_id, blob, time.monotonic() + self.timeout)
         try:
+            self.raft.relay.send(job.job_id, blob, time.monotonic() + self.timeout)
             result = await fut
         finally:
+            fut.cancel()  # (answered: nothing; a caller gone: nothing left to fail later)
             self._waiting.pop(job.job_id, None)
             self.raft.relay.forget(job.job_id)
             waiting = self._deadlines  # (the answered ones in front: gone, not kept until due)

@@ -80,6 +80,7 @@ def test_from_wire_sets_every_field():
     assert JobSpec.from_wire({"script": "/a.py"}).spark_mode == "classic"
     assert JobSpec.from_wire({"jobid": "j", "name": ""}).name == "j"
     assert JobSpec.from_wire({"jobid": "j"}, jobid="k").name == "k"
+    assert JobSpec.from_wire({"jobid": "j"}, jobid=7).jobid == ""  # (a command's junk)
 
 
 def test_a_wire_form_of_the_wrong_types_is_named_field_by_field():
