@@ -21,6 +21,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench.submit import JOB  # noqa: E402
+from jm.policy.jobs.spec import validate_spec  # noqa: E402
 from raft import protocol  # noqa: E402
 from raft.commands import SubmitJob, SubmitJobs, decode, encode  # noqa: E402
 from raft.state import ClusterState  # noqa: E402
@@ -28,9 +30,7 @@ from raft.state import ClusterState  # noqa: E402
 BATCH = 30  # jobs a batch (as the benchmarks' 64 clients make them)
 BATCHES = 20  # batches a round (600 jobs, ~10 ms here)
 # a held benchmark job's spec as the peers replicate it (bench/submit.py's JOB, accepted)
-SPEC = {"name": "trivial_job:main", "entry": "trivial_job:main", "args": {},
-        "pyfiles": ["/opt/bench/"], "slots": 1, "job-type": "batch",
-        "spark-mode": "connect", "restart-strategy": {"type": "none"}}
+SPEC = validate_spec(dict(JOB))
 
 
 def _round(blobs: list[bytes]) -> float:

@@ -62,10 +62,11 @@ def one_count(c: BenchCluster, clients: int, jobs: int, profile: bool = True,
     """`seen`: the job ids earlier counts on this cluster were given; an answer naming one
     of them (or the same one twice) was a replay, not an accepted submission."""
     pids = roles(c)
+    probe = speed_probe()  # (the machine's speed just before the load, and after; run
+    # outside py-spy's window: this process's samples are the clients')
     with tempfile.TemporaryDirectory(prefix="jm-profile-") as folder:
         spies = record({k: v for k, v in pids.items() if k != "zygote"}, None, folder) \
             if profile else []
-        probe = speed_probe()  # (the machine's speed just before the load, and after)
         before, fs0, ticks = cpu_seconds(pids), journal_fsyncs(c.urls), cpu_ticks()
         w0, th0 = submission_writes(c.urls), thread_sched(pids["peer"])
         sat = run_load(closed_loop(c.urls, jobs, clients))
